@@ -1,0 +1,76 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "photolalad",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "photolalad", targets: ["photolalad"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+    ],
+    targets: [
+        // C libraries, linked from the system.
+        .systemLibrary(name: "CInotifyTools", path: "Sources/CInotifyTools"),
+        .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd",
+                       providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto",
+                       providers: [.apt(["libssl-dev"])]),
+
+        .target(name: "PhotolalaCore"),
+        .target(name: "Config", dependencies: [
+            "PhotolalaCore",
+            .product(name: "TOMLKit", package: "TOMLKit"),
+        ]),
+        .target(name: "Hashing", dependencies: ["PhotolalaCore", "COpenSSL"]),
+        .target(name: "Queue", dependencies: [
+            "PhotolalaCore",
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
+        .target(name: "Watcher", dependencies: [
+            "PhotolalaCore", "CInotifyTools",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "S3", dependencies: [
+            "PhotolalaCore", "Hashing", "COpenSSL",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
+        .target(name: "Control", dependencies: [
+            "PhotolalaCore",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
+        .target(name: "Daemon", dependencies: [
+            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Watcher", "CSystemd",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+        ]),
+        .target(name: "CLI", dependencies: [
+            "PhotolalaCore", "Config", "Control", "Daemon",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .executableTarget(name: "photolalad", dependencies: ["CLI"]),
+
+        .testTarget(name: "ConfigTests", dependencies: ["Config"]),
+        .testTarget(name: "PhotolalaCoreTests", dependencies: ["PhotolalaCore"]),
+        .testTarget(name: "HashingTests", dependencies: ["Hashing"]),
+        .testTarget(name: "QueueTests", dependencies: ["Queue"]),
+        .testTarget(name: "WatcherTests", dependencies: ["Watcher"]),
+        .testTarget(name: "S3Tests", dependencies: ["S3"]),
+        .testTarget(name: "ControlTests", dependencies: ["Control"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,77 @@
+import Foundation
+import PhotolalaCore
+
+/// The human `photolalactl status`: one screen answering "is my stuff backed up?".
+enum StatusRenderer {
+    static func human(_ s: DaemonStatus, color: Bool, now: Date = Date()) -> String {
+        func bold(_ t: String) -> String { color ? "\u{1B}[1m\(t)\u{1B}[0m" : t }
+        func tint(_ t: String, _ code: String) -> String { color ? "\u{1B}[\(code)m\(t)\u{1B}[0m" : t }
+        var out: [String] = []
+        let headline = StatusSummary.oneLine(s)
+        let mark: String
+        switch s.state {
+        case .running: mark = s.queue.failed > 0 ? tint("!", "33") : tint("●", "32")
+        case .paused, .needsLogin: mark = tint("‖", "33")
+        case .starting, .stopping: mark = "…"
+        }
+        out.append("\(mark) \(bold(headline))")
+        if s.state == .needsLogin {
+            out.append("  Action needed: this NAS is not signed in. Run `photolalactl login` and confirm on your phone.")
+        }
+        if let reason = s.pauseReason {
+            out.append("  \(reason.explanation)")
+        }
+        for p in s.problems { out.append("  \(tint("Problem:", "31")) \(p)") }
+        out.append("")
+
+        let q = s.queue
+        let total = q.pending + q.hashing + q.uploading + q.uploaded
+        out.append("Files      \(q.uploaded) backed up (\(Units.humanBytes(q.uploadedBytes))), \(q.pending) waiting, \(q.hashing) reading, \(q.uploading) uploading, \(q.failed) failed")
+        if q.pending + q.hashing + q.uploading > 0 {
+            let fraction = total > 0 ? Double(q.uploaded) / Double(total) : 0
+            var line = "Progress   \(bar(fraction, width: 30)) \(Int((fraction * 100).rounded(.down)))%"
+            if q.uploadRate > 0 { line += "  \(Units.humanBytes(Int64(q.uploadRate)))/s" }
+            if let eta = q.etaSeconds { line += "  ETA \(duration(eta))" }
+            out.append(line)
+            out.append("To send    \(Units.humanBytes(q.pendingBytes))" + (q.hashRate > 0 ? ", reading at \(Units.humanBytes(Int64(q.hashRate)))/s" : ""))
+        }
+        if q.failed > 0 {
+            out.append("           see `photolalactl queue --failed`; `photolalactl retry` tries them again")
+        }
+        out.append("")
+        out.append("Account    " + (s.account.signedIn ? "signed in as \(s.account.userId ?? "?")" : "not signed in"))
+        var apple = "Apple ID   \(s.appleCredential.state.rawValue)"
+        if let at = s.appleCredential.checkedAt { apple += ", checked \(at)" }
+        if let next = s.appleCredential.nextCheckAt { apple += ", next \(next)" }
+        if let e = s.appleCredential.lastError { apple += " (last check failed: \(e))" }
+        out.append(apple)
+        var creds = "Storage    credentials \(s.credentials.state.rawValue)"
+        if let exp = s.credentials.expiresAt { creds += ", expire \(exp)" }
+        if let e = s.credentials.lastError { creds += " (\(e))" }
+        out.append(creds)
+        out.append("")
+        out.append("Watching   \(s.watch.folders) folder\(s.watch.folders == 1 ? "" : "s"), \(s.watch.directories) directories" + (s.watch.scanning ? " (scanning)" : ""))
+        for p in s.watch.paths {
+            let missing = s.watch.missingFolders.contains(p)
+            out.append("           \(p)" + (missing ? tint("  — missing or unreadable (retrying)", "31") : ""))
+        }
+        if s.watch.watchLimitReached {
+            out.append("           \(tint("inotify watch limit reached", "33")) (fs.inotify.max_user_watches = \(s.watch.maxUserWatches.map(String.init) ?? "?")): \(s.watch.unwatchedDirectories) directories are rescanned periodically instead")
+        }
+        out.append("")
+        out.append("photolalad \(s.version), state \(s.state.rawValue)" + (s.startedAt.map { ", up since \($0)" } ?? ""))
+        return out.joined(separator: "\n") + "\n"
+    }
+
+    static func bar(_ fraction: Double, width: Int) -> String {
+        let filled = max(0, min(width, Int((fraction * Double(width)).rounded(.down))))
+        return "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]"
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        let s = Int(seconds.rounded())
+        if s < 60 { return "\(s)s" }
+        if s < 3600 { return "\(s / 60)m\(s % 60)s" }
+        return "\(s / 3600)h\((s % 3600) / 60)m"
+    }
+}

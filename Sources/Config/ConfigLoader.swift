@@ -1,0 +1,278 @@
+/// Config: reads /etc/photolala/photolalad.toml into validated Settings, reporting every problem with its key.
+import Foundation
+import PhotolalaCore
+import TOMLKit
+
+public enum ConfigLoader {
+    /// `--config`, then `$PHOTOLALA_CONFIG`, then /etc/photolala/photolalad.toml (config.md).
+    public static func resolvePath(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let env = environment["PHOTOLALA_CONFIG"], !env.isEmpty { return env }
+        return Settings.defaultPath
+    }
+
+    public static func load(path: String) throws(ConfigError) -> Settings {
+        let text: String
+        do {
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            guard let s = String(data: data, encoding: .utf8) else {
+                throw ConfigError(path: path, problems: [.init(key: "(file)", value: nil, expected: "not UTF-8 text")])
+            }
+            text = s
+        } catch let e as ConfigError {
+            throw e
+        } catch {
+            let reason = FileManager.default.fileExists(atPath: path)
+                ? "the file exists but cannot be read (check its permissions)"
+                : "the file does not exist (create it, or pass --config PATH)"
+            throw ConfigError(path: path, problems: [.init(key: "(file)", value: nil, expected: reason)])
+        }
+        return try parse(text, path: path)
+    }
+
+    public static func parse(_ text: String, path: String = Settings.defaultPath) throws(ConfigError) -> Settings {
+        let table: TOMLTable
+        do {
+            table = try TOMLTable(string: text)
+        } catch let e as TOMLParseError {
+            throw ConfigError(path: path, problems: [.init(
+                key: "(syntax)", value: nil,
+                expected: "not valid TOML: line \(e.source.begin.line), column \(e.source.begin.column): \(e.description)")])
+        } catch {
+            throw ConfigError(path: path, problems: [.init(key: "(syntax)", value: nil, expected: "not valid TOML: \(error)")])
+        }
+        var reader = TableReader()
+        let settings = reader.read(table)
+        if !reader.problems.isEmpty { throw ConfigError(path: path, problems: reader.problems) }
+        return settings
+    }
+}
+
+/// Walks the TOML tree once, collecting problems instead of stopping at the first.
+struct TableReader {
+    var problems: [ConfigError.Problem] = []
+
+    private static let sections: [String: Set<String>] = [
+        "account": ["api_url", "device_name"],
+        "watch": ["folders", "extensions", "exclude", "settle", "rescan_interval", "follow_symlinks"],
+        "upload": ["concurrency", "multipart_threshold", "part_size", "bandwidth_limit", "storage_class"],
+        "credentials": ["refresh_before_expiry", "apple_check_interval"],
+        "daemon": ["state_dir", "socket", "socket_group", "log_level"],
+    ]
+
+    static let storageClasses = [
+        "STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING",
+        "GLACIER", "GLACIER_IR", "DEEP_ARCHIVE", "EXPRESS_ONEZONE",
+    ]
+
+    mutating func read(_ root: TOMLTable) -> Settings {
+        var s = Settings()
+        for key in root.keys.sorted() {
+            guard let allowed = Self.sections[key] else {
+                problem(key, nil, "unknown section; known sections are [\(Self.sections.keys.sorted().joined(separator: "], ["))]")
+                continue
+            }
+            guard let table = root[key]?.table else {
+                problem(key, render(root[key]), "a table ([\(key)])")
+                continue
+            }
+            for sub in table.keys.sorted() where !allowed.contains(sub) {
+                problem("\(key).\(sub)", render(table[sub]), "unknown key (a typo?); [\(key)] knows \(allowed.sorted().joined(separator: ", "))")
+            }
+        }
+
+        let account = root["account"]?.table
+        if let v = account?["api_url"] {
+            if let url = string("account.api_url", v) {
+                if let message = Self.apiURLProblem(url) { problem("account.api_url", quote(url), message) } else { s.account.apiURL = url }
+            }
+        }
+        if let v = account?["device_name"], let name = string("account.device_name", v) {
+            if name.isEmpty || name.count > 64 || name.contains(where: { $0.isNewline }) {
+                problem("account.device_name", quote(name), "a name of 1 to 64 characters on one line")
+            } else { s.account.deviceName = name }
+        }
+
+        let watch = root["watch"]?.table
+        if let v = watch?["folders"] {
+            if let list = strings("watch.folders", v) {
+                if list.isEmpty { problem("watch.folders", "[]", "at least one folder to back up, e.g. [\"/srv/photos\"]") }
+                for f in list where !f.hasPrefix("/") {
+                    problem("watch.folders", quote(f), "an absolute path (starting with /)")
+                }
+                if list.allSatisfy({ $0.hasPrefix("/") }) {
+                    s.watch.folders = list.map(Self.normalizeFolder)
+                }
+            }
+        } else if root["watch"] == nil || watch != nil {
+            problem("watch.folders", nil, "is required: the folders to back up, e.g. folders = [\"/srv/photos\"] under [watch]")
+        }
+        if let v = watch?["extensions"], let list = strings("watch.extensions", v) {
+            let cleaned = list.map { ($0.hasPrefix(".") ? String($0.dropFirst()) : $0).lowercased() }
+            if cleaned.isEmpty || cleaned.contains(where: { $0.isEmpty || $0.contains("/") }) {
+                problem("watch.extensions", render(v), "a non-empty list of file extensions such as [\"jpg\", \"heic\"]")
+            } else { s.watch.extensions = cleaned }
+        }
+        if let v = watch?["exclude"], let list = strings("watch.exclude", v) {
+            if list.contains(where: { $0.isEmpty || $0.contains("/") }) {
+                problem("watch.exclude", render(v), "name globs without '/' such as [\"*.xmp\", \"Private\"]")
+            } else { s.watch.exclude = list }
+        }
+        if let v = watch?["settle"], let d = duration("watch.settle", v) {
+            if d > .seconds(3600) { problem("watch.settle", render(v), "a duration of at most 1h") } else { s.watch.settle = d }
+        }
+        if let v = watch?["rescan_interval"] {
+            if v.string?.lowercased() == "off" {
+                s.watch.rescanInterval = nil
+            } else if let d = duration("watch.rescan_interval", v, orOff: true) {
+                if d < .seconds(60) { problem("watch.rescan_interval", render(v), "\"off\" or a duration of at least 1m") } else { s.watch.rescanInterval = d }
+            }
+        }
+        if let v = watch?["follow_symlinks"], let b = bool("watch.follow_symlinks", v) { s.watch.followSymlinks = b }
+
+        let upload = root["upload"]?.table
+        if let v = upload?["concurrency"] {
+            if let n = v.int, (1...64).contains(n) { s.upload.concurrency = n } else { problem("upload.concurrency", render(v), "a whole number from 1 to 64") }
+        }
+        if let v = upload?["multipart_threshold"], let n = size("upload.multipart_threshold", v) {
+            if n < 5 << 20 || n > 5 << 30 { problem("upload.multipart_threshold", render(v), "a size from 5MiB to 5GiB (S3's limits for one PUT)") } else { s.upload.multipartThreshold = n }
+        }
+        if let v = upload?["part_size"], let n = size("upload.part_size", v) {
+            if n < 5 << 20 || n > 5 << 30 { problem("upload.part_size", render(v), "a size from 5MiB to 5GiB (S3's limits for a part)") } else { s.upload.partSize = n }
+        }
+        if let v = upload?["bandwidth_limit"] {
+            if let text = v.string, let rate = Units.parseRate(text) {
+                s.upload.bandwidthLimit = rate
+            } else {
+                problem("upload.bandwidth_limit", render(v), "\"off\" or a size per second such as \"10MiB/s\"")
+            }
+        }
+        if let v = upload?["storage_class"], let c = string("upload.storage_class", v) {
+            if Self.storageClasses.contains(c) { s.upload.storageClass = c } else {
+                problem("upload.storage_class", quote(c), "one of \(Self.storageClasses.joined(separator: ", "))")
+            }
+        }
+
+        let credentials = root["credentials"]?.table
+        if let v = credentials?["refresh_before_expiry"], let d = duration("credentials.refresh_before_expiry", v) {
+            if d <= .zero || d > .seconds(3600) { problem("credentials.refresh_before_expiry", render(v), "a duration from 1s to 1h") } else { s.credentials.refreshBeforeExpiry = d }
+        }
+        if let v = credentials?["apple_check_interval"], let d = duration("credentials.apple_check_interval", v) {
+            if d < .seconds(1) || d > .seconds(7 * 86400) { problem("credentials.apple_check_interval", render(v), "a duration from 1s to 7d") } else { s.credentials.appleCheckInterval = d }
+        }
+
+        let daemon = root["daemon"]?.table
+        if let v = daemon?["state_dir"], let p = string("daemon.state_dir", v) {
+            if p.hasPrefix("/") { s.daemon.stateDir = Self.normalizeFolder(p) } else { problem("daemon.state_dir", quote(p), "an absolute path (starting with /)") }
+        }
+        if let v = daemon?["socket"], let p = string("daemon.socket", v) {
+            if !p.hasPrefix("/") { problem("daemon.socket", quote(p), "an absolute path (starting with /)") }
+            else if p.utf8.count > 107 { problem("daemon.socket", quote(p), "a path of at most 107 bytes (the limit of a Unix socket address)") }
+            else { s.daemon.socket = p }
+        }
+        if let v = daemon?["socket_group"], let g = string("daemon.socket_group", v) {
+            if g.isEmpty || g.contains(where: { $0.isWhitespace || $0 == ":" }) { problem("daemon.socket_group", quote(g), "a group name") } else { s.daemon.socketGroup = g }
+        }
+        if let v = daemon?["log_level"], let l = string("daemon.log_level", v) {
+            if let level = Settings.LogLevel(rawValue: l.lowercased()) { s.daemon.logLevel = level } else {
+                problem("daemon.log_level", quote(l), "one of \(Settings.LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+        }
+        return s
+    }
+
+    static func normalizeFolder(_ p: String) -> String {
+        var p = p
+        while p.count > 1 && p.hasSuffix("/") { p.removeLast() }
+        return p
+    }
+
+    /// nil when acceptable. Plain http only to loopback: tokens must never cross a network in clear.
+    static func apiURLProblem(_ text: String) -> String? {
+        guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
+            return "an absolute URL such as \"https://api.photolala.app\""
+        }
+        switch scheme {
+        case "https": return nil
+        case "http":
+            let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+            if h == "localhost" || h == "::1" || h.hasPrefix("127.") { return nil }
+            return "an https:// URL (plain http is allowed only for loopback hosts: 127.0.0.0/8, ::1, localhost)"
+        default:
+            return "an https:// URL"
+        }
+    }
+
+    // MARK: typed readers: each records a problem and returns nil on a mismatch
+
+    private mutating func problem(_ key: String, _ value: String?, _ expected: String) {
+        problems.append(.init(key: key, value: value, expected: expected))
+    }
+
+    private mutating func string(_ key: String, _ v: TOMLValueConvertible) -> String? {
+        if let s = v.string { return s }
+        problem(key, render(v), "a string")
+        return nil
+    }
+
+    private mutating func bool(_ key: String, _ v: TOMLValueConvertible) -> Bool? {
+        if let b = v.bool { return b }
+        problem(key, render(v), "true or false")
+        return nil
+    }
+
+    private mutating func strings(_ key: String, _ v: TOMLValueConvertible) -> [String]? {
+        guard let array = v.array else {
+            problem(key, render(v), "a list of strings such as [\"a\", \"b\"]")
+            return nil
+        }
+        var out: [String] = []
+        for element in array {
+            guard let s = element.string else {
+                problem(key, render(v), "a list of strings such as [\"a\", \"b\"]")
+                return nil
+            }
+            out.append(s)
+        }
+        return out
+    }
+
+    private mutating func duration(_ key: String, _ v: TOMLValueConvertible, orOff: Bool = false) -> Duration? {
+        let expected = (orOff ? "\"off\", " : "") + "a number of seconds or a duration such as \"90s\", \"15m\", \"6h\""
+        if let n = v.int, n >= 0 { return .seconds(n) }
+        if let d = v.double, d >= 0, d.isFinite { return .milliseconds(Int64(d * 1000)) }
+        if let s = v.string, let d = Units.parseDuration(s) { return d }
+        problem(key, render(v), expected)
+        return nil
+    }
+
+    private mutating func size(_ key: String, _ v: TOMLValueConvertible) -> Int64? {
+        if let n = v.int, n >= 0 { return Int64(n) }
+        if let s = v.string, let n = Units.parseSize(s) { return n }
+        problem(key, render(v), "a number of bytes or a size such as \"16MiB\", \"1GiB\"")
+        return nil
+    }
+
+    private func quote(_ s: String) -> String {
+        "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    }
+
+    private func render(_ v: TOMLValueConvertible?) -> String {
+        guard let v else { return "(missing)" }
+        if let s = v.string { return quote(s) }
+        if let a = v.array { return "[" + a.map { render($0) }.joined(separator: ", ") + "]" }
+        if v.table != nil { return "(a table)" }
+        return v.debugDescription
+    }
+}
+
+extension ConfigLoader {
+    /// What photolalactl needs from the config — the socket and its group — read leniently:
+    /// a CLI must still find the daemon when an unrelated key is wrong.
+    public static func controlSettings(path: String) -> (socket: String?, group: String?) {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8),
+              let table = try? TOMLTable(string: text), let daemon = table["daemon"]?.table
+        else { return (nil, nil) }
+        return (daemon["socket"]?.string, daemon["socket_group"]?.string)
+    }
+}

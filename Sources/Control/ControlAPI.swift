@@ -1,0 +1,155 @@
+/// Control: the control socket: HTTP/1.1 over a Unix socket, its server with peer-credential checks, and the CLI's client.
+import PhotolalaCore
+
+/// The versioned calls of the local API, one path each (as tailscale's LocalAPI does),
+/// with the access each needs: members of `daemon.socket_group` may read, only root
+/// or the daemon's own user may change anything.
+public enum ControlRoute: String, Sendable, CaseIterable {
+    case status = "GET /v1/status"
+    case queue = "GET /v1/queue"
+    case pause = "POST /v1/pause"
+    case resume = "POST /v1/resume"
+    case rescan = "POST /v1/rescan"
+    case retry = "POST /v1/retry"
+    case logout = "POST /v1/logout"
+    case loginIdentityToken = "POST /v1/login/identity-token"
+    case loginDeviceStart = "POST /v1/login/device"
+    case loginDevicePoll = "GET /v1/login/device"
+    case loginDeviceCancel = "DELETE /v1/login/device"
+
+    public enum Access: Sendable { case read, write }
+
+    public var access: Access {
+        switch self {
+        case .status, .queue: .read
+        default: .write
+        }
+    }
+
+    public var method: String { String(rawValue.split(separator: " ")[0]) }
+    public var path: String { String(rawValue.split(separator: " ")[1]) }
+
+    public init?(method: String, path: String) {
+        self.init(rawValue: "\(method) \(path)")
+    }
+}
+
+/// A request as the handler sees it: the route, its query and its (small, bounded) JSON body.
+public struct ControlRequest: Sendable {
+    public var route: ControlRoute
+    public var query: [String: String]
+    public var body: [UInt8]
+    public var peer: PeerCredentials
+
+    public init(route: ControlRoute, query: [String: String] = [:], body: [UInt8] = [], peer: PeerCredentials) {
+        self.route = route
+        self.query = query
+        self.body = body
+        self.peer = peer
+    }
+}
+
+public struct ControlResponse: Sendable {
+    public var status: Int
+    public var body: [UInt8]
+
+    public init(status: Int, body: [UInt8]) {
+        self.status = status
+        self.body = body
+    }
+
+    public static func json<T: Encodable>(_ value: T, status: Int = 200) -> ControlResponse {
+        ControlResponse(status: status, body: (try? ControlJSON.encode(value)) ?? Array("{}".utf8))
+    }
+
+    public static func error(_ status: Int, _ code: String, _ message: String) -> ControlResponse {
+        json(ControlReply(ok: false, error: code, message: message), status: status)
+    }
+}
+
+/// The answer to a command that changes something: what happened, in words.
+public struct ControlReply: Codable, Sendable, Equatable {
+    public var ok: Bool
+    public var error: String?
+    public var message: String
+    public init(ok: Bool, error: String? = nil, message: String) {
+        self.ok = ok
+        self.error = error
+        self.message = message
+    }
+}
+
+/// `photolalactl queue --json`: newest first, at most `limit`.
+public struct QueueListing: Codable, Sendable, Equatable {
+    public struct Item: Codable, Sendable, Equatable {
+        public var path: String
+        public var state: String
+        public var size: Int64
+        public var md5: String?
+        public var attempts: Int
+        public var lastError: String?
+        public var updatedAt: String?
+
+        public init(path: String, state: String, size: Int64, md5: String?, attempts: Int, lastError: String?, updatedAt: String?) {
+            self.path = path
+            self.state = state
+            self.size = size
+            self.md5 = md5
+            self.attempts = attempts
+            self.lastError = lastError
+            self.updatedAt = updatedAt
+        }
+
+        enum CodingKeys: String, CodingKey { case path, state, size, md5, attempts, lastError, updatedAt }
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(path, forKey: .path)
+            try c.encode(state, forKey: .state)
+            try c.encode(size, forKey: .size)
+            try c.encode(md5, forKey: .md5)
+            try c.encode(attempts, forKey: .attempts)
+            try c.encode(lastError, forKey: .lastError)
+            try c.encode(updatedAt, forKey: .updatedAt)
+        }
+    }
+
+    public var items: [Item]
+    public var total: Int
+    public init(items: [Item], total: Int) {
+        self.items = items
+        self.total = total
+    }
+}
+
+/// `photolalactl login --identity-token T [--authorization-code C]`.
+public struct IdentityTokenLogin: Codable, Sendable {
+    public var identityToken: String
+    public var authorizationCode: String?
+    public init(identityToken: String, authorizationCode: String?) {
+        self.identityToken = identityToken
+        self.authorizationCode = authorizationCode
+    }
+}
+
+/// Where a sign-in stands; the CLI polls this while the user confirms on the phone.
+public struct LoginProgress: Codable, Sendable, Equatable {
+    public enum State: String, Codable, Sendable { case pending, signedIn, denied, expired, failed, cancelled, none }
+    public var state: State
+    public var userCode: String?
+    public var verificationUri: String?
+    public var verificationUriComplete: String?
+    public var expiresAt: String?
+    public var userId: String?
+    public var message: String?
+
+    public init(state: State, userCode: String? = nil, verificationUri: String? = nil, verificationUriComplete: String? = nil,
+                expiresAt: String? = nil, userId: String? = nil, message: String? = nil) {
+        self.state = state
+        self.userCode = userCode
+        self.verificationUri = verificationUri
+        self.verificationUriComplete = verificationUriComplete
+        self.expiresAt = expiresAt
+        self.userId = userId
+        self.message = message
+    }
+}

@@ -1,0 +1,67 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Who is on the other end of the socket, from SO_PEERCRED (the kernel's word, not the client's).
+public struct PeerCredentials: Sendable, Equatable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+
+    /// Whether the peer's user has `group` as primary or supplementary group
+    /// (SO_PEERCRED carries only the primary one).
+    public func isMember(ofGroup group: UInt32) -> Bool {
+        if gid == group { return true }
+        var pwd = passwd()
+        var result: UnsafeMutablePointer<passwd>? = nil
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &pwd, &buffer, buffer.count, &result) == 0, result != nil, let name = pwd.pw_name else {
+            return false
+        }
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        if getgrouplist(name, pwd.pw_gid, &groups, &count) == -1 {
+            groups = [gid_t](repeating: 0, count: Int(count))
+            guard getgrouplist(name, pwd.pw_gid, &groups, &count) != -1 else { return false }
+        }
+        return groups.prefix(Int(count)).contains(group)
+    }
+}
+
+/// Decides read and write access on the socket (cli.md "The control socket").
+public struct AccessPolicy: Sendable {
+    public var daemonUID: UInt32
+    /// nil when `daemon.socket_group` does not exist: then only root and the daemon's user get in.
+    public var readerGroup: UInt32?
+    public var readerGroupName: String
+
+    public init(daemonUID: UInt32, readerGroup: UInt32?, readerGroupName: String) {
+        self.daemonUID = daemonUID
+        self.readerGroup = readerGroup
+        self.readerGroupName = readerGroupName
+    }
+
+    public func allows(_ access: ControlRoute.Access, peer: PeerCredentials) -> Bool {
+        if peer.uid == 0 || peer.uid == daemonUID { return true }
+        switch access {
+        case .write: return false
+        case .read:
+            guard let readerGroup else { return false }
+            return peer.isMember(ofGroup: readerGroup)
+        }
+    }
+
+    /// What to tell a refused peer: which group or which user would get in.
+    public func refusal(_ access: ControlRoute.Access) -> String {
+        switch access {
+        case .read: "permission denied: join the group '\(readerGroupName)' to read the daemon's status (sudo usermod -aG \(readerGroupName) $USER, then log in again)"
+        case .write: "permission denied: changing photolalad needs root or the daemon's user (try sudo photolalactl ...)"
+        }
+    }
+}

@@ -1,0 +1,116 @@
+/// Daemon: wires the services into one ServiceGroup: lifecycle, signals, reload and the systemd notify protocol.
+#if canImport(Glibc)
+import Glibc
+#endif
+import CSystemd
+import Control
+import Foundation
+import Logging
+import PhotolalaCore
+import Queue
+import ServiceLifecycle
+
+/// Starts photolalad: state directory, database and control socket first (READY=1 only
+/// once all three work), then the services in dependency order until SIGTERM/SIGINT.
+public struct Daemon {
+    public enum StartupError: Error, CustomStringConvertible {
+        case stateDirectory(String, String)
+        public var description: String {
+            switch self {
+            case let .stateDirectory(path, why):
+                "cannot use the state directory \(path): \(why) (set daemon.state_dir, or create it writable by the daemon's user)"
+            }
+        }
+    }
+
+    let settings: Settings
+    let configPath: String
+    let logger: Logger
+    let notifier = SystemdNotifier()
+
+    public init(settings: Settings, configPath: String) {
+        self.settings = settings
+        self.configPath = configPath
+        self.logger = Logger(label: "photolalad")
+    }
+
+    public func run() async throws {
+        // Secrets live in the state directory: nothing we create is readable by others,
+        // and a crash must not leave a core dump holding tokens.
+        umask(0o077)
+        _ = photolala_disable_core_dumps()
+
+        try Self.prepareStateDirectory(settings.daemon.stateDir)
+        let dbPath = settings.daemon.stateDir + "/queue.db"
+        let database = try QueueDatabase.open(path: dbPath) { aside, why in
+            logger.error("the queue database was damaged (\(why)); moved it aside and started a new one — a full scan re-queues every file", metadata: ["moved_to": "\(aside)"])
+        }
+        let core = try DaemonCore(settings: settings, database: database, logger: logger)
+        let hooks = DaemonHooks()
+
+        let (gid, groupNote) = Self.lookupGroup(settings.daemon.socketGroup)
+        if let groupNote { logger.warning("\(groupNote)") }
+        let policy = AccessPolicy(daemonUID: getuid(), readerGroup: gid, readerGroupName: settings.daemon.socketGroup)
+        let server = try await ControlServer.start(
+            path: settings.daemon.socket, group: settings.daemon.socketGroup, policy: policy,
+            handler: DaemonControl(core: core, hooks: hooks), logger: logger)
+
+        await core.markRunning()
+        let status = await core.status()
+        notifier.ready(status: StatusSummary.oneLine(status))
+        logger.notice("photolalad \(PhotolalaVersion.current) started", metadata: [
+            "folders": "\(settings.watch.folders.count)", "socket": "\(settings.daemon.socket)", "state": "\(status.state.rawValue)",
+        ])
+
+        var services: [any Service] = [
+            StatusLineService(core: core, notifier: notifier),
+            ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger, onApply: { _, _ in }),
+        ]
+        if let interval = notifier.watchdogInterval() {
+            services.append(WatchdogService(core: core, notifier: notifier, interval: interval))
+        }
+        var config = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        config.maximumGracefulShutdownDuration = .seconds(10)
+        config.maximumCancellationDuration = .seconds(3)
+        let group = ServiceGroup(configuration: config)
+        defer { logger.notice("photolalad stopped") }
+        do {
+            try await group.run()
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    static func prepareStateDirectory(_ path: String) throws {
+        let fm = FileManager.default
+        var isDir: ObjCBool = false
+        if fm.fileExists(atPath: path, isDirectory: &isDir) {
+            guard isDir.boolValue else { throw StartupError.stateDirectory(path, "it is not a directory") }
+        } else {
+            do {
+                try fm.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw StartupError.stateDirectory(path, "\(error.localizedDescription)")
+            }
+        }
+        guard chmod(path, 0o700) == 0 || access(path, W_OK) == 0 else {
+            throw StartupError.stateDirectory(path, String(cString: strerror(errno)))
+        }
+        guard access(path, R_OK | W_OK | X_OK) == 0 else {
+            throw StartupError.stateDirectory(path, "not writable by uid \(getuid())")
+        }
+    }
+
+    /// The gid of `daemon.socket_group`, or nil with a note when it does not exist.
+    static func lookupGroup(_ name: String) -> (UInt32?, String?) {
+        var grp = group()
+        var result: UnsafeMutablePointer<group>? = nil
+        var buffer = [CChar](repeating: 0, count: 16384)
+        if getgrnam_r(name, &grp, &buffer, buffer.count, &result) == 0, result != nil {
+            return (grp.gr_gid, nil)
+        }
+        return (nil, "the group '\(name)' (daemon.socket_group) does not exist: the control socket is mode 0600, so only root and the daemon's user can use photolalactl (create the group: groupadd --system \(name))")
+    }
+}

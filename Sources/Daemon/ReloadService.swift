@@ -1,0 +1,37 @@
+import Config
+import Logging
+import PhotolalaCore
+import ServiceLifecycle
+import UnixSignals
+
+/// SIGHUP re-reads the config file: a good file is applied, a bad one is logged with every
+/// problem and the old settings stay. RELOADING=1 / READY=1 bracket the work for systemd.
+struct ReloadService: Service {
+    let core: DaemonCore
+    let configPath: String
+    let notifier: SystemdNotifier
+    let logger: Logger
+    let onApply: @Sendable (Settings, Settings) async -> Void
+
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        for await _ in signals.cancelOnGracefulShutdown() {
+            notifier.reloading()
+            do {
+                let fresh = try ConfigLoader.load(path: configPath)
+                let old = await core.settings
+                await core.apply(fresh)
+                await onApply(old, fresh)
+                LogLevelSwitch.shared.set(fresh.daemon.logLevel)
+                if fresh.daemon.socket != old.daemon.socket || fresh.daemon.stateDir != old.daemon.stateDir {
+                    logger.warning("daemon.socket and daemon.state_dir take effect at the next restart")
+                }
+                logger.notice("configuration reloaded", metadata: ["path": "\(configPath)"])
+            } catch {
+                logger.error("configuration not reloaded, the previous settings stay: \(error.description.replacingOccurrences(of: "\n", with: "; "))")
+            }
+            notifier.notify("READY=1")
+            notifier.status(StatusSummary.oneLine(await core.status()))
+        }
+    }
+}

@@ -1,0 +1,104 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Logging
+import PhotolalaCore
+import Synchronization
+
+/// One event a line on stderr with its level. Under systemd (JOURNAL_STREAM set) each
+/// line starts with the syslog priority `<N>` so journald files it at the right level.
+/// Every line passes through `SecretRedactor` first: a secret that slips into a message
+/// by mistake is still never written.
+public struct StderrLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    /// Shared by every logger so SIGHUP can change `daemon.log_level` at once.
+    public var logLevel: Logger.Level {
+        get { LogLevelSwitch.shared.level }
+        set { LogLevelSwitch.shared.level = newValue }
+    }
+    private let label: String
+    private let journal: Bool
+
+    public init(label: String) {
+        self.label = label
+        self.journal = ProcessInfo.processInfo.environment["JOURNAL_STREAM"] != nil
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var merged = metadata
+        if let extra = event.metadata { merged.merge(extra) { $1 } }
+        let meta = merged.isEmpty ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\(Self.render($0.value))" }.joined(separator: " ")
+        let text = SecretRedactor.shared.redact("\(event.message)\(meta)")
+        let body = String(text.map { $0.isNewline ? " " : $0 })
+        let line: String
+        if journal {
+            line = "<\(Self.priority(event.level))>\(event.level): \(body)\n"
+        } else {
+            line = "\(Date().formatted(.iso8601)) \(event.level) \(label): \(body)\n"
+        }
+        var bytes = Array(line.utf8)
+        // One write(2) per line: lines from many tasks never interleave.
+        bytes.withUnsafeMutableBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = write(2, raw.baseAddress! + offset, raw.count - offset)
+                if n <= 0 { if errno == EINTR { continue }; return }
+                offset += n
+            }
+        }
+    }
+
+    static func render(_ value: Logger.MetadataValue) -> String {
+        let s = "\(value)"
+        return s.contains(" ") ? "\"\(s)\"" : s
+    }
+
+    static func priority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: 7
+        case .info: 6
+        case .notice: 5
+        case .warning: 4
+        case .error: 3
+        case .critical: 2
+        }
+    }
+}
+
+/// The process-wide log level, set from `daemon.log_level` at start and on reload.
+public final class LogLevelSwitch: Sendable {
+    public static let shared = LogLevelSwitch()
+    private let value = Mutex<Logger.Level>(.info)
+
+    public var level: Logger.Level {
+        get { value.withLock { $0 } }
+        set { value.withLock { $0 = newValue } }
+    }
+
+    public func set(_ level: Settings.LogLevel) {
+        self.level = Self.map(level)
+    }
+
+    public static func map(_ level: Settings.LogLevel) -> Logger.Level {
+        switch level {
+        case .trace: .trace
+        case .debug: .debug
+        case .info: .info
+        case .notice: .notice
+        case .warning: .warning
+        case .error: .error
+        }
+    }
+
+    /// Installs the stderr handler for every logger in the process.
+    public static func bootstrap(_ level: Settings.LogLevel) {
+        shared.set(level)
+        LoggingSystem.bootstrap { label in StderrLogHandler(label: label) }
+    }
+}

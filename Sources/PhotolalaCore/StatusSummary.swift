@@ -1,0 +1,32 @@
+/// The one-line answer to "is my stuff backed up?": systemd's STATUS= line and the
+/// headline of `photolalactl status` are the same sentence.
+public enum StatusSummary {
+    public static func oneLine(_ s: DaemonStatus) -> String {
+        let q = s.queue
+        let waiting = q.pending + q.hashing + q.uploading
+        let backlog = waiting > 0 ? "\(waiting) waiting (\(Units.humanBytes(q.pendingBytes)))" : "nothing waiting"
+        let failed = q.failed > 0 ? ", \(q.failed) failed" : ""
+        switch s.state {
+        case .starting: return "Starting"
+        case .stopping: return "Stopping"
+        case .needsLogin:
+            return "Not signed in: run photolalactl login — \(backlog), \(q.uploaded) backed up\(failed)"
+        case .paused:
+            let why = s.pauseReason.map { "\($0.rawValue)" } ?? "paused"
+            return "Paused (\(why)) — \(backlog), \(q.uploaded) backed up\(failed)"
+        case .running:
+            if waiting == 0 {
+                return q.failed > 0
+                    ? "\(q.uploaded) files backed up, \(q.failed) failed (photolalactl queue --failed)"
+                    : "All \(q.uploaded) files backed up"
+            }
+            if q.uploading > 0 {
+                return "Backing up: \(q.uploading) uploading, \(backlog), \(q.uploaded) backed up\(failed)"
+            }
+            if q.hashing > 0 {
+                return "Reading new photos: \(backlog), \(q.uploaded) backed up\(failed)"
+            }
+            return "Backing up: \(backlog), \(q.uploaded) backed up\(failed)"
+        }
+    }
+}

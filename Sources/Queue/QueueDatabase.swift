@@ -1,0 +1,103 @@
+/// Queue: the persistent upload queue: one SQLite database (GRDB, WAL), its migrations and one transaction per state change.
+import Foundation
+import GRDB
+
+/// The queue database. One writer (GRDB serializes writes), readers in parallel (WAL);
+/// every state change is one transaction, so a kill -9 at any instant leaves a
+/// consistent file the next start resumes from.
+public final class QueueDatabase: Sendable {
+    public let path: String
+    let pool: DatabasePool
+
+    public enum OpenError: Error, CustomStringConvertible {
+        case unusable(path: String, underlying: String, quarantinedTo: String?)
+        case readOnly(path: String, underlying: String)
+        public var description: String {
+            switch self {
+            case let .unusable(path, underlying, q):
+                if let q {
+                    return "the queue database \(path) was damaged (\(underlying)); it was moved aside to \(q) and a new one was created — the next scan re-queues every file"
+                }
+                return "cannot open the queue database \(path): \(underlying)"
+            case let .readOnly(path, underlying):
+                return "the queue database \(path) cannot be written (\(underlying)); check that the file and \(URL(fileURLWithPath: path).deletingLastPathComponent().path) are writable by the daemon's user"
+            }
+        }
+    }
+
+    /// Opens (creating if needed) and migrates. A damaged file is moved aside and replaced,
+    /// never silently reused: the watched folders are the truth and a scan rebuilds the queue.
+    /// `onQuarantine` is told where the damaged file went.
+    public static func open(path: String, onQuarantine: (String, String) -> Void = { _, _ in }) throws -> QueueDatabase {
+        do {
+            return try QueueDatabase(path: path)
+        } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
+            let stamp = Int(Date().timeIntervalSince1970)
+            let aside = "\(path).damaged-\(stamp)"
+            let fm = FileManager.default
+            try? fm.moveItem(atPath: path, toPath: aside)
+            for suffix in ["-wal", "-shm"] { try? fm.removeItem(atPath: path + suffix) }
+            onQuarantine(aside, "\(error.resultCode)")
+            return try QueueDatabase(path: path)
+        } catch let error as DatabaseError where [.SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM].contains(error.resultCode) {
+            throw OpenError.readOnly(path: path, underlying: error.message ?? "\(error.resultCode)")
+        }
+    }
+
+    init(path: String) throws {
+        self.path = path
+        var config = Configuration()
+        config.busyMode = .timeout(10)
+        config.prepareDatabase { db in
+            // WAL + NORMAL: durable across a process crash; a power cut may lose the last
+            // commits, which the next scan re-discovers. FULL would fsync every transaction.
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        pool = try DatabasePool(path: path, configuration: config)
+        // A damaged file can open fine and fail on first read: check before migrating.
+        try pool.read { db in _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }
+        try QueueSchema.migrator.migrate(pool)
+    }
+
+    /// `PRAGMA integrity_check` — "ok" when the file is sound.
+    public func integrityCheck() throws -> String {
+        try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
+    }
+
+    public func counts() throws -> QueueCounts {
+        try pool.read { db in
+            var c = QueueCounts()
+            let rows = try Row.fetchAll(db, sql: "SELECT state, count(*) AS n, coalesce(sum(size), 0) AS bytes FROM file GROUP BY state")
+            for row in rows {
+                let n: Int = row["n"]
+                let bytes: Int64 = row["bytes"]
+                switch FileState(rawValue: row["state"]) {
+                case .pending, .queued: c.pending += n; c.pendingBytes += bytes
+                case .hashing: c.hashing += n; c.pendingBytes += bytes
+                case .uploading: c.uploading += n; c.uploadingBytes += bytes
+                case .uploaded: c.uploaded += n; c.uploadedBytes += bytes
+                case .failed: c.failed += n
+                case .gone, .none: break
+                }
+            }
+            return c
+        }
+    }
+
+    // MARK: settings (small persistent flags such as the user's pause)
+
+    public func setting(_ key: String) throws -> String? {
+        try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
+    }
+
+    public func setSetting(_ key: String, _ value: String?) throws {
+        try pool.write { db in
+            if let value {
+                try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
+            } else {
+                try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [key])
+            }
+        }
+    }
+}

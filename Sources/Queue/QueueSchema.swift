@@ -1,0 +1,60 @@
+import GRDB
+
+/// The named migrations of the queue database. Shipped migrations are never edited:
+/// a change is a new migration appended here.
+enum QueueSchema {
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1-files-objects") { db in
+            // One row per content: two files with the same bytes share it and are uploaded once.
+            try db.execute(sql: """
+                CREATE TABLE object (
+                    md5 TEXT PRIMARY KEY NOT NULL,
+                    size INTEGER NOT NULL,
+                    state TEXT NOT NULL DEFAULT 'pending',
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    nextAttemptAt REAL,
+                    lastError TEXT,
+                    uploadId TEXT,
+                    partSize INTEGER,
+                    updatedAt REAL NOT NULL
+                );
+                CREATE INDEX object_ready ON object(state, nextAttemptAt);
+
+                CREATE TABLE part (
+                    md5 TEXT NOT NULL REFERENCES object(md5) ON DELETE CASCADE,
+                    partNumber INTEGER NOT NULL,
+                    etag TEXT NOT NULL,
+                    size INTEGER NOT NULL,
+                    PRIMARY KEY (md5, partNumber)
+                );
+
+                CREATE TABLE file (
+                    id INTEGER PRIMARY KEY,
+                    path TEXT NOT NULL UNIQUE,
+                    device INTEGER NOT NULL DEFAULT 0,
+                    inode INTEGER NOT NULL DEFAULT 0,
+                    size INTEGER NOT NULL DEFAULT 0,
+                    mtimeSec INTEGER NOT NULL DEFAULT 0,
+                    mtimeNsec INTEGER NOT NULL DEFAULT 0,
+                    md5 TEXT,
+                    state TEXT NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    nextAttemptAt REAL,
+                    lastError TEXT,
+                    updatedAt REAL NOT NULL
+                );
+                -- Covers the status counts so they stay fast with a million rows.
+                CREATE INDEX file_state_size ON file(state, size);
+                CREATE INDEX file_md5 ON file(md5);
+                CREATE INDEX file_updated ON file(updatedAt);
+
+                CREATE TABLE setting (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    value TEXT NOT NULL
+                );
+                """)
+        }
+        return m
+    }
+}
