@@ -1,4 +1,7 @@
 /// Config: reads /etc/photolala/photolalad.toml into validated Settings, reporting every problem with its key.
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import PhotolalaCore
 import TOMLKit
@@ -22,10 +25,7 @@ public enum ConfigLoader {
         } catch let e as ConfigError {
             throw e
         } catch {
-            let reason = FileManager.default.fileExists(atPath: path)
-                ? "the file exists but cannot be read (check its permissions)"
-                : "the file does not exist (create it, or pass --config PATH)"
-            throw ConfigError(path: path, problems: [.init(key: "(file)", value: nil, expected: reason)])
+            throw ConfigError(path: path, problems: [.init(key: "(file)", value: nil, expected: Self.unreadableReason(path))])
         }
         return try parse(text, path: path)
     }
@@ -45,6 +45,24 @@ public enum ConfigLoader {
         let settings = reader.read(table)
         if !reader.problems.isEmpty { throw ConfigError(path: path, problems: reader.problems) }
         return settings
+    }
+}
+
+extension ConfigLoader {
+    /// Says why a config file cannot be read, from the kernel's own answer.
+    static func unreadableReason(_ path: String) -> String {
+        let fd = Glibc.open(path, O_RDONLY)
+        let code = errno
+        if fd >= 0 {
+            Glibc.close(fd)
+            return "the file cannot be read"
+        }
+        switch code {
+        case ENOENT, ENOTDIR: return "the file does not exist (create it, or pass --config PATH)"
+        case EACCES, EPERM: return "the file cannot be read: permission denied for uid \(getuid()) on the file or a folder above it"
+        case EISDIR: return "cannot be read: it is a directory, not a file"
+        default: return "the file cannot be read: \(String(cString: strerror(code)))"
+        }
     }
 }
 

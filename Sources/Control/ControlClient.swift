@@ -78,7 +78,8 @@ public struct ControlClient: Sendable {
         if addr.connect(fd) != 0 {
             switch errno {
             case EACCES, EPERM:
-                throw .permissionDenied(hint: "permission denied on \(socketPath): join the group '\(groupHint)' to use photolalactl (sudo usermod -aG \(groupHint) $USER, then log in again), or use sudo")
+                let group = Self.groupOwning(socketPath) ?? groupHint
+                throw .permissionDenied(hint: "permission denied on \(socketPath): join the group '\(group)' to use photolalactl (sudo usermod -aG \(group) $USER, then log in again), or use sudo")
             default:
                 throw .notRunning(path: socketPath)
             }
@@ -116,6 +117,17 @@ public struct ControlClient: Sendable {
             if response.count > 64 << 20 { throw .protocolError("answer too large") }
         }
         return try Self.parse(response)
+    }
+
+    /// The group the socket file belongs to: the one to join, whatever the config says.
+    static func groupOwning(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        var grp = group()
+        var result: UnsafeMutablePointer<group>? = nil
+        var buffer = [CChar](repeating: 0, count: 16384)
+        guard getgrgid_r(st.st_gid, &grp, &buffer, buffer.count, &result) == 0, result != nil, let name = grp.gr_name else { return nil }
+        return String(cString: name)
     }
 
     static func parse(_ response: [UInt8]) throws(Failure) -> (Int, [UInt8]) {

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Foundation
 
 /// Who is on the other end of the socket, from SO_PEERCRED (the kernel's word, not the client's).
 public struct PeerCredentials: Sendable, Equatable {
@@ -14,10 +15,12 @@ public struct PeerCredentials: Sendable, Equatable {
         self.gid = gid
     }
 
-    /// Whether the peer's user has `group` as primary or supplementary group
-    /// (SO_PEERCRED carries only the primary one).
+    /// Whether the peer has `group` as primary or supplementary group. SO_PEERCRED carries
+    /// only the primary one, so the supplementary groups come from the peer process itself
+    /// (/proc/PID/status, what `newgrp`/`setpriv` really gave it), then from the group database.
     public func isMember(ofGroup group: UInt32) -> Bool {
         if gid == group { return true }
+        if let groups = Self.processGroups(pid: pid), groups.contains(group) { return true }
         var pwd = passwd()
         var result: UnsafeMutablePointer<passwd>? = nil
         var buffer = [CChar](repeating: 0, count: 4096)
@@ -31,6 +34,16 @@ public struct PeerCredentials: Sendable, Equatable {
             guard getgrouplist(name, pwd.pw_gid, &groups, &count) != -1 else { return false }
         }
         return groups.prefix(Int(count)).contains(group)
+    }
+}
+
+extension PeerCredentials {
+    static func processGroups(pid: Int32) -> [UInt32]? {
+        guard pid > 0, let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("Groups:") {
+            return line.dropFirst("Groups:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { UInt32($0) }
+        }
+        return nil
     }
 }
 

@@ -9,6 +9,7 @@ import Logging
 import PhotolalaCore
 import Queue
 import ServiceLifecycle
+import UnixSignals
 
 /// Starts photolalad: state directory, database and control socket first (READY=1 only
 /// once all three work), then the services in dependency order until SIGTERM/SIGINT.
@@ -55,6 +56,7 @@ public struct Daemon {
             path: settings.daemon.socket, group: settings.daemon.socketGroup, policy: policy,
             handler: DaemonControl(core: core, hooks: hooks), logger: logger)
 
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
         await core.markRunning()
         let status = await core.status()
         notifier.ready(status: StatusSummary.oneLine(status))
@@ -62,12 +64,14 @@ public struct Daemon {
             "folders": "\(settings.watch.folders.count)", "socket": "\(settings.daemon.socket)", "state": "\(status.state.rawValue)",
         ])
 
-        var services: [any Service] = [
-            StatusLineService(core: core, notifier: notifier),
-            ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger, onApply: { _, _ in }),
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
+            .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
+                                         onApply: { _, _ in }, signals: hangups),
+                  serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
-            services.append(WatchdogService(core: core, notifier: notifier, interval: interval))
+            services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))
         }
         var config = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         config.maximumGracefulShutdownDuration = .seconds(10)

@@ -12,9 +12,10 @@ struct ReloadService: Service {
     let notifier: SystemdNotifier
     let logger: Logger
     let onApply: @Sendable (Settings, Settings) async -> Void
+    /// Trapped before READY=1: a SIGHUP that arrives early must not kill the daemon.
+    let signals: UnixSignalsSequence
 
     func run() async throws {
-        let signals = await UnixSignalsSequence(trapping: .sighup)
         for await _ in signals.cancelOnGracefulShutdown() {
             notifier.reloading()
             do {

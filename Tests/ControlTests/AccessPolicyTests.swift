@@ -1,0 +1,54 @@
+import Testing
+@testable import Control
+
+@Suite struct AccessPolicyTests {
+    let policy = AccessPolicy(daemonUID: 998, readerGroup: 997, readerGroupName: "photolala")
+
+    @Test func rootAndDaemonUserMayDoEverything() {
+        for uid: UInt32 in [0, 998] {
+            let peer = PeerCredentials(pid: 0, uid: uid, gid: 12345)
+            #expect(policy.allows(.read, peer: peer))
+            #expect(policy.allows(.write, peer: peer))
+        }
+    }
+
+    @Test func groupMembersMayOnlyRead() {
+        let member = PeerCredentials(pid: 0, uid: 1000, gid: 997)
+        #expect(policy.allows(.read, peer: member))
+        #expect(!policy.allows(.write, peer: member))
+    }
+
+    @Test func othersMayNotRead() {
+        let other = PeerCredentials(pid: 0, uid: 1000, gid: 1000)
+        #expect(!policy.allows(.read, peer: other))
+        #expect(policy.refusal(.read).contains("photolala"))
+    }
+
+    @Test func withoutTheGroupOnlyRootAndDaemon() {
+        let p = AccessPolicy(daemonUID: 998, readerGroup: nil, readerGroupName: "photolala")
+        #expect(!p.allows(.read, peer: PeerCredentials(pid: 0, uid: 1000, gid: 997)))
+        #expect(p.allows(.read, peer: PeerCredentials(pid: 0, uid: 0, gid: 0)))
+    }
+
+    @Test func routesAreVersionedAndClassified() {
+        #expect(ControlRoute(method: "GET", path: "/v1/status") == .status)
+        #expect(ControlRoute(method: "POST", path: "/v1/status") == nil)
+        #expect(ControlRoute.status.access == .read && ControlRoute.queue.access == .read)
+        for route in ControlRoute.allCases where route != .status && route != .queue {
+            #expect(route.access == .write, "\(route)")
+        }
+        for route in ControlRoute.allCases { #expect(route.path.hasPrefix("/v1/")) }
+    }
+
+    @Test func queryStringsAreSplit() {
+        let (path, query) = RequestHandler.split("/v1/queue?limit=5&failed=1&x=a%20b")
+        #expect(path == "/v1/queue")
+        #expect(query == ["limit": "5", "failed": "1", "x": "a b"])
+    }
+
+    @Test func clientParsesAnswers() throws {
+        let (status, body) = try ControlClient.parse(Array("HTTP/1.1 403 Forbidden\r\nContent-Length: 2\r\n\r\n{}".utf8))
+        #expect(status == 403)
+        #expect(body == Array("{}".utf8))
+    }
+}
