@@ -24,12 +24,14 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto",
                        providers: [.apt(["libssl-dev"])]),
 
+        .target(name: "CLinux"),
+
         .target(name: "PhotolalaCore"),
         .target(name: "Config", dependencies: [
             "PhotolalaCore",
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
-        .target(name: "Hashing", dependencies: ["PhotolalaCore", "COpenSSL"]),
+        .target(name: "Hashing", dependencies: ["PhotolalaCore", "COpenSSL", "CLinux"]),
         .target(name: "Queue", dependencies: [
             "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
@@ -53,7 +55,7 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Watcher", "CSystemd",
+            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Watcher", "CSystemd", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -67,7 +69,7 @@ let package = Package(
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "PhotolalaCoreTests", dependencies: ["PhotolalaCore"]),
         .testTarget(name: "HashingTests", dependencies: ["Hashing"]),
-        .testTarget(name: "QueueTests", dependencies: ["Queue"]),
+        .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher"]),
         .testTarget(name: "S3Tests", dependencies: ["S3"]),
         .testTarget(name: "ControlTests", dependencies: ["Control"]),

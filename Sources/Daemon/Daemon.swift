@@ -2,7 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSystemd
+import CLinux
 import Control
 import Foundation
 import Logging

@@ -32,6 +32,8 @@ enum QueueSchema {
                 CREATE TABLE file (
                     id INTEGER PRIMARY KEY,
                     path TEXT NOT NULL UNIQUE,
+                    -- The parent folder, so a scan compares one directory listing at a time.
+                    dir TEXT NOT NULL,
                     device INTEGER NOT NULL DEFAULT 0,
                     inode INTEGER NOT NULL DEFAULT 0,
                     size INTEGER NOT NULL DEFAULT 0,
@@ -47,6 +49,9 @@ enum QueueSchema {
                 -- Covers the status counts so they stay fast with a million rows.
                 CREATE INDEX file_state_size ON file(state, size);
                 CREATE INDEX file_md5 ON file(md5);
+                CREATE INDEX file_dir ON file(dir);
+                -- Finds a moved file by its inode so a rename costs no re-hash.
+                CREATE INDEX file_inode ON file(inode, device);
                 CREATE INDEX file_updated ON file(updatedAt);
 
                 CREATE TABLE setting (

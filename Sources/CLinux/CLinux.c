@@ -1,0 +1,1 @@
+// Intentionally empty: the functions are static inline in CLinux.h.

@@ -1,0 +1,102 @@
+import CLinux
+import Foundation
+import PhotolalaCore
+import Synchronization
+
+/// A few dedicated threads that hash files, each with its own fixed buffer: blocking
+/// reads stay off Swift's cooperative pool, and memory is `workers × 1 MiB` whatever
+/// the file sizes. Threads run at low priority so a big scan never starves the NAS.
+public final class HasherPool: Sendable {
+    public typealias Result = Swift.Result<FileDigest, FileHasher.Failure>
+
+    private struct Job: Sendable {
+        var path: String
+        var followSymlinks: Bool
+        var done: @Sendable (Result) -> Void
+    }
+
+    private struct State: ~Copyable {
+        var jobs: [Job] = []
+        var head = 0
+        var stopped = false
+        var busy = 0
+    }
+
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+    public let workers: Int
+    /// Bytes hashed since start, for the hashing rate in status.
+    private let hashedBytes = Atomic<Int64>(0)
+
+    public init(workers: Int = ProcessInfo.processInfo.activeProcessorCount) {
+        self.workers = max(1, workers)
+        for i in 0..<self.workers {
+            let thread = Thread { [self] in self.workLoop() }
+            thread.name = "photolala-hash-\(i)"
+            thread.stackSize = 512 << 10
+            thread.start()
+        }
+    }
+
+    public var bytesHashed: Int64 { hashedBytes.load(ordering: .relaxed) }
+    public var inFlight: Int { state.withLock { $0.busy + ($0.jobs.count - $0.head) } }
+
+    public func hash(path: String, followSymlinks: Bool = false) async -> Result {
+        await withCheckedContinuation { (c: CheckedContinuation<Result, Never>) in
+            let accepted = state.withLock { s -> Bool in
+                guard !s.stopped else { return false }
+                s.jobs.append(Job(path: path, followSymlinks: followSymlinks, done: { c.resume(returning: $0) }))
+                return true
+            }
+            if accepted { wake.signal() } else { c.resume(returning: .failure(.unreadable("the daemon is stopping"))) }
+        }
+    }
+
+    /// Lets the workers finish their current file and exit; queued jobs are answered as cancelled.
+    public func shutdown() {
+        let pending = state.withLock { s -> [Job] in
+            s.stopped = true
+            let rest = Array(s.jobs[s.head...])
+            s.jobs.removeAll()
+            s.head = 0
+            return rest
+        }
+        for job in pending { job.done(.failure(.unreadable("the daemon is stopping"))) }
+        for _ in 0..<workers { wake.signal() }
+    }
+
+    private func workLoop() {
+        // Nice the thread: hashing yields to everything else the NAS is doing.
+        _ = photolala_nice_this_thread(10)
+        let hasher = FileHasher()
+        while true {
+            wake.wait()
+            let job: Job? = state.withLock { s in
+                if s.stopped { return nil }
+                guard s.head < s.jobs.count else { return nil }
+                let j = s.jobs[s.head]
+                s.head += 1
+                if s.head > 1024 && s.head * 2 > s.jobs.count {
+                    s.jobs.removeFirst(s.head)
+                    s.head = 0
+                }
+                s.busy += 1
+                return j
+            }
+            guard let job else {
+                if state.withLock({ $0.stopped }) { return }
+                continue
+            }
+            let result: Result
+            do {
+                let digest = try hasher.hash(path: job.path, followSymlinks: job.followSymlinks)
+                hashedBytes.add(digest.identity.size, ordering: .relaxed)
+                result = .success(digest)
+            } catch {
+                result = .failure(error)
+            }
+            state.withLock { $0.busy -= 1 }
+            job.done(result)
+        }
+    }
+}

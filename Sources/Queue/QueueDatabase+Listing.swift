@@ -1,0 +1,52 @@
+import Foundation
+import GRDB
+import PhotolalaCore
+
+/// One row of `photolalactl queue`.
+public struct QueueItem: Sendable, Equatable {
+    public var path: String
+    public var state: FileState
+    public var size: Int64
+    public var md5: String?
+    public var attempts: Int
+    public var lastError: String?
+    public var updatedAt: Date
+}
+
+/// What the CLI lists and retries.
+extension QueueDatabase {
+    /// Files not yet backed up (or only failed ones), newest first, with the total count.
+    public func listing(failedOnly: Bool, limit: Int) throws -> (items: [QueueItem], total: Int) {
+        try pool.read { db in
+            let filter = failedOnly ? "f.state = 'failed'" : "f.state IN ('pending', 'hashing', 'queued', 'uploading', 'failed')"
+            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM file f WHERE \(filter)") ?? 0
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT f.path, f.state, f.size, f.md5, f.updatedAt,
+                       max(f.attempts, coalesce(o.attempts, 0)) AS attempts,
+                       coalesce(f.lastError, o.lastError) AS lastError
+                FROM file f LEFT JOIN object o ON o.md5 = f.md5
+                WHERE \(filter) ORDER BY f.updatedAt DESC, f.id DESC LIMIT ?
+                """, arguments: [limit])
+            let items = rows.map { row in
+                QueueItem(path: row["path"], state: FileState(rawValue: row["state"]) ?? .pending, size: row["size"],
+                          md5: row["md5"], attempts: row["attempts"], lastError: row["lastError"],
+                          updatedAt: Date(timeIntervalSince1970: row["updatedAt"]))
+            }
+            return (items, total)
+        }
+    }
+
+    /// Puts every failed file back: unreadable ones are read again, rejected uploads are
+    /// tried again. Returns the paths to hash.
+    public func retryFailed(now: Date = Date()) throws -> (files: Int, needHash: [String]) {
+        try pool.write { db in
+            let t = now.timeIntervalSince1970
+            try db.execute(sql: "UPDATE object SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])
+            let needHash = try String.fetchAll(db, sql: "SELECT path FROM file WHERE state = 'failed' AND md5 IS NULL")
+            try db.execute(sql: "UPDATE file SET state = 'pending', attempts = 0, lastError = NULL, updatedAt = ? WHERE state = 'failed' AND md5 IS NULL", arguments: [t])
+            let unhashed = db.changesCount
+            try db.execute(sql: "UPDATE file SET state = 'queued', attempts = 0, lastError = NULL, updatedAt = ? WHERE state = 'failed' AND md5 IS NOT NULL", arguments: [t])
+            return (unhashed + db.changesCount, needHash)
+        }
+    }
+}

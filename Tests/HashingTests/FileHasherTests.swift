@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+@testable import Hashing
+
+@Suite struct FileHasherTests {
+    static func tempDir() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hash-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    static func md5sum(_ path: String) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/md5sum")
+        p.arguments = [path]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return String(String(decoding: data, as: UTF8.self).prefix(32))
+    }
+
+    /// Random bytes written in 1 MiB chunks so a 300 MiB file does not need 300 MiB of memory.
+    static func randomFile(_ url: URL, size: Int) throws {
+        FileManager.default.createFile(atPath: url.path, contents: nil)
+        let h = try FileHandle(forWritingTo: url)
+        let random = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/dev/urandom"))
+        var remaining = size
+        while remaining > 0 {
+            let n = min(remaining, 1 << 20)
+            h.write(try random.read(upToCount: n) ?? Data())
+            remaining -= n
+        }
+        try random.close()
+        try h.close()
+    }
+
+    @Test(arguments: [0, 1, 65535, (1 << 20) + 1])
+    func matchesMd5sum(size: Int) throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("f.jpg")
+        try Self.randomFile(file, size: size)
+        let digest = try FileHasher().hash(path: file.path)
+        #expect(digest.md5 == (try Self.md5sum(file.path)))
+        #expect(digest.identity.size == Int64(size))
+    }
+
+    @Test func largeFileMatchesMd5sum() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("big.mov")
+        // Random head and tail around a sparse middle keep the test quick but still 300 MiB.
+        try Self.randomFile(file, size: 3 << 20)
+        let h = try FileHandle(forWritingTo: file)
+        try h.seek(toOffset: UInt64(300 << 20) - 4096)
+        h.write(Data(repeating: 0xAB, count: 4096))
+        try h.close()
+        let digest = try FileHasher().hash(path: file.path)
+        #expect(digest.identity.size == 300 << 20)
+        #expect(digest.md5 == (try Self.md5sum(file.path)))
+    }
+
+    @Test func knownVectors() {
+        #expect(Hex.string(MD5.digest([])) == "d41d8cd98f00b204e9800998ecf8427e")
+        #expect(Hex.string(MD5.digest(Array("The quick brown fox jumps over the lazy dog".utf8))) == "9e107d9d372bb6826bd81d3542a419d6")
+        #expect(Hex.bytes("9e107d9d372bb6826bd81d3542a419d6") == MD5.digest(Array("The quick brown fox jumps over the lazy dog".utf8)))
+    }
+
+    @Test func missingFileIsVanished() throws {
+        #expect(throws: FileHasher.Failure.vanished) { try FileHasher().hash(path: "/nonexistent/photo.jpg") }
+    }
+
+    @Test func directoryIsNotAFile() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(throws: FileHasher.Failure.notRegularFile) { try FileHasher().hash(path: dir.path) }
+    }
+
+    @Test func symlinkIsNotFollowedUnlessAsked() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("real.jpg")
+        try Self.randomFile(file, size: 100)
+        let link = dir.appendingPathComponent("link.jpg")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: file)
+        #expect(throws: FileHasher.Failure.notRegularFile) { try FileHasher().hash(path: link.path) }
+        #expect(try FileHasher().hash(path: link.path, followSymlinks: true).md5 == (try Self.md5sum(file.path)))
+    }
+
+    @Test func fileGrowingWhileReadIsRejected() async throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("growing.jpg")
+        try Self.randomFile(file, size: 64 << 20)
+        // A writer appends while the hasher reads: the result must be `.changed`, never a digest.
+        let writer = Task.detached {
+            let h = try FileHandle(forWritingTo: file)
+            for _ in 0..<200 {
+                try h.seekToEnd()
+                h.write(Data(repeating: 1, count: 4096))
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            try h.close()
+        }
+        var sawChange = false
+        for _ in 0..<20 {
+            do { _ = try FileHasher().hash(path: file.path) } catch FileHasher.Failure.changed { sawChange = true; break }
+        }
+        try await writer.value
+        #expect(sawChange)
+    }
+
+    @Test func poolHashesConcurrentlyAndReportsFailures() async throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var expected: [String: String] = [:]
+        for i in 0..<20 {
+            let f = dir.appendingPathComponent("p\(i).jpg")
+            try Self.randomFile(f, size: 1000 * i)
+            expected[f.path] = try Self.md5sum(f.path)
+        }
+        let pool = HasherPool(workers: 3)
+        defer { pool.shutdown() }
+        try await withThrowingTaskGroup(of: (String, HasherPool.Result).self) { group in
+            for path in expected.keys { group.addTask { (path, await pool.hash(path: path)) } }
+            group.addTask { ("/missing.jpg", await pool.hash(path: "/missing.jpg")) }
+            for try await (path, result) in group {
+                switch result {
+                case .success(let d): #expect(d.md5 == expected[path])
+                case .failure(let f): #expect(path == "/missing.jpg" && f == .vanished)
+                }
+            }
+        }
+        #expect(pool.bytesHashed == Int64((0..<20).map { 1000 * $0 }.reduce(0, +)))
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import GRDB
+import PhotolalaCore
+import Testing
+@testable import Queue
+
+@Suite struct QueueIngestTests {
+    let dir: URL
+    let db: QueueDatabase
+
+    init() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        db = try QueueDatabase.open(path: dir.appendingPathComponent("queue.db").path)
+    }
+
+    func id(_ inode: UInt64, size: Int64 = 100, mtime: Int64 = 1) -> FileIdentity {
+        FileIdentity(device: 1, inode: inode, size: size, mtimeSec: mtime, mtimeNsec: 5)
+    }
+
+    @Test func newFilesNeedHashOnceAndUnchangedCostNothing() throws {
+        let files = [ObservedFile(path: "/p/a.jpg", identity: id(1)), ObservedFile(path: "/p/b.jpg", identity: id(2))]
+        #expect(try db.observe(files) == ["/p/a.jpg", "/p/b.jpg"])
+        #expect(try db.recordHash(path: "/p/a.jpg", identity: id(1), md5: "aa") == .recorded(.queued))
+        // Seen again unchanged: a.jpg is done, b.jpg still waits for its hash.
+        #expect(try db.observe(files) == ["/p/b.jpg"])
+        let c = try db.counts()
+        #expect(c.pending == 2 && c.pendingBytes == 200)
+    }
+
+    @Test func sameBytesInTwoPathsShareOneObject() throws {
+        try db.observe([ObservedFile(path: "/p/a.jpg", identity: id(1)), ObservedFile(path: "/p/copy.jpg", identity: id(2))])
+        _ = try db.recordHash(path: "/p/a.jpg", identity: id(1), md5: "same")
+        _ = try db.recordHash(path: "/p/copy.jpg", identity: id(2), md5: "same")
+        let objects = try db.pool.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM object") }
+        #expect(objects == 1)
+    }
+
+    @Test func changedFileDropsItsHash() throws {
+        try db.observe([ObservedFile(path: "/p/a.jpg", identity: id(1))])
+        _ = try db.recordHash(path: "/p/a.jpg", identity: id(1), md5: "old")
+        #expect(try db.observe([ObservedFile(path: "/p/a.jpg", identity: id(1, size: 200, mtime: 2))]) == ["/p/a.jpg"])
+        // A hash of the old content arriving late is refused.
+        #expect(try db.recordHash(path: "/p/a.jpg", identity: id(1), md5: "old") == .stale)
+        #expect(try db.recordHash(path: "/p/a.jpg", identity: id(1, size: 200, mtime: 2), md5: "new") == .recorded(.queued))
+    }
+
+    @Test func renamedDirectoryKeepsHashes() throws {
+        try db.observe([ObservedFile(path: "/p/trip/a.jpg", identity: id(1)), ObservedFile(path: "/p/trip/sub/b.jpg", identity: id(2)),
+                        ObservedFile(path: "/p/trip2/c.jpg", identity: id(3))])
+        _ = try db.recordHash(path: "/p/trip/a.jpg", identity: id(1), md5: "a")
+        _ = try db.recordHash(path: "/p/trip/sub/b.jpg", identity: id(2), md5: "b")
+        try db.renameDirectory(from: "/p/trip", to: "/p/Trip 2026")
+        let rows = try db.pool.read { try Row.fetchAll($0, sql: "SELECT path, dir, md5 FROM file ORDER BY path") }
+        #expect(rows.map { $0["path"] as String } == ["/p/Trip 2026/a.jpg", "/p/Trip 2026/sub/b.jpg", "/p/trip2/c.jpg"])
+        #expect(rows.map { $0["dir"] as String } == ["/p/Trip 2026", "/p/Trip 2026/sub", "/p/trip2"])
+        #expect(rows.map { $0["md5"] as String? } == ["a", "b", nil])
+        // Seen at the new paths by a scan: nothing to re-hash.
+        #expect(try db.observe([ObservedFile(path: "/p/Trip 2026/a.jpg", identity: id(1))]) == [])
+    }
+
+    @Test func movedFileIsRecognisedByItsInode() throws {
+        try db.observe([ObservedFile(path: "/p/a.jpg", identity: id(7))])
+        _ = try db.recordHash(path: "/p/a.jpg", identity: id(7), md5: "seven")
+        try db.markGone(path: "/p/a.jpg")
+        #expect(try db.observe([ObservedFile(path: "/p/elsewhere/a.jpg", identity: id(7))]) == [])
+        let md5 = try db.pool.read { try String.fetchOne($0, sql: "SELECT md5 FROM file WHERE path = '/p/elsewhere/a.jpg'") }
+        #expect(md5 == "seven")
+    }
+
+    @Test func goneFilesLeaveTheCounts() throws {
+        try db.observe([ObservedFile(path: "/p/d/a.jpg", identity: id(1)), ObservedFile(path: "/p/d/e/b.jpg", identity: id(2)),
+                        ObservedFile(path: "/p/d2.jpg", identity: id(3))])
+        try db.markGone(path: "/p/d")
+        let c = try db.counts()
+        #expect(c.pending == 1)
+        #expect(try db.recordHash(path: "/p/d/a.jpg", identity: id(1), md5: "x") == .unknown)
+    }
+
+    @Test func reconcileMarksVanishedAndFindsNew() throws {
+        try db.observe([ObservedFile(path: "/p/a.jpg", identity: id(1)), ObservedFile(path: "/p/b.jpg", identity: id(2))])
+        _ = try db.recordHash(path: "/p/a.jpg", identity: id(1), md5: "a")
+        _ = try db.recordHash(path: "/p/b.jpg", identity: id(2), md5: "b")
+        let need = try db.reconcileDirectory("/p", files: [ObservedFile(path: "/p/a.jpg", identity: id(1)), ObservedFile(path: "/p/c.jpg", identity: id(3))])
+        #expect(need == ["/p/c.jpg"])
+        let states = try db.pool.read { try Row.fetchAll($0, sql: "SELECT path, state FROM file ORDER BY path") }.map { "\($0["path"] as String)=\($0["state"] as String)" }
+        #expect(states == ["/p/a.jpg=queued", "/p/b.jpg=gone", "/p/c.jpg=pending"])
+    }
+
+    @Test func sweepRemovesDirectoriesNotVisited() throws {
+        try db.observe([ObservedFile(path: "/p/keep/a.jpg", identity: id(1)), ObservedFile(path: "/p/lost/b.jpg", identity: id(2))])
+        #expect(try db.sweepDirectories(under: "/p", visited: ["/p", "/p/keep"]) == 1)
+        #expect(try db.counts().pending == 1)
+    }
+
+    @Test func unreadableFilesFailWithReasonAndRetryPutsThemBack() throws {
+        try db.observe([ObservedFile(path: "/p/secret.jpg", identity: id(1))])
+        try db.recordUnreadable(path: "/p/secret.jpg", reason: "permission denied")
+        var listing = try db.listing(failedOnly: true, limit: 10)
+        #expect(listing.total == 1 && listing.items.first?.lastError == "permission denied" && listing.items.first?.state == .failed)
+        let retried = try db.retryFailed()
+        #expect(retried.files == 1 && retried.needHash == ["/p/secret.jpg"])
+        listing = try db.listing(failedOnly: true, limit: 10)
+        #expect(listing.total == 0)
+    }
+
+    @Test func countsStayFastWithManyRows() throws {
+        let batch = (0..<100_000).map { ObservedFile(path: "/p/d\($0 % 100)/f\($0).jpg", identity: id(UInt64($0) + 10)) }
+        try db.observe(batch)
+        let start = ContinuousClock.now
+        let c = try db.counts()
+        let elapsed = ContinuousClock.now - start
+        #expect(c.pending == 100_000)
+        #expect(elapsed < .milliseconds(500), "counts took \(elapsed)")
+    }
+
+    @Test func integrityAndQuarantineOfADamagedFile() throws {
+        #expect(try db.integrityCheck() == "ok")
+        let bad = dir.appendingPathComponent("bad.db")
+        try Data(repeating: 0x42, count: 8192).write(to: bad)
+        var moved: String?
+        let fresh = try QueueDatabase.open(path: bad.path) { aside, _ in moved = aside }
+        #expect(moved != nil)
+        #expect(FileManager.default.fileExists(atPath: moved ?? ""))
+        #expect(try fresh.integrityCheck() == "ok")
+    }
+}
