@@ -47,6 +47,18 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
+        .target(name: "Backend", dependencies: [
+            "PhotolalaCore",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
+        .target(name: "Credentials", dependencies: [
+            "PhotolalaCore", "Backend",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Control", dependencies: [
             "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),
@@ -55,7 +67,7 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Watcher", "CSystemd", "CLinux",
+            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Watcher", "Backend", "Credentials", "CSystemd", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -73,6 +85,7 @@ let package = Package(
         .testTarget(name: "WatcherTests", dependencies: ["Watcher"]),
         .testTarget(name: "S3Tests", dependencies: ["S3"]),
         .testTarget(name: "ControlTests", dependencies: ["Control"]),
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials"]),
     ],
     swiftLanguageModes: [.v6]
 )

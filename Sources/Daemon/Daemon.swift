@@ -3,7 +3,9 @@
 import Glibc
 #endif
 import CLinux
+import Backend
 import Control
+import Credentials
 import Foundation
 import Logging
 import PhotolalaCore
@@ -13,7 +15,7 @@ import UnixSignals
 
 /// Starts photolalad: state directory, database and control socket first (READY=1 only
 /// once all three work), then the services in dependency order until SIGTERM/SIGINT.
-public struct Daemon {
+public struct Daemon: Sendable {
     public enum StartupError: Error, CustomStringConvertible {
         case stateDirectory(String, String)
         public var description: String {
@@ -47,7 +49,22 @@ public struct Daemon {
             logger.error("the queue database was damaged (\(why)); moved it aside and started a new one — a full scan re-queues every file", metadata: ["moved_to": "\(aside)"])
         }
         let core = try DaemonCore(settings: settings, database: database, logger: logger)
-        let hooks = DaemonHooks()
+        var hooks = DaemonHooks()
+
+        let account = AccountService(
+            stateDir: settings.daemon.stateDir,
+            backend: BackendClient(baseURL: settings.account.apiURL, logger: logger),
+            deviceName: settings.account.deviceName ?? HostName.current(),
+            refreshBeforeExpiry: settings.credentials.refreshBeforeExpiry,
+            appleCheckInterval: settings.credentials.appleCheckInterval, logger: logger)
+        await account.restore()
+        await core.addStatusContributor { s in await account.contribute(to: &s) }
+        hooks.login = DaemonHooks.login(account)
+        hooks.logout = DaemonHooks.logout(account)
+        hooks.resume = { await account.resume() }
+        var accountHooks = AccountService.Hooks()
+        accountHooks.pausesChanged = { await core.changed() }
+        await account.setHooks(accountHooks)
 
         let (gid, groupNote) = Self.lookupGroup(settings.daemon.socketGroup)
         if let groupNote { logger.warning("\(groupNote)") }
@@ -65,9 +82,14 @@ public struct Daemon {
         ])
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: account, serviceName: "account"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         onApply: { _, _ in }, signals: hangups),
+                                         onApply: { _, fresh in
+                                             await account.reconfigure(
+                                                 backend: BackendClient(baseURL: fresh.account.apiURL, logger: logger),
+                                                 deviceName: fresh.account.deviceName ?? HostName.current())
+                                         }, signals: hangups),
                   serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {

@@ -1,4 +1,5 @@
 import Control
+import Credentials
 import Foundation
 import PhotolalaCore
 
@@ -59,4 +60,43 @@ struct DaemonHooks: Sendable {
         .error(503, "unavailable", "sign-in is not available in this build")
     }
     var resume: @Sendable () async -> Void = {}
+}
+
+extension DaemonHooks {
+    /// The sign-in calls, answered by the account service.
+    static func login(_ account: AccountService) -> @Sendable (ControlRequest) async -> ControlResponse {
+        { request in
+            switch request.route {
+            case .loginIdentityToken:
+                guard let body = try? ControlJSON.decode(IdentityTokenLogin.self, from: request.body), !body.identityToken.isEmpty else {
+                    return .error(400, "bad_request", "expected {\"identityToken\": ..., \"authorizationCode\": ...}")
+                }
+                let (userId, error) = await account.loginWithIdentityToken(body.identityToken, authorizationCode: body.authorizationCode)
+                if let userId { return .json(LoginProgress(state: .signedIn, userId: userId)) }
+                return .json(LoginProgress(state: .failed, message: error))
+            case .loginDeviceStart:
+                return .json(progress(await account.startPairing()))
+            case .loginDevicePoll:
+                return .json(progress(await account.pairingView()))
+            case .loginDeviceCancel:
+                await account.cancelPairing()
+                return .json(progress(await account.pairingView()))
+            default:
+                return .error(404, "not_found", "not a sign-in call")
+            }
+        }
+    }
+
+    static func progress(_ v: AccountService.PairingView) -> LoginProgress {
+        LoginProgress(state: LoginProgress.State(rawValue: v.outcome) ?? .failed, userCode: v.userCode,
+                      verificationUri: v.verificationUri, verificationUriComplete: v.verificationUriComplete,
+                      expiresAt: v.expiresAt.map(Timestamp.string), userId: v.userId, message: v.message)
+    }
+
+    static func logout(_ account: AccountService) -> @Sendable () async -> ControlResponse {
+        {
+            await account.logout()
+            return .json(ControlReply(ok: true, message: "Signed out. The saved sign-in was erased and uploads stopped; run `photolalactl login` to sign in again."))
+        }
+    }
 }

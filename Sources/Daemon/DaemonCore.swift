@@ -117,15 +117,11 @@ public actor DaemonCore {
             s.problems.append("The queue database cannot be read: \(error)")
         }
         for f in statusContributors { await f(&s) }
-        if s.state == .running {
-            if !s.account.signedIn {
-                s.state = .needsLogin
-            } else if userPaused {
-                s.state = .paused
-                s.pauseReason = .user
-            }
+        // A reason that needs the user (login, revoked Apple ID, quota) outranks their own pause.
+        if s.state == .running && userPaused {
+            s.state = .paused
+            s.pauseReason = .user
         }
-        if s.state == .paused, s.pauseReason == nil, userPaused { s.pauseReason = .user }
         s.problems += problems.keys.sorted().compactMap { problems[$0] }
         return s
     }

@@ -1,0 +1,153 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import PhotolalaCore
+
+/// Talks to the Photolala backend over HTTPS (plain HTTP only for loopback, as config
+/// checks). Every call has a deadline; errors come back classified, never with a token.
+public struct BackendClient: Sendable {
+    public let baseURL: String
+    let http: HTTPClient
+    let timeout: TimeAmount
+    let logger: Logger
+
+    public init(baseURL: String, http: HTTPClient = .shared, timeout: TimeAmount = .seconds(20), logger: Logger) {
+        var base = baseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        self.baseURL = base
+        self.http = http
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    // MARK: section 1
+
+    public func signInWithApple(identityToken: String, authorizationCode: String?, deviceName: String) async throws(BackendError) -> SignIn {
+        var body: [String: String] = ["identityToken": identityToken, "deviceName": deviceName]
+        if let authorizationCode { body["authorizationCode"] = authorizationCode }
+        return try await call("POST", "/api/auth/apple", body: body, as: SignIn.self)
+    }
+
+    // MARK: section 2
+
+    public func startPairing(deviceName: String) async throws(BackendError) -> DeviceAuthorization {
+        try await call("POST", "/api/v1/auth/device", body: ["deviceName": deviceName], as: DeviceAuthorization.self)
+    }
+
+    public func pollPairing(deviceCode: String) async throws(BackendError) -> SignIn {
+        try await call("POST", "/api/v1/auth/device/token", body: ["deviceCode": deviceCode], as: SignIn.self)
+    }
+
+    // MARK: section 3
+
+    public func refresh(refreshToken: String) async throws(BackendError) -> RefreshedTokens {
+        try await call("POST", "/api/auth/refresh", body: ["refreshToken": refreshToken], as: RefreshedTokens.self)
+    }
+
+    // MARK: section 4
+
+    struct STSAnswer: Decodable {
+        struct Creds: Decodable {
+            var accessKeyId: String
+            var secretAccessKey: String
+            var sessionToken: String
+            var expiration: String
+        }
+        var credentials: Creds
+        var region: String
+        var bucket: String
+        var endpoint: String?
+    }
+
+    public func stsToken(accessToken: String) async throws(BackendError) -> STSGrant {
+        let a = try await call("POST", "/api/v1/auth/sts-token", bearer: accessToken, body: nil as [String: String]?, as: STSAnswer.self)
+        guard let expiration = Timestamp.parse(a.credentials.expiration) else {
+            throw .transient("sts-token answered an unreadable expiration")
+        }
+        return STSGrant(accessKeyId: a.credentials.accessKeyId, secretAccessKey: a.credentials.secretAccessKey,
+                        sessionToken: a.credentials.sessionToken, expiration: expiration, region: a.region, bucket: a.bucket,
+                        endpoint: (a.endpoint?.isEmpty ?? true) ? nil : a.endpoint)
+    }
+
+    // MARK: section 5
+
+    struct StateAnswer: Decodable {
+        var state: String
+        var checkedAt: String?
+    }
+
+    public func appleCredentialState(accessToken: String) async throws(BackendError) -> AppleCredentialState {
+        let a = try await call("GET", "/api/v1/auth/apple/credential-state", bearer: accessToken, body: nil as [String: String]?, as: StateAnswer.self)
+        guard let state = AppleCredentialState.State(rawValue: a.state) else {
+            throw .transient("credential-state answered an unknown state '\(a.state.prefix(32))'")
+        }
+        return AppleCredentialState(state: state, checkedAt: a.checkedAt.flatMap(Timestamp.parse))
+    }
+
+    // MARK: transport
+
+    struct ErrorBody: Decodable {
+        var error: String?
+        var message: String?
+    }
+
+    func call<Body: Encodable, Answer: Decodable>(_ method: String, _ path: String, bearer: String? = nil, body: Body?, as: Answer.Type) async throws(BackendError) -> Answer {
+        var request = HTTPClientRequest(url: baseURL + path)
+        request.method = HTTPMethod(rawValue: method)
+        request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "photolalad/\(PhotolalaVersion.current)")
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
+        if let body {
+            guard let data = try? JSONEncoder().encode(body) else { throw .transient("could not encode the request") }
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: data))
+        } else if method == "POST" {
+            request.headers.add(name: "Content-Length", value: "0")
+        }
+        let status: Int
+        let bytes: ByteBuffer
+        do {
+            let response = try await http.execute(request, timeout: timeout)
+            status = Int(response.status.code)
+            bytes = try await response.body.collect(upTo: 1 << 20)
+        } catch {
+            logger.debug("backend call failed", metadata: ["call": "\(method) \(path)", "error": "\(type(of: error))"])
+            throw .transient(Self.describe(error))
+        }
+        let data = Data(bytes.readableBytesView)
+        if (200..<300).contains(status) {
+            do {
+                return try JSONDecoder().decode(Answer.self, from: data)
+            } catch {
+                throw .transient("unexpected answer from \(path) (HTTP \(status))")
+            }
+        }
+        let e = (try? JSONDecoder().decode(ErrorBody.self, from: data)) ?? ErrorBody()
+        let code = e.error ?? ""
+        // The message is the backend's text: keep it short and never echo a request value.
+        let message = String((e.message ?? "").prefix(200))
+        logger.debug("backend refused", metadata: ["call": "\(method) \(path)", "status": "\(status)", "code": "\(code)"])
+        switch (status, code) {
+        case (_, "invalid_grant"): throw .invalidGrant
+        case (400, "authorization_pending"): throw .authorizationPending
+        case (400, "slow_down"): throw .slowDown
+        case (400, "expired_token"): throw .expiredToken
+        case (400, "access_denied"): throw .accessDenied
+        case (401, "invalid_token") where bearer != nil: throw .invalidToken
+        case (403, "subscription_required"), (403, "quota_exceeded"), (403, "account_revoked"):
+            throw .forbidden(code: code, message: message)
+        case (500..., _), (429, _), (408, _): throw .transient("HTTP \(status)\(code.isEmpty ? "" : " \(code)")")
+        default: throw .rejected(status: status, code: code.isEmpty ? "http_\(status)" : code, message: message)
+        }
+    }
+
+    static func describe(_ error: Error) -> String {
+        if let e = error as? HTTPClientError {
+            if e == .deadlineExceeded || e == .readTimeout || e == .connectTimeout { return "timed out" }
+            return "\(e)"
+        }
+        return "\(type(of: error)): \(error)"
+    }
+}

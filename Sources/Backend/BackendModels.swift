@@ -1,0 +1,109 @@
+/// Backend: the Photolala backend client (shared/spec/backend-api.md): sign-in, pairing, token refresh, STS credentials, Apple credential state.
+import Foundation
+import PhotolalaCore
+
+/// A completed sign-in (sections 1 and 2). Holds secrets: its description shows none.
+public struct SignIn: Codable, Sendable, Equatable, CustomStringConvertible {
+    public var userId: String
+    public var accessToken: String
+    public var accessTokenExpiresAt: String?
+    public var refreshToken: String
+
+    public init(userId: String, accessToken: String, accessTokenExpiresAt: String?, refreshToken: String) {
+        self.userId = userId
+        self.accessToken = accessToken
+        self.accessTokenExpiresAt = accessTokenExpiresAt
+        self.refreshToken = refreshToken
+    }
+
+    public var description: String { "SignIn(userId: \(userId), tokens: [redacted])" }
+}
+
+/// Section 3's answer. The refresh token may rotate: the new one must be stored before use.
+public struct RefreshedTokens: Codable, Sendable, Equatable, CustomStringConvertible {
+    public var accessToken: String
+    public var accessTokenExpiresAt: String?
+    public var refreshToken: String?
+    public var description: String { "RefreshedTokens([redacted])" }
+}
+
+/// Section 2: what the user is shown while pairing.
+public struct DeviceAuthorization: Codable, Sendable, Equatable {
+    public var deviceCode: String
+    public var userCode: String
+    public var verificationUri: String
+    public var verificationUriComplete: String?
+    public var expiresIn: Int
+    public var interval: Int?
+}
+
+/// Section 4: short-lived storage credentials and where to use them.
+public struct STSGrant: Sendable, Equatable, CustomStringConvertible {
+    public var accessKeyId: String
+    public var secretAccessKey: String
+    public var sessionToken: String
+    public var expiration: Date
+    public var region: String
+    public var bucket: String
+    /// nil: AWS S3 for `region`, virtual-hosted style. Set: that endpoint, path-style.
+    public var endpoint: String?
+
+    public init(accessKeyId: String, secretAccessKey: String, sessionToken: String, expiration: Date, region: String, bucket: String, endpoint: String?) {
+        self.accessKeyId = accessKeyId
+        self.secretAccessKey = secretAccessKey
+        self.sessionToken = sessionToken
+        self.expiration = expiration
+        self.region = region
+        self.bucket = bucket
+        self.endpoint = endpoint
+    }
+
+    public var description: String { "STSGrant(bucket: \(bucket), region: \(region), expires: \(Timestamp.string(expiration)), keys: [redacted])" }
+}
+
+/// Section 5.
+public struct AppleCredentialState: Sendable, Equatable {
+    public enum State: String, Sendable, Codable { case authorized, revoked, notFound, transferred }
+    public var state: State
+    public var checkedAt: Date?
+    public init(state: State, checkedAt: Date?) {
+        self.state = state
+        self.checkedAt = checkedAt
+    }
+}
+
+/// What went wrong talking to the backend, classified the way the daemon branches on it.
+/// Messages never include a token.
+public enum BackendError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// 401 invalid_token: the access token expired or is unknown — refresh it once.
+    case invalidToken
+    /// invalid_grant: the sign-in is gone — the user must log in again.
+    case invalidGrant
+    /// 403 with a code the queue pauses on (subscription_required, quota_exceeded, account_revoked).
+    case forbidden(code: String, message: String)
+    /// Pairing answers.
+    case authorizationPending, slowDown, expiredToken, accessDenied
+    /// A rejected request (400 invalid_request, 401 invalid_token at sign-in, ...).
+    case rejected(status: Int, code: String, message: String)
+    /// Network trouble, timeouts, 5xx: retry later with backoff.
+    case transient(String)
+
+    public var isTransient: Bool {
+        if case .transient = self { return true }
+        return false
+    }
+
+    public var description: String {
+        switch self {
+        case .invalidToken: "the backend refused the access token (it is refreshed and the call retried)"
+        case .invalidGrant: "the sign-in is no longer valid: run `photolalactl login`"
+        case let .forbidden(code, message): "the backend refused: \(code)\(message.isEmpty ? "" : " (\(message))")"
+        case .authorizationPending: "waiting for the user to confirm"
+        case .slowDown: "polling too fast"
+        case .expiredToken: "the pairing code expired before it was confirmed: run `photolalactl login` again"
+        case .accessDenied: "the pairing was declined on the phone"
+        case let .rejected(status, code, message): "the backend refused the request (HTTP \(status) \(code)): \(message)"
+        case let .transient(why): "the backend could not be reached: \(why)"
+        }
+    }
+}

@@ -1,0 +1,131 @@
+import Backend
+import Foundation
+import PhotolalaCore
+
+/// The Apple credential-state schedule as a pure value: asks at start-up and every
+/// `interval` (with jitter); revoked / notFound / transferred pause at once, authorized
+/// lifts that pause by itself; a failed check changes nothing but is retried with backoff.
+public struct AppleCheckMachine: Sendable, Equatable {
+    public struct Config: Sendable, Equatable {
+        public var interval: TimeInterval
+        public var jitter: Double = 0.1
+        public var backoffBase: TimeInterval = 30
+        public var backoffMax: TimeInterval = 1800
+        public init(interval: TimeInterval) {
+            self.interval = interval
+            backoffBase = min(30, max(1, interval / 4))
+            backoffMax = min(1800, max(backoffBase, interval))
+        }
+    }
+
+    public enum Event: Sendable {
+        case signedIn
+        case signedOut
+        case wake
+        case checked(AppleCredentialState.State)
+        case checkFailed(String)
+    }
+
+    public enum Action: Sendable, Equatable {
+        case check
+        case wake(at: Date)
+        case pause(DaemonStatus.PauseReason)
+        case lift
+        /// Drop STS credentials and cancel in-flight uploads: nothing may reach S3 now.
+        case dropCredentials
+    }
+
+    public let config: Config
+    public private(set) var state: DaemonStatus.AppleCredential.State = .unknown
+    public private(set) var checkedAt: Date?
+    public private(set) var nextCheckAt: Date?
+    public private(set) var failures = 0
+    public private(set) var lastError: String?
+    public private(set) var signedIn = false
+    public private(set) var inFlight = false
+
+    public init(config: Config) {
+        self.config = config
+    }
+
+    public var blocksUploads: Bool { [.revoked, .notFound, .transferred].contains(state) }
+
+    public mutating func handle(_ event: Event, now: Date, random: Double = 0.5) -> [Action] {
+        switch event {
+        case .signedIn:
+            signedIn = true
+            failures = 0
+            lastError = nil
+            let wasBlocking = blocksUploads
+            state = .unknown
+            inFlight = true
+            nextCheckAt = nil
+            return (wasBlocking ? [.lift] : []) + [.check]
+
+        case .signedOut:
+            let wasBlocking = blocksUploads
+            signedIn = false
+            inFlight = false
+            state = .unknown
+            nextCheckAt = nil
+            return wasBlocking ? [.lift] : []
+
+        case .wake:
+            guard signedIn, !inFlight, let next = nextCheckAt, now >= next else { return [] }
+            inFlight = true
+            return [.check]
+
+        case .checked(let answer):
+            guard signedIn else { return [] }
+            inFlight = false
+            failures = 0
+            lastError = nil
+            checkedAt = now
+            let before = blocksUploads
+            state = Self.publicState(answer)
+            let spread = config.interval * config.jitter * (random * 2 - 1)
+            let next = now.addingTimeInterval(max(1, config.interval + spread))
+            nextCheckAt = next
+            var actions: [Action] = []
+            if let reason = pauseReason {
+                actions += [.pause(reason), .dropCredentials]
+            } else if before {
+                actions.append(.lift)
+            }
+            return actions + [.wake(at: next)]
+
+        case .checkFailed(let why):
+            guard signedIn else { return [] }
+            inFlight = false
+            failures += 1
+            lastError = why
+            let step = min(config.backoffMax, config.backoffBase * pow(2, Double(failures - 1)))
+            let next = now.addingTimeInterval(step * (0.5 + random / 2))
+            nextCheckAt = next
+            return [.wake(at: next)]
+        }
+    }
+
+    public var pauseReason: DaemonStatus.PauseReason? {
+        switch state {
+        case .revoked: .appleRevoked
+        case .notFound: .appleNotFound
+        case .transferred: .appleTransferred
+        default: nil
+        }
+    }
+
+    static func publicState(_ s: AppleCredentialState.State) -> DaemonStatus.AppleCredential.State {
+        switch s {
+        case .authorized: .authorized
+        case .revoked: .revoked
+        case .notFound: .notFound
+        case .transferred: .transferred
+        }
+    }
+
+    public var status: DaemonStatus.AppleCredential {
+        DaemonStatus.AppleCredential(state: state, checkedAt: checkedAt.map(Timestamp.string),
+                                     nextCheckAt: nextCheckAt.map(Timestamp.string), lastError: lastError)
+    }
+}

@@ -1,0 +1,238 @@
+/// Credentials: the saved sign-in, the STS refresh state machine and the Apple credential-state schedule.
+import Backend
+import Foundation
+import PhotolalaCore
+
+/// The STS credentials lifecycle as a pure value: `(state, event, now) -> actions`.
+/// No I/O and no clock of its own, so every transition is tested with plain dates.
+///
+/// Fetch on demand; refresh at `expiration − refreshBeforeExpiry` (minus a little jitter)
+/// while uploads go on with the old credentials; one fetch in flight however many ask;
+/// failures back off exponentially and keep valid credentials until they truly expire;
+/// a 401 refreshes the access token once; `invalid_grant` needs a login; a 403 with a
+/// pause code pauses and re-asks every 15 minutes (or on resume).
+public struct CredentialsMachine: Sendable, Equatable {
+    public struct Config: Sendable, Equatable {
+        public var refreshBeforeExpiry: TimeInterval
+        public var backoffBase: TimeInterval = 2
+        public var backoffMax: TimeInterval = 300
+        public var pauseRecheck: TimeInterval = 900
+        /// Credentials are not handed out this close to their expiry.
+        public var expiryMargin: TimeInterval = 5
+        public init(refreshBeforeExpiry: TimeInterval) {
+            self.refreshBeforeExpiry = refreshBeforeExpiry
+        }
+    }
+
+    public enum Phase: Sendable, Equatable {
+        case signedOut
+        case idle
+        case fetching
+        case refreshingAccessToken
+        case backoff(until: Date)
+        case paused(DaemonStatus.PauseReason, until: Date)
+        case needsLogin
+    }
+
+    public enum Event: Sendable {
+        case signedIn
+        case signedOut
+        case needed
+        case wake
+        case stsSucceeded(STSGrant)
+        case stsFailed(BackendError)
+        case accessTokenRefreshed
+        case accessTokenRefreshFailed(BackendError)
+        /// S3 said ExpiredToken / InvalidToken / TokenRefreshRequired.
+        case rejectedByS3
+        /// Forget the credentials without fetching new ones (the Apple ID was revoked).
+        case drop
+        case resume
+    }
+
+    public enum Action: Sendable, Equatable {
+        case fetchSTS
+        case refreshAccessToken
+        case wake(at: Date)
+        case pause(DaemonStatus.PauseReason)
+        case unpause
+        case needsLogin
+    }
+
+    public let config: Config
+    public private(set) var phase: Phase = .signedOut
+    public private(set) var grant: STSGrant?
+    public private(set) var failures = 0
+    public private(set) var refreshAt: Date?
+    public private(set) var lastError: String?
+    private var triedAccessTokenRefresh = false
+    /// The fetch under way is a re-ask during a pause: success lifts it.
+    private var pausedBeforeFetch = false
+
+    public init(config: Config) {
+        self.config = config
+    }
+
+    /// Credentials an uploader may use right now (possibly while a refresh runs).
+    public func usable(now: Date) -> STSGrant? {
+        guard let grant, now.addingTimeInterval(config.expiryMargin) < grant.expiration else { return nil }
+        switch phase {
+        case .paused, .needsLogin, .signedOut: return nil
+        default: return grant
+        }
+    }
+
+    /// `random` in [0, 1) spreads refreshes and retries of many NASes apart.
+    public mutating func handle(_ event: Event, now: Date, random: Double = 0.5) -> [Action] {
+        switch event {
+        case .signedIn:
+            phase = .idle
+            grant = nil
+            failures = 0
+            lastError = nil
+            return []
+
+        case .signedOut:
+            phase = .signedOut
+            grant = nil
+            refreshAt = nil
+            lastError = nil
+            return []
+
+        case .needed:
+            guard phase == .idle, usable(now: now) == nil else { return [] }
+            return startFetch()
+
+        case .wake:
+            switch phase {
+            case .backoff(let until) where now >= until:
+                return startFetch()
+            case .paused(_, let until) where now >= until:
+                return startFetch()
+            case .idle:
+                if let refreshAt, now >= refreshAt { return startFetch() }
+                return []
+            default:
+                return []
+            }
+
+        case .stsSucceeded(let fresh):
+            // An answer nobody waits for any more (dropped, signed out) is not kept.
+            guard phase == .fetching else { return [] }
+            let wasPaused = pausedBeforeFetch
+            pausedBeforeFetch = false
+            grant = fresh
+            failures = 0
+            lastError = nil
+            triedAccessTokenRefresh = false
+            phase = .idle
+            let lifetime = fresh.expiration.timeIntervalSince(now)
+            // Refresh early by the configured margin, but never in the second half of a very
+            // short lifetime's first moments: at least half the lifetime is used.
+            let lead = min(config.refreshBeforeExpiry, lifetime / 2)
+            let jitter = min(30, lead * 0.1) * random
+            let at = max(now.addingTimeInterval(1), fresh.expiration.addingTimeInterval(-lead - jitter))
+            refreshAt = at
+            return (wasPaused ? [.unpause] : []) + [.wake(at: at)]
+
+        case .stsFailed(let error):
+            guard phase == .fetching else { return [] }
+            switch error {
+            case .invalidToken where !triedAccessTokenRefresh:
+                triedAccessTokenRefresh = true
+                phase = .refreshingAccessToken
+                return [.refreshAccessToken]
+            case .invalidGrant:
+                return loginNeeded()
+            case .forbidden(let code, _):
+                let reason = Self.pauseReason(code)
+                let until = now.addingTimeInterval(config.pauseRecheck)
+                phase = .paused(reason, until: until)
+                pausedBeforeFetch = false
+                grant = nil
+                lastError = error.description
+                triedAccessTokenRefresh = false
+                return [.pause(reason), .wake(at: until)]
+            default:
+                return backOff(error, now: now, random: random)
+            }
+
+        case .accessTokenRefreshed:
+            guard phase == .refreshingAccessToken else { return [] }
+            phase = .fetching
+            return [.fetchSTS]
+
+        case .accessTokenRefreshFailed(let error):
+            if error == .invalidGrant || error == .invalidToken { return loginNeeded() }
+            return backOff(error, now: now, random: random)
+
+        case .rejectedByS3:
+            grant = nil
+            refreshAt = nil
+            if phase == .idle { return startFetch() }
+            return []
+
+        case .drop:
+            grant = nil
+            refreshAt = nil
+            if phase == .fetching || phase == .refreshingAccessToken { phase = .idle }
+            return []
+
+        case .resume:
+            if case .paused = phase { return startFetch() }
+            if case .backoff = phase { return startFetch() }
+            return []
+        }
+    }
+
+    private mutating func startFetch() -> [Action] {
+        let wasPaused: Bool
+        if case .paused = phase { wasPaused = true } else { wasPaused = false }
+        pausedBeforeFetch = wasPaused || pausedBeforeFetch
+        phase = .fetching
+        triedAccessTokenRefresh = false
+        return [.fetchSTS]
+    }
+
+    private mutating func loginNeeded() -> [Action] {
+        phase = .needsLogin
+        grant = nil
+        refreshAt = nil
+        lastError = BackendError.invalidGrant.description
+        return [.needsLogin]
+    }
+
+    private mutating func backOff(_ error: BackendError, now: Date, random: Double) -> [Action] {
+        failures += 1
+        triedAccessTokenRefresh = false
+        lastError = error.description
+        // Exponential with full jitter, but never shorter than half the step: no tight loop.
+        let step = min(config.backoffMax, config.backoffBase * pow(2, Double(failures - 1)))
+        let until = now.addingTimeInterval(step * (0.5 + random / 2))
+        phase = .backoff(until: until)
+        return [.wake(at: until)]
+    }
+
+    static func pauseReason(_ code: String) -> DaemonStatus.PauseReason {
+        switch code {
+        case "quota_exceeded": .quotaExceeded
+        case "account_revoked": .accountRevoked
+        default: .subscriptionRequired
+        }
+    }
+
+    /// The `credentials` block of status.
+    public func status(now: Date) -> DaemonStatus.Credentials {
+        let state: DaemonStatus.Credentials.State
+        var next: Date?
+        switch phase {
+        case .signedOut, .needsLogin: state = .none
+        case .idle: state = usable(now: now) != nil ? .valid : .none
+        case .fetching, .refreshingAccessToken: state = grant == nil ? .fetching : .refreshing
+        case .backoff(let until): state = .backoff; next = until
+        case .paused(_, let until): state = .failed; next = until
+        }
+        return DaemonStatus.Credentials(state: state, expiresAt: grant.map { Timestamp.string($0.expiration) },
+                                        lastError: lastError, nextAttemptAt: next.map(Timestamp.string))
+    }
+}
