@@ -131,6 +131,9 @@ public actor AccountService: Service {
 
     public var isSignedIn: Bool { signIn != nil && !needsLogin }
 
+    /// The Photolala user id (a UUID), never the Apple one.
+    public var userId: String? { isSignedIn ? signIn?.userId : nil }
+
     /// `photolalactl resume`: re-ask at once after a subscription/quota pause.
     public func resume() {
         perform(creds.handle(.resume, now: Date(), random: .random(in: 0..<1)))

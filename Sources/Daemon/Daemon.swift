@@ -11,6 +11,7 @@ import Logging
 import PhotolalaCore
 import Queue
 import ServiceLifecycle
+import Upload
 import UnixSignals
 
 /// Starts photolalad: state directory, database and control socket first (READY=1 only
@@ -62,9 +63,29 @@ public struct Daemon: Sendable {
         hooks.login = DaemonHooks.login(account)
         hooks.logout = DaemonHooks.logout(account)
         hooks.resume = { await account.resume() }
+        try database.resetInterruptedUploads()
+        let uploader = UploaderService(database: database, account: account, gate: DaemonGate(core: core, account: account),
+                                       options: .init(settings.upload), logger: logger)
+        await core.addStatusContributor { s in await uploader.contribute(to: &s) }
         var accountHooks = AccountService.Hooks()
         accountHooks.pausesChanged = { await core.changed() }
+        accountHooks.credentialsDropped = { await uploader.cancelInFlight() }
         await account.setHooks(accountHooks)
+        hooks.resume = {
+            await account.resume()
+            uploader.poke()
+        }
+        hooks.retry = {
+            do {
+                let (count, _) = try database.retryFailed()
+                uploader.poke()
+                await core.changed()
+                return .json(ControlReply(ok: true, message: count == 0 ? "No failed files." : "\(count) failed file\(count == 1 ? "" : "s") put back in the queue."))
+            } catch {
+                return .error(500, "internal", "could not retry: \(error)")
+            }
+        }
+        hooks.queue = { request in DaemonHooks.queue(database, request) }
 
         let (gid, groupNote) = Self.lookupGroup(settings.daemon.socketGroup)
         if let groupNote { logger.warning("\(groupNote)") }
@@ -83,9 +104,11 @@ public struct Daemon: Sendable {
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: account, serviceName: "account"),
+            .init(service: uploader, serviceName: "uploader"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
                                          onApply: { _, fresh in
+                                             await uploader.apply(.init(fresh.upload))
                                              await account.reconfigure(
                                                  backend: BackendClient(baseURL: fresh.account.apiURL, logger: logger),
                                                  deviceName: fresh.account.deviceName ?? HostName.current())

@@ -2,6 +2,7 @@ import Control
 import Credentials
 import Foundation
 import PhotolalaCore
+import Queue
 
 /// Answers the control socket's calls by asking the daemon's parts.
 struct DaemonControl: ControlHandler {
@@ -97,6 +98,23 @@ extension DaemonHooks {
         {
             await account.logout()
             return .json(ControlReply(ok: true, message: "Signed out. The saved sign-in was erased and uploads stopped; run `photolalactl login` to sign in again."))
+        }
+    }
+}
+
+extension DaemonHooks {
+    /// `photolalactl queue [--failed] [--limit N]`.
+    static func queue(_ database: QueueDatabase, _ request: ControlRequest) -> ControlResponse {
+        let limit = min(10_000, max(1, Int(request.query["limit"] ?? "") ?? 100))
+        let failedOnly = request.query["failed"].map { $0 == "1" || $0 == "true" } ?? false
+        do {
+            let (items, total) = try database.listing(failedOnly: failedOnly, limit: limit)
+            return .json(QueueListing(items: items.map {
+                QueueListing.Item(path: $0.path, state: $0.state.publicName, size: $0.size, md5: $0.md5, attempts: $0.attempts,
+                                  lastError: $0.lastError, updatedAt: Timestamp.string($0.updatedAt))
+            }, total: total))
+        } catch {
+            return .error(500, "internal", "cannot read the queue: \(error)")
         }
     }
 }

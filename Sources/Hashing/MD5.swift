@@ -29,6 +29,15 @@ public struct MD5: ~Copyable {
         return out
     }
 
+    /// The digest so far; the context starts over (for holders that cannot consume it).
+    public mutating func finalize() -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 16)
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &out, &length)
+        EVP_DigestInit_ex(context, EVP_md5(), nil)
+        return out
+    }
+
     public static func digest(_ bytes: [UInt8]) -> [UInt8] {
         var m = MD5()
         m.update(bytes)

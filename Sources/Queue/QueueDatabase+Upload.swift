@@ -1,0 +1,160 @@
+import Foundation
+import GRDB
+import PhotolalaCore
+
+/// One object to upload: its content address and a live file that holds those bytes.
+public struct UploadJob: Sendable, Equatable {
+    public var md5: String
+    public var size: Int64
+    public var path: String
+    public var identity: FileIdentity
+    public var attempts: Int
+    /// A multipart upload begun earlier (resumed, not restarted).
+    public var uploadId: String?
+    public var partSize: Int64?
+}
+
+/// A part S3 already has, recorded so a restart resumes instead of resending.
+public struct UploadedPart: Sendable, Equatable {
+    public var partNumber: Int
+    public var etag: String
+    public var size: Int64
+    public init(partNumber: Int, etag: String, size: Int64) {
+        self.partNumber = partNumber
+        self.etag = etag
+        self.size = size
+    }
+}
+
+/// The upload side of the queue. Claiming is one select-and-update transaction, so two
+/// workers never take the same object.
+extension QueueDatabase {
+    /// At start: uploads a crash interrupted go back to the queue (their multipart state stays).
+    public func resetInterruptedUploads(now: Date = Date()) throws {
+        try pool.write { db in
+            try db.execute(sql: "UPDATE object SET state = 'pending', updatedAt = ? WHERE state = 'uploading'", arguments: [now.timeIntervalSince1970])
+            try db.execute(sql: "UPDATE file SET state = 'queued', updatedAt = ? WHERE state = 'uploading'", arguments: [now.timeIntervalSince1970])
+            // A crash mid-hash leaves nothing to undo: 'hashing' is never stored, pending files are re-hashed.
+        }
+    }
+
+    public func claimObject(now: Date = Date()) throws -> UploadJob? {
+        try pool.write { db in
+            let t = now.timeIntervalSince1970
+            let candidates = try Row.fetchAll(db, sql: """
+                SELECT md5, size, attempts, uploadId, partSize FROM object
+                WHERE state = 'pending' AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?)
+                ORDER BY nextAttemptAt IS NOT NULL, updatedAt LIMIT 16
+                """, arguments: [t])
+            for o in candidates {
+                let md5: String = o["md5"]
+                // Any live file with these bytes will do; the one seen most recently first.
+                guard let f = try Row.fetchOne(db, sql: """
+                    SELECT path, device, inode, size, mtimeSec, mtimeNsec FROM file
+                    WHERE md5 = ? AND state IN ('queued', 'uploading', 'failed') ORDER BY updatedAt DESC LIMIT 1
+                    """, arguments: [md5]) else {
+                    // No file holds these bytes any more: nothing to upload from.
+                    try db.execute(sql: "UPDATE object SET nextAttemptAt = ?, updatedAt = ? WHERE md5 = ?", arguments: [t + 3600, t, md5])
+                    continue
+                }
+                try db.execute(sql: "UPDATE object SET state = 'uploading', updatedAt = ? WHERE md5 = ?", arguments: [t, md5])
+                try db.execute(sql: "UPDATE file SET state = 'uploading', updatedAt = ? WHERE md5 = ? AND state = 'queued'", arguments: [t, md5])
+                return UploadJob(md5: md5, size: o["size"], path: f["path"],
+                                 identity: FileIdentity(device: UInt64(bitPattern: f["device"]), inode: UInt64(bitPattern: f["inode"]),
+                                                        size: f["size"], mtimeSec: f["mtimeSec"], mtimeNsec: f["mtimeNsec"]),
+                                 attempts: o["attempts"], uploadId: o["uploadId"], partSize: o["partSize"])
+            }
+            return nil
+        }
+    }
+
+    /// The earliest moment a waiting object becomes due (nil: none waits on a timer).
+    public func nextDueTime(now: Date = Date()) throws -> Date? {
+        try pool.read { db in
+            try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM object WHERE state = 'pending' AND nextAttemptAt > ?",
+                                arguments: [now.timeIntervalSince1970]).map { Date(timeIntervalSince1970: $0) }
+        }
+    }
+
+    public func hasDueObjects(now: Date = Date()) throws -> Bool {
+        try pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE state = 'pending' AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?))",
+                              arguments: [now.timeIntervalSince1970]) ?? false
+        }
+    }
+
+    public func markUploaded(md5: String, now: Date = Date()) throws {
+        try pool.write { db in
+            let t = now.timeIntervalSince1970
+            try db.execute(sql: "UPDATE object SET state = 'uploaded', uploadId = NULL, lastError = NULL, nextAttemptAt = NULL, updatedAt = ? WHERE md5 = ?", arguments: [t, md5])
+            try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5])
+            try db.execute(sql: "UPDATE file SET state = 'uploaded', lastError = NULL, updatedAt = ? WHERE md5 = ? AND state IN ('queued', 'uploading', 'failed')", arguments: [t, md5])
+        }
+    }
+
+    /// Back to the queue after a transient failure (or a stop): due again at `retryAt`.
+    public func releaseObject(md5: String, retryAt: Date?, error: String?, countAttempt: Bool, now: Date = Date()) throws {
+        try pool.write { db in
+            let t = now.timeIntervalSince1970
+            try db.execute(sql: """
+                UPDATE object SET state = 'pending', nextAttemptAt = ?, lastError = coalesce(?, lastError),
+                  attempts = attempts + ?, updatedAt = ? WHERE md5 = ? AND state = 'uploading'
+                """, arguments: [retryAt?.timeIntervalSince1970, error, countAttempt ? 1 : 0, t, md5])
+            try db.execute(sql: "UPDATE file SET state = 'queued', updatedAt = ? WHERE md5 = ? AND state = 'uploading'", arguments: [t, md5])
+        }
+    }
+
+    /// Gave up (rejected by S3): every file with these bytes is `failed` with the reason, until `retry`.
+    public func failObject(md5: String, reason: String, now: Date = Date()) throws {
+        try pool.write { db in
+            let t = now.timeIntervalSince1970
+            try db.execute(sql: "UPDATE object SET state = 'failed', lastError = ?, attempts = attempts + 1, uploadId = NULL, updatedAt = ? WHERE md5 = ?", arguments: [reason, t, md5])
+            try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5])
+            try db.execute(sql: "UPDATE file SET state = 'failed', lastError = ?, updatedAt = ? WHERE md5 = ? AND state IN ('queued', 'uploading')", arguments: [reason, t, md5])
+        }
+    }
+
+    /// The file no longer holds the queued bytes (changed or gone): it goes back to be hashed
+    /// (or is marked gone), and its object is released to any other file with those bytes.
+    public func sourceChanged(job: UploadJob, gone: Bool, now: Date = Date()) throws {
+        try pool.write { db in
+            let t = now.timeIntervalSince1970
+            if gone {
+                try db.execute(sql: "UPDATE file SET state = 'gone', updatedAt = ? WHERE path = ?", arguments: [t, job.path])
+            } else {
+                try db.execute(sql: "UPDATE file SET state = 'pending', md5 = NULL, updatedAt = ? WHERE path = ?", arguments: [t, job.path])
+            }
+            try db.execute(sql: "UPDATE object SET state = 'pending', updatedAt = ? WHERE md5 = ? AND state = 'uploading'", arguments: [t, job.md5])
+            try db.execute(sql: "UPDATE file SET state = 'queued', updatedAt = ? WHERE md5 = ? AND state = 'uploading'", arguments: [t, job.md5])
+        }
+    }
+
+    // MARK: multipart bookkeeping
+
+    public func recordMultipart(md5: String, uploadId: String?, partSize: Int64?) throws {
+        try pool.write { db in
+            try db.execute(sql: "UPDATE object SET uploadId = ?, partSize = ? WHERE md5 = ?", arguments: [uploadId, partSize, md5])
+            if uploadId == nil { try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5]) }
+        }
+    }
+
+    public func recordPart(md5: String, part: UploadedPart) throws {
+        try pool.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO part(md5, partNumber, etag, size) VALUES (?, ?, ?, ?)",
+                           arguments: [md5, part.partNumber, part.etag, part.size])
+        }
+    }
+
+    public func parts(md5: String) throws -> [UploadedPart] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT partNumber, etag, size FROM part WHERE md5 = ? ORDER BY partNumber", arguments: [md5]).map {
+                UploadedPart(partNumber: $0["partNumber"], etag: $0["etag"], size: $0["size"])
+            }
+        }
+    }
+
+    /// Files still waiting for upload, for the uploaders' "is there work?" check.
+    public func pendingObjectCount() throws -> Int {
+        try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state IN ('pending', 'uploading')") ?? 0 }
+    }
+}

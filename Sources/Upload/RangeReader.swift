@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Hashing
+import PhotolalaCore
+
+/// Reads a file once, front to back, part by part: each part's MD5 (its Content-MD5 and
+/// expected ETag) and optionally SHA-256 (signed over plain HTTP), while a running MD5 of
+/// the whole file proves the bytes still are the ones the key names.
+final class RangeReader: @unchecked Sendable {
+    struct PartDigest: Sendable {
+        var md5Hex: String
+        var contentMD5: String
+        var sha256Hex: String?
+    }
+
+    enum Failure: Error, Sendable {
+        case gone
+        case unreadable(String)
+        case changed
+    }
+
+    private let fd: Int32
+    private let buffer: UnsafeMutableRawBufferPointer
+    private var whole = MD5()
+    private var position: Int64 = 0
+    let identity: FileIdentity
+
+    /// Opens the file and checks it is still the one that was hashed.
+    init(path: String, expected: FileIdentity) throws(Failure) {
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else {
+            if errno == ENOENT || errno == ENOTDIR { throw .gone }
+            throw .unreadable(String(cString: strerror(errno)))
+        }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { close(fd); throw .unreadable(String(cString: strerror(errno))) }
+        identity = FileHasher.identity(of: st)
+        guard identity == expected else { close(fd); throw .changed }
+        buffer = .allocate(byteCount: 1 << 20, alignment: 4096)
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
+    }
+
+    deinit {
+        close(fd)
+        buffer.deallocate()
+    }
+
+    /// Digests the next `length` bytes (parts must be read in order).
+    func next(length: Int64, sha256 wantSHA: Bool) throws(Failure) -> PartDigest {
+        var md5 = MD5()
+        var sha = SHA256()
+        var remaining = length
+        while remaining > 0 {
+            let n = pread(fd, buffer.baseAddress, Int(min(Int64(buffer.count), remaining)), off_t(position))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .unreadable(String(cString: strerror(errno)))
+            }
+            if n == 0 { throw .changed }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+            md5.update(chunk)
+            whole.update(chunk)
+            if wantSHA { sha.update(chunk) }
+            position += Int64(n)
+            remaining -= Int64(n)
+        }
+        let digest = md5.finish()
+        return PartDigest(md5Hex: Hex.string(digest), contentMD5: Data(digest).base64EncodedString(),
+                          sha256Hex: wantSHA ? Hex.string(sha.finish()) : nil)
+    }
+
+    /// After the last part: the whole file's MD5, and whether the file is unchanged since opening.
+    func finish(path: String) -> (md5: String, unchanged: Bool) {
+        let digest = Hex.string(whole.finalize())
+        var st = stat()
+        var byPath = stat()
+        let unchanged = fstat(fd, &st) == 0 && lstat(path, &byPath) == 0
+            && FileHasher.identity(of: st) == identity && FileHasher.identity(of: byPath) == identity
+        return (digest, unchanged)
+    }
+}

@@ -1,0 +1,390 @@
+import AsyncHTTPClient
+import Backend
+import Credentials
+import Foundation
+import Logging
+import PhotolalaCore
+import Queue
+import S3
+import ServiceLifecycle
+import Synchronization
+
+/// The uploader pool: `upload.concurrency` workers claim objects from the queue (one
+/// transaction each, so no object is taken twice), check whether S3 already has them, and
+/// send them — one PUT up to the threshold, a resumable multipart upload above — signed
+/// with credentials the account service keeps fresh. Transient failures go back to the
+/// queue with exponential backoff and full jitter; only a rejection S3 will repeat makes
+/// a file `failed`.
+public actor UploaderService: Service {
+    public struct Options: Sendable {
+        public var concurrency: Int
+        public var multipartThreshold: Int64
+        public var partSize: Int64
+        public var storageClass: String
+        public var bandwidthLimit: Int64?
+        public init(_ s: Settings.Upload) {
+            concurrency = s.concurrency
+            multipartThreshold = s.multipartThreshold
+            partSize = s.partSize
+            storageClass = s.storageClass
+            bandwidthLimit = s.bandwidthLimit
+        }
+    }
+
+    enum Outcome: Sendable {
+        case uploaded(sent: Int64)
+        case alreadyPresent
+        case retry(String, countAttempt: Bool, after: TimeInterval?)
+        case failed(String)
+        case sourceChanged(gone: Bool)
+        case cancelled
+    }
+
+    let database: QueueDatabase
+    let account: AccountService
+    let gate: any UploadGate
+    let logger: Logger
+    var options: Options
+    let bucket: TokenBucket
+    public nonisolated let meter = RateMeter()
+    let http: HTTPClient
+    let signal = WorkSignal()
+    var clockOffset: TimeInterval = 0
+    var inFlight: [Int: Task<Outcome, Never>] = [:]
+    var uploadingBytes: [Int: Int64] = [:]
+    /// Tells ingest that a file must be hashed again (it changed under the uploader).
+    var rehash: @Sendable (String) async -> Void = { _ in }
+    private nonisolated let requestCounter = Atomic<Int>(0)
+
+    public init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger) {
+        self.database = database
+        self.account = account
+        self.gate = gate
+        self.options = options
+        self.logger = logger
+        bucket = TokenBucket(bytesPerSecond: options.bandwidthLimit)
+        http = S3Client.makeHTTPClient(maximumConnectionsPerHost: max(8, options.concurrency * 2))
+    }
+
+    public func setRehash(_ f: @escaping @Sendable (String) async -> Void) {
+        rehash = f
+    }
+
+    public func apply(_ new: Options) async {
+        let grew = new.concurrency != options.concurrency
+        options = new
+        await bucket.setRate(new.bandwidthLimit)
+        if grew { logger.notice("upload.concurrency takes effect at the next restart") }
+    }
+
+    /// New work may be waiting (a hash was recorded, a retry was asked for).
+    public nonisolated func poke() {
+        Task { await signal.notify() }
+    }
+
+    /// Stop every upload under way now (credentials dropped, Apple ID revoked, logout).
+    public func cancelInFlight() {
+        for (_, task) in inFlight { task.cancel() }
+    }
+
+    public var activeUploads: Int { inFlight.count }
+
+    public func run() async throws {
+        try database.resetInterruptedUploads()
+        let gateChanges = await gate.changes()
+        let watcher = Task { [signal] in
+            for await _ in gateChanges { await signal.notify() }
+        }
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                for worker in 0..<options.concurrency {
+                    group.addTask { await self.work(worker) }
+                }
+            }
+        } onGracefulShutdown: { [signal] in
+            Task { await signal.notify() }
+        }
+        watcher.cancel()
+        try? await http.shutdown()
+    }
+
+    private func work(_ worker: Int) async {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            let since = await signal.current
+            if await gate.blockReason() != nil {
+                await signal.wait(since: since, until: nil)
+                continue
+            }
+            let job: UploadJob?
+            do {
+                job = try database.claimObject()
+            } catch {
+                logger.error("cannot read the queue: \(error)")
+                await signal.wait(since: since, until: Date().addingTimeInterval(5))
+                continue
+            }
+            guard let job else {
+                let due = try? database.nextDueTime()
+                await signal.wait(since: since, until: due)
+                continue
+            }
+            let task = Task { await self.upload(job) }
+            inFlight[worker] = task
+            uploadingBytes[worker] = job.size
+            let outcome = await task.value
+            inFlight[worker] = nil
+            uploadingBytes[worker] = nil
+            record(outcome, for: job)
+        }
+    }
+
+    private func record(_ outcome: Outcome, for job: UploadJob) {
+        do {
+            switch outcome {
+            case .uploaded(let sent):
+                try database.markUploaded(md5: job.md5)
+                logger.info("uploaded", metadata: ["path": "\(job.path)", "bytes": "\(sent)", "md5": "\(job.md5)"])
+            case .alreadyPresent:
+                try database.markUploaded(md5: job.md5)
+                logger.info("already backed up", metadata: ["path": "\(job.path)", "md5": "\(job.md5)"])
+            case let .retry(why, count, after):
+                let attempts = job.attempts + (count ? 1 : 0)
+                let delay = after ?? Self.backoff(attempts: attempts)
+                try database.releaseObject(md5: job.md5, retryAt: Date().addingTimeInterval(delay), error: why, countAttempt: count)
+                logger.warning("upload will be retried", metadata: ["path": "\(job.path)", "in": "\(Int(delay.rounded()))s", "why": "\(why)"])
+            case .failed(let why):
+                try database.failObject(md5: job.md5, reason: why)
+                logger.error("upload failed", metadata: ["path": "\(job.path)", "why": "\(why)"])
+            case .sourceChanged(let gone):
+                try database.sourceChanged(job: job, gone: gone)
+                logger.info(gone ? "file vanished before upload" : "file changed before upload; it will be read again",
+                            metadata: ["path": "\(job.path)"])
+                if !gone {
+                    let path = job.path
+                    let rehash = self.rehash
+                    Task { await rehash(path) }
+                }
+            case .cancelled:
+                try database.releaseObject(md5: job.md5, retryAt: nil, error: nil, countAttempt: false)
+            }
+        } catch {
+            logger.error("cannot record an upload result: \(error)")
+        }
+        Task { await signal.notify() }
+    }
+
+    /// Exponential with full jitter (AWS's advice), floor 1 s, cap 5 minutes.
+    static func backoff(attempts: Int) -> TimeInterval {
+        let cap = min(300, 2 * pow(2, Double(min(attempts, 20))))
+        return max(1, Double.random(in: 0...cap))
+    }
+
+    // MARK: one object
+
+    private func upload(_ job: UploadJob) async -> Outcome {
+        var credentialRetries = 0
+        var skewRetries = 0
+        while true {
+            if Task.isCancelled { return .cancelled }
+            let grant: STSGrant
+            do {
+                grant = try await account.credentials()
+            } catch {
+                return .cancelled
+            }
+            guard let userId = await account.userId else { return .cancelled }
+            let outcome = await attempt(job, grant: grant, userId: userId)
+            switch outcome {
+            case .failure(let error):
+                switch error.kind {
+                case .credentialsExpired where credentialRetries == 0:
+                    credentialRetries += 1
+                    await account.rejectedByS3(grant)
+                    continue
+                case .clockSkew where skewRetries == 0:
+                    skewRetries += 1
+                    if let offset = error.clockOffset() {
+                        clockOffset = offset
+                        logger.warning("the clock differs from S3's by \(Int(offset))s; signing with S3's time")
+                    }
+                    continue
+                case .cancelled:
+                    return .cancelled
+                case .transient, .credentialsExpired, .clockSkew:
+                    return .retry(error.description, countAttempt: true, after: nil)
+                case .contentMismatch:
+                    return .sourceChanged(gone: false)
+                case .localFile:
+                    return FileManager.default.fileExists(atPath: job.path) ? .failed(error.description) : .sourceChanged(gone: true)
+                case .notFound where error.code == "NoSuchUpload":
+                    try? database.recordMultipart(md5: job.md5, uploadId: nil, partSize: nil)
+                    return .retry("the multipart upload expired at S3; starting it again", countAttempt: false, after: 0)
+                case .forbidden, .notFound, .permanent:
+                    return .failed(error.description)
+                }
+            case .success(let result):
+                return result
+            }
+        }
+    }
+
+    private func attempt(_ job: UploadJob, grant: STSGrant, userId: String) async -> Result<Outcome, S3Error> {
+        let prefix = "photos/\(userId)/"
+        let key = prefix + job.md5 + ".dat"
+        var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint, requiredKeyPrefix: prefix)
+        configuration.chunkSize = 256 << 10
+        let client: S3Client
+        do {
+            client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
+        } catch {
+            return .failure(error)
+        }
+        let credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
+                                        sessionToken: grant.sessionToken, expiration: grant.expiration)
+        do {
+            if let info = try await client.headObject(key: key, credentials: credentials), info.size == job.size {
+                return .success(.alreadyPresent)
+            }
+        } catch where error.kind == .forbidden {
+            // The role may deny HeadObject: existence is unknown, upload.
+        } catch {
+            return .failure(error)
+        }
+        let plan = PartPlan(fileSize: job.size, multipartThreshold: options.multipartThreshold, configuredPartSize: options.partSize)
+        let media = MediaType.forPath(job.path)
+        let storageClass = options.storageClass == "STANDARD" ? nil : options.storageClass
+        do {
+            if plan.partSize == nil && job.uploadId == nil {
+                return .success(try await single(job, client: client, key: key, media: media, storageClass: storageClass, credentials: credentials))
+            }
+            return .success(try await multipart(job, plan: plan, client: client, key: key, media: media,
+                                                storageClass: storageClass, credentials: credentials))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private func single(_ job: UploadJob, client: S3Client, key: String, media: MediaType, storageClass: String?,
+                        credentials: S3Credentials) async throws(S3Error) -> Outcome {
+        let signs = client.signsPayload
+        let check: (RangeReader.PartDigest?, Bool)
+        do {
+            check = try await BlockingIO.run { () throws(RangeReader.Failure) -> (RangeReader.PartDigest?, Bool) in
+                let reader = try RangeReader(path: job.path, expected: job.identity)
+                // Over HTTPS S3 checks Content-MD5 itself; over plain HTTP we must read the
+                // bytes for the signature anyway, and prove the MD5 on the way.
+                guard signs else { return (nil, true) }
+                let digest = try reader.next(length: job.size, sha256: true)
+                let (whole, unchanged) = reader.finish(path: job.path)
+                return (digest, unchanged && whole == job.md5)
+            }
+        } catch {
+            return Self.outcome(error)
+        }
+        guard check.1 else { return .sourceChanged(gone: false) }
+        guard let contentMD5 = check.0?.contentMD5 ?? S3Client.contentMD5(hex: job.md5) else {
+            return .failed("the queued MD5 is malformed")
+        }
+        await bucket.take(Int(job.size))
+        _ = try await client.putObject(key: key, path: job.path, contentMD5: contentMD5, contentType: media.contentType,
+                                       metadata: ["original-format": media.originalFormat], storageClass: storageClass,
+                                       payloadSHA256: check.0?.sha256Hex, credentials: credentials)
+        meter.add(job.size)
+        return .uploaded(sent: job.size)
+    }
+
+    private func multipart(_ job: UploadJob, plan: PartPlan, client: S3Client, key: String, media: MediaType,
+                           storageClass: String?, credentials: S3Credentials) async throws(S3Error) -> Outcome {
+        // A resumed upload keeps the part size it started with.
+        let partSize = job.partSize ?? plan.partSize ?? options.partSize
+        let parts = PartPlan(fileSize: job.size, multipartThreshold: 0, configuredPartSize: partSize)
+        var uploadId = job.uploadId
+        var existing: [Int: S3Client.Part] = [:]
+        if let id = uploadId {
+            do {
+                for p in try await client.listParts(key: key, uploadId: id, credentials: credentials) { existing[p.partNumber] = p }
+                logger.info("resuming a multipart upload", metadata: ["path": "\(job.path)", "partsAtS3": "\(existing.count)", "parts": "\(parts.partCount)"])
+            } catch where error.kind == .notFound {
+                uploadId = nil
+                try? database.recordMultipart(md5: job.md5, uploadId: nil, partSize: nil)
+            }
+        }
+        if uploadId == nil {
+            let id = try await client.createMultipartUpload(key: key, contentType: media.contentType,
+                                                             metadata: ["original-format": media.originalFormat],
+                                                             storageClass: storageClass, credentials: credentials)
+            do {
+                try database.recordMultipart(md5: job.md5, uploadId: id, partSize: partSize)
+            } catch {
+                throw S3Error(kind: .transient, code: "LocalDatabase", message: "cannot record the upload id: \(error)")
+            }
+            uploadId = id
+        }
+        guard let uploadId else { return .cancelled }
+        let reader: RangeReader
+        do {
+            reader = try RangeReader(path: job.path, expected: job.identity)
+        } catch {
+            await abort(client, key: key, uploadId: uploadId, md5: job.md5, credentials: credentials)
+            return Self.outcome(error)
+        }
+        var completed: [S3Client.Part] = []
+        var sent: Int64 = 0
+        for number in 1...parts.partCount {
+            if Task.isCancelled { return .cancelled }
+            let (offset, length) = parts.range(ofPart: number)
+            let have = existing[number]
+            let digest: RangeReader.PartDigest
+            do {
+                let wantSHA = client.signsPayload && !(have?.size == length)
+                digest = try await BlockingIO.run { () throws(RangeReader.Failure) in try reader.next(length: length, sha256: wantSHA) }
+            } catch {
+                await abort(client, key: key, uploadId: uploadId, md5: job.md5, credentials: credentials)
+                return Self.outcome(error)
+            }
+            if let have, have.size == length, have.etag.lowercased() == digest.md5Hex {
+                completed.append(S3Client.Part(partNumber: number, etag: have.etag, size: length))
+                continue
+            }
+            await bucket.take(Int(length))
+            let etag = try await client.uploadPart(key: key, uploadId: uploadId, partNumber: number, path: job.path, offset: offset,
+                                                   length: length, contentMD5: digest.contentMD5,
+                                                   payloadSHA256: digest.sha256Hex, credentials: credentials)
+            try? database.recordPart(md5: job.md5, part: UploadedPart(partNumber: number, etag: etag, size: length))
+            completed.append(S3Client.Part(partNumber: number, etag: etag, size: length))
+            meter.add(length)
+            sent += length
+        }
+        let (whole, unchanged) = reader.finish(path: job.path)
+        guard unchanged, whole == job.md5 else {
+            await abort(client, key: key, uploadId: uploadId, md5: job.md5, credentials: credentials)
+            return .sourceChanged(gone: false)
+        }
+        try await client.completeMultipartUpload(key: key, uploadId: uploadId, parts: completed, credentials: credentials)
+        return .uploaded(sent: sent)
+    }
+
+    /// An upload we abandon is aborted so S3 does not keep (and bill) its parts.
+    private func abort(_ client: S3Client, key: String, uploadId: String, md5: String, credentials: S3Credentials) async {
+        try? await client.abortMultipartUpload(key: key, uploadId: uploadId, credentials: credentials)
+        try? database.recordMultipart(md5: md5, uploadId: nil, partSize: nil)
+    }
+
+    static func outcome(_ failure: RangeReader.Failure) -> Outcome {
+        switch failure {
+        case .gone: .sourceChanged(gone: true)
+        case .changed: .sourceChanged(gone: false)
+        case .unreadable(let why): .failed("cannot read the file: \(why)")
+        }
+    }
+
+    // MARK: status
+
+    public func contribute(to s: inout DaemonStatus) {
+        let rate = meter.rate()
+        s.queue.uploadRate = rate
+        if rate > 0, s.queue.pendingBytes > 0 {
+            s.queue.etaSeconds = Double(s.queue.pendingBytes) / rate
+        }
+    }
+}
