@@ -59,6 +59,11 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        .target(name: "Ingest", dependencies: [
+            "PhotolalaCore", "Queue", "Hashing", "Watcher",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Upload", dependencies: [
             "PhotolalaCore", "Queue", "S3", "Hashing", "Backend", "Credentials",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -73,7 +78,7 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Watcher", "Backend", "Credentials", "Upload", "CSystemd", "CLinux",
+            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Watcher", "Backend", "Credentials", "Upload", "Ingest", "CSystemd", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),

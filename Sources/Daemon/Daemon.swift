@@ -5,6 +5,7 @@ import Glibc
 import CLinux
 import Backend
 import Control
+import Ingest
 import Credentials
 import Foundation
 import Logging
@@ -64,9 +65,17 @@ public struct Daemon: Sendable {
         hooks.logout = DaemonHooks.logout(account)
         hooks.resume = { await account.resume() }
         try database.resetInterruptedUploads()
+        let ingest = IngestService(database: database, options: .init(settings.watch), logger: logger)
+        await core.addStatusContributor { s in await ingest.contribute(to: &s) }
         let uploader = UploaderService(database: database, account: account, gate: DaemonGate(core: core, account: account),
                                        options: .init(settings.upload), logger: logger)
         await core.addStatusContributor { s in await uploader.contribute(to: &s) }
+        await ingest.setHooks(onQueued: { uploader.poke() }, onChange: { await core.changed() })
+        await uploader.setRehash { path in await ingest.rehash(path) }
+        hooks.rescan = {
+            await ingest.rescanAll(reason: "photolalactl rescan")
+            return .json(ControlReply(ok: true, message: "Rescanning every watched folder."))
+        }
         var accountHooks = AccountService.Hooks()
         accountHooks.pausesChanged = { await core.changed() }
         accountHooks.credentialsDropped = { await uploader.cancelInFlight() }
@@ -104,11 +113,13 @@ public struct Daemon: Sendable {
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: account, serviceName: "account"),
+            .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
                                          onApply: { _, fresh in
                                              await uploader.apply(.init(fresh.upload))
+                                             await ingest.apply(.init(fresh.watch))
                                              await account.reconfigure(
                                                  backend: BackendClient(baseURL: fresh.account.apiURL, logger: logger),
                                                  deviceName: fresh.account.deviceName ?? HostName.current())

@@ -222,13 +222,13 @@ extension QueueDatabase {
 
     /// After a complete scan of `root`: directories the queue knows under it that the
     /// scan did not visit are gone, with their files.
-    public func sweepDirectories(under root: String, visited: Set<String>, now: Date = Date()) throws -> Int {
+    public func sweepDirectories(under root: String, visited: Set<String>, excluding blind: [String] = [], now: Date = Date()) throws -> Int {
         let (lo, hi) = Self.subtreeRange(root)
         let dirs = try pool.read { db in
             try String.fetchAll(db, sql: "SELECT DISTINCT dir FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != 'gone'", arguments: [root, lo, hi])
         }
         var swept = 0
-        for dir in dirs where !visited.contains(dir) {
+        for dir in dirs where !visited.contains(dir) && !blind.contains(where: { dir == $0 || dir.hasPrefix($0 + "/") }) {
             try pool.write { db in
                 try db.execute(sql: "UPDATE file SET state = 'gone', updatedAt = ? WHERE dir = ? AND state != 'gone'", arguments: [now.timeIntervalSince1970, dir])
                 swept += db.changesCount

@@ -1,0 +1,404 @@
+/// Ingest: turns what the watcher sees into hashed files in the queue: settle, scan, hash, record.
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Hashing
+import Logging
+import PhotolalaCore
+import Queue
+import ServiceLifecycle
+import Watcher
+
+/// Drives the pipeline up to "ready to upload": inotify events go through the settle
+/// aggregator, scans reconcile directories with the queue, and the hasher pool reads
+/// each new or changed file once. The watcher is a hint; the queue plus scans are the
+/// truth, so an overflow or a restart costs a rescan, never a photo.
+public actor IngestService: Service {
+    public struct Options: Sendable, Equatable {
+        public var watcher: WatcherOptions
+        public var rescanInterval: Duration?
+        public var hashWorkers: Int
+
+        public init(_ watch: Settings.Watch, hashWorkers: Int = ProcessInfo.processInfo.activeProcessorCount) {
+            watcher = WatcherOptions(folders: watch.folders, extensions: Set(watch.extensions), exclude: watch.exclude,
+                                     followSymlinks: watch.followSymlinks, settle: watch.settle)
+            rescanInterval = watch.rescanInterval
+            self.hashWorkers = max(1, hashWorkers)
+        }
+    }
+
+    let database: QueueDatabase
+    var options: Options
+    let logger: Logger
+    let pool: HasherPool
+    public nonisolated let hashMeter = HashMeter()
+    var watcher: InotifyWatcher?
+    var aggregator: SettleAggregator<ContinuousClock.Instant>
+    var hashQueue: [String] = []
+    var hashQueueHead = 0
+    var queued = Set<String>()
+    var scanQueue: [(String, Bool)] = []
+    var scanning = false
+    var lastScanAt: Date?
+    var unreadable: [String: String] = [:]
+    var pipelineTasks: [Task<Void, Never>] = []
+    let settleSignal = Signal()
+    let hashSignal = Signal()
+    let scanSignal = Signal()
+    var onQueued: @Sendable () -> Void = {}
+    var onChange: @Sendable () async -> Void = {}
+
+    public init(database: QueueDatabase, options: Options, logger: Logger) {
+        self.database = database
+        self.options = options
+        self.logger = logger
+        pool = HasherPool(workers: options.hashWorkers)
+        aggregator = SettleAggregator(options: options.watcher)
+    }
+
+    /// `onQueued`: a file got its hash (uploaders may have work). `onChange`: status changed.
+    public func setHooks(onQueued: @escaping @Sendable () -> Void, onChange: @escaping @Sendable () async -> Void) {
+        self.onQueued = onQueued
+        self.onChange = onChange
+    }
+
+    public func run() async throws {
+        // Files a crash caught before their hash was stored are simply read again.
+        if let leftovers = try? database.pathsNeedingHash(limit: 1_000_000), !leftovers.isEmpty {
+            logger.info("resuming: \(leftovers.count) files still need their hash")
+            for path in leftovers { enqueueHash(path) }
+        }
+        startWatcher()
+        for worker in 0..<options.hashWorkers {
+            pipelineTasks.append(Task { await self.hashLoop(worker) })
+        }
+        pipelineTasks.append(Task { await self.settleLoop() })
+        pipelineTasks.append(Task { await self.scanLoop() })
+        pipelineTasks.append(Task { await self.rescanTimer() })
+        try? await gracefulShutdown()
+        watcher?.stop()
+        for t in pipelineTasks { t.cancel() }
+        pool.shutdown()
+    }
+
+    /// New watch settings on reload: the watcher starts over (and rescans, which costs no re-hash).
+    public func apply(_ new: Options) {
+        guard new != options else { return }
+        let watchChanged = new.watcher != options.watcher
+        options = new
+        if watchChanged {
+            logger.notice("watch settings changed: restarting the watcher")
+            watcher?.stop()
+            aggregator = SettleAggregator(options: new.watcher)
+            startWatcher()
+        }
+    }
+
+    /// `photolalactl rescan`.
+    public func rescanAll(reason: String) {
+        logger.info("rescanning every watched folder (\(reason))")
+        for root in options.watcher.folders { requestScan(root, recursive: true) }
+    }
+
+    /// A file the uploader found changed: read it again after it settles.
+    public func rehash(_ path: String) {
+        aggregator.markUnsettled(path, now: .now)
+        Task { await settleSignal.notify() }
+    }
+
+    // MARK: watcher events
+
+    private func startWatcher() {
+        let w = InotifyWatcher(options: options.watcher, logger: logger)
+        do {
+            try w.start()
+        } catch {
+            logger.error("cannot watch the folders: \(error); falling back to periodic scans")
+            rescanAll(reason: "no inotify")
+            return
+        }
+        watcher = w
+        let events = w.events()
+        pipelineTasks.append(Task {
+            for await event in events { await self.handle(event) }
+        })
+    }
+
+    private func handle(_ event: WatchEvent) async {
+        let now = ContinuousClock.now
+        do {
+            switch event {
+            case .fileWritten(let path):
+                aggregator.fileWritten(path, now: now)
+            case .fileMoved(let from, let to):
+                aggregator.moved(from: from, to: to)
+                if try !database.renameFile(from: from, to: to) {
+                    aggregator.fileWritten(to, now: now)
+                }
+            case .removed(let path):
+                aggregator.removed(path)
+                dropQueued(under: path)
+                try database.markGone(path: path)
+            case .directoryMoved(let from, let to):
+                aggregator.moved(from: from, to: to)
+                try database.renameDirectory(from: from, to: to)
+                logger.debug("directory renamed", metadata: ["from": "\(from)", "to": "\(to)"])
+            case .scanNeeded(let path, let reason):
+                switch reason {
+                case .initial, .folderAvailable, .newDirectory, .unwatched:
+                    requestScan(path, recursive: true)
+                case .overflow:
+                    logger.warning("the kernel's event queue overflowed: rescanning \(path)")
+                    requestScan(path, recursive: true)
+                }
+            case .folderMissing(let root):
+                logger.warning("watched folder missing or unreadable (retrying): \(root)")
+                aggregator.removed(root)
+                dropQueued(under: root)
+            case .folderAvailable(let root):
+                logger.notice("watched folder available again: \(root)")
+            case .watchLimitReached:
+                break
+            }
+        } catch {
+            logger.error("cannot record a change in the queue: \(error)", metadata: ["event": "\(event)"])
+        }
+        await settleSignal.notify()
+        await onChange()
+    }
+
+    private func dropQueued(under path: String) {
+        let prefix = path.hasSuffix("/") ? path : path + "/"
+        let before = queued.count
+        queued = queued.filter { $0 != path && !$0.hasPrefix(prefix) }
+        if queued.count != before {
+            hashQueue = Array(hashQueue[hashQueueHead...]).filter { queued.contains($0) }
+            hashQueueHead = 0
+        }
+    }
+
+    // MARK: settle
+
+    private func settleLoop() async {
+        while !Task.isCancelled {
+            let since = await settleSignal.current
+            let ready = aggregator.due(now: .now)
+            for item in ready {
+                switch item {
+                case .file(let path): observe(path)
+                case .scanDirectory(let dir, let recursive): requestScan(dir, recursive: recursive)
+                }
+            }
+            if !ready.isEmpty { await onChange() }
+            let deadline = aggregator.nextDeadline
+            await settleSignal.wait(since: since, until: deadline)
+        }
+    }
+
+    /// A settled file: record what it is now, and hash it if it is new or changed.
+    private func observe(_ path: String) {
+        var st = stat()
+        let rc = options.watcher.followSymlinks ? stat(path, &st) : lstat(path, &st)
+        if rc != 0 {
+            if errno == ENOENT || errno == ENOTDIR { try? database.markGone(path: path) }
+            return
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return }
+        do {
+            for p in try database.observe([ObservedFile(path: path, identity: FileHasher.identity(of: st))]) { enqueueHash(p) }
+        } catch {
+            logger.error("cannot record a file in the queue: \(error)", metadata: ["path": "\(path)"])
+        }
+    }
+
+    // MARK: scans
+
+    private func requestScan(_ path: String, recursive: Bool) {
+        if scanQueue.contains(where: { $0.0 == path && ($0.1 || !recursive) }) { return }
+        scanQueue.append((path, recursive))
+        Task { await scanSignal.notify() }
+    }
+
+    private func scanLoop() async {
+        while !Task.isCancelled {
+            let since = await scanSignal.current
+            guard !scanQueue.isEmpty else {
+                await scanSignal.wait(since: since, until: nil)
+                continue
+            }
+            let (path, recursive) = scanQueue.removeFirst()
+            scanning = true
+            await onChange()
+            await scan(path, recursive: recursive)
+            scanning = false
+            lastScanAt = Date()
+            await onChange()
+        }
+    }
+
+    private func scan(_ root: String, recursive: Bool) async {
+        let scanner = DirectoryScanner(options: options.watcher, logger: logger)
+        let settleCutoff = Date().addingTimeInterval(-Units.seconds(options.watcher.settle))
+        var summary: ScanSummary?
+        for await output in scanner.batches(root, recursive: recursive) {
+            switch output {
+            case .directories(let listings):
+                for listing in listings {
+                    let files = listing.files.map {
+                        ObservedFile(path: $0.path, identity: FileIdentity(device: $0.device, inode: $0.inode, size: $0.size,
+                                                                            mtimeSec: $0.mtimeSeconds, mtimeNsec: $0.mtimeNanoseconds))
+                    }
+                    do {
+                        let need = try database.reconcileDirectory(listing.path, files: files)
+                        let byPath = Dictionary(files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+                        for path in need {
+                            // A file written moments ago may still be growing: it settles first.
+                            if let f = byPath[path], Date(timeIntervalSince1970: Double(f.identity.mtimeSec)) > settleCutoff {
+                                aggregator.fileWritten(path, now: .now)
+                            } else {
+                                enqueueHash(path)
+                            }
+                        }
+                    } catch {
+                        logger.error("cannot record a scan in the queue: \(error)", metadata: ["dir": "\(listing.path)"])
+                    }
+                }
+            case .finished(let s):
+                summary = s
+            }
+        }
+        await settleSignal.notify()
+        guard let summary else { return }
+        for problem in summary.unreadable {
+            if unreadable[problem.path] == nil {
+                logger.warning("cannot read a folder: \(problem.path): \(problem.reason) — the daemon's user needs read access (see photolalad(8), Permissions)")
+            }
+            unreadable[problem.path] = problem.reason
+        }
+        for path in unreadable.keys where path == root || path.hasPrefix(root + "/") {
+            if !summary.unreadable.contains(where: { $0.path == path }) { unreadable[path] = nil }
+        }
+        if recursive && summary.rootListed {
+            // Directories the queue knows but the scan did not find are gone — except under
+            // a folder we could not read, where absence proves nothing.
+            let blind = summary.unreadable.map(\.path)
+            let visited = summary.visitedDirectories
+            do {
+                let swept = try database.sweepDirectories(under: root, visited: visited, excluding: blind)
+                if swept > 0 { logger.info("\(swept) files are gone from \(root)") }
+            } catch {
+                logger.error("cannot record vanished files: \(error)")
+            }
+        }
+        logger.info("scanned \(root)", metadata: ["files": "\(summary.files)", "directories": "\(summary.directories)",
+                                                  "ms": "\(summary.elapsed.components.seconds * 1000 + summary.elapsed.components.attoseconds / 1_000_000_000_000_000)"])
+    }
+
+    private func rescanTimer() async {
+        while !Task.isCancelled {
+            guard let interval = options.rescanInterval else {
+                try? await Task.sleep(for: .seconds(3600))
+                continue
+            }
+            // ±10% so many NASes (and many folders) do not rescan in lockstep.
+            let jitter = Double.random(in: 0.9...1.1)
+            try? await Task.sleep(for: .milliseconds(Int64(Units.seconds(interval) * 1000 * jitter)))
+            if Task.isCancelled { return }
+            rescanAll(reason: "periodic safety net")
+        }
+    }
+
+    // MARK: hashing
+
+    private func enqueueHash(_ path: String) {
+        guard queued.insert(path).inserted else { return }
+        hashQueue.append(path)
+        Task { await hashSignal.notify() }
+    }
+
+    private func nextToHash() -> String? {
+        while hashQueueHead < hashQueue.count {
+            let path = hashQueue[hashQueueHead]
+            hashQueueHead += 1
+            if hashQueueHead > 4096 && hashQueueHead * 2 > hashQueue.count {
+                hashQueue.removeFirst(hashQueueHead)
+                hashQueueHead = 0
+            }
+            if queued.contains(path) { return path }
+        }
+        return nil
+    }
+
+    private func hashLoop(_ worker: Int) async {
+        while !Task.isCancelled {
+            let since = await hashSignal.current
+            guard let path = nextToHash() else {
+                await hashSignal.wait(since: since, until: nil)
+                continue
+            }
+            hashing += 1
+            let result = await pool.hash(path: path, followSymlinks: options.watcher.followSymlinks)
+            hashing -= 1
+            queued.remove(path)
+            record(path, result)
+        }
+    }
+
+    var hashing = 0
+
+    private func record(_ path: String, _ result: HasherPool.Result) {
+        do {
+            switch result {
+            case .success(let digest):
+                hashMeter.add(digest.identity.size)
+                switch try database.recordHash(path: path, identity: digest.identity, md5: digest.md5) {
+                case .recorded(let state):
+                    logger.debug("hashed", metadata: ["path": "\(path)", "md5": "\(digest.md5)", "state": "\(state.publicName)"])
+                    onQueued()
+                case .stale:
+                    aggregator.markUnsettled(path, now: .now)
+                case .unknown:
+                    break
+                }
+            case .failure(.changed):
+                logger.debug("changed while being read; it settles again", metadata: ["path": "\(path)"])
+                aggregator.markUnsettled(path, now: .now)
+            case .failure(.vanished), .failure(.notRegularFile):
+                try database.markGone(path: path)
+            case .failure(.unreadable(let why)):
+                logger.warning("cannot read a file: \(why)", metadata: ["path": "\(path)"])
+                try database.recordUnreadable(path: path, reason: why)
+            }
+        } catch {
+            logger.error("cannot record a hash in the queue: \(error)", metadata: ["path": "\(path)"])
+        }
+        Task {
+            await settleSignal.notify()
+            await onChange()
+        }
+    }
+
+    // MARK: status
+
+    public func contribute(to s: inout DaemonStatus) {
+        if let w = watcher?.snapshot() {
+            s.watch.folders = w.folders
+            s.watch.directories = w.directories
+            s.watch.missingFolders = w.missingFolders
+            s.watch.watchLimitReached = w.watchLimitReached
+            s.watch.maxUserWatches = w.maxUserWatches
+            s.watch.unwatchedDirectories = w.unwatchedDirectories
+        }
+        s.watch.scanning = scanning || !scanQueue.isEmpty
+        s.watch.lastScanAt = lastScanAt.map(Timestamp.string)
+        let busy = min(hashing, s.queue.pending)
+        s.queue.hashing = busy
+        s.queue.pending -= busy
+        s.queue.hashRate = hashMeter.rate()
+        if !unreadable.isEmpty {
+            let names = unreadable.keys.sorted()
+            s.problems.append("\(names.count) folder\(names.count == 1 ? "" : "s") cannot be read by the daemon: \(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : "")")
+        }
+    }
+}

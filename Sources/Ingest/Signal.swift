@@ -1,0 +1,41 @@
+import Foundation
+
+/// Wakes a loop when something changed, or at a deadline: the ingest loops sleep on it
+/// instead of polling.
+actor Signal {
+    private var generation = 0
+    private var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
+
+    func notify() {
+        generation &+= 1
+        let all = waiters
+        waiters.removeAll()
+        for (_, w) in all { w.resume() }
+    }
+
+    var current: Int { generation }
+
+    /// Returns after a `notify()` later than `since`, or at `deadline`, or on cancellation.
+    func wait(since: Int, until deadline: ContinuousClock.Instant?) async {
+        if generation != since { return }
+        let id = UUID()
+        let timer: Task<Void, Never>? = deadline.map { d in
+            Task {
+                try? await Task.sleep(until: d, clock: .continuous)
+                self.resume(id)
+            }
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { c in
+                if Task.isCancelled { c.resume() } else { waiters[id] = c }
+            }
+        } onCancel: {
+            Task { await self.resume(id) }
+        }
+        timer?.cancel()
+    }
+
+    private func resume(_ id: UUID) {
+        waiters.removeValue(forKey: id)?.resume()
+    }
+}
