@@ -33,7 +33,7 @@ enum StatusRenderer {
             if q.uploadRate > 0 { line += "  \(Units.humanBytes(Int64(q.uploadRate)))/s" }
             if let eta = q.etaSeconds { line += "  ETA \(duration(eta))" }
             out.append(line)
-            out.append("To send    \(Units.humanBytes(q.pendingBytes))" + (q.hashRate > 0 ? ", reading at \(Units.humanBytes(Int64(q.hashRate)))/s" : ""))
+            out.append("To send    \(Units.humanBytes(q.pendingBytes))" + (q.hashRate > 0 && q.hashing > 0 ? ", reading at \(Units.humanBytes(Int64(q.hashRate)))/s" : ""))
         }
         if q.failed > 0 {
             out.append("           see `photolalactl queue --failed`; `photolalactl retry` tries them again")
