@@ -123,6 +123,7 @@ public actor DaemonCore {
             s.pauseReason = .user
         }
         s.problems += problems.keys.sorted().compactMap { problems[$0] }
+        if let problem = database.currentProblem { s.problems.append(problem) }
         return s
     }
 }

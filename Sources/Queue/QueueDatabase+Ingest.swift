@@ -33,7 +33,7 @@ extension QueueDatabase {
     @discardableResult
     public func observe(_ files: [ObservedFile], now: Date = Date()) throws -> [String] {
         guard !files.isEmpty else { return [] }
-        return try pool.write { db in
+        return try write { db in
             var needHash: [String] = []
             for f in files {
                 if let row = try Row.fetchOne(db, sql: "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state, md5 FROM file WHERE path = ?", arguments: [f.path]) {
@@ -117,7 +117,7 @@ extension QueueDatabase {
     /// Stores a hash if the file is still the one that was read, and links it to its
     /// object (created if these bytes are new). One transaction.
     public func recordHash(path: String, identity: FileIdentity, md5: String, now: Date = Date()) throws -> HashOutcome {
-        try pool.write { db in
+        try write { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE path = ?", arguments: [path]) else {
                 return .unknown
             }
@@ -143,7 +143,7 @@ extension QueueDatabase {
 
     /// A file that cannot be read (permission, I/O error): `failed` with the reason, until `retry`.
     public func recordUnreadable(path: String, reason: String, now: Date = Date()) throws {
-        try pool.write { db in
+        try write { db in
             try db.execute(sql: "UPDATE file SET state = 'failed', attempts = attempts + 1, lastError = ?, updatedAt = ? WHERE path = ? AND state != 'gone'",
                            arguments: [reason, now.timeIntervalSince1970, path])
         }
@@ -152,7 +152,7 @@ extension QueueDatabase {
     /// A file (or a whole directory) left the tree.
     public func markGone(path: String, now: Date = Date()) throws {
         let (lo, hi) = Self.subtreeRange(path)
-        try pool.write { db in
+        try write { db in
             try db.execute(sql: "UPDATE file SET state = 'gone', updatedAt = ? WHERE (path = ? OR (path >= ? AND path < ?)) AND state != 'gone'",
                            arguments: [now.timeIntervalSince1970, path, lo, hi])
         }
@@ -164,7 +164,7 @@ extension QueueDatabase {
         let (newLo, newHi) = Self.subtreeRange(new)
         let oldBase = old == "/" ? "" : old
         let newBase = new == "/" ? "" : new
-        try pool.write { db in
+        try write { db in
             // Rows already at the destination are stale leftovers: the rename replaced them.
             try db.execute(sql: "DELETE FROM file WHERE path >= ? AND path < ?", arguments: [newLo, newHi])
             try db.execute(sql: """
@@ -176,7 +176,7 @@ extension QueueDatabase {
 
     /// A file renamed inside the tree (a paired move): it keeps its hash and state.
     public func renameFile(from old: String, to new: String, now: Date = Date()) throws -> Bool {
-        try pool.write { db in
+        try write { db in
             guard try Int64.fetchOne(db, sql: "SELECT id FROM file WHERE path = ? AND state != 'gone'", arguments: [old]) != nil else { return false }
             try db.execute(sql: "DELETE FROM file WHERE path = ?", arguments: [new])
             try db.execute(sql: "UPDATE file SET path = ?, dir = ?, updatedAt = ? WHERE path = ?",
@@ -211,7 +211,7 @@ extension QueueDatabase {
         }
         let vanished = known.filter { !present.contains($0.key) && $0.value.1 != .gone }.map(\.key)
         if !vanished.isEmpty {
-            try pool.write { db in
+            try write { db in
                 for path in vanished {
                     try db.execute(sql: "UPDATE file SET state = 'gone', updatedAt = ? WHERE path = ?", arguments: [now.timeIntervalSince1970, path])
                 }
@@ -229,7 +229,7 @@ extension QueueDatabase {
         }
         var swept = 0
         for dir in dirs where !visited.contains(dir) && !blind.contains(where: { dir == $0 || dir.hasPrefix($0 + "/") }) {
-            try pool.write { db in
+            try write { db in
                 try db.execute(sql: "UPDATE file SET state = 'gone', updatedAt = ? WHERE dir = ? AND state != 'gone'", arguments: [now.timeIntervalSince1970, dir])
                 swept += db.changesCount
             }

@@ -39,7 +39,7 @@ extension QueueDatabase {
     /// Puts every failed file back: unreadable ones are read again, rejected uploads are
     /// tried again. Returns the paths to hash.
     public func retryFailed(now: Date = Date()) throws -> (files: Int, needHash: [String]) {
-        try pool.write { db in
+        try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: "UPDATE object SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])
             let needHash = try String.fetchAll(db, sql: "SELECT path FROM file WHERE state = 'failed' AND md5 IS NULL")

@@ -31,7 +31,7 @@ public struct UploadedPart: Sendable, Equatable {
 extension QueueDatabase {
     /// At start: uploads a crash interrupted go back to the queue (their multipart state stays).
     public func resetInterruptedUploads(now: Date = Date()) throws {
-        try pool.write { db in
+        try write { db in
             try db.execute(sql: "UPDATE object SET state = 'pending', updatedAt = ? WHERE state = 'uploading'", arguments: [now.timeIntervalSince1970])
             try db.execute(sql: "UPDATE file SET state = 'queued', updatedAt = ? WHERE state = 'uploading'", arguments: [now.timeIntervalSince1970])
             // A crash mid-hash leaves nothing to undo: 'hashing' is never stored, pending files are re-hashed.
@@ -39,7 +39,7 @@ extension QueueDatabase {
     }
 
     public func claimObject(now: Date = Date()) throws -> UploadJob? {
-        try pool.write { db in
+        try write { db in
             let t = now.timeIntervalSince1970
             let candidates = try Row.fetchAll(db, sql: """
                 SELECT md5, size, attempts, uploadId, partSize FROM object
@@ -84,7 +84,7 @@ extension QueueDatabase {
     }
 
     public func markUploaded(md5: String, now: Date = Date()) throws {
-        try pool.write { db in
+        try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: "UPDATE object SET state = 'uploaded', uploadId = NULL, lastError = NULL, nextAttemptAt = NULL, updatedAt = ? WHERE md5 = ?", arguments: [t, md5])
             try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5])
@@ -94,7 +94,7 @@ extension QueueDatabase {
 
     /// Back to the queue after a transient failure (or a stop): due again at `retryAt`.
     public func releaseObject(md5: String, retryAt: Date?, error: String?, countAttempt: Bool, now: Date = Date()) throws {
-        try pool.write { db in
+        try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: """
                 UPDATE object SET state = 'pending', nextAttemptAt = ?, lastError = coalesce(?, lastError),
@@ -106,7 +106,7 @@ extension QueueDatabase {
 
     /// Gave up (rejected by S3): every file with these bytes is `failed` with the reason, until `retry`.
     public func failObject(md5: String, reason: String, now: Date = Date()) throws {
-        try pool.write { db in
+        try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: "UPDATE object SET state = 'failed', lastError = ?, attempts = attempts + 1, uploadId = NULL, updatedAt = ? WHERE md5 = ?", arguments: [reason, t, md5])
             try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5])
@@ -117,7 +117,7 @@ extension QueueDatabase {
     /// The file no longer holds the queued bytes (changed or gone): it goes back to be hashed
     /// (or is marked gone), and its object is released to any other file with those bytes.
     public func sourceChanged(job: UploadJob, gone: Bool, now: Date = Date()) throws {
-        try pool.write { db in
+        try write { db in
             let t = now.timeIntervalSince1970
             if gone {
                 try db.execute(sql: "UPDATE file SET state = 'gone', updatedAt = ? WHERE path = ?", arguments: [t, job.path])
@@ -132,14 +132,14 @@ extension QueueDatabase {
     // MARK: multipart bookkeeping
 
     public func recordMultipart(md5: String, uploadId: String?, partSize: Int64?) throws {
-        try pool.write { db in
+        try write { db in
             try db.execute(sql: "UPDATE object SET uploadId = ?, partSize = ? WHERE md5 = ?", arguments: [uploadId, partSize, md5])
             if uploadId == nil { try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5]) }
         }
     }
 
     public func recordPart(md5: String, part: UploadedPart) throws {
-        try pool.write { db in
+        try write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO part(md5, partNumber, etag, size) VALUES (?, ?, ?, ?)",
                            arguments: [md5, part.partNumber, part.etag, part.size])
         }

@@ -1,6 +1,7 @@
 /// Queue: the persistent upload queue: one SQLite database (GRDB, WAL), its migrations and one transaction per state change.
 import Foundation
 import GRDB
+import Synchronization
 
 /// The queue database. One writer (GRDB serializes writes), readers in parallel (WAL);
 /// every state change is one transaction, so a kill -9 at any instant leaves a
@@ -8,6 +9,7 @@ import GRDB
 public final class QueueDatabase: Sendable {
     public let path: String
     let pool: DatabasePool
+    private let writeProblem = Mutex<String?>(nil)
 
     public enum OpenError: Error, CustomStringConvertible {
         case unusable(path: String, underlying: String, quarantinedTo: String?)
@@ -60,6 +62,30 @@ public final class QueueDatabase: Sendable {
         try QueueSchema.migrator.migrate(pool)
     }
 
+    /// Every write goes through here: a full disk or an I/O error is remembered (and shown
+    /// in status) until a write succeeds again. SQLite rolls the failed transaction back,
+    /// so the file stays consistent.
+    func write<T>(_ updates: (Database) throws -> T) throws -> T {
+        do {
+            let result = try pool.write(updates)
+            writeProblem.withLock { $0 = nil }
+            return result
+        } catch let error as DatabaseError {
+            let message: String?
+            switch error.resultCode {
+            case .SQLITE_FULL: message = "disk full: the queue database (\(path)) cannot grow; free space on that disk — the daemon retries by itself"
+            case .SQLITE_IOERR: message = "I/O error writing the queue database (\(path)): \(error.message ?? "")"
+            case .SQLITE_READONLY: message = "the queue database (\(path)) is read-only: check its permissions"
+            default: message = nil
+            }
+            if let message { writeProblem.withLock { $0 = message } }
+            throw error
+        }
+    }
+
+    /// The last write failure that needs the user (disk full, read-only, I/O error), until a write succeeds.
+    public var currentProblem: String? { writeProblem.withLock { $0 } }
+
     /// `PRAGMA integrity_check` — "ok" when the file is sound.
     public func integrityCheck() throws -> String {
         try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
@@ -92,7 +118,7 @@ public final class QueueDatabase: Sendable {
     }
 
     public func setSetting(_ key: String, _ value: String?) throws {
-        try pool.write { db in
+        try write { db in
             if let value {
                 try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
             } else {
