@@ -1,0 +1,219 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import Synchronization
+
+/// What `photolalactl status` shows under `watch` (filled into `DaemonStatus.Watch`).
+public struct WatcherStatus: Sendable, Equatable {
+    public var folders = 0
+    /// Directories with an inotify watch.
+    public var directories = 0
+    public var missingFolders: [String] = []
+    public var watchLimitReached = false
+    /// fs.inotify.max_user_watches, as read at start and when the limit was hit.
+    public var maxUserWatches: Int?
+    /// Directories scanned periodically because they could not be watched.
+    public var unwatchedDirectories = 0
+
+    public init() {}
+}
+
+public enum WatcherError: Error, Sendable, CustomStringConvertible {
+    /// The process is out of descriptors or threads.
+    case cannotStart(String)
+
+    public var description: String {
+        switch self {
+        case .cannotStart(let why): "cannot start the folder watcher: \(why)"
+        }
+    }
+}
+
+/// Recursive inotify over every configured folder, on one dedicated thread that blocks in
+/// poll(2) on the inotify descriptor and a wake-up socket: idle, it uses no CPU; `stop()`
+/// wakes it at once. Raw inotify rather than libinotifytools because that library keeps
+/// global state, cannot be woken for shutdown, and stops its recursive watch at the first
+/// error without saying which directories stayed unwatched (needed for the ENOSPC
+/// fallback).
+///
+/// All tree state (the wd ↔ directory table) lives on that thread (`WatchTree`); other
+/// threads see only the event stream and `snapshot()`.
+public final class InotifyWatcher: Sendable {
+    public let options: WatcherOptions
+    private let logger: Logger
+    private let stream: AsyncStream<WatchEvent>
+    private let continuation: AsyncStream<WatchEvent>.Continuation
+    let shared: WatcherShared
+
+    public convenience init(options: WatcherOptions, logger: Logger) {
+        self.init(options: options, logger: logger, watchBudget: nil)
+    }
+
+    /// `watchBudget` stands in for a low fs.inotify.max_user_watches in tests: the limit is
+    /// per user and system-wide, so lowering the real one would break other processes.
+    init(options: WatcherOptions, logger: Logger, watchBudget: Int?) {
+        self.options = options
+        self.logger = logger
+        // Unbounded: the consumer only updates an in-memory aggregator, and dropping an
+        // event would silently lose a file.
+        (stream, continuation) = AsyncStream.makeStream(of: WatchEvent.self, bufferingPolicy: .unbounded)
+        shared = WatcherShared(watchBudget: watchBudget, folders: options.folders.count)
+    }
+
+    deinit { stop() }
+
+    /// The events, for one consumer. It finishes after `stop()`.
+    public func events() -> AsyncStream<WatchEvent> { stream }
+
+    /// Starts the thread, which adds the watches and then reports per folder either
+    /// `.scanNeeded(root, .initial)` (watched: scan it now to catch up) or `.folderMissing`.
+    /// Returns at once; calling it again does nothing.
+    public func start() throws(WatcherError) {
+        var fds: [Int32] = [-1, -1]
+        let proceed = shared.state.withLock { state -> Bool in
+            guard !state.started else { return false }
+            state.started = true
+            return true
+        }
+        guard proceed else { return }
+        // The Glibc module exposes neither eventfd nor pipe2; socketpair sets CLOEXEC atomically.
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &fds) == 0 else {
+            throw .cannotStart("socketpair: \(errnoText(errno))")
+        }
+        let (options, logger, continuation, shared) = (self.options, self.logger, self.continuation, self.shared)
+        let wakeRead = fds[0]
+        shared.state.withLock { $0.wakeWrite = fds[1] }
+        do {
+            let thread = try OSThread.spawn(name: "photolala-watch") {
+                let tree = WatchTree(options: options, logger: logger, shared: shared) { continuation.yield($0) }
+                tree.run(wakeFd: wakeRead)
+                close(wakeRead)
+            }
+            shared.state.withLock { $0.thread = thread }
+        } catch {
+            close(fds[0])
+            close(fds[1])
+            shared.state.withLock { $0.wakeWrite = -1 }
+            throw error
+        }
+    }
+
+    /// Wakes the thread, waits for it to finish (closing inotify drops every watch), and
+    /// finishes the event stream. Safe to call more than once and from any thread but the
+    /// watcher's own.
+    public func stop() {
+        let (thread, wakeWrite) = shared.state.withLock { state -> (pthread_t?, Int32) in
+            state.stopping = true
+            let taken = (state.thread, state.wakeWrite)
+            state.thread = nil
+            state.wakeWrite = -1
+            return taken
+        }
+        if wakeWrite >= 0 {
+            var byte: UInt8 = 1
+            _ = write(wakeWrite, &byte, 1)
+        }
+        if let thread { pthread_join(thread, nil) }
+        if wakeWrite >= 0 { close(wakeWrite) }
+        continuation.finish()
+    }
+
+    public func snapshot() -> WatcherStatus {
+        shared.state.withLock { $0.status }
+    }
+
+    /// Tests: stop reading the inotify descriptor so the kernel queue fills and overflows.
+    /// Returns once the thread has taken the change into account.
+    func setReadingPaused(_ paused: Bool) {
+        let wake = shared.state.withLock { state -> Int32 in
+            state.readingPaused = paused
+            return state.wakeWrite
+        }
+        guard wake >= 0 else { return }
+        var byte: UInt8 = 1
+        _ = write(wake, &byte, 1)
+        for _ in 0..<2000 where shared.state.withLock({ $0.readingPausedApplied != paused }) { usleep(1000) }
+    }
+
+    /// Tests: change the stand-in watch limit (nil: only the kernel's).
+    func setWatchBudget(_ budget: Int?) {
+        shared.state.withLock { $0.watchBudget = budget }
+    }
+}
+
+/// The little the watcher thread and its owner share.
+final class WatcherShared: Sendable {
+    struct State {
+        var status = WatcherStatus()
+        var started = false
+        var stopping = false
+        var readingPaused = false
+        var readingPausedApplied = false
+        var watchBudget: Int?
+        var thread: pthread_t?
+        var wakeWrite: Int32 = -1
+    }
+
+    let state: Mutex<State>
+
+    init(watchBudget: Int?, folders: Int) {
+        var initial = State()
+        initial.watchBudget = watchBudget
+        initial.status.folders = folders
+        state = Mutex(initial)
+    }
+
+    var stopping: Bool { state.withLock { $0.stopping } }
+}
+
+/// Threads of our own, off the cooperative pool: the watcher blocks in poll(2) and the
+/// scanner in readdir(2)/stat(2), which must not starve async tasks.
+enum OSThread {
+    private final class Start {
+        let name: String
+        let niceness: Int32?
+        let body: @Sendable () -> Void
+        init(name: String, niceness: Int32?, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.niceness = niceness
+            self.body = body
+        }
+    }
+
+    /// A joinable thread.
+    static func spawn(name: String, niceness: Int32? = nil, _ body: @escaping @Sendable () -> Void) throws(WatcherError) -> pthread_t {
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(Start(name: name, niceness: niceness, body: body)).toOpaque()
+        let rc = pthread_create(&thread, nil, { context in
+            guard let context else { return nil }
+            let start = Unmanaged<Start>.fromOpaque(context).takeRetainedValue()
+            OSThread.nameCurrent(start.name)
+            if let niceness = start.niceness {
+                // On Linux the nice value is per thread, and who = 0 means the caller.
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, niceness)
+            }
+            start.body()
+            return nil
+        }, context)
+        guard rc == 0 else {
+            Unmanaged<Start>.fromOpaque(context).release()
+            throw .cannotStart("pthread_create: \(errnoText(rc))")
+        }
+        return thread
+    }
+
+    static func detach(name: String, niceness: Int32? = nil, _ body: @escaping @Sendable () -> Void) throws(WatcherError) {
+        let thread = try spawn(name: name, niceness: niceness, body)
+        pthread_detach(thread)
+    }
+
+    /// Shows in `top -H` and `ps -L` (pthread_setname_np is not in the Glibc module).
+    private static func nameCurrent(_ name: String) {
+        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        let short = String(name.utf8.prefix(15)) ?? "photolala"
+        _ = short.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+    }
+}
