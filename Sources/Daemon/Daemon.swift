@@ -44,6 +44,7 @@ public struct Daemon: Sendable {
         // and a crash must not leave a core dump holding tokens.
         umask(0o077)
         _ = photolala_disable_core_dumps()
+        photolala_tune_malloc()
 
         try Self.prepareStateDirectory(settings.daemon.stateDir)
         let dbPath = settings.daemon.stateDir + "/queue.db"
