@@ -1,0 +1,353 @@
+"""The packaging test harness: builds the .deb once per test session, and boots a
+minimal Debian 12 under a real systemd with systemd-nspawn to install it into.
+
+    deb = built_deb()                     # scripts/build-deb, once per session
+    with Container.boot(tmp_dir) as ct:   # a fresh copy of the cached root, booted
+        ct.install_deb(deb.path)
+        ct.run("systemctl is-enabled photolalad")           # -> CompletedProcess
+        ct.run(["photolalactl", "status"], user="alice")
+        ct.run_in_container("...")                          # the same as run()
+
+The container shares the host's network namespace, so a server on the host's
+loopback (moto, the fake backend) is reachable from inside at 127.0.0.1.
+Commands run through nsenter as root (or, with user=, through setpriv with that
+user's groups) with a clean environment; their output comes back as the result.
+
+The debootstrapped root is cached outside the repo (PHOTOLALA_NSPAWN_CACHE,
+default /var/cache/photolala-test-root), keyed by suite and package list, so
+only the first run on a machine pays for debootstrap (about a minute).
+Environment:
+    PHOTOLALA_DEB            use this .deb instead of building one (iterating)
+    PHOTOLALA_DEBIAN_MIRROR  the mirror for debootstrap (default: deb.debian.org)
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+SUITE = "bookworm"
+# systemd to boot, and acl and procps for the tests; cached_root(deb) adds what the
+# .deb's Depends name, so that installing it needs no network.
+ROOT_PACKAGES = ["systemd", "systemd-sysv", "dbus", "acl", "procps"]
+CACHE = Path(os.environ.get("PHOTOLALA_NSPAWN_CACHE", "/var/cache/photolala-test-root"))
+CLEAN_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+    "SYSTEMD_PAGER": "",
+    "SYSTEMD_COLORS": "0",
+    "DEBIAN_FRONTEND": "noninteractive",
+}
+
+
+class Unavailable(Exception):
+    """A prerequisite of the container tests that this machine truly lacks."""
+
+
+# ---------------------------------------------------------------------------
+# The .deb
+
+
+@dataclass(frozen=True)
+class BuiltDeb:
+    path: Path
+    dbgsym: Path | None
+    seconds: float
+    log: Path
+
+    @property
+    def outdir(self) -> Path:
+        return self.path.parent
+
+
+@functools.cache
+def built_deb() -> BuiltDeb:
+    """scripts/build-deb, once per session (both test modules share it)."""
+    given = os.environ.get("PHOTOLALA_DEB")
+    if given:
+        path = Path(given).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"PHOTOLALA_DEB={given}: no such file")
+        ddebs = sorted(path.parent.glob("photolalad-dbgsym_*.deb"))
+        return BuiltDeb(path, ddebs[-1] if ddebs else None, 0.0, path.parent / "build.log")
+    out = REPO / "out" / "deb"
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "build.log"
+    start = time.monotonic()
+    with open(log, "w") as f:
+        proc = subprocess.run([str(REPO / "scripts" / "build-deb"), "--out", str(out)],
+                              stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    seconds = time.monotonic() - start
+    text = log.read_text(errors="replace")
+    if proc.returncode != 0:
+        tail = "\n".join(text.splitlines()[-60:])
+        raise RuntimeError(f"scripts/build-deb failed (exit {proc.returncode}); {log}:\n{tail}")
+    path = Path(text.strip().splitlines()[-1])
+    ddebs = sorted(out.glob("photolalad-dbgsym_*.deb"))
+    return BuiltDeb(path, ddebs[-1] if ddebs else None, seconds, log)
+
+
+# ---------------------------------------------------------------------------
+# The cached Debian root
+
+
+def _mirror() -> str:
+    return os.environ.get("PHOTOLALA_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+
+
+def deb_depends(deb: Path) -> list[str]:
+    """The first alternative of each of the .deb's Depends, without versions."""
+    out = subprocess.run(["dpkg-deb", "-f", str(deb), "Depends"], capture_output=True, text=True, check=True).stdout
+    return [re.sub(r"\s*\(.*\)", "", dep.split("|")[0]).strip() for dep in out.split(",") if dep.strip()]
+
+
+def cached_root(deb: Path | None = None) -> Path:
+    """A debootstrapped Debian 12 with systemd (and the .deb's dependencies), built once
+    per machine and package list, and reused."""
+    packages = sorted(set(ROOT_PACKAGES + (deb_depends(deb) if deb else [])))
+    key = hashlib.sha256(f"{SUITE} minbase {' '.join(packages)}".encode()).hexdigest()[:12]
+    root = CACHE / f"{SUITE}-{key}"
+    if (root / ".complete").exists():
+        return root
+    for tool in ("debootstrap",):
+        if not shutil.which(tool):
+            raise Unavailable(f"{tool} is not installed (scripts/setup installs it)")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be building the same root
+        if (root / ".complete").exists():
+            return root
+        partial = CACHE / f".partial-{key}-{os.getpid()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}",
+               SUITE, str(partial), _mirror()]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+        if proc.returncode != 0:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise RuntimeError(f"debootstrap failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        (partial / "etc" / "hostname").write_text("photolala-test\n")
+        (partial / ".complete").write_text(" ".join(cmd) + "\n")
+        shutil.rmtree(root, ignore_errors=True)
+        partial.rename(root)
+        # Roots for older package lists: keep the three newest.
+        for old in sorted(CACHE.glob(f"{SUITE}-*"), key=lambda p: p.stat().st_mtime, reverse=True)[3:]:
+            shutil.rmtree(old, ignore_errors=True)
+    return root
+
+
+def prerequisites() -> str | None:
+    """Why the container tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "systemd-nspawn and debootstrap need root"
+    for tool in ("systemd-nspawn", "nsenter", "debootstrap"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed (scripts/setup installs systemd-container, util-linux and debootstrap)"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# The container
+
+
+class Container:
+    """A booted copy of the cached root. Use Container.boot(); stop() or the context
+    manager powers it off and deletes the copy."""
+
+    BOOT_TIMEOUT = 60
+
+    def __init__(self, root: Path, workdir: Path):
+        self.root = root
+        self.workdir = workdir
+        self.console = workdir / "console.log"
+        self.proc: subprocess.Popen | None = None
+        self.leader: int | None = None
+
+    # -- lifecycle ----------------------------------------------------------
+
+    @classmethod
+    def boot(cls, workdir: Path, deb: Path | None = None) -> "Container":
+        """Boots a fresh copy of the cached root (with deb's dependencies, if given)."""
+        base = cached_root(deb)
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        root = workdir / "root"
+        if root.exists():
+            shutil.rmtree(root)
+        subprocess.run(["cp", "-a", "--reflink=auto", str(base), str(root)], check=True)
+        ct = cls(root, workdir)
+        ct.start()
+        return ct
+
+    def start(self):
+        cmd = ["systemd-nspawn", "--register=no", "--keep-unit", "--quiet",
+               "--console=pipe", "-D", str(self.root), "-b"]
+        self._console = open(self.console, "wb")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._console,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.BOOT_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise Unavailable(f"systemd-nspawn exited {self.proc.returncode} while booting: "
+                                  f"{self.console.read_text(errors='replace')[-2000:]}")
+            self.leader = self._find_leader()
+            if self.leader:
+                r = self.run("systemctl is-system-running --wait", timeout=max(1, deadline - time.monotonic()))
+                state = r.stdout.strip()
+                if state in ("running", "degraded"):
+                    return
+                if state in ("maintenance", "stopping", "offline"):
+                    break
+            time.sleep(0.2)
+        log = self.console.read_text(errors="replace")[-3000:]
+        self.stop()
+        raise Unavailable(f"the container did not boot within {self.BOOT_TIMEOUT}s: {log}")
+
+    def _find_leader(self) -> int | None:
+        """The container's PID 1: the descendant of systemd-nspawn whose NSpid ends in 1."""
+        todo = [self.proc.pid]
+        seen = set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            except OSError:
+                continue
+            for c in map(int, children):
+                try:
+                    status = Path(f"/proc/{c}/status").read_text()
+                except OSError:
+                    continue
+                m = re.search(r"^NSpid:\s+(.*)$", status, re.M)
+                if m and len(m.group(1).split()) > 1 and m.group(1).split()[-1] == "1":
+                    return c
+                todo.append(c)
+        return None
+
+    def stop(self, timeout: float = 30):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            if self.leader:
+                with contextlib.suppress(Exception):
+                    self.run("systemctl poweroff --no-block", timeout=10)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()  # nspawn forwards it as SIGRTMIN+3 (halt)
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, 9)
+                    self.proc.wait()
+        self._console.close()
+        self.proc = None
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
+    # -- running things inside ----------------------------------------------
+
+    def run(self, cmd, user: str | None = None, input: str | None = None, timeout: float = 120,
+            check: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
+        """Runs cmd (a shell string, or an argv list) inside the container, as root or
+        as `user` with that user's groups; returns the CompletedProcess (text)."""
+        if self.leader is None:
+            raise RuntimeError("the container is not running")
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        environment = dict(CLEAN_ENV)
+        environment["HOME"] = "/root"
+        if user:
+            environment["HOME"] = f"/home/{user}"
+            environment["USER"] = environment["LOGNAME"] = user
+            argv = ["/bin/sh", "-c", 'exec setpriv --reuid="$0" --regid="$(id -g "$0")" --init-groups -- "$@"',
+                    user] + argv
+        environment.update(env or {})
+        full = (["nsenter", "--target", str(self.leader), "--mount", "--uts", "--ipc", "--net", "--pid",
+                 "--root", "--wd", "--", "env", "-i"] + [f"{k}={v}" for k, v in environment.items()] + argv)
+        proc = subprocess.run(full, input=input, capture_output=True, text=True, timeout=timeout,
+                              errors="replace")
+        if check and proc.returncode != 0:
+            raise AssertionError(f"in the container: {cmd!r} exited {proc.returncode}\n"
+                                 f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
+        return proc
+
+    run_in_container = run
+
+    def sh(self, cmd: str, **kw) -> str:
+        """run(cmd, check=True).stdout"""
+        return self.run(cmd, check=True, **kw).stdout
+
+    def write_file(self, path: str, text: str, mode: int = 0o644):
+        target = self.root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        os.chmod(target, mode)
+
+    def read_file(self, path: str) -> str:
+        """Copies a file out of the container (through the container's own view)."""
+        return self.sh(f"cat {shlex.quote(path)}")
+
+    def copy_in(self, src: Path, dest: str) -> str:
+        target = self.root / dest.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+        return dest
+
+    def copy_out(self, path: str, dest: Path) -> Path:
+        """Copies a file or a folder out of the container into dest."""
+        src = self.root / path.lstrip("/")
+        dest = Path(dest)
+        if src.is_dir():
+            shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True)
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+        return dest
+
+    def install_deb(self, deb: Path) -> subprocess.CompletedProcess:
+        """apt-get install of the .deb, as an admin would do it; the root already has
+        every dependency, so it needs no network."""
+        inside = self.copy_in(deb, f"/var/cache/photolala-test/{deb.name}")
+        return self.run(["apt-get", "install", "-y", "--no-install-recommends", inside], timeout=300)
+
+    # -- systemd helpers ------------------------------------------------------
+
+    def show(self, unit: str, *props: str) -> dict[str, str]:
+        out = self.sh(["systemctl", "show", unit, "-p", ",".join(props)])
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+    def wait_for(self, what: str, predicate, timeout: float = 30, interval: float = 0.25):
+        """Polls predicate() until it returns something truthy; returns it."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = predicate()
+            if last:
+                return last
+            time.sleep(interval)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+    def journal(self, *args: str) -> str:
+        return self.run(["journalctl", "--no-pager", "-o", "short-monotonic", *args]).stdout

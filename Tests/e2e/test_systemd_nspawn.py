@@ -1,0 +1,326 @@
+"""The .deb under a real systemd: a minimal Debian 12 (debootstrap, cached per machine)
+booted with systemd-nspawn, the package installed with apt as an admin would, then
+the life of the service: enabled but not started until configured, no crash loop,
+READY=1 before active (running), the STATUS= line, photolalactl for members and
+non-members of the group photolala, reload, the journal, a clean and quick stop,
+restart after a kill, the watchdog, an upgrade that keeps the queue, and purge.
+
+The tests run in file order against one container (a module fixture); each leaves
+the service as the next expects. Later steps (uploads after login against the fake
+backend on the host's loopback) can use ct.run_in_container(cmd)."""
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from support.nspawn import Container, Unavailable, built_deb, prerequisites
+
+pytestmark = pytest.mark.packaging
+
+CONFIG = "/etc/photolala/photolalad.toml"
+UNIT = "photolalad.service"
+
+
+@pytest.fixture(scope="module")
+def ct(tmp_path_factory):
+    why = prerequisites()
+    if why:
+        pytest.skip(f"systemd-nspawn tests cannot run here: {why}")
+    deb = built_deb()
+    try:
+        container = Container.boot(tmp_path_factory.mktemp("nspawn"), deb=deb.path)
+    except Unavailable as e:
+        pytest.skip(f"systemd-nspawn cannot boot a container on this machine: {e}")
+    container.deb = deb.path
+    try:
+        yield container
+    finally:
+        # Kept for a failing run: the container's whole journal.
+        try:
+            (container.workdir / "journal.txt").write_text(container.journal())
+            print(f"\ncontainer journal: {container.workdir / 'journal.txt'}")
+        except Exception:
+            pass
+        container.cleanup()
+
+
+def active(ct) -> tuple[str, str]:
+    p = ct.show(UNIT, "ActiveState", "SubState")
+    return p["ActiveState"], p["SubState"]
+
+
+def main_pid(ct) -> int:
+    return int(ct.show(UNIT, "MainPID")["MainPID"])
+
+
+def status_json(ct, user: str | None = None) -> dict:
+    r = ct.run(["photolalactl", "status", "--json"], user=user)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def set_config(ct, folders: list[str], extra: str = ""):
+    shipped = ct.read_file(CONFIG)
+    text = re.sub(r"^folders = .*$", "folders = " + json.dumps(folders), shipped, count=1, flags=re.M)
+    ct.write_file(CONFIG, text + extra)
+
+
+# -- install -----------------------------------------------------------------
+
+
+def test_install_creates_the_user_and_enables_but_does_not_start(ct):
+    r = ct.install_deb(ct.deb)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "set watch.folders in /etc/photolala/photolalad.toml" in r.stdout + r.stderr, r.stdout + r.stderr
+    passwd = ct.sh("getent passwd photolala").strip().split(":")
+    assert int(passwd[2]) < 1000 and passwd[5] == "/var/lib/photolala" and passwd[6] == "/usr/sbin/nologin"
+    assert ct.sh("getent group photolala").startswith("photolala:")
+    assert ct.sh("systemctl is-enabled photolalad").strip() == "enabled"
+    assert active(ct) == ("inactive", "dead")
+    assert ct.run("systemctl --failed --no-legend").stdout.strip() == ""
+    assert ct.sh("readlink /usr/bin/photolalactl").strip() == "photolalad"
+    assert ct.run("photolalactl --version").stdout.strip() == "0.1.0"
+    assert ct.run("test -f /usr/share/man/man8/photolalad.8.gz").returncode == 0
+    # The installed unit, as this systemd sees it (man-db is not in the minimal root).
+    verify = ct.run("systemd-analyze verify --man=no photolalad.service")
+    assert verify.returncode == 0 and not (verify.stdout + verify.stderr).strip(), verify
+
+
+def test_unconfigured_start_fails_once_and_is_not_restarted(ct):
+    r = ct.run("systemctl start photolalad")
+    assert r.returncode != 0
+    time.sleep(6.5)  # past RestartSec=5s
+    p = ct.show(UNIT, "ActiveState", "Result", "ExecMainStatus", "NRestarts")
+    assert p == {"ActiveState": "failed", "Result": "exit-code", "ExecMainStatus": "78", "NRestarts": "0"}, p
+    assert "watch.folders" in ct.journal("-u", "photolalad")
+    ct.sh("systemctl reset-failed photolalad")
+
+
+# -- permissions for a share (the README/man page recipe) ----------------------
+
+
+def test_share_permissions_recipe_lets_photolala_read(ct):
+    ct.sh("useradd -m -s /bin/sh alice && useradd -m -s /bin/sh bob && usermod -aG photolala alice")
+    # alice's private photos: photolala cannot read them...
+    ct.sh("mkdir -p /srv/photos/2026 && echo jpeg > /srv/photos/2026/a.jpg && chown -R alice:alice /srv/photos"
+          " && chmod -R go-rwx /srv/photos")
+    assert ct.run("cat /srv/photos/2026/a.jpg", user="photolala").returncode != 0
+    # ...until the documented ACLs, default ones included, are set.
+    ct.sh("setfacl -R -m u:photolala:rX /srv/photos && find /srv/photos -type d -exec setfacl -m d:u:photolala:rX {} +")
+    assert ct.run("cat /srv/photos/2026/a.jpg", user="photolala").stdout == "jpeg\n"
+    # New folders and files inherit the default ACL, whatever the umask.
+    ct.sh("umask 077 && mkdir /srv/photos/2027 && echo new > /srv/photos/2027/b.jpg"
+          " && chown -R alice:alice /srv/photos/2027")
+    assert ct.run("cat /srv/photos/2027/b.jpg", user="photolala").stdout == "new\n"
+    # A share readable by a group: add photolala to the group.
+    ct.sh("groupadd photos && mkdir -p /home/alice/Pictures && echo heic > /home/alice/Pictures/c.heic"
+          " && chown -R alice:photos /home/alice/Pictures && chmod -R 0750 /home/alice/Pictures"
+          " && chmod 0640 /home/alice/Pictures/c.heic && setfacl -m u:photolala:x /home/alice"
+          " && usermod -aG photos photolala")
+    assert ct.run("cat /home/alice/Pictures/c.heic", user="photolala").stdout == "heic\n"
+
+
+# -- start -------------------------------------------------------------------
+
+
+def test_configured_service_becomes_active_only_after_ready(ct):
+    set_config(ct, ["/srv/photos", "/home/alice/Pictures"])
+    ct.sh("photolalad --check-config")
+    ct.sh("systemd-analyze log-level debug")
+    try:
+        start = time.monotonic()
+        ct.sh("systemctl start photolalad")  # Type=notify: returns once READY=1 arrived
+        took = time.monotonic() - start
+    finally:
+        ct.sh("systemd-analyze log-level info")
+    assert active(ct) == ("active", "running")
+    p = ct.show(UNIT, "Type", "NotifyAccess", "WatchdogUSec", "User", "StatusText", "MainPID")
+    assert p["Type"] == "notify" and p["User"] == "photolala" and p["WatchdogUSec"] == "1min"
+    assert p["StatusText"], p
+    # systemd saw READY=1 from the main process before it called the unit started.
+    log = ct.journal("_PID=1", "-u", "photolalad")
+    ready = re.search(rf"photolalad\.service: Got notification message from PID {p['MainPID']} \([^)]*READY=1", log)
+    running = re.search(r"photolalad\.service: Changed start -> running", log)
+    assert ready and running and ready.start() < running.start(), log[-3000:]
+    print(f"\nstart to READY=1: {took:.2f}s")
+
+
+def test_runtime_and_state_directories(ct):
+    assert ct.sh("stat -c '%a %U %G' /var/lib/photolala").split() == ["700", "photolala", "photolala"]
+    assert ct.sh("stat -c '%a %U %G' /run/photolala").split() == ["750", "photolala", "photolala"]
+    assert ct.sh("stat -c '%a %U %G %F' /run/photolala/photolalad.sock").split()[:3] == ["660", "photolala", "photolala"]
+    assert ct.run("test -f /var/lib/photolala/queue.db").returncode == 0
+    pid = main_pid(ct)
+    # The process: the user photolala, its groups, no capabilities, seccomp.
+    status = ct.sh(f"cat /proc/{pid}/status")
+    assert re.search(r"^CapEff:\s+0+$", status, re.M) and re.search(r"^NoNewPrivs:\s+1$", status, re.M)
+    assert re.search(r"^Seccomp:\s+2$", status, re.M)
+    photos_gid = ct.sh("getent group photos").split(":")[2]
+    assert photos_gid in re.search(r"^Groups:(.*)$", status, re.M).group(1).split()
+    # In the background: a low CPU weight and the lowest best-effort I/O priority.
+    assert ct.show(UNIT, "CPUWeight")["CPUWeight"] == "20"
+    assert ct.sh(f"ionice -p {pid}").strip() == "best-effort: prio 7"
+    # Nothing in the sandbox gets in the daemon's way (seccomp, nice, /proc).
+    log = ct.journal("-u", "photolalad", "-o", "cat")
+    assert "Failed to set thread priority" not in log and "Operation not permitted" not in log, log
+
+
+def test_sandbox_reads_shares_and_writes_only_its_own_directories(ct):
+    pid = main_pid(ct)
+
+    def in_sandbox(cmd: str):
+        return ct.run(f"nsenter -t {pid} -m -- setpriv --reuid=photolala --regid=photolala --init-groups -- sh -c '{cmd}'")
+
+    assert in_sandbox("cat /srv/photos/2026/a.jpg").stdout == "jpeg\n"
+    assert in_sandbox("cat /home/alice/Pictures/c.heic").stdout == "heic\n"
+    denied = in_sandbox("touch /srv/photos/x")
+    assert denied.returncode != 0 and "Read-only file system" in denied.stderr, denied
+    assert in_sandbox("touch /var/lib/photolala/probe && rm /var/lib/photolala/probe").returncode == 0
+    assert in_sandbox("touch /etc/photolala/x").returncode != 0
+
+
+def test_status_line_is_shown_by_systemctl_status(ct):
+    out = ct.run("systemctl status photolalad --no-pager -n 0").stdout
+    assert "Active: active (running)" in out
+    m = re.search(r'^\s+Status: "(.+)"$', out, re.M)
+    assert m, out
+    assert m.group(1) == ct.show(UNIT, "StatusText")["StatusText"]
+
+
+# -- photolalactl and the socket's group ---------------------------------------------
+
+
+def test_ctl_status_for_group_members_and_exit_4_for_others(ct):
+    s = status_json(ct, user="alice")
+    assert s["version"] == "0.1.0" and s["state"] in ("running", "needsLogin", "paused")
+    assert s["watch"]["folders"] == 2
+    assert s["watch"]["missingFolders"] == []
+    human = ct.run(["photolalactl", "status"], user="alice")
+    assert human.returncode == 0 and "/srv/photos" in human.stdout, human
+    bob = ct.run(["photolalactl", "status"], user="bob")
+    assert bob.returncode == 4, bob
+    assert "photolala" in bob.stderr and "group" in bob.stderr, bob.stderr
+    # Reading is for the group; changing needs root or the daemon's user.
+    pause = ct.run(["photolalactl", "pause"], user="alice")
+    assert pause.returncode == 4, pause
+    assert ct.run(["photolalactl", "queue", "--json"], user="alice").returncode == 0
+
+
+def test_ctl_exits_3_when_the_daemon_is_not_running(ct):
+    r = ct.run(["photolalactl", "status", "--socket", "/run/photolala/nothing.sock"])
+    assert r.returncode == 3 and "systemctl start photolalad" in r.stderr, r
+
+
+# -- reload ------------------------------------------------------------------
+
+
+def test_reload_applies_a_config_change_and_refuses_a_bad_one(ct):
+    pid = main_pid(ct)
+    ct.sh("mkdir -p /srv/more && setfacl -m u:photolala:rX /srv/more")
+    set_config(ct, ["/srv/photos", "/home/alice/Pictures", "/srv/more"])
+    ct.sh("systemctl reload photolalad")
+    ct.wait_for("the reloaded folders", lambda: status_json(ct)["watch"]["folders"] == 3, timeout=15)
+    assert main_pid(ct) == pid
+    assert "configuration reloaded" in ct.journal("-u", "photolalad")
+    # A bad file: the reload fails visibly, the daemon keeps running with its settings.
+    good = ct.read_file(CONFIG)
+    ct.write_file(CONFIG, good + "\n[watch2]\nfolders = 1\n")
+    bad = ct.run("systemctl reload photolalad")
+    assert bad.returncode != 0
+    assert active(ct) == ("active", "running") and main_pid(ct) == pid
+    assert status_json(ct)["watch"]["folders"] == 3
+    ct.write_file(CONFIG, good)
+
+
+def test_journal_has_the_daemons_logs(ct):
+    log = ct.journal("-u", "photolalad", "-o", "cat")
+    assert "photolalad 0.1.0 started" in log, log[-2000:]
+    assert re.search(r"(notice|info)", log)
+
+
+# -- watchdog, kill, stop ---------------------------------------------------------
+
+
+def test_watchdog_pings_keep_a_short_watchdog_happy(ct):
+    ct.write_file("/etc/systemd/system/photolalad.service.d/watchdog.conf", "[Service]\nWatchdogSec=2s\n")
+    try:
+        ct.sh("systemctl daemon-reload && systemctl restart photolalad")
+        pid = main_pid(ct)
+        before = int(ct.show(UNIT, "WatchdogTimestampMonotonic")["WatchdogTimestampMonotonic"])
+        time.sleep(4.5)
+        p = ct.show(UNIT, "MainPID", "NRestarts", "ActiveState", "WatchdogTimestampMonotonic")
+        assert p["ActiveState"] == "active" and int(p["MainPID"]) == pid, p
+        assert int(p["WatchdogTimestampMonotonic"]) > before, p
+    finally:
+        ct.sh("rm -rf /etc/systemd/system/photolalad.service.d && systemctl daemon-reload && systemctl restart photolalad")
+
+
+def test_a_killed_daemon_is_restarted(ct):
+    pid = main_pid(ct)
+    restarts = int(ct.show(UNIT, "NRestarts")["NRestarts"])
+    ct.sh("systemctl kill -s KILL photolalad")
+    ct.wait_for("a new main process", lambda: main_pid(ct) not in (0, pid) and active(ct) == ("active", "running"),
+                timeout=20)
+    assert int(ct.show(UNIT, "NRestarts")["NRestarts"]) == restarts + 1
+    assert status_json(ct)["watch"]["folders"] == 3
+
+
+def test_stop_is_clean_and_quick(ct):
+    start = time.monotonic()
+    ct.sh("systemctl stop photolalad")
+    took = time.monotonic() - start
+    p = ct.show(UNIT, "ActiveState", "Result", "ExecMainStatus", "ExecMainCode")
+    assert p["ActiveState"] == "inactive" and p["Result"] == "success" and p["ExecMainStatus"] == "0", p
+    assert took < 5, f"stop took {took:.1f}s"
+    assert ct.run("test -e /run/photolala").returncode != 0  # RuntimeDirectory= removed
+    log = ct.journal("-u", "photolalad", "-o", "cat")
+    assert "photolalad stopped" in log
+    print(f"\nstop: {took:.2f}s")
+    assert ct.run(["photolalactl", "status"], user="alice").returncode == 3
+
+
+# -- upgrade and purge ----------------------------------------------------------
+
+
+def queue_items(ct) -> dict[str, tuple]:
+    r = ct.run(["photolalactl", "queue", "--json"])
+    assert r.returncode == 0, r.stderr
+    return {i["path"]: (i["state"], i["md5"], i["updatedAt"]) for i in json.loads(r.stdout)["items"]}
+
+
+def test_upgrade_restarts_the_daemon_and_keeps_the_queue(ct):
+    ct.sh("systemctl start photolalad")
+    # Root may change things: pause and resume answer.
+    ct.sh("photolalactl pause && photolalactl resume")
+    # The photos of the earlier tests are in the queue (hashed, waiting for a sign-in).
+    before = ct.wait_for("the photos in the queue", lambda: (q := queue_items(ct)) and
+                         {"/srv/photos/2026/a.jpg", "/srv/photos/2027/b.jpg", "/home/alice/Pictures/c.heic"} <= set(q)
+                         and all(v[1] for v in q.values()) and q, timeout=60)
+    pid = main_pid(ct)
+    inode = ct.sh("stat -c %i /var/lib/photolala/queue.db")
+    r = ct.run(["apt-get", "install", "-y", "--reinstall", f"/var/cache/photolala-test/{ct.deb.name}"], timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert active(ct) == ("active", "running")
+    assert main_pid(ct) != pid, "the upgrade did not restart the daemon"
+    assert ct.sh("stat -c %i /var/lib/photolala/queue.db") == inode
+    after = queue_items(ct)
+    for path, (state, md5, updated) in before.items():
+        assert after.get(path, (None, None, None))[1:] == (md5, updated), f"{path}: {before[path]} -> {after.get(path)}"
+    assert 'folders = ["/srv/photos"' in ct.read_file(CONFIG)  # the conffile was kept
+
+
+def test_purge_removes_the_state(ct):
+    r = ct.run(["apt-get", "purge", "-y", "photolalad"], timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ct.run("pgrep -x photolalad").returncode != 0
+    for path in ("/var/lib/photolala", "/etc/photolala", "/run/photolala", "/usr/bin/photolalad",
+                 "/lib/systemd/system/photolalad.service",
+                 "/etc/systemd/system/multi-user.target.wants/photolalad.service"):
+        assert ct.run(["test", "-e", path]).returncode != 0, f"{path} is still there"
+    assert ct.run("systemctl is-enabled photolalad").stdout.strip() in ("", "not-found")
+    assert ct.run("systemctl --failed --no-legend").stdout.strip() == ""
+    # The photos were only ever read.
+    assert ct.sh("cat /srv/photos/2026/a.jpg") == "jpeg\n"
