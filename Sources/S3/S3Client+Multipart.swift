@@ -168,7 +168,7 @@ extension S3Client {
     func malformed(_ response: Response, operation: String, key: String, expected: String) -> S3Error {
         // A 200 with the wrong body is most likely a truncated answer or a proxy: retry.
         S3Error(kind: .transient, status: response.status, code: "MalformedResponse",
-                message: "expected \(expected) in the answer", requestId: response.requestId,
+                message: "expected \(expected) in the answer (got \(response.body.count) bytes: \(String(decoding: response.body.prefix(120), as: UTF8.self)))", requestId: response.requestId,
                 operation: operation, key: key)
     }
 
