@@ -116,6 +116,7 @@ class MotoServer:
             self._own_log_dir = tempfile.mkdtemp(prefix="pl-moto-")
             log_path = os.path.join(self._own_log_dir, "moto.log")
         # moto's access log (method, path, status) goes here, never to a pipe that could fill.
+        # A temporary one is deleted by stop(); read it before stopping.
         self.log_path = Path(log_path)
         self.proc: subprocess.Popen | None = None
         self.backend_access_key: str | None = None
@@ -237,6 +238,10 @@ class MotoServer:
         if getattr(self, "_log_file", None):
             self._log_file.close()
             self._log_file = None
+        # A temporary log folder we made goes with the server; pass log_path to keep a log.
+        if self._own_log_dir:
+            shutil.rmtree(self._own_log_dir, ignore_errors=True)
+            self._own_log_dir = None
 
     def __enter__(self) -> "MotoServer":
         return self.start() if self.proc is None else self
