@@ -104,7 +104,10 @@ public struct Daemon: Sendable {
             path: settings.daemon.socket, group: settings.daemon.socketGroup, policy: policy,
             handler: DaemonControl(core: core, hooks: hooks), logger: logger)
 
+        // Trapped before READY=1: a signal that arrives early must neither kill the daemon
+        // (SIGHUP's default) nor be lost (SIGTERM before the group runs still stops it cleanly).
         let hangups = await UnixSignalsSequence(trapping: .sighup)
+        let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         await core.markRunning()
         let status = await core.status()
         notifier.ready(status: StatusSummary.oneLine(status))
@@ -130,17 +133,25 @@ public struct Daemon: Sendable {
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))
         }
-        var config = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        var config = ServiceGroupConfiguration(services: services, logger: logger)
         config.maximumGracefulShutdownDuration = .seconds(10)
         config.maximumCancellationDuration = .seconds(3)
         let group = ServiceGroup(configuration: config)
         defer { logger.notice("photolalad stopped") }
+        let stopper = Task {
+            for await signal in stops {
+                logger.notice("\(signal) received: stopping")
+                await group.triggerGracefulShutdown()
+            }
+        }
         do {
             try await group.run()
         } catch {
+            stopper.cancel()
             await server.stop()
             throw error
         }
+        stopper.cancel()
         await server.stop()
     }
 

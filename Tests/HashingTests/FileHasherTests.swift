@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Hashing
 
@@ -89,27 +90,40 @@ import Testing
         #expect(try FileHasher().hash(path: link.path, followSymlinks: true).md5 == (try Self.md5sum(file.path)))
     }
 
-    @Test func fileGrowingWhileReadIsRejected() async throws {
+    @Test func fileGrowingWhileReadIsRejected() throws {
         let dir = try Self.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("growing.jpg")
         try Self.randomFile(file, size: 16 << 20)
-        // A writer appends while the hasher reads: the result must be `.changed`, never a digest.
-        let writer = Task.detached {
-            let h = try FileHandle(forWritingTo: file)
-            for _ in 0..<200 {
-                try h.seekToEnd()
+        // A writer thread keeps rewriting bytes in place (the size stays, the mtime moves)
+        // while the hasher reads: the result must be `.changed`, never a digest of bytes that
+        // were still moving. Rewriting in place keeps the file from growing without bound.
+        let stop = Mutex(false)
+        let writer = Thread {
+            guard let h = try? FileHandle(forWritingTo: file) else { return }
+            var offset: UInt64 = 0
+            while !stop.withLock({ $0 }) {
+                try? h.seek(toOffset: offset)
                 h.write(Data(repeating: 1, count: 4096))
-                try await Task.sleep(for: .milliseconds(1))
+                offset = (offset + 1_048_576) % UInt64(16 << 20)
+                usleep(200)
             }
-            try h.close()
+            try? h.close()
         }
-        var sawChange = false
-        for _ in 0..<200 where !sawChange {
-            do { _ = try FileHasher().hash(path: file.path) } catch FileHasher.Failure.changed { sawChange = true }
+        writer.start()
+        defer { stop.withLock { $0 = true } }
+        var outcomes: [String] = []
+        for _ in 0..<20 {
+            do {
+                _ = try FileHasher().hash(path: file.path)
+                outcomes.append("digest")
+            } catch {
+                outcomes.append("\(error)")
+            }
         }
-        try await writer.value
-        #expect(sawChange)
+        // A read that no write happened to overlap may give a (then correct) digest; most must not.
+        #expect(outcomes.filter { $0 == "the file changed while it was being read" }.count >= 10, "\(outcomes)")
+        #expect(outcomes.allSatisfy { $0 == "the file changed while it was being read" || $0 == "digest" }, "\(outcomes)")
     }
 
     @Test func poolHashesConcurrentlyAndReportsFailures() async throws {
