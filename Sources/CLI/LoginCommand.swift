@@ -51,6 +51,8 @@ struct LoginCommand: ParsableCommand {
 
               Waiting for you to confirm… (Ctrl-C to cancel)
             """)
+            // The code must show now, even when the output is a pipe (ssh, tee, a script).
+            fflush(nil)
             let interrupted = InterruptFlag()
             while progress.state == .pending {
                 if interrupted.isSet {

@@ -15,7 +15,9 @@ enum StatusRenderer {
         case .starting, .stopping: mark = "…"
         }
         out.append("\(mark) \(bold(headline))")
-        if s.state == .needsLogin {
+        if let p = s.pairing {
+            out.append("  Pairing in progress: on your phone open \(p.verificationUriComplete ?? p.verificationUri) and confirm the code \(bold(p.userCode))" + (p.expiresAt.map { " (expires \($0))" } ?? ""))
+        } else if s.state == .needsLogin {
             out.append("  Action needed: this NAS is not signed in. Run `photolalactl login` and confirm on your phone.")
         }
         if let reason = s.pauseReason {

@@ -37,6 +37,7 @@ public actor AccountService: Service {
     var credsWake: Date?
     var appleWake: Date?
     var timer: Task<Void, Never>?
+    var refreshInFlight: (id: UUID, task: Task<BackendError?, Never>)?
     var waiters: [UUID: CheckedContinuation<STSGrant?, Never>] = [:]
     var stopped = false
 
@@ -149,6 +150,11 @@ public actor AccountService: Service {
         s.account = DaemonStatus.Account(signedIn: isSignedIn, userId: signIn?.userId)
         s.appleCredential = apple.status
         s.credentials = creds.status(now: now)
+        if let p = pairing, p.outcome == .pending, now < p.expiresAt {
+            s.pairing = DaemonStatus.Pairing(userCode: p.authorization.userCode, verificationUri: p.authorization.verificationUri,
+                                             verificationUriComplete: p.authorization.verificationUriComplete,
+                                             expiresAt: Timestamp.string(p.expiresAt))
+        }
         if s.state == .running {
             if !isSignedIn {
                 s.state = .needsLogin
@@ -264,6 +270,7 @@ public actor AccountService: Service {
         pairing = nil
         let had = signIn != nil
         signIn = nil
+        refreshInFlight = nil
         needsLogin = false
         store.erase()
         perform(creds.handle(.signedOut, now: Date()))
@@ -287,6 +294,7 @@ public actor AccountService: Service {
             }
         }
         signIn = result
+        refreshInFlight = nil   // a refresh of the old sign-in must not serve the new one
         needsLogin = false
         perform(creds.handle(.signedIn, now: Date()))
         perform(apple.handle(.signedIn, now: Date()))
@@ -427,18 +435,52 @@ public actor AccountService: Service {
     }
 
     /// Refreshes the access token; the rotated refresh token is saved before anything uses it.
+    ///
+    /// One refresh at a time: the STS fetch and the Apple check can both meet an expired
+    /// access token at once, and the backend rotates refresh tokens, so a second refresh
+    /// sent with the same (by then dead) refresh token would be answered `invalid_grant`
+    /// and sign the NAS out although the first one succeeded. Every caller that asks while
+    /// a refresh runs waits for that one and gets its result.
     private func refreshAccessToken(then: @escaping @Sendable (BackendError?) async -> Void) {
-        guard let current = signIn else { return }
-        let backend = self.backend
-        Task {
-            do throws(BackendError) {
-                let fresh = try await backend.refresh(refreshToken: current.refreshToken)
-                await self.storeRefreshed(fresh, basedOn: current)
-                await then(nil)
-            } catch {
-                await then(error)
+        let task: Task<BackendError?, Never>
+        if let running = refreshInFlight {
+            task = running.task
+        } else {
+            guard let current = signIn else { return }
+            let backend = self.backend
+            let id = UUID()
+            task = Task {
+                let outcome: BackendError?
+                do throws(BackendError) {
+                    let fresh = try await backend.refresh(refreshToken: current.refreshToken)
+                    self.storeRefreshed(fresh, basedOn: current)
+                    outcome = nil
+                } catch {
+                    outcome = self.refreshFailed(error, basedOn: current)
+                }
+                self.refreshFinished(id)
+                return outcome
             }
+            refreshInFlight = (id, task)
         }
+        Task {
+            let error = await task.value
+            await then(error)
+        }
+    }
+
+    private func refreshFinished(_ id: UUID) {
+        if refreshInFlight?.id == id { refreshInFlight = nil }
+    }
+
+    /// A refresh refused with `invalid_grant` only means "sign in again" if the refresh
+    /// token it used is still the one in force: if a newer sign-in replaced it meanwhile,
+    /// the access token in memory is already fresh.
+    private func refreshFailed(_ error: BackendError, basedOn old: SignIn) -> BackendError? {
+        if error == .invalidGrant, let now = signIn, now.refreshToken != old.refreshToken {
+            return nil
+        }
+        return error
     }
 
     private func storeRefreshed(_ fresh: RefreshedTokens, basedOn old: SignIn) {

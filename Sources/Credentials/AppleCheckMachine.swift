@@ -82,13 +82,15 @@ public struct AppleCheckMachine: Sendable, Equatable {
             lastError = nil
             checkedAt = now
             let before = blocksUploads
+            let reasonBefore = pauseReason
             state = Self.publicState(answer)
             let spread = config.interval * config.jitter * (random * 2 - 1)
             let next = now.addingTimeInterval(max(1, config.interval + spread))
             nextCheckAt = next
             var actions: [Action] = []
             if let reason = pauseReason {
-                actions += [.pause(reason), .dropCredentials]
+                // Once per change: a still-revoked answer every interval is not news.
+                if reason != reasonBefore { actions += [.pause(reason), .dropCredentials] }
             } else if before {
                 actions.append(.lift)
             }

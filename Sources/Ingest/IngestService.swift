@@ -40,6 +40,12 @@ public actor IngestService: Service {
     var queued = Set<String>()
     var scanQueue: [(String, Bool)] = []
     var scanning = false
+    /// While a scan runs: directories whose queue rows events changed (moved in, renamed,
+    /// a file recorded), with the `changeEpoch` of the last change. A listing taken before
+    /// such a change is out of date: trusting it would mark present files gone.
+    var changedDuringScan: [String: Int] = [:]
+    var changeEpoch = 0
+    var currentScan: (path: String, recursive: Bool)?
     var lastScanAt: Date?
     var unreadable: [String: String] = [:]
     var pipelineTasks: [Task<Void, Never>] = []
@@ -132,6 +138,8 @@ public actor IngestService: Service {
             case .fileWritten(let path):
                 aggregator.fileWritten(path, now: now)
             case .fileMoved(let from, let to):
+                noteChange(Self.parent(of: from))
+                noteChange(Self.parent(of: to))
                 aggregator.moved(from: from, to: to)
                 if try !database.renameFile(from: from, to: to) {
                     aggregator.fileWritten(to, now: now)
@@ -141,7 +149,10 @@ public actor IngestService: Service {
                 dropQueued(under: path)
                 try database.markGone(path: path)
             case .directoryMoved(let from, let to):
+                noteChange(from)
+                noteChange(to)
                 aggregator.moved(from: from, to: to)
+                scansFollow(from: from, to: to)
                 try database.renameDirectory(from: from, to: to)
                 logger.debug("directory renamed", metadata: ["from": "\(from)", "to": "\(to)"])
             case .scanNeeded(let path, let reason):
@@ -205,6 +216,14 @@ public actor IngestService: Service {
             return
         }
         guard (st.st_mode & S_IFMT) == S_IFREG else { return }
+        // Handed on by a scan, a roll-up or maxHold rather than by its CLOSE_WRITE, a file
+        // may still be open and growing (IN_MODIFY is not watched): its mtime says when it
+        // was last written. Not left alone for `settle` yet: wait until it has been.
+        if let wait = stillBeingWritten(st) {
+            aggregator.markUnsettled(path, now: .now - (options.watcher.settle - wait))
+            return
+        }
+        noteChange(Self.parent(of: path))
         do {
             for p in try database.observe([ObservedFile(path: path, identity: FileHasher.identity(of: st))]) { enqueueHash(p) }
         } catch {
@@ -212,7 +231,74 @@ public actor IngestService: Service {
         }
     }
 
+    /// How long until a file last modified at its mtime has been left alone for `settle`;
+    /// nil when it already has. An mtime in the future (a skewed clock, a touched file)
+    /// proves nothing, so it counts as settled.
+    private func stillBeingWritten(_ st: stat) -> Duration? {
+        let settle = Units.seconds(options.watcher.settle)
+        let age = Self.age(mtimeSec: Int64(st.st_mtim.tv_sec), mtimeNsec: Int64(st.st_mtim.tv_nsec))
+        guard age >= 0, age < settle else { return nil }
+        return .milliseconds(Int64(((settle - age) * 1000).rounded(.up)))
+    }
+
+    /// Seconds since a modification time (negative when it is in the future).
+    static func age(mtimeSec: Int64, mtimeNsec: Int64, now: Date = Date()) -> Double {
+        now.timeIntervalSince1970 - (Double(mtimeSec) + Double(mtimeNsec) / 1e9)
+    }
+
     // MARK: scans
+
+    /// A directory renamed: scans waiting for it (a new directory's, typically: the files
+    /// written before its watch existed are only found by that scan) look at its new
+    /// place, and a scan walking through it now may miss it: it is looked at again.
+    private func scansFollow(from: String, to: String) {
+        func renamed(_ path: String) -> String? {
+            if path == from { return to }
+            guard path.hasPrefix(from == "/" ? "/" : from + "/") else { return nil }
+            return to + path.dropFirst(from.count)
+        }
+        scanQueue = scanQueue.map { (renamed($0.0) ?? $0.0, $0.1) }
+        if let current = currentScan {
+            if let moved = renamed(current.path) {
+                requestScan(moved, recursive: current.recursive)
+            } else if current.recursive, from.hasPrefix(current.path == "/" ? "/" : current.path + "/") {
+                requestScan(to, recursive: true)
+            }
+        }
+    }
+
+    private func noteChange(_ dir: String) {
+        guard scanning else { return }
+        changeEpoch += 1
+        changedDuringScan[dir] = changeEpoch
+    }
+
+    /// Whether `dir`, or a directory above it, changed after `epoch`.
+    private func changed(_ dir: String, since epoch: Int) -> Bool {
+        guard !changedDuringScan.isEmpty else { return false }
+        var current = dir
+        while true {
+            if let at = changedDuringScan[current], at > epoch { return true }
+            let up = Self.parent(of: current)
+            if up == current || up.isEmpty { return false }
+            current = up
+        }
+    }
+
+    static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "" }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// The paths not inside another one of them.
+    static func outermost(_ paths: some Sequence<String>) -> [String] {
+        var kept: [String] = []
+        for path in paths.sorted() {
+            if let last = kept.last, path == last || path.hasPrefix(last == "/" ? "/" : last + "/") { continue }
+            kept.append(path)
+        }
+        return kept
+    }
 
     private func requestScan(_ path: String, recursive: Bool) {
         if scanQueue.contains(where: { $0.0 == path && ($0.1 || !recursive) }) { return }
@@ -228,10 +314,14 @@ public actor IngestService: Service {
                 continue
             }
             let (path, recursive) = scanQueue.removeFirst()
+            currentScan = (path, recursive)
             scanning = true
+            changedDuringScan.removeAll()
             await onChange()
             await scan(path, recursive: recursive)
             scanning = false
+            currentScan = nil
+            changedDuringScan.removeAll()
             lastScanAt = Date()
             await onChange()
         }
@@ -239,12 +329,24 @@ public actor IngestService: Service {
 
     private func scan(_ root: String, recursive: Bool) async {
         let scanner = DirectoryScanner(options: options.watcher, logger: logger)
-        let settleCutoff = Date().addingTimeInterval(-Units.seconds(options.watcher.settle))
+        let settle = Units.seconds(options.watcher.settle)
         var summary: ScanSummary?
-        for await output in scanner.batches(root, recursive: recursive) {
+        let batches = scanner.batches(root, recursive: recursive)
+        var iterator = batches.makeAsyncIterator()
+        while true {
+            // Listings are taken while this actor goes on handling events.
+            let listedAfter = changeEpoch
+            guard let output = await iterator.next() else { break }
             switch output {
             case .directories(let listings):
                 for listing in listings {
+                    if changed(listing.path, since: listedAfter) {
+                        // Events moved or recorded files here after it was listed: list it
+                        // again once it is quiet instead of calling those files gone.
+                        logger.debug("directory changed while scanned; listing it again", metadata: ["dir": "\(listing.path)"])
+                        aggregator.directoryScanRequested(listing.path, recursive: false, now: .now)
+                        continue
+                    }
                     let files = listing.files.map {
                         ObservedFile(path: $0.path, identity: FileIdentity(device: $0.device, inode: $0.inode, size: $0.size,
                                                                             mtimeSec: $0.mtimeSeconds, mtimeNsec: $0.mtimeNanoseconds))
@@ -254,8 +356,10 @@ public actor IngestService: Service {
                         let byPath = Dictionary(files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
                         for path in need {
                             // A file written moments ago may still be growing: it settles first.
-                            if let f = byPath[path], Date(timeIntervalSince1970: Double(f.identity.mtimeSec)) > settleCutoff {
-                                aggregator.fileWritten(path, now: .now)
+                            if let f = byPath[path],
+                               case let age = Self.age(mtimeSec: f.identity.mtimeSec, mtimeNsec: f.identity.mtimeNsec), age >= 0, age < settle {
+                                // Settles from its last write (observe() checks again then).
+                                aggregator.fileWritten(path, now: .now - .milliseconds(Int64(age * 1000)))
                             } else {
                                 enqueueHash(path)
                             }
@@ -269,7 +373,11 @@ public actor IngestService: Service {
             }
         }
         await settleSignal.notify()
-        guard let summary else { return }
+        guard var summary else { return }
+        if !summary.rootListed, access(root, F_OK) != 0, errno == ENOENT {
+            // Renamed or deleted before its scan ran (events said where it went): gone, not unreadable.
+            summary.unreadable.removeAll { $0.path == root }
+        }
         for problem in summary.unreadable {
             if unreadable[problem.path] == nil {
                 logger.warning("cannot read a folder: \(problem.path): \(problem.reason) — the daemon's user needs read access (see photolalad(8), Permissions)")
@@ -284,8 +392,16 @@ public actor IngestService: Service {
             // a folder we could not read, where absence proves nothing.
             let blind = summary.unreadable.map(\.path)
             let visited = summary.visitedDirectories
+            // Directories that events filled during the scan (a folder renamed into one
+            // listed earlier, files recorded in a directory made after its parent was
+            // listed) were not visited but are not gone either.
+            let changed = Self.outermost(changedDuringScan.keys.filter { $0 == root || $0.hasPrefix(root + "/") })
+            guard changed.count <= 256 else {
+                logger.debug("the tree changed too much during the scan to tell what vanished; the next scan will", metadata: ["root": "\(root)"])
+                return
+            }
             do {
-                let swept = try database.sweepDirectories(under: root, visited: visited, excluding: blind)
+                let swept = try database.sweepDirectories(under: root, visited: visited, excluding: blind + changed)
                 if swept > 0 { logger.info("\(swept) files are gone from \(root)") }
             } catch {
                 logger.error("cannot record vanished files: \(error)")

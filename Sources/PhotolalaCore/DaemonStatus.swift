@@ -90,6 +90,20 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         public init() {}
     }
 
+    /// A device pairing waiting for the user to confirm the code on their phone.
+    public struct Pairing: Codable, Sendable, Equatable {
+        public var userCode: String
+        public var verificationUri: String
+        public var verificationUriComplete: String?
+        public var expiresAt: String?
+        public init(userCode: String, verificationUri: String, verificationUriComplete: String?, expiresAt: String?) {
+            self.userCode = userCode
+            self.verificationUri = verificationUri
+            self.verificationUriComplete = verificationUriComplete
+            self.expiresAt = expiresAt
+        }
+    }
+
     public var version: String
     public var state: State
     public var pauseReason: PauseReason?
@@ -101,6 +115,7 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     /// A problem the user should know about that is not a pause (disk full, database error).
     public var problems: [String]
     public var startedAt: String?
+    public var pairing: Pairing?
 
     public init(version: String = PhotolalaVersion.current, state: State = .starting) {
         self.version = version
@@ -113,11 +128,12 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         self.watch = Watch()
         self.problems = []
         self.startedAt = nil
+        self.pairing = nil
     }
 
     // Encode nils explicitly: the contract shows `"pauseReason": null`, and scripts test for it.
     enum CodingKeys: String, CodingKey {
-        case version, state, pauseReason, account, appleCredential, credentials, queue, watch, problems, startedAt
+        case version, state, pauseReason, account, appleCredential, credentials, queue, watch, problems, startedAt, pairing
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -132,6 +148,7 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         try c.encode(watch, forKey: .watch)
         try c.encode(problems, forKey: .problems)
         try c.encode(startedAt, forKey: .startedAt)
+        try c.encode(pairing, forKey: .pairing)
     }
 }
 

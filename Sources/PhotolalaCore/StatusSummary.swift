@@ -10,6 +10,9 @@ public enum StatusSummary {
         case .starting: return "Starting"
         case .stopping: return "Stopping"
         case .needsLogin:
+            if let p = s.pairing {
+                return "Pairing: confirm code \(p.userCode) at \(p.verificationUri) — \(backlog), \(q.uploaded) backed up\(failed)"
+            }
             return "Not signed in: run photolalactl login — \(backlog), \(q.uploaded) backed up\(failed)"
         case .paused:
             let why = s.pauseReason.map { "\($0.rawValue)" } ?? "paused"

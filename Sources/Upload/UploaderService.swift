@@ -193,7 +193,7 @@ public actor UploaderService: Service {
                 return .cancelled
             }
             guard let userId = await account.userId else { return .cancelled }
-            let outcome = await attempt(job, grant: grant, userId: userId)
+            let outcome = await attempt(job, grant: grant, userId: userId, headBadRequestIsUnknown: credentialRetries > 0)
             switch outcome {
             case .failure(let error):
                 switch error.kind {
@@ -228,7 +228,14 @@ public actor UploaderService: Service {
         }
     }
 
-    private func attempt(_ job: UploadJob, grant: STSGrant, userId: String) async -> Result<Outcome, S3Error> {
+    /// - Parameter headBadRequestIsUnknown: a HEAD answer has no body, so S3's
+    ///   `ExpiredToken` / `InvalidToken` (400) arrive there as a bare 400. The first one is
+    ///   taken for stale credentials (new ones are fetched and the upload tried again); if
+    ///   fresh credentials get a bare 400 too, existence is unknown and the upload goes on,
+    ///   so the PUT's answer (which has a body with the real code) decides. A HEAD never
+    ///   makes a file `failed` by itself: it is only there to save sending bytes.
+    private func attempt(_ job: UploadJob, grant: STSGrant, userId: String,
+                         headBadRequestIsUnknown: Bool) async -> Result<Outcome, S3Error> {
         let prefix = "photos/\(userId)/"
         let key = prefix + job.md5 + ".dat"
         var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint, requiredKeyPrefix: prefix)
@@ -242,11 +249,18 @@ public actor UploaderService: Service {
         let credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
                                         sessionToken: grant.sessionToken, expiration: grant.expiration)
         do {
-            if let info = try await client.headObject(key: key, credentials: credentials), info.size == job.size {
+            if let info = try await retrying({ () async throws(S3Error) in try await client.headObject(key: key, credentials: credentials) }),
+               info.size == job.size {
                 return .success(.alreadyPresent)
             }
         } catch where error.kind == .forbidden {
             // The role may deny HeadObject: existence is unknown, upload.
+        } catch where error.kind == .permanent && error.status == 400 && !headBadRequestIsUnknown {
+            var stale = error
+            stale.kind = .credentialsExpired
+            return .failure(stale)
+        } catch where error.kind == .permanent {
+            // Existence unknown: the upload's own answer says what is wrong, if anything.
         } catch {
             return .failure(error)
         }
@@ -286,9 +300,11 @@ public actor UploaderService: Service {
             return .failed("the queued MD5 is malformed")
         }
         await bucket.take(Int(job.size))
-        _ = try await client.putObject(key: key, path: job.path, contentMD5: contentMD5, contentType: media.contentType,
+        _ = try await retrying { () async throws(S3Error) in
+            try await client.putObject(key: key, path: job.path, contentMD5: contentMD5, contentType: media.contentType,
                                        metadata: ["original-format": media.originalFormat], storageClass: storageClass,
                                        payloadSHA256: check.0?.sha256Hex, credentials: credentials)
+        }
         meter.add(job.size)
         return .uploaded(sent: job.size)
     }
@@ -302,7 +318,8 @@ public actor UploaderService: Service {
         var existing: [Int: S3Client.Part] = [:]
         if let id = uploadId {
             do {
-                for p in try await client.listParts(key: key, uploadId: id, credentials: credentials) { existing[p.partNumber] = p }
+                let listed = try await retrying { () async throws(S3Error) in try await client.listParts(key: key, uploadId: id, credentials: credentials) }
+                for p in listed { existing[p.partNumber] = p }
                 logger.info("resuming a multipart upload", metadata: ["path": "\(job.path)", "partsAtS3": "\(existing.count)", "parts": "\(parts.partCount)"])
             } catch where error.kind == .notFound {
                 uploadId = nil
@@ -310,9 +327,11 @@ public actor UploaderService: Service {
             }
         }
         if uploadId == nil {
-            let id = try await client.createMultipartUpload(key: key, contentType: media.contentType,
-                                                             metadata: ["original-format": media.originalFormat],
-                                                             storageClass: storageClass, credentials: credentials)
+            let id = try await retrying { () async throws(S3Error) in
+                try await client.createMultipartUpload(key: key, contentType: media.contentType,
+                                                       metadata: ["original-format": media.originalFormat],
+                                                       storageClass: storageClass, credentials: credentials)
+            }
             do {
                 try database.recordMultipart(md5: job.md5, uploadId: id, partSize: partSize)
             } catch {
@@ -347,9 +366,11 @@ public actor UploaderService: Service {
                 continue
             }
             await bucket.take(Int(length))
-            let etag = try await client.uploadPart(key: key, uploadId: uploadId, partNumber: number, path: job.path, offset: offset,
-                                                   length: length, contentMD5: digest.contentMD5,
-                                                   payloadSHA256: digest.sha256Hex, credentials: credentials)
+            let etag = try await retrying { () async throws(S3Error) in
+                try await client.uploadPart(key: key, uploadId: uploadId, partNumber: number, path: job.path, offset: offset,
+                                            length: length, contentMD5: digest.contentMD5,
+                                            payloadSHA256: digest.sha256Hex, credentials: credentials)
+            }
             try? database.recordPart(md5: job.md5, part: UploadedPart(partNumber: number, etag: etag, size: length))
             completed.append(S3Client.Part(partNumber: number, etag: etag, size: length))
             meter.add(length)
@@ -360,9 +381,37 @@ public actor UploaderService: Service {
             await abort(client, key: key, uploadId: uploadId, md5: job.md5, credentials: credentials)
             return .sourceChanged(gone: false)
         }
-        try await client.completeMultipartUpload(key: key, uploadId: uploadId, parts: completed, credentials: credentials)
+        _ = try await retrying { () async throws(S3Error) in
+            try await client.completeMultipartUpload(key: key, uploadId: uploadId, parts: completed, credentials: credentials)
+        }
         return .uploaded(sent: sent)
     }
+
+    /// One S3 request, tried again up to twice after a short jittered pause when it fails
+    /// transiently (503 SlowDown, a reset connection, a timeout), as the AWS SDKs do. Only
+    /// when that does not help does the whole object go back to the queue with the queue's
+    /// longer, growing backoff: a flaky link costs a second here and there, not minutes,
+    /// and a multipart upload is not set back by one unlucky part. An answer that arrived
+    /// but could not be read (`MalformedResponse`) is not repeated blindly: the request
+    /// may have taken effect, and the object-level retry looks (HEAD, ListParts) first.
+    func retrying<T>(_ request: () async throws(S3Error) -> T) async throws(S3Error) -> T {
+        var retries = 0
+        while true {
+            do {
+                return try await request()
+            } catch where error.kind == .transient && error.code != "MalformedResponse" && retries < Self.requestRetries {
+                retries += 1
+                let cap = 0.25 * pow(2, Double(retries))   // 0.5 s, then 1 s
+                try? await Task.sleep(for: .milliseconds(Int64((0.1 + Double.random(in: 0...cap)) * 1000)))
+                if Task.isCancelled {
+                    throw S3Error(kind: .cancelled, code: "Cancelled", message: "the upload was interrupted",
+                                  operation: error.operation, key: error.key)
+                }
+            }
+        }
+    }
+
+    static let requestRetries = 2
 
     /// An upload we abandon is aborted so S3 does not keep (and bill) its parts.
     private func abort(_ client: S3Client, key: String, uploadId: String, md5: String, credentials: S3Credentials) async {
