@@ -48,7 +48,9 @@ final class RangeReader: @unchecked Sendable {
     }
 
     /// Digests the next `length` bytes (parts must be read in order).
-    func next(length: Int64, sha256 wantSHA: Bool) throws(Failure) -> PartDigest {
+    /// `md5: false` skips both this part's MD5 and the whole-file MD5 (a single PUT whose
+    /// Content-MD5 is the hashed MD5 already; the identity check covers the rest).
+    func next(length: Int64, sha256 wantSHA: Bool, md5 wantMD5: Bool = true) throws(Failure) -> PartDigest {
         var md5 = MD5()
         var sha = SHA256()
         var remaining = length
@@ -60,8 +62,10 @@ final class RangeReader: @unchecked Sendable {
             }
             if n == 0 { throw .changed }
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
-            md5.update(chunk)
-            whole.update(chunk)
+            if wantMD5 {
+                md5.update(chunk)
+                whole.update(chunk)
+            }
             if wantSHA { sha.update(chunk) }
             position += Int64(n)
             remaining -= Int64(n)

@@ -285,12 +285,14 @@ public actor UploaderService: Service {
         do {
             check = try await BlockingIO.run { () throws(RangeReader.Failure) -> (RangeReader.PartDigest?, Bool) in
                 let reader = try RangeReader(path: job.path, expected: job.identity)
-                // Over HTTPS S3 checks Content-MD5 itself; over plain HTTP we must read the
-                // bytes for the signature anyway, and prove the MD5 on the way.
-                guard signs else { return (nil, true) }
-                let digest = try reader.next(length: job.size, sha256: true)
-                let (whole, unchanged) = reader.finish(path: job.path)
-                return (digest, unchanged && whole == job.md5)
+                // Content-MD5 is the MD5 the file was hashed with, so S3 rejects a body that
+                // changed since. Over plain HTTP the body is read once for its SHA-256
+                // signature; the file's identity (device, inode, size, mtime in ns) must be the
+                // hashed one before and after that read.
+                guard signs else { return (nil, reader.finish(path: job.path).unchanged) }
+                var digest = try reader.next(length: job.size, sha256: true, md5: false)
+                digest.contentMD5 = S3Client.contentMD5(hex: job.md5) ?? ""
+                return (digest, reader.finish(path: job.path).unchanged)
             }
         } catch {
             return Self.outcome(error)
