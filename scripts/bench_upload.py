@@ -75,7 +75,7 @@ class DaemonRun:
         self.root = root
         self.binary = binary
         self.watched = root / "watched"
-        self.watched.mkdir()
+        self.watched.mkdir(parents=True)
         self.socket = str(root / "d.sock")
         (root / "d.toml").write_text(f"""
 [account]
