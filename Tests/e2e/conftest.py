@@ -30,3 +30,7 @@ def proxy(moto):
     p = FaultProxy(moto.endpoint).start()
     yield p
     p.stop()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "packaging: builds the .deb or boots it under a real systemd (runs by default)")
