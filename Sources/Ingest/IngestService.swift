@@ -32,7 +32,7 @@ public actor IngestService: Service {
     var options: Options
     let logger: Logger
     let pool: HasherPool
-    public nonisolated let hashMeter = HashMeter()
+    public nonisolated let hashMeter = RateMeter()
     var watcher: InotifyWatcher?
     var aggregator: SettleAggregator<ContinuousClock.Instant>
     var hashQueue: [String] = []
@@ -49,9 +49,9 @@ public actor IngestService: Service {
     var lastScanAt: Date?
     var unreadable: [String: String] = [:]
     var pipelineTasks: [Task<Void, Never>] = []
-    let settleSignal = Signal()
-    let hashSignal = Signal()
-    let scanSignal = Signal()
+    let settleSignal = WakeSignal()
+    let hashSignal = WakeSignal()
+    let scanSignal = WakeSignal()
     var onQueued: @Sendable () -> Void = {}
     var onChange: @Sendable () async -> Void = {}
 
@@ -310,7 +310,7 @@ public actor IngestService: Service {
         while !Task.isCancelled {
             let since = await scanSignal.current
             guard !scanQueue.isEmpty else {
-                await scanSignal.wait(since: since, until: nil)
+                await scanSignal.wait(since: since, until: nil as ContinuousClock.Instant?)
                 continue
             }
             let (path, recursive) = scanQueue.removeFirst()
@@ -450,7 +450,7 @@ public actor IngestService: Service {
         while !Task.isCancelled {
             let since = await hashSignal.current
             guard let path = nextToHash() else {
-                await hashSignal.wait(since: since, until: nil)
+                await hashSignal.wait(since: since, until: nil as ContinuousClock.Instant?)
                 continue
             }
             hashing += 1

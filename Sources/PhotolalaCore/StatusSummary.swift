@@ -18,6 +18,9 @@ public enum StatusSummary {
             let why = s.pauseReason.map { "\($0.rawValue)" } ?? "paused"
             return "Paused (\(why)) — \(backlog), \(q.uploaded) backed up\(failed)"
         case .running:
+            if waiting == 0 && q.uploaded == 0 && q.failed == 0 {
+                return "Running: no photos found yet in the watched folders"
+            }
             if waiting == 0 {
                 return q.failed > 0
                     ? "\(q.uploaded) files backed up, \(q.failed) failed (photolalactl queue --failed)"

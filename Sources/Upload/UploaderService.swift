@@ -48,7 +48,7 @@ public actor UploaderService: Service {
     let bucket: TokenBucket
     public nonisolated let meter = RateMeter()
     let http: HTTPClient
-    let signal = WorkSignal()
+    let signal = WakeSignal()
     var clockOffset: TimeInterval = 0
     var inFlight: [Int: Task<Outcome, Never>] = [:]
     var uploadingBytes: [Int: Int64] = [:]
@@ -112,7 +112,7 @@ public actor UploaderService: Service {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             let since = await signal.current
             if await gate.blockReason() != nil {
-                await signal.wait(since: since, until: nil)
+                await signal.wait(since: since, until: nil as Date?)
                 continue
             }
             let job: UploadJob?

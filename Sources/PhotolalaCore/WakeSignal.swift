@@ -1,22 +1,24 @@
 import Foundation
 
-/// Wakes a loop when something changed, or at a deadline: the ingest loops sleep on it
-/// instead of polling.
-actor Signal {
+/// Wakes a loop when something changed, or at a deadline: the ingest and upload loops
+/// sleep on it instead of polling.
+public actor WakeSignal {
     private var generation = 0
     private var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
 
-    func notify() {
+    public init() {}
+
+    public func notify() {
         generation &+= 1
         let all = waiters
         waiters.removeAll()
         for (_, w) in all { w.resume() }
     }
 
-    var current: Int { generation }
+    public var current: Int { generation }
 
     /// Returns after a `notify()` later than `since`, or at `deadline`, or on cancellation.
-    func wait(since: Int, until deadline: ContinuousClock.Instant?) async {
+    public func wait(since: Int, until deadline: ContinuousClock.Instant?) async {
         if generation != since { return }
         let id = UUID()
         let timer: Task<Void, Never>? = deadline.map { d in
@@ -33,6 +35,11 @@ actor Signal {
             Task { await self.resume(id) }
         }
         timer?.cancel()
+    }
+
+    /// The same, with a wall-clock deadline (a retry time stored in the queue).
+    public func wait(since: Int, until date: Date?) async {
+        await wait(since: since, until: date.map { ContinuousClock.now.advanced(by: .milliseconds(Int64($0.timeIntervalSinceNow * 1000))) })
     }
 
     private func resume(_ id: UUID) {

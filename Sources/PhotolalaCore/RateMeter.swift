@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// Bytes per second over the last few seconds, for status (rate and ETA).
+/// Bytes per second over the last few seconds, for status (hashing and upload rates, ETA).
 public final class RateMeter: Sendable {
     private let samples = Mutex<[(Date, Int64)]>([])
     private let window: TimeInterval
