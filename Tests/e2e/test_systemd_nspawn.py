@@ -244,50 +244,6 @@ def test_journal_has_the_daemons_logs(ct):
     assert re.search(r"(notice|info)", log)
 
 
-def test_login_and_uploads_reach_the_hosts_moto(ct, moto):
-    """The container shares the host's loopback: the fake backend and moto run on the host."""
-    import hashlib
-
-    from support.fake_backend import FakeBackend
-
-    moto.empty_bucket()
-    backend = FakeBackend(moto).start()
-    good = ct.read_file(CONFIG)
-    try:
-        text = re.sub(r"^#?api_url = .*$", f'api_url = "{backend.url}"', good, count=1, flags=re.M)
-        ct.write_file(CONFIG, text)
-        ct.sh("systemctl restart photolalad")
-        ct.wait_for("the restarted service", lambda: active(ct) == ("active", "running"), timeout=30)
-        token = backend.mint_identity_token("nspawn-apple-subject")
-        r = ct.run(["photolalactl", "login", "--identity-token", token])
-        assert r.returncode == 0, r.stderr
-        assert "Signed in" in r.stdout
-        ct.sh("head -c 300000 /dev/urandom > /srv/photos/from-the-nas.jpg && chmod 644 /srv/photos/from-the-nas.jpg")
-
-        def done():
-            q = status_json(ct)["queue"]
-            return q["uploaded"] >= 1 and q["pending"] + q["hashing"] + q["uploading"] == 0 and q["failed"] == 0
-
-        ct.wait_for("every photo uploaded", done, timeout=90)
-        s3 = moto.s3_admin()
-        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=moto.bucket).get("Contents", [])]
-        assert keys, "nothing reached the host's moto"
-        for key in keys:
-            body = s3.get_object(Bucket=moto.bucket, Key=key)["Body"].read()
-            assert key.startswith("photos/") and key.endswith(hashlib.md5(body).hexdigest() + ".dat"), key
-        inside = ct.sh("md5sum /srv/photos/from-the-nas.jpg").split()[0]
-        assert any(k.endswith(inside + ".dat") for k in keys)
-        # No secret in the journal.
-        journal = ct.journal("-u", "photolalad", "-o", "cat")
-        for secret in backend.all_secrets():
-            assert secret not in journal
-    finally:
-        ct.run(["photolalactl", "logout"])
-        ct.write_file(CONFIG, good)
-        ct.sh("systemctl restart photolalad")
-        backend.stop()
-
-
 # -- watchdog, kill, stop ---------------------------------------------------------
 
 
@@ -357,6 +313,53 @@ def test_upgrade_restarts_the_daemon_and_keeps_the_queue(ct):
     for path, (state, md5, updated) in before.items():
         assert after.get(path, (None, None, None))[1:] == (md5, updated), f"{path}: {before[path]} -> {after.get(path)}"
     assert 'folders = ["/srv/photos"' in ct.read_file(CONFIG)  # the conffile was kept
+
+
+def test_login_and_uploads_reach_the_hosts_moto(ct, moto):
+    """The container shares the host's loopback: the fake backend and moto run on the host."""
+    import hashlib
+
+    from support.fake_backend import FakeBackend
+
+    moto.empty_bucket()
+    backend = FakeBackend(moto).start()
+    good = ct.read_file(CONFIG)
+    try:
+        text = re.sub(r"^#?api_url = .*$", f'api_url = "{backend.url}"', good, count=1, flags=re.M)
+        ct.write_file(CONFIG, text)
+        ct.sh("systemctl restart photolalad")
+        ct.wait_for("the restarted service", lambda: active(ct) == ("active", "running"), timeout=30)
+        token = backend.mint_identity_token("nspawn-apple-subject")
+        r = ct.run(["photolalactl", "login", "--identity-token", token])
+        assert r.returncode == 0, r.stderr
+        assert "Signed in" in r.stdout
+        ct.sh("head -c 300000 /dev/urandom > /srv/photos/from-the-nas.jpg && chmod 644 /srv/photos/from-the-nas.jpg")
+        inside = ct.sh("md5sum /srv/photos/from-the-nas.jpg").split()[0]
+        s3 = moto.s3_admin()
+
+        def done():
+            q = status_json(ct)["queue"]
+            listed = [o["Key"] for o in s3.list_objects_v2(Bucket=moto.bucket).get("Contents", [])]
+            return (any(k.endswith(inside + ".dat") for k in listed) and q["failed"] == 0
+                    and q["pending"] + q["hashing"] + q["uploading"] == 0)
+
+        # The daemon's default settle (5 s) runs first.
+        ct.wait_for("the new photo uploaded", done, timeout=90)
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=moto.bucket).get("Contents", [])]
+        assert keys, "nothing reached the host's moto"
+        for key in keys:
+            body = s3.get_object(Bucket=moto.bucket, Key=key)["Body"].read()
+            assert key.startswith("photos/") and key.endswith(hashlib.md5(body).hexdigest() + ".dat"), key
+        assert any(k.endswith(inside + ".dat") for k in keys)
+        # No secret in the journal.
+        journal = ct.journal("-u", "photolalad", "-o", "cat")
+        for secret in backend.all_secrets():
+            assert secret not in journal
+    finally:
+        ct.run(["photolalactl", "logout"])
+        ct.write_file(CONFIG, good)
+        ct.sh("systemctl restart photolalad")
+        backend.stop()
 
 
 def test_purge_removes_the_state(ct):
