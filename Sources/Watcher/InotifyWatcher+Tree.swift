@@ -332,7 +332,10 @@ final class WatchTree {
             pendingMoves.append(PendingMove(cookie: cookie, parent: node, name: name, isDirectory: isDirectory,
                                             deadline: .now + options.movePairingWindow))
         } else if mask & UInt32(IN_CLOSE_WRITE) != 0 {
-            if filter.accepts(fileName: name), Self.fileType(path, follow: false) == S_IFREG { emit(.fileWritten(path)) }
+            // Only a type seen to be other than a regular file is dropped: by the time this
+            // event is read, its directory may have been renamed (the path no longer
+            // resolves) and the aggregator carries the file to its new name.
+            if filter.accepts(fileName: name), (Self.fileType(path, follow: false) ?? S_IFREG) == S_IFREG { emit(.fileWritten(path)) }
         } else if mask & UInt32(IN_CREATE) != 0 {
             arrived(parent: node, name: name, path: path, isDirectory: isDirectory, created: true)
         } else if mask & UInt32(IN_MOVED_TO) != 0 {
@@ -367,7 +370,12 @@ final class WatchTree {
         let acceptedAsFile = filter.accepts(fileName: name)
         guard acceptedAsFile || (options.followSymlinks && filter.accepts(directoryName: name)) else { return }
         var st = stat()
-        guard lstat(path, &st) == 0 else { return }
+        guard lstat(path, &st) == 0 else {
+            // Moved in and already gone from this path (its directory renamed since): the
+            // settle step looks at it under wherever the rename put it.
+            if !created && acceptedAsFile { emit(.fileWritten(path)) }
+            return
+        }
         switch st.st_mode & S_IFMT {
         case S_IFREG:
             // A plain create is followed by CLOSE_WRITE; a hard link (nlink > 1) is not.

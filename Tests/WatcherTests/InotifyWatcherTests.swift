@@ -75,6 +75,22 @@ import Testing
         await run.stop()
     }
 
+    @Test func filesWrittenJustBeforeTheirDirectoryIsRenamedAreStillReported() async throws {
+        let tmp = TempDir("watch")
+        defer { tmp.remove() }
+        mkdirs(tmp("burst"))
+        let run = try await start(testOptions([tmp.path]))
+        // The watcher reads these CLOSE_WRITEs after the rename: their old paths no longer
+        // resolve, yet each must be handed on (the driver carries it to the new name).
+        let names = (0..<40).map { "b\($0).jpg" }
+        for name in names { writeFile(tmp("burst/\(name)")) }
+        rename(tmp("burst"), tmp("renamed"))
+        #expect(await run.log.wait(for: .directoryMoved(from: tmp("burst"), to: tmp("renamed"))))
+        await run.stop()
+        let written = Set(run.log.all.compactMap { if case .fileWritten(let p) = $0 { p } else { nil } })
+        #expect(written == Set(names.map { tmp("burst/\($0)") }))
+    }
+
     @Test func movesIntoOutOfAndWithinTheTree() async throws {
         let tmp = TempDir("watch")
         let outside = TempDir("outside")
