@@ -113,6 +113,10 @@ class FaultProxy:
         self._expiry_cache: dict[str, float] = {}
         self._expiry_lookup: Callable[[str], float | None] | None = None
         self._server: _Server | None = None
+        # Called (in the proxy's thread) with the request's stats entry once its whole
+        # answer has been handed to the client: a crash test kills the daemon there,
+        # "right after a completed PUT".
+        self.on_response: Callable[[dict], None] | None = None
         self.reset_stats()
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -474,6 +478,9 @@ class FaultProxy:
         if resp.chunked:
             client.sendall(b"0\r\n\r\n")
         resp.close()
+        if self.on_response is not None:
+            self.on_response({"method": req["method"], "path": _clean_path(req["target"]), "status": resp.status,
+                              "bytes": sent})
         return keep, (None if upstream_closes else upstream)
 
     def _fresh_upstream(self, sock: socket.socket | None) -> socket.socket:
