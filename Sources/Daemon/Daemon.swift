@@ -51,6 +51,9 @@ public struct Daemon: Sendable {
         let database = try QueueDatabase.open(path: dbPath) { aside, why in
             logger.error("the queue database was damaged (\(why)); moved it aside and started a new one — a full scan re-queues every file", metadata: ["moved_to": "\(aside)"])
         }
+        database.onProblem { problem in
+            if let problem { logger.error("\(problem)") } else { logger.notice("the queue database can be written again") }
+        }
         let core = try DaemonCore(settings: settings, database: database, logger: logger)
         var hooks = DaemonHooks()
 

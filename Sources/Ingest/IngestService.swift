@@ -48,6 +48,10 @@ public actor IngestService: Service {
     var currentScan: (path: String, recursive: Bool)?
     var lastScanAt: Date?
     var unreadable: [String: String] = [:]
+    /// A change the queue could not record (a full disk): a rescan, retried with backoff
+    /// until one goes through cleanly, puts back whatever was missed.
+    var lostWrites = false
+    var recovery: Task<Void, Never>?
     var pipelineTasks: [Task<Void, Never>] = []
     let settleSignal = WakeSignal()
     let hashSignal = WakeSignal()
@@ -84,6 +88,7 @@ public actor IngestService: Service {
         pipelineTasks.append(Task { await self.rescanTimer() })
         try? await gracefulShutdown()
         watcher?.stop()
+        recovery?.cancel()
         for t in pipelineTasks { t.cancel() }
         pool.shutdown()
     }
@@ -174,6 +179,7 @@ public actor IngestService: Service {
             }
         } catch {
             logger.error("cannot record a change in the queue: \(error)", metadata: ["event": "\(event)"])
+            writeFailed()
         }
         await settleSignal.notify()
         await onChange()
@@ -228,6 +234,7 @@ public actor IngestService: Service {
             for p in try database.observe([ObservedFile(path: path, identity: FileHasher.identity(of: st))]) { enqueueHash(p) }
         } catch {
             logger.error("cannot record a file in the queue: \(error)", metadata: ["path": "\(path)"])
+            writeFailed()
         }
     }
 
@@ -366,6 +373,7 @@ public actor IngestService: Service {
                         }
                     } catch {
                         logger.error("cannot record a scan in the queue: \(error)", metadata: ["dir": "\(listing.path)"])
+                        writeFailed()
                     }
                 }
             case .finished(let s):
@@ -405,6 +413,7 @@ public actor IngestService: Service {
                 if swept > 0 { logger.info("\(swept) files are gone from \(root)") }
             } catch {
                 logger.error("cannot record vanished files: \(error)")
+                writeFailed()
             }
         }
         logger.info("scanned \(root)", metadata: ["files": "\(summary.files)", "directories": "\(summary.directories)",
@@ -423,6 +432,36 @@ public actor IngestService: Service {
             if Task.isCancelled { return }
             rescanAll(reason: "periodic safety net")
         }
+    }
+
+    // MARK: recovery from failed queue writes
+
+    private func writeFailed() {
+        lostWrites = true
+        guard recovery == nil else { return }
+        recovery = Task { await self.recover() }
+    }
+
+    /// Rescans every folder after a failed write, 5 s, 10 s, … up to 5 minutes apart,
+    /// until a whole rescan records without an error. Scans re-read nothing already
+    /// hashed, so a long outage costs listings, not hashing.
+    private func recover() async {
+        var delay = 5.0
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(delay))
+            if Task.isCancelled { break }
+            lostWrites = false
+            rescanAll(reason: "putting back what the queue could not record")
+            while (scanning || !scanQueue.isEmpty) && !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+            if !lostWrites {
+                logger.notice("the queue records changes again; nothing was missed")
+                break
+            }
+            delay = min(delay * 2, 300)
+        }
+        recovery = nil
     }
 
     // MARK: hashing
@@ -488,6 +527,7 @@ public actor IngestService: Service {
             }
         } catch {
             logger.error("cannot record a hash in the queue: \(error)", metadata: ["path": "\(path)"])
+            writeFailed()
         }
         Task {
             await settleSignal.notify()

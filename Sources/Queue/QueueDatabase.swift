@@ -10,6 +10,10 @@ public final class QueueDatabase: Sendable {
     public let path: String
     let pool: DatabasePool
     private let writeProblem = Mutex<String?>(nil)
+    private let problemHook = Mutex<(@Sendable (String?) -> Void)?>(nil)
+    /// The free space below which a "disk full" stays reported even when a small write
+    /// gets through (a commit can reuse WAL space that a bigger one cannot).
+    static let freeSpaceToClearDiskFull: UInt64 = 1 << 20
 
     public enum OpenError: Error, CustomStringConvertible {
         case unusable(path: String, underlying: String, quarantinedTo: String?)
@@ -57,9 +61,20 @@ public final class QueueDatabase: Sendable {
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
         pool = try DatabasePool(path: path, configuration: config)
-        // A damaged file can open fine and fail on first read: check before migrating.
-        try pool.read { db in _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }
+        // A damaged file (truncated, overwritten) can open fine and fail on a later read,
+        // and then every state change would fail while the daemon looks healthy: check the
+        // whole file now. quick_check reads each page once (about a second per 100 MB).
+        let check = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+        guard check == ["ok"] else {
+            throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: check.prefix(3).joined(separator: "; "))
+        }
         try QueueSchema.migrator.migrate(pool)
+        // SQLite opens a file it cannot write read-only without a word, and the first
+        // state change would fail: find out now, while a clear error can still stop the start.
+        try pool.write { db in
+            let version = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+            try db.execute(sql: "PRAGMA user_version = \(version)")
+        }
     }
 
     /// Every write goes through here: a full disk or an I/O error is remembered (and shown
@@ -68,7 +83,7 @@ public final class QueueDatabase: Sendable {
     func write<T>(_ updates: (Database) throws -> T) throws -> T {
         do {
             let result = try pool.write(updates)
-            writeProblem.withLock { $0 = nil }
+            if writeProblem.withLock({ $0 }) != nil, !diskStillFull() { report(nil) }
             return result
         } catch let error as DatabaseError {
             let message: String?
@@ -76,11 +91,35 @@ public final class QueueDatabase: Sendable {
             case .SQLITE_FULL: message = "disk full: the queue database (\(path)) cannot grow; free space on that disk — the daemon retries by itself"
             case .SQLITE_IOERR: message = "I/O error writing the queue database (\(path)): \(error.message ?? "")"
             case .SQLITE_READONLY: message = "the queue database (\(path)) is read-only: check its permissions"
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+                message = "the queue database (\(path)) is damaged: restart photolalad (systemctl restart photolalad) — it sets the file aside and rebuilds the queue from a scan"
             default: message = nil
             }
-            if let message { writeProblem.withLock { $0 = message } }
+            if let message { report(message) }
             throw error
         }
+    }
+
+    /// Told (once per change) when a write problem starts or ends: the daemon logs it.
+    public func onProblem(_ hook: @escaping @Sendable (String?) -> Void) {
+        problemHook.withLock { $0 = hook }
+    }
+
+    private func report(_ problem: String?) {
+        let changed = writeProblem.withLock { current in
+            defer { current = problem }
+            return current != problem
+        }
+        if changed, let hook = problemHook.withLock({ $0 }) { hook(problem) }
+    }
+
+    /// While "disk full" is reported: whether the disk still has next to no room.
+    private func diskStillFull() -> Bool {
+        guard writeProblem.withLock({ $0?.hasPrefix("disk full") }) == true else { return false }
+        var fs = statvfs()
+        let dir = (path as NSString).deletingLastPathComponent
+        guard statvfs(dir, &fs) == 0 else { return false }
+        return UInt64(fs.f_bavail) * UInt64(fs.f_frsize) < Self.freeSpaceToClearDiskFull
     }
 
     /// The last write failure that needs the user (disk full, read-only, I/O error), until a write succeeds.

@@ -134,11 +134,30 @@ public actor UploaderService: Service {
             let outcome = await task.value
             inFlight[worker] = nil
             uploadingBytes[worker] = nil
-            record(outcome, for: job)
+            await record(outcome, for: job)
         }
     }
 
-    private func record(_ outcome: Outcome, for job: UploadJob) {
+    /// Records an outcome, retrying while the database refuses (a full disk): until it
+    /// is recorded the object stays claimed by this worker, so it is neither lost nor
+    /// sent twice; a stop in the meantime leaves it `uploading`, which the next start resets.
+    private func record(_ outcome: Outcome, for job: UploadJob) async {
+        var delay = 1.0
+        while true {
+            do {
+                try recordOnce(outcome, for: job)
+                break
+            } catch {
+                if delay == 1 { logger.error("cannot record an upload result (retrying until the database can be written): \(error)", metadata: ["path": "\(job.path)"]) }
+                if Task.isCancelled || Task.isShuttingDownGracefully { break }
+                try? await Task.sleep(for: .seconds(delay))
+                delay = min(delay * 2, 30)
+            }
+        }
+        Task { await signal.notify() }
+    }
+
+    private func recordOnce(_ outcome: Outcome, for job: UploadJob) throws {
         do {
             switch outcome {
             case .uploaded(let sent):
@@ -167,10 +186,7 @@ public actor UploaderService: Service {
             case .cancelled:
                 try database.releaseObject(md5: job.md5, retryAt: nil, error: nil, countAttempt: false)
             }
-        } catch {
-            logger.error("cannot record an upload result: \(error)")
         }
-        Task { await signal.notify() }
     }
 
     /// Exponential with full jitter (AWS's advice), floor 1 s, cap 5 minutes.
