@@ -5,9 +5,15 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include <malloc.h>
+#include <signal.h>
 
-// No core dump may hold a token.
+// No core dump may hold a token. The Swift runtime's crash handler goes too: it prints
+// the bytes around every register (which may be a token's) to the journal, and on a
+// non-dumpable process it can keep a crashed daemon alive instead of letting systemd
+// restart it. A crash now ends the process at once, with no core.
 static inline int photolala_disable_core_dumps(void) {
+    const int crashes[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGQUIT, SIGSYS };
+    for (unsigned i = 0; i < sizeof crashes / sizeof crashes[0]; i++) signal(crashes[i], SIG_DFL);
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 

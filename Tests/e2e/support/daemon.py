@@ -66,6 +66,8 @@ class Daemon:
         for section, keys in (config or {}).items():
             self.sections.setdefault(section, {}).update(keys)
         self.extra_env = env or {}
+        # Extra subprocess.Popen arguments (cwd, preexec_fn…) for tests that need them.
+        self.popen_kwargs: dict = {}
         self.proc: subprocess.Popen | None = None
         self._log = None
         self.write_config()
@@ -80,7 +82,7 @@ class Daemon:
         env.update(self.extra_env)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([binary(), "--config", str(self.config_path)],
-                                     stdout=self._log, stderr=subprocess.STDOUT, env=env)
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=env, **self.popen_kwargs)
         if wait:
             self.wait_ready(timeout)
         return self
