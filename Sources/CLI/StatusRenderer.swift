@@ -51,6 +51,16 @@ enum StatusRenderer {
         if let exp = s.credentials.expiresAt { creds += ", expire \(exp)" }
         if let e = s.credentials.lastError { creds += " (\(e))" }
         out.append(creds)
+        if let h = s.s3, h.state == .backoff {
+            var line = "S3         retrying after \(h.failures) failed attempt\(h.failures == 1 ? "" : "s")"
+            if let since = h.since { line += " since \(since)" }
+            if let next = h.nextAttemptAt.flatMap(Timestamp.parse) {
+                let wait = next.timeIntervalSince(now)
+                line += wait > 0.5 ? "; every upload waits, next try in \(duration(wait))" : "; trying again now"
+            }
+            out.append(tint(line, "33"))
+            if let e = h.lastError { out.append("           last error: \(e)") }
+        }
         out.append("")
         out.append("Watching   \(s.watch.folders) folder\(s.watch.folders == 1 ? "" : "s"), \(s.watch.directories) directories" + (s.watch.scanning ? " (scanning)" : ""))
         for p in s.watch.paths {

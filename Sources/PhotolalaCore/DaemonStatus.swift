@@ -90,6 +90,25 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         public init() {}
     }
 
+    /// S3 as a whole: `backoff` while every upload waits after S3 failed to answer
+    /// properly (5xx, throttling, resets, time-outs), with when the next try is due.
+    public struct S3Health: Codable, Sendable, Equatable {
+        public enum State: String, Codable, Sendable { case ok, backoff }
+        public var state: State
+        /// Failed attempts in a row (0 when `ok`).
+        public var failures: Int
+        public var since: String?
+        public var nextAttemptAt: String?
+        public var lastError: String?
+        public init(state: State = .ok, failures: Int = 0, since: String? = nil, nextAttemptAt: String? = nil, lastError: String? = nil) {
+            self.state = state
+            self.failures = failures
+            self.since = since
+            self.nextAttemptAt = nextAttemptAt
+            self.lastError = lastError
+        }
+    }
+
     /// A device pairing waiting for the user to confirm the code on their phone.
     public struct Pairing: Codable, Sendable, Equatable {
         public var userCode: String
@@ -110,6 +129,8 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var account: Account
     public var appleCredential: AppleCredential
     public var credentials: Credentials
+    /// nil when no uploader runs (older daemons leave it out).
+    public var s3: S3Health?
     public var queue: Queue
     public var watch: Watch
     /// A problem the user should know about that is not a pause (disk full, database error).
@@ -124,6 +145,7 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         self.account = Account()
         self.appleCredential = AppleCredential()
         self.credentials = Credentials()
+        self.s3 = nil
         self.queue = Queue()
         self.watch = Watch()
         self.problems = []
@@ -133,7 +155,7 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
 
     // Encode nils explicitly: the contract shows `"pauseReason": null`, and scripts test for it.
     enum CodingKeys: String, CodingKey {
-        case version, state, pauseReason, account, appleCredential, credentials, queue, watch, problems, startedAt, pairing
+        case version, state, pauseReason, account, appleCredential, credentials, s3, queue, watch, problems, startedAt, pairing
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -144,6 +166,7 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         try c.encode(account, forKey: .account)
         try c.encode(appleCredential, forKey: .appleCredential)
         try c.encode(credentials, forKey: .credentials)
+        try c.encode(s3, forKey: .s3)
         try c.encode(queue, forKey: .queue)
         try c.encode(watch, forKey: .watch)
         try c.encode(problems, forKey: .problems)
@@ -180,6 +203,18 @@ extension DaemonStatus.Credentials {
         try c.encode(expiresAt, forKey: .expiresAt)
         try c.encode(lastError, forKey: .lastError)
         try c.encode(nextAttemptAt, forKey: .nextAttemptAt)
+    }
+}
+
+extension DaemonStatus.S3Health {
+    enum CodingKeys: String, CodingKey { case state, failures, since, nextAttemptAt, lastError }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(state, forKey: .state)
+        try c.encode(failures, forKey: .failures)
+        try c.encode(since, forKey: .since)
+        try c.encode(nextAttemptAt, forKey: .nextAttemptAt)
+        try c.encode(lastError, forKey: .lastError)
     }
 }
 

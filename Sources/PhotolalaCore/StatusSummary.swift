@@ -26,6 +26,10 @@ public enum StatusSummary {
                     ? "\(q.uploaded) files backed up, \(q.failed) failed (photolalactl queue --failed)"
                     : "All \(q.uploaded) files backed up"
             }
+            if s.s3?.state == .backoff {
+                // Every upload waits for S3: "backing up" would hide that nothing moves.
+                return "Waiting for S3 (retrying after errors): \(backlog), \(q.uploaded) backed up\(failed)"
+            }
             if q.uploading > 0 {
                 return "Backing up: \(q.uploading) uploading, \(backlog), \(q.uploaded) backed up\(failed)"
             }

@@ -34,7 +34,9 @@ public actor UploaderService: Service {
     enum Outcome: Sendable {
         case uploaded(sent: Int64)
         case alreadyPresent
-        case retry(String, countAttempt: Bool, after: TimeInterval?)
+        /// `outage`: S3 failed to answer properly (5xx, throttling, a reset, a time-out),
+        /// which makes every worker back off, not just this object.
+        case retry(String, countAttempt: Bool, after: TimeInterval?, outage: Bool = false)
         case failed(String)
         case sourceChanged(gone: Bool)
         case cancelled
@@ -52,6 +54,8 @@ public actor UploaderService: Service {
     var clockOffset: TimeInterval = 0
     var inFlight: [Int: Task<Outcome, Never>] = [:]
     var uploadingBytes: [Int: Int64] = [:]
+    /// S3 failing as a whole: every worker waits (see `OutageBackoff`).
+    var outage = OutageBackoff()
     /// Tells ingest that a file must be hashed again (it changed under the uploader).
     var rehash: @Sendable (String) async -> Void = { _ in }
     private nonisolated let requestCounter = Atomic<Int>(0)
@@ -115,26 +119,57 @@ public actor UploaderService: Service {
                 await signal.wait(since: since, until: nil as Date?)
                 continue
             }
+            let admission = outage.admit(now: Date())
+            if case .wait(let until) = admission {
+                await signal.wait(since: since, until: until)
+                continue
+            }
+            let probe = admission == .probe
             let job: UploadJob?
             do {
                 job = try database.claimObject()
             } catch {
+                outage.inconclusive(probe: probe)
                 logger.error("cannot read the queue: \(error)")
                 await signal.wait(since: since, until: Date().addingTimeInterval(5))
                 continue
             }
             guard let job else {
+                outage.inconclusive(probe: probe)
                 let due = try? database.nextDueTime()
                 await signal.wait(since: since, until: due)
                 continue
             }
+            let epoch = outage.epoch
             let task = Task { await self.upload(job) }
             inFlight[worker] = task
             uploadingBytes[worker] = job.size
             let outcome = await task.value
             inFlight[worker] = nil
             uploadingBytes[worker] = nil
+            noteForOutage(outcome, startedIn: epoch, probe: probe)
             await record(outcome, for: job)
+        }
+    }
+
+    /// Feeds an attempt's outcome to the shared backoff: S3 answering ends an outage, a
+    /// transient S3 failure starts or prolongs one.
+    private func noteForOutage(_ outcome: Outcome, startedIn epoch: Int, probe: Bool) {
+        switch outcome {
+        case .uploaded, .alreadyPresent:
+            if outage.isActive {
+                logger.notice("S3 answers again after \(outage.failures) failed attempts: uploads resume")
+            }
+            outage.succeeded()
+        case let .retry(why, _, _, true):
+            let before = outage.failures
+            outage.failed(why, startedIn: epoch, now: Date(), random: .random(in: 0..<1))
+            if outage.failures != before, let until = outage.until {
+                logger.warning("S3 is failing: every upload waits before trying again", metadata: [
+                    "failures": "\(outage.failures)", "next": "\(Int(max(0, until.timeIntervalSinceNow).rounded()))s", "why": "\(why)"])
+            }
+        default:
+            outage.inconclusive(probe: probe)
         }
     }
 
@@ -166,7 +201,7 @@ public actor UploaderService: Service {
             case .alreadyPresent:
                 try database.markUploaded(md5: job.md5)
                 logger.info("already backed up", metadata: ["path": "\(job.path)", "md5": "\(job.md5)"])
-            case let .retry(why, count, after):
+            case let .retry(why, count, after, _):
                 let attempts = job.attempts + (count ? 1 : 0)
                 let delay = after ?? Self.backoff(attempts: attempts)
                 try database.releaseObject(md5: job.md5, retryAt: Date().addingTimeInterval(delay), error: why, countAttempt: count)
@@ -226,7 +261,10 @@ public actor UploaderService: Service {
                     continue
                 case .cancelled:
                     return .cancelled
-                case .transient, .credentialsExpired, .clockSkew:
+                case .transient:
+                    // A local database error is not S3's: it does not hold back the other workers.
+                    return .retry(error.description, countAttempt: true, after: nil, outage: error.code != "LocalDatabase")
+                case .credentialsExpired, .clockSkew:
                     return .retry(error.description, countAttempt: true, after: nil)
                 case .contentMismatch:
                     return .sourceChanged(gone: false)
@@ -448,6 +486,10 @@ public actor UploaderService: Service {
     // MARK: status
 
     public func contribute(to s: inout DaemonStatus) {
+        s.s3 = outage.isActive
+            ? DaemonStatus.S3Health(state: .backoff, failures: outage.failures, since: outage.since.map(Timestamp.string),
+                                    nextAttemptAt: outage.until.map(Timestamp.string), lastError: outage.lastError)
+            : DaemonStatus.S3Health(state: .ok)
         let rate = meter.rate()
         s.queue.uploadRate = rate
         if rate > 0, s.queue.pendingBytes > 0 {

@@ -34,6 +34,11 @@ import Testing
         s.queue.pending = 2
         s.queue.pendingBytes = 2_000_000
         #expect(StatusSummary.oneLine(s).hasPrefix("Backing up: 2 waiting (2.0 MB)"))
+        s.queue.uploading = 1
+        s.s3 = DaemonStatus.S3Health(state: .backoff, failures: 3)
+        #expect(StatusSummary.oneLine(s).hasPrefix("Waiting for S3 (retrying after errors): 3 waiting"))
+        s.s3 = DaemonStatus.S3Health(state: .ok)
+        #expect(StatusSummary.oneLine(s).hasPrefix("Backing up: 1 uploading"))
         s.state = .paused
         s.pauseReason = .quotaExceeded
         #expect(StatusSummary.oneLine(s).hasPrefix("Paused (quotaExceeded)"))

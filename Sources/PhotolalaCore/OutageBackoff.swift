@@ -1,0 +1,76 @@
+import Foundation
+
+/// S3 as a whole failing — a 503 storm, resets, a black hole — as one backoff shared by
+/// every uploader. Each object already backs off on its own, but with many objects
+/// queued that alone keeps every worker busy trying the *next* object, so a dead or
+/// throttling S3 would get a steady stream of requests for as long as it stays down
+/// (the reliability suite measured ~12 requests a second through a 30 s storm). Here,
+/// once an attempt fails transiently, every worker waits; when the wait is over one of
+/// them probes with a single object, and only an answer from S3 lets the others go.
+///
+/// Waits grow exponentially (1 s to 5 minutes) with jitter, never below half the step.
+/// Failures of attempts that started before the latest failure was recorded do not
+/// escalate: four uploads cut off by the same outage are one failure, not four.
+///
+/// A pure value: the caller passes the time and the random draw.
+public struct OutageBackoff: Sendable, Equatable {
+    public enum Admission: Sendable, Equatable {
+        /// No outage: take work.
+        case go
+        /// The wait is over: this worker tries one object; the others wait for its outcome.
+        case probe
+        /// Wait until the date (nil: until the probe's outcome is recorded).
+        case wait(until: Date?)
+    }
+
+    public var base: TimeInterval
+    public var cap: TimeInterval
+    public private(set) var failures = 0
+    public private(set) var until: Date?
+    public private(set) var since: Date?
+    public private(set) var lastError: String?
+    public private(set) var probing = false
+    /// Counts recorded failures; an attempt remembers the epoch it started in.
+    public private(set) var epoch = 0
+
+    public init(base: TimeInterval = 1, cap: TimeInterval = 300) {
+        self.base = base
+        self.cap = cap
+    }
+
+    public var isActive: Bool { failures > 0 }
+
+    public mutating func admit(now: Date) -> Admission {
+        guard failures > 0 else { return .go }
+        if probing { return .wait(until: nil) }
+        if let until, now < until { return .wait(until: until) }
+        probing = true
+        return .probe
+    }
+
+    /// An attempt begun in `startedIn` failed in a way that says S3 is not answering
+    /// properly (5xx, throttling, reset, time-out).
+    public mutating func failed(_ why: String, startedIn: Int, now: Date, random: Double) {
+        lastError = why
+        guard startedIn == epoch || failures == 0 else { return }
+        failures += 1
+        epoch += 1
+        if since == nil { since = now }
+        probing = false
+        let step = min(cap, base * pow(2, Double(failures - 1)))
+        until = now.addingTimeInterval(step * (0.5 + random / 2))
+    }
+
+    /// S3 answered: the outage is over.
+    public mutating func succeeded() {
+        let kept = epoch
+        self = OutageBackoff(base: base, cap: cap)
+        epoch = kept
+    }
+
+    /// The probe found no work, or its attempt said nothing about S3 (cancelled, the file
+    /// changed): another worker may probe now.
+    public mutating func inconclusive(probe: Bool) {
+        if probe { probing = false }
+    }
+}
