@@ -265,7 +265,11 @@ public actor UploaderService: Service {
                     // A local database error is not S3's: it does not hold back the other workers.
                     return .retry(error.description, countAttempt: true, after: nil, outage: error.code != "LocalDatabase")
                 case .credentialsExpired, .clockSkew:
-                    return .retry(error.description, countAttempt: true, after: nil)
+                    // Refused again with fresh credentials (or a corrected clock): S3 will
+                    // refuse the next object too. Without the shared backoff each worker would
+                    // fetch new credentials for every object — the suite measured 25 sts-token
+                    // calls and 100 S3 requests a second while S3 refused every key.
+                    return .retry(error.description, countAttempt: true, after: nil, outage: true)
                 case .contentMismatch:
                     return .sourceChanged(gone: false)
                 case .localFile:
