@@ -72,7 +72,7 @@ public struct Daemon: Sendable {
         let ingest = IngestService(database: database, options: .init(settings.watch), logger: logger)
         await core.addStatusContributor { s in await ingest.contribute(to: &s) }
         let uploader = UploaderService(database: database, account: account, gate: DaemonGate(core: core, account: account),
-                                       options: .init(settings.upload), logger: logger)
+                                       options: .init(settings.upload, followSymlinks: settings.watch.followSymlinks), logger: logger)
         await core.addStatusContributor { s in await uploader.contribute(to: &s) }
         await ingest.setHooks(onQueued: { uploader.poke() }, onChange: { await core.changed() })
         await uploader.setRehash { path in await ingest.rehash(path) }
@@ -125,7 +125,7 @@ public struct Daemon: Sendable {
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
                                          onApply: { _, fresh in
-                                             await uploader.apply(.init(fresh.upload))
+                                             await uploader.apply(.init(fresh.upload, followSymlinks: fresh.watch.followSymlinks))
                                              await ingest.apply(.init(fresh.watch))
                                              await account.reconfigure(
                                                  backend: BackendClient(baseURL: fresh.account.apiURL, logger: logger),

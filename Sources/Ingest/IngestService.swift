@@ -37,7 +37,9 @@ public actor IngestService: Service {
     var aggregator: SettleAggregator<ContinuousClock.Instant>
     var hashQueue: [String] = []
     var hashQueueHead = 0
-    var queued = Set<String>()
+    /// Paths waiting to be hashed or being hashed. Byte for byte (`ExactPath`): an NFC and
+    /// an NFD spelling of one name are two files, and one must not hide the other.
+    var queued = Set<ExactPath>()
     var scanQueue: [(String, Bool)] = []
     var scanning = false
     /// While a scan runs: directories whose queue rows events changed (moved in, renamed,
@@ -48,6 +50,10 @@ public actor IngestService: Service {
     var currentScan: (path: String, recursive: Bool)?
     var lastScanAt: Date?
     var unreadable: [String: String] = [:]
+    /// Names that are not valid UTF-8 (shown lossily), by the scan that found them: such
+    /// files cannot be carried by path and are not backed up, which status must say —
+    /// a log line alone is silent loss for whoever does not read the journal.
+    var invalidNames = ExactKeyed<(count: Int, samples: [String])>()
     /// A change the queue could not record (a full disk): a rescan, retried with backoff
     /// until one goes through cleanly, puts back whatever was missed.
     var lostWrites = false
@@ -148,6 +154,8 @@ public actor IngestService: Service {
                 aggregator.moved(from: from, to: to)
                 if try !database.renameFile(from: from, to: to) {
                     aggregator.fileWritten(to, now: now)
+                } else {
+                    rehashMoved(from: from, to: to, now: now)
                 }
             case .removed(let path):
                 aggregator.removed(path)
@@ -159,6 +167,7 @@ public actor IngestService: Service {
                 aggregator.moved(from: from, to: to)
                 scansFollow(from: from, to: to)
                 try database.renameDirectory(from: from, to: to)
+                rehashMoved(from: from, to: to, now: now)
                 logger.debug("directory renamed", metadata: ["from": "\(from)", "to": "\(to)"])
             case .scanNeeded(let path, let reason):
                 switch reason {
@@ -167,6 +176,8 @@ public actor IngestService: Service {
                 case .overflow:
                     logger.warning("the kernel's event queue overflowed: rescanning \(path)")
                     requestScan(path, recursive: true)
+                case .invalidName:
+                    requestScan(path, recursive: false)
                 }
             case .folderMissing(let root):
                 logger.warning("watched folder missing or unreadable (retrying): \(root)")
@@ -185,12 +196,25 @@ public actor IngestService: Service {
         await onChange()
     }
 
+    /// Files renamed (or inside a renamed directory) while waiting to be hashed or being
+    /// hashed: that hash is of a path that no longer exists and will be dropped, while the
+    /// queue row moved to the new name still has no hash. Without this the file sat
+    /// unhashed until the next rescan (hours) — or for good with rescans off.
+    private func rehashMoved(from: String, to: String, now: ContinuousClock.Instant) {
+        let prefix = from.hasSuffix("/") ? from : from + "/"
+        let moved = queued.filter { $0.string.utf8.elementsEqual(from.utf8) || $0.string.utf8.starts(with: prefix.utf8) }
+        for old in moved {
+            queued.remove(old)
+            aggregator.fileWritten(to + String(Substring(old.string.utf8.dropFirst(from.utf8.count))), now: now)
+        }
+    }
+
     private func dropQueued(under path: String) {
         let prefix = path.hasSuffix("/") ? path : path + "/"
         let before = queued.count
-        queued = queued.filter { $0 != path && !$0.hasPrefix(prefix) }
+        queued = queued.filter { !$0.string.utf8.elementsEqual(path.utf8) && !$0.string.utf8.starts(with: prefix.utf8) }
         if queued.count != before {
-            hashQueue = Array(hashQueue[hashQueueHead...]).filter { queued.contains($0) }
+            hashQueue = Array(hashQueue[hashQueueHead...]).filter { queued.contains(ExactPath($0)) }
             hashQueueHead = 0
         }
     }
@@ -386,6 +410,12 @@ public actor IngestService: Service {
             // Renamed or deleted before its scan ran (events said where it went): gone, not unreadable.
             summary.unreadable.removeAll { $0.path == root }
         }
+        if recursive {
+            for dir in invalidNames.keys where dir == root || dir.hasPrefix(root == "/" ? "/" : root + "/") {
+                invalidNames.removeValue(forKey: dir)
+            }
+        }
+        invalidNames[root] = summary.invalidNameCount > 0 ? (summary.invalidNameCount, summary.invalidNames) : nil
         for problem in summary.unreadable {
             if unreadable[problem.path] == nil {
                 logger.warning("cannot read a folder: \(problem.path): \(problem.reason) — the daemon's user needs read access (see photolalad(8), Permissions)")
@@ -467,7 +497,7 @@ public actor IngestService: Service {
     // MARK: hashing
 
     private func enqueueHash(_ path: String) {
-        guard queued.insert(path).inserted else { return }
+        guard queued.insert(ExactPath(path)).inserted else { return }
         hashQueue.append(path)
         Task { await hashSignal.notify() }
     }
@@ -480,7 +510,7 @@ public actor IngestService: Service {
                 hashQueue.removeFirst(hashQueueHead)
                 hashQueueHead = 0
             }
-            if queued.contains(path) { return path }
+            if queued.contains(ExactPath(path)) { return path }
         }
         return nil
     }
@@ -495,7 +525,7 @@ public actor IngestService: Service {
             hashing += 1
             let result = await pool.hash(path: path, followSymlinks: options.watcher.followSymlinks)
             hashing -= 1
-            queued.remove(path)
+            queued.remove(ExactPath(path))
             record(path, result)
         }
     }
@@ -552,6 +582,13 @@ public actor IngestService: Service {
         s.queue.hashing = busy
         s.queue.pending -= busy
         s.queue.hashRate = hashMeter.rate()
+        let invalid = invalidNames.values.reduce(0) { $0 + $1.count }
+        if invalid > 0 {
+            let samples = invalidNames.values.flatMap(\.samples).sorted().prefix(3).map { "\"\($0)\"" }
+            s.problems.append("\(invalid) file\(invalid == 1 ? "" : "s") or folder\(invalid == 1 ? " is" : "s are") not backed up: "
+                + "the name\(invalid == 1 ? " is" : "s are") not valid UTF-8 (\(samples.joined(separator: ", "))\(invalid > 3 ? ", …" : "")); "
+                + "rename \(invalid == 1 ? "it" : "them") (for example with convmv -f latin1 -t utf-8)")
+        }
         if !unreadable.isEmpty {
             let names = unreadable.keys.sorted()
             s.problems.append("\(names.count) folder\(names.count == 1 ? "" : "s") cannot be read by the daemon: \(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : "")")

@@ -1,5 +1,6 @@
 import Foundation
 import Hashing
+import PhotolalaCore
 
 /// Multipart uploads. Nothing appears under the key until `completeMultipartUpload`, so
 /// an interrupted upload never leaves a partial object; the upload id and finished parts
@@ -36,6 +37,7 @@ extension S3Client {
     ///   - payloadSHA256: see `putObject`.
     public func uploadPart(key: String, uploadId: String, partNumber: Int, path: String, offset: Int64,
                            length: Int64, contentMD5: String? = nil, payloadSHA256: String? = nil,
+                           expected: FileIdentity? = nil, followSymlinks: Bool = true,
                            credentials: S3Credentials) async throws(S3Error) -> String {
         let operation = "UploadPart"
         try checkKey(key, operation: operation)
@@ -43,7 +45,7 @@ extension S3Client {
             throw S3Error(kind: .permanent, code: "InvalidArgument",
                           message: "part numbers run from 1 to 10,000, not \(partNumber)", operation: operation, key: key)
         }
-        let file = try OpenFile(path: path, operation: operation, key: key)
+        let file = try OpenFile(path: path, operation: operation, key: key, expected: expected, followSymlinks: followSymlinks)
         let length = try file.checkRange(offset: offset, length: length, operation: operation, key: key)
 
         var md5 = contentMD5

@@ -6,6 +6,7 @@ import Darwin
 import AsyncHTTPClient
 import Foundation
 import Hashing
+import PhotolalaCore
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -148,13 +149,17 @@ public struct S3Client: Sendable {
     ///   - storageClass: sent unless nil or `STANDARD`.
     ///   - payloadSHA256: over plain HTTP the body's hex SHA-256 is signed; pass it if
     ///     known, otherwise the file range is read once more to compute it. Ignored over HTTPS.
+    ///   - expected: the identity the file had when it was hashed; anything else now at
+    ///     `path` is refused (`.localFile`) before a byte is read.
+    ///   - followSymlinks: false refuses a symlink at `path`.
     public func putObject(key: String, path: String, offset: Int64 = 0, length: Int64? = nil,
                           contentMD5: String, contentType: String, metadata: [String: String] = [:],
                           storageClass: String? = nil, payloadSHA256: String? = nil,
+                          expected: FileIdentity? = nil, followSymlinks: Bool = true,
                           credentials: S3Credentials) async throws(S3Error) -> String {
         let operation = "PutObject"
         try checkKey(key, operation: operation)
-        let file = try OpenFile(path: path, operation: operation, key: key)
+        let file = try OpenFile(path: path, operation: operation, key: key, expected: expected, followSymlinks: followSymlinks)
         let length = try file.checkRange(offset: offset, length: length, operation: operation, key: key)
         guard length <= Self.maximumSinglePutSize else {
             throw S3Error(kind: .permanent, code: "EntityTooLarge",
@@ -483,14 +488,19 @@ final class OpenFile: @unchecked Sendable {
     let size: Int64
     let path: String
 
-    init(path: String, operation: String, key: String?) throws(S3Error) {
+    /// O_NONBLOCK: what is at `path` may have been swapped for a FIFO since it was hashed,
+    /// and a blocking open of a FIFO waits for a writer forever (an upload worker, then the
+    /// daemon's shutdown, held with it). `expected`: refuse any other file than the hashed one.
+    init(path: String, operation: String, key: String?, expected: FileIdentity? = nil,
+         followSymlinks: Bool = true) throws(S3Error) {
         self.path = path
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlinks ? 0 : O_NOFOLLOW))
         guard fd >= 0 else {
             let code = errno
             let why = switch code {
             case ENOENT, ENOTDIR: "the file disappeared before it was uploaded"
             case EACCES, EPERM: "permission denied: the daemon's user cannot read it"
+            case ELOOP: "it is a symbolic link now: it changed since it was hashed"
             default: "cannot open: \(String(cString: strerror(code)))"
             }
             throw S3Error(kind: .localFile, code: "LocalFileError", message: "\(path): \(why)",
@@ -500,6 +510,12 @@ final class OpenFile: @unchecked Sendable {
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             close(fd)
             throw S3Error(kind: .localFile, code: "LocalFileError", message: "\(path) is not a regular file",
+                          operation: operation, key: key)
+        }
+        if let expected, FileHasher.identity(of: info) != expected {
+            close(fd)
+            throw S3Error(kind: .localFile, code: "LocalFileError",
+                          message: "\(path) is another file than the one hashed: it changed since it was hashed",
                           operation: operation, key: key)
         }
         descriptor = fd

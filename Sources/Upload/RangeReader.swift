@@ -27,17 +27,30 @@ final class RangeReader: @unchecked Sendable {
     private var position: Int64 = 0
     let identity: FileIdentity
 
+    private let followSymlinks: Bool
+
     /// Opens the file and checks it is still the one that was hashed.
-    init(path: String, expected: FileIdentity) throws(Failure) {
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    ///
+    /// Whatever is at `path` now may not be that file: another program can swap in a FIFO
+    /// (whose open would wait for a writer forever, holding an upload worker and then the
+    /// daemon's shutdown), a device or a symlink. O_NONBLOCK makes such an open return at
+    /// once and fstat then tells; links are followed only when the watcher follows them
+    /// (`watch.follow_symlinks`), and then the identity compared is the target's, as hashed.
+    init(path: String, expected: FileIdentity, followSymlinks: Bool = false) throws(Failure) {
+        self.followSymlinks = followSymlinks
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlinks ? 0 : O_NOFOLLOW))
         guard fd >= 0 else {
-            if errno == ENOENT || errno == ENOTDIR { throw .gone }
-            throw .unreadable(String(cString: strerror(errno)))
+            switch errno {
+            case ENOENT, ENOTDIR: throw .gone
+            // A link where a file was hashed, a socket: not the hashed file any more.
+            case ELOOP, ENXIO, EOPNOTSUPP: throw .changed
+            default: throw .unreadable(String(cString: strerror(errno)))
+            }
         }
         var st = stat()
         guard fstat(fd, &st) == 0 else { close(fd); throw .unreadable(String(cString: strerror(errno))) }
         identity = FileHasher.identity(of: st)
-        guard identity == expected else { close(fd); throw .changed }
+        guard (st.st_mode & S_IFMT) == S_IFREG, identity == expected else { close(fd); throw .changed }
         buffer = .allocate(byteCount: 1 << 20, alignment: 4096)
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
     }
@@ -80,7 +93,7 @@ final class RangeReader: @unchecked Sendable {
         let digest = Hex.string(whole.finalize())
         var st = stat()
         var byPath = stat()
-        let unchanged = fstat(fd, &st) == 0 && lstat(path, &byPath) == 0
+        let unchanged = fstat(fd, &st) == 0 && (followSymlinks ? stat(path, &byPath) : lstat(path, &byPath)) == 0
             && FileHasher.identity(of: st) == identity && FileHasher.identity(of: byPath) == identity
         return (digest, unchanged)
     }

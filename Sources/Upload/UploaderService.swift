@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Backend
 import Credentials
 import Foundation
+import Hashing
 import Logging
 import PhotolalaCore
 import Queue
@@ -22,12 +23,15 @@ public actor UploaderService: Service {
         public var partSize: Int64
         public var storageClass: String
         public var bandwidthLimit: Int64?
-        public init(_ s: Settings.Upload) {
+        /// `watch.follow_symlinks`: a queued path may be a link, read through it as hashed.
+        public var followSymlinks: Bool
+        public init(_ s: Settings.Upload, followSymlinks: Bool = false) {
             concurrency = s.concurrency
             multipartThreshold = s.multipartThreshold
             partSize = s.partSize
             storageClass = s.storageClass
             bandwidthLimit = s.bandwidthLimit
+            self.followSymlinks = followSymlinks
         }
     }
 
@@ -273,7 +277,7 @@ public actor UploaderService: Service {
                 case .contentMismatch:
                     return .sourceChanged(gone: false)
                 case .localFile:
-                    return FileManager.default.fileExists(atPath: job.path) ? .failed(error.description) : .sourceChanged(gone: true)
+                    return recheck(job, unreadable: error.description)
                 case .notFound where error.code == "NoSuchUpload":
                     try? database.recordMultipart(md5: job.md5, uploadId: nil, partSize: nil)
                     return .retry("the multipart upload expired at S3; starting it again", countAttempt: false, after: 0)
@@ -339,10 +343,11 @@ public actor UploaderService: Service {
     private func single(_ job: UploadJob, client: S3Client, key: String, media: MediaType, storageClass: String?,
                         credentials: S3Credentials) async throws(S3Error) -> Outcome {
         let signs = client.signsPayload
+        let follow = options.followSymlinks
         let check: (RangeReader.PartDigest?, Bool)
         do {
             check = try await BlockingIO.run { () throws(RangeReader.Failure) -> (RangeReader.PartDigest?, Bool) in
-                let reader = try RangeReader(path: job.path, expected: job.identity)
+                let reader = try RangeReader(path: job.path, expected: job.identity, followSymlinks: follow)
                 // Content-MD5 is the MD5 the file was hashed with, so S3 rejects a body that
                 // changed since. Over plain HTTP the body is read once for its SHA-256
                 // signature; the file's identity (device, inode, size, mtime in ns) must be the
@@ -353,9 +358,9 @@ public actor UploaderService: Service {
                 return (digest, reader.finish(path: job.path).unchanged)
             }
         } catch {
-            return Self.outcome(error)
+            return outcome(error, job)
         }
-        guard check.1 else { return .sourceChanged(gone: false) }
+        guard check.1 else { return recheck(job, unreadable: nil) }
         guard let contentMD5 = check.0?.contentMD5 ?? S3Client.contentMD5(hex: job.md5) else {
             return .failed("the queued MD5 is malformed")
         }
@@ -363,7 +368,8 @@ public actor UploaderService: Service {
         _ = try await retrying { () async throws(S3Error) in
             try await client.putObject(key: key, path: job.path, contentMD5: contentMD5, contentType: media.contentType,
                                        metadata: ["original-format": media.originalFormat], storageClass: storageClass,
-                                       payloadSHA256: check.0?.sha256Hex, credentials: credentials)
+                                       payloadSHA256: check.0?.sha256Hex, expected: job.identity, followSymlinks: follow,
+                                       credentials: credentials)
         }
         meter.add(job.size)
         return .uploaded(sent: job.size)
@@ -401,11 +407,12 @@ public actor UploaderService: Service {
         }
         guard let uploadId else { return .cancelled }
         let reader: RangeReader
+        let follow = options.followSymlinks
         do {
-            reader = try RangeReader(path: job.path, expected: job.identity)
+            reader = try RangeReader(path: job.path, expected: job.identity, followSymlinks: follow)
         } catch {
             await abort(client, key: key, uploadId: uploadId, md5: job.md5, credentials: credentials)
-            return Self.outcome(error)
+            return outcome(error, job)
         }
         var completed: [S3Client.Part] = []
         var sent: Int64 = 0
@@ -419,17 +426,25 @@ public actor UploaderService: Service {
                 digest = try await BlockingIO.run { () throws(RangeReader.Failure) in try reader.next(length: length, sha256: wantSHA) }
             } catch {
                 await abort(client, key: key, uploadId: uploadId, md5: job.md5, credentials: credentials)
-                return Self.outcome(error)
+                return outcome(error, job)
             }
             if let have, have.size == length, have.etag.lowercased() == digest.md5Hex {
                 completed.append(S3Client.Part(partNumber: number, etag: have.etag, size: length))
                 continue
             }
             await bucket.take(Int(length))
-            let etag = try await retrying { () async throws(S3Error) in
-                try await client.uploadPart(key: key, uploadId: uploadId, partNumber: number, path: job.path, offset: offset,
-                                            length: length, contentMD5: digest.contentMD5,
-                                            payloadSHA256: digest.sha256Hex, credentials: credentials)
+            let etag: String
+            do {
+                etag = try await retrying { () async throws(S3Error) in
+                    try await client.uploadPart(key: key, uploadId: uploadId, partNumber: number, path: job.path, offset: offset,
+                                                length: length, contentMD5: digest.contentMD5, payloadSHA256: digest.sha256Hex,
+                                                expected: job.identity, followSymlinks: follow, credentials: credentials)
+                }
+            } catch where error.kind == .localFile || error.kind == .contentMismatch {
+                // The file changed or went away mid-upload: what S3 holds of it is of no use
+                // (a deleted file's upload was otherwise left open at S3 for good).
+                await abort(client, key: key, uploadId: uploadId, md5: job.md5, credentials: credentials)
+                throw error
             }
             try? database.recordPart(md5: job.md5, part: UploadedPart(partNumber: number, etag: etag, size: length))
             completed.append(S3Client.Part(partNumber: number, etag: etag, size: length))
@@ -479,12 +494,29 @@ public actor UploaderService: Service {
         try? database.recordMultipart(md5: md5, uploadId: nil, partSize: nil)
     }
 
-    static func outcome(_ failure: RangeReader.Failure) -> Outcome {
+    func outcome(_ failure: RangeReader.Failure, _ job: UploadJob) -> Outcome {
         switch failure {
         case .gone: .sourceChanged(gone: true)
-        case .changed: .sourceChanged(gone: false)
-        case .unreadable(let why): .failed("cannot read the file: \(why)")
+        case .changed: recheck(job, unreadable: nil)
+        case .unreadable(let why): recheck(job, unreadable: "cannot read the file: \(why)")
         }
+    }
+
+    /// What a file that could not be sent as hashed is now. Gone, or no longer a regular
+    /// file (a FIFO or a link swapped in): it leaves the queue. Another file than the one
+    /// hashed (rewritten, truncated — even while its body was on the wire): it is read
+    /// again. Only the very file that was hashed, unreadable (`unreadable` given: EACCES,
+    /// EIO), is `failed` — a file an editor is re-saving must not need `photolalactl retry`.
+    func recheck(_ job: UploadJob, unreadable why: String?) -> Outcome {
+        var st = stat()
+        let rc = options.followSymlinks ? stat(job.path, &st) : lstat(job.path, &st)
+        if rc != 0 {
+            if errno == ENOENT || errno == ENOTDIR { return .sourceChanged(gone: true) }
+            return why.map { .failed($0) } ?? .sourceChanged(gone: false)
+        }
+        if (st.st_mode & S_IFMT) != S_IFREG { return .sourceChanged(gone: true) }
+        if FileHasher.identity(of: st) != job.identity { return .sourceChanged(gone: false) }
+        return why.map { .failed($0) } ?? .sourceChanged(gone: false)
     }
 
     // MARK: status

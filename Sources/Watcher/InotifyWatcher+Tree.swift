@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import PhotolalaCore
 
 /// A watched (or deliberately unwatched) directory. Nodes know their name and parent, not
 /// their path, so renaming a directory with thousands of descendants is one assignment;
@@ -9,7 +10,8 @@ import Logging
 final class DirNode {
     var name: String
     weak var parent: DirNode?
-    var children: [String: DirNode] = [:]
+    /// Keyed byte for byte: NFC and NFD spellings of one name are two directories.
+    var children = ExactKeyed<DirNode>()
     var wd: Int32 = -1
     /// > 0 on the top of a subtree left unwatched by the watch limit: how many directories
     /// it holds (itself included). Those are scanned periodically instead.
@@ -274,7 +276,10 @@ final class WatchTree {
                         name = PathFilter.name(fromCString: cName)
                         if name == nil {
                             invalidName = true
-                            if let parent = byWd[wd] { reportInvalidName(cName, in: path(of: parent)) }
+                            if let parent = byWd[wd] {
+                                let dir = path(of: parent)
+                                if reportInvalidName(cName, in: dir) { emit(.scanNeeded(dir, .invalidName)) }
+                            }
                         }
                     } else {
                         invalidName = true
@@ -521,7 +526,7 @@ final class WatchTree {
                 }
             }
             if node.unwatchedCount > 0 { continue }
-            var seen = Set<String>()
+            var seen = Set<ExactPath>()
             var newChildren: [(DirNode, String)] = []
             let err = DirectoryEntries.forEach(path: path) { cName, type in
                 // Files are the scanner's business; only what may be a directory is decoded.
@@ -532,7 +537,7 @@ final class WatchTree {
                 }
                 let childPath = join(path, name)
                 guard isDirectory(childPath, type: type), filter.accepts(directoryName: name) else { return }
-                seen.insert(name)
+                seen.insert(ExactPath(name))
                 if let child = node.children[name] {
                     newChildren.append((child, childPath))
                 } else {
@@ -542,7 +547,7 @@ final class WatchTree {
                 }
             }
             if err == 0 {
-                for (name, child) in node.children where !seen.contains(name) { forget(child, removeWatches: true) }
+                for (name, child) in node.children.pairs where !seen.contains(ExactPath(name)) { forget(child, removeWatches: true) }
             } else if err != ENOENT && deniedLogged.insert(path).inserted {
                 logger.warning("cannot list \(path): \(errnoText(err)); its subdirectories are not watched")
             }
@@ -820,16 +825,20 @@ final class WatchTree {
 
     // MARK: - Helpers
 
-    private func reportInvalidName(_ cName: UnsafePointer<CChar>, in dir: String) {
+    /// True the first time a name is reported (bounded: a flood of such names is not
+    /// remembered one by one).
+    @discardableResult
+    private func reportInvalidName(_ cName: UnsafePointer<CChar>, in dir: String) -> Bool {
         let shown = join(dir, PathFilter.lossyName(fromCString: cName))
         // One file raises CREATE and CLOSE_WRITE: say it once.
-        guard invalidNamesLogged <= 20, invalidNamesReported.insert(shown).inserted else { return }
+        guard invalidNamesReported.count < 10_000, invalidNamesReported.insert(shown).inserted else { return false }
         invalidNamesLogged += 1
         if invalidNamesLogged <= 20 {
             logger.warning("skipping \"\(shown)\": its name is not valid UTF-8 and cannot be stored or uploaded faithfully; rename it to back it up")
-        } else {
+        } else if invalidNamesLogged == 21 {
             logger.warning("more names that are not valid UTF-8 are skipped; scans list them")
         }
+        return true
     }
 
     static func fileType(_ path: String, follow: Bool) -> mode_t? {

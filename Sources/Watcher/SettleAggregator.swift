@@ -1,3 +1,5 @@
+import PhotolalaCore
+
 /// The settle rule and Syncthing-style roll-up, as a pure value: no clock, no I/O. The
 /// driver feeds it events with the time they happened, asks `due(now:)` for what is ready,
 /// and sleeps until `nextDeadline` (exactly; it never needs to poll).
@@ -43,10 +45,12 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
         static func == (a: Deadline, b: Deadline) -> Bool { a.at == b.at && a.generation == b.generation }
     }
 
-    private var files: [String: Entry] = [:]
+    // Keyed byte for byte (`ExactPath`): two files whose names differ only in Unicode
+    // normalization are two pending files, not one.
+    private var files = ExactKeyed<Entry>()
     /// Pending file paths by parent directory: the roll-up count and cheap subtree drops.
-    private var filesByDirectory: [String: Set<String>] = [:]
-    private var scans: [String: Entry] = [:]
+    private var filesByDirectory = ExactKeyed<Set<ExactPath>>()
+    private var scans = ExactKeyed<Entry>()
     private var recursiveScans = 0
     /// Min-heap with lazy deletion: an update pushes a new deadline and leaves the old one
     /// behind; stale tops are discarded after every mutation so `nextDeadline` is exact.
@@ -83,7 +87,7 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
         } else {
             let entry = Entry(first: now, last: now, generation: nextGeneration())
             files[path] = entry
-            filesByDirectory[dir, default: []].insert(path)
+            filesByDirectory[dir, default: []].insert(ExactPath(path))
             schedule(.file(path), entry)
             if let count = filesByDirectory[dir]?.count, count > rollUpThreshold {
                 rollUp(dir, now: now)
@@ -112,19 +116,19 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
             recursiveScans += 1
             // Everything pending below is covered now; keep its earliest first event so
             // the cap still holds for it.
-            for (path, absorbed) in scans where path != dir && Self.isInside(path, dir) {
+            for (path, absorbed) in scans.pairs where path != dir && Self.isInside(path, dir) {
                 entry.first = min(entry.first, absorbed.first)
                 dropScan(path)
             }
             for directory in Array(filesByDirectory.keys) where directory == dir || Self.isInside(directory, dir) {
                 for path in filesByDirectory[directory] ?? [] {
-                    if let absorbed = files.removeValue(forKey: path) { entry.first = min(entry.first, absorbed.first) }
+                    if let absorbed = files.removeValue(forKey: path.string) { entry.first = min(entry.first, absorbed.first) }
                 }
                 filesByDirectory[directory] = nil
             }
         } else if !recursive {
             for path in filesByDirectory.removeValue(forKey: dir) ?? [] {
-                if let absorbed = files.removeValue(forKey: path) { entry.first = min(entry.first, absorbed.first) }
+                if let absorbed = files.removeValue(forKey: path.string) { entry.first = min(entry.first, absorbed.first) }
             }
         }
         entry.generation = nextGeneration()
@@ -138,13 +142,13 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
     public mutating func removed(_ path: String) {
         if files.removeValue(forKey: path) != nil {
             let dir = Self.parent(of: path)
-            filesByDirectory[dir]?.remove(path)
+            filesByDirectory[dir]?.remove(ExactPath(path))
             if filesByDirectory[dir]?.isEmpty == true { filesByDirectory[dir] = nil }
         }
         dropScan(path)
         for dir in Array(scans.keys) where Self.isInside(dir, path) { dropScan(dir) }
         for dir in Array(filesByDirectory.keys) where dir == path || Self.isInside(dir, path) {
-            for file in filesByDirectory.removeValue(forKey: dir) ?? [] { files[file] = nil }
+            for file in filesByDirectory.removeValue(forKey: dir) ?? [] { files[file.string] = nil }
         }
         pruneTop()
     }
@@ -152,15 +156,15 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
     /// A file or directory was renamed inside the tree: what was pending moves with it,
     /// keeping its timing.
     public mutating func moved(from old: String, to new: String) {
-        guard old != new else { return }
+        guard !old.utf8.elementsEqual(new.utf8) else { return }
         // Anything already pending at the destination was replaced by the rename.
         removed(new)
         func rename(_ path: String) -> String? {
-            if path == old { return new }
+            if path.utf8.elementsEqual(old.utf8) { return new }
             guard Self.isInside(path, old) else { return nil }
             return (new == "/" ? "" : new) + String(Substring(path.utf8.dropFirst(old == "/" ? 0 : old.utf8.count)))
         }
-        for (path, entry) in scans {
+        for (path, entry) in scans.pairs {
             guard let renamed = rename(path) else { continue }
             dropScan(path)
             var moved = entry
@@ -169,16 +173,16 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
             scans[renamed] = moved
             schedule(.scan(renamed), moved)
         }
-        for (path, entry) in files {
+        for (path, entry) in files.pairs {
             guard let renamed = rename(path) else { continue }
             files[path] = nil
             let oldDir = Self.parent(of: path)
-            filesByDirectory[oldDir]?.remove(path)
+            filesByDirectory[oldDir]?.remove(ExactPath(path))
             if filesByDirectory[oldDir]?.isEmpty == true { filesByDirectory[oldDir] = nil }
             var moved = entry
             moved.generation = nextGeneration()
             files[renamed] = moved
-            filesByDirectory[Self.parent(of: renamed), default: []].insert(renamed)
+            filesByDirectory[Self.parent(of: renamed), default: []].insert(ExactPath(renamed))
             schedule(.file(renamed), moved)
         }
         pruneTop()
@@ -194,7 +198,7 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
                 guard let entry = files[path], entry.generation == top.generation else { continue }
                 files[path] = nil
                 let dir = Self.parent(of: path)
-                filesByDirectory[dir]?.remove(path)
+                filesByDirectory[dir]?.remove(ExactPath(path))
                 if filesByDirectory[dir]?.isEmpty == true { filesByDirectory[dir] = nil }
                 ready.append(.file(path))
             case .scan(let dir):
@@ -249,7 +253,7 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
     private mutating func rollUp(_ dir: String, now: Instant) {
         var entry = scans[dir] ?? Entry(first: now, last: now, generation: 0)
         for path in filesByDirectory.removeValue(forKey: dir) ?? [] {
-            if let absorbed = files.removeValue(forKey: path) { entry.first = min(entry.first, absorbed.first) }
+            if let absorbed = files.removeValue(forKey: path.string) { entry.first = min(entry.first, absorbed.first) }
         }
         entry.last = now
         entry.generation = nextGeneration()

@@ -40,6 +40,9 @@ public enum ScanReason: String, Sendable, Hashable {
     case overflow
     /// A periodic scan of a part of the tree that has no watches (watch limit reached).
     case unwatched
+    /// An event named a file that is not valid UTF-8: a listing of that one directory
+    /// (not recursive) reports it, so status can tell the user it is not backed up.
+    case invalidName
     /// A missing folder appeared, or a volume was mounted or unmounted at the folder.
     case folderAvailable
 }

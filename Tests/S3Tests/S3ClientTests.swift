@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Testing
 @testable import S3
+import Hashing
 
 @Suite("S3 client, offline")
 struct S3ClientOfflineTests {
@@ -55,6 +56,36 @@ struct S3ClientOfflineTests {
         #expect(client.requestTimeout(bodyBytes: 0) == 60)
         #expect(client.requestTimeout(bodyBytes: 16 << 20) == 60 + Double(16 << 20) / 102_400)
         #expect(!client.signsPayload)
+    }
+
+    @Test("a FIFO, a link or another file swapped in at the path is refused at once, never read")
+    func swappedFilesAreRefused() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("s3-open-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let photo = dir + "/photo.jpg"
+        FileManager.default.createFile(atPath: photo, contents: Data(repeating: 7, count: 1000))
+        var st = stat()
+        #expect(stat(photo, &st) == 0)
+        let hashed = FileHasher.identity(of: st)
+        #expect(throws: Never.self) { try OpenFile(path: photo, operation: "PutObject", key: nil, expected: hashed) }
+        // A FIFO without a writer: a blocking open would never return.
+        let fifo = dir + "/fifo.jpg"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let started = ContinuousClock.now
+        #expect { try OpenFile(path: fifo, operation: "PutObject", key: nil) } throws: { ($0 as? S3Error)?.kind == .localFile }
+        #expect(ContinuousClock.now - started < .seconds(1))
+        // A link where the photo was, when links are not followed.
+        let link = dir + "/link.jpg"
+        #expect(symlink(photo, link) == 0)
+        #expect { try OpenFile(path: link, operation: "PutObject", key: nil, followSymlinks: false) } throws: { ($0 as? S3Error)?.kind == .localFile }
+        #expect(throws: Never.self) { try OpenFile(path: link, operation: "PutObject", key: nil, expected: hashed, followSymlinks: true) }
+        // Another file than the one hashed (rewritten under the same name).
+        unlink(photo)
+        FileManager.default.createFile(atPath: photo, contents: Data(repeating: 8, count: 1000))
+        #expect { try OpenFile(path: photo, operation: "PutObject", key: nil, expected: hashed) } throws: {
+            ($0 as? S3Error)?.kind == .localFile && "\($0)".contains("changed since it was hashed")
+        }
     }
 
     @Test("Content-MD5 from a hex MD5")

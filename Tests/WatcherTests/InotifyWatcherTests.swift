@@ -376,7 +376,9 @@ import Testing
         _ = badDir.withUnsafeBufferPointer { mkdir($0.baseAddress!, 0o755) }
         writeFile(tmp("good.jpg"))
         #expect(await run.log.wait(for: .fileWritten(tmp("good.jpg"))))
-        #expect(run.log.all == [.scanNeeded(tmp.path, .initial), .fileWritten(tmp("good.jpg"))])
+        // Each new bad name asks for a listing of its directory, whose scan reports it in status.
+        #expect(run.log.all == [.scanNeeded(tmp.path, .initial), .scanNeeded(tmp.path, .invalidName),
+                                .scanNeeded(tmp.path, .invalidName), .fileWritten(tmp("good.jpg"))])
         #expect(run.watcher.snapshot().directories == 1)
         let lines = run.logs.lines.withLock { $0.filter { $0.1.contains("not valid UTF-8") } }
         #expect(lines.count == 2)

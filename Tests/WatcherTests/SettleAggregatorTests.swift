@@ -23,6 +23,26 @@ import Testing
         #expect(agg.due(now: at(100)).isEmpty, "handed out once")
     }
 
+    @Test func namesThatDifferOnlyInUnicodeNormalizationAreTwoFiles() {
+        // "Café.jpg" as a Linux client writes it (NFC) and as a Mac client does (NFD):
+        // equal Swift Strings, two files on disk.
+        let nfc = "/p/Caf\u{E9}.jpg", nfd = "/p/Cafe\u{301}.jpg"
+        #expect(nfc == nfd && !nfc.utf8.elementsEqual(nfd.utf8))
+        var agg = make()
+        agg.fileWritten(nfc, now: at(0))
+        agg.fileWritten(nfd, now: at(1))
+        #expect(agg.pendingFiles == 2)
+        let ready = agg.due(now: at(6))
+        #expect(ready.count == 2)
+        let paths = ready.compactMap { if case .file(let p) = $0 { return Array(p.utf8) } else { return nil } }
+        #expect(Set(paths) == [Array(nfc.utf8), Array(nfd.utf8)])
+        // Removing one leaves the other.
+        agg.fileWritten(nfc, now: at(10))
+        agg.fileWritten(nfd, now: at(10))
+        agg.removed(nfd)
+        #expect(agg.pendingFiles == 1)
+    }
+
     @Test func aNewEventRestartsTheSettlePeriod() {
         var agg = make()
         agg.fileWritten("/p/a.jpg", now: at(0))

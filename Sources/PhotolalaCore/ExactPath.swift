@@ -1,0 +1,67 @@
+/// A path (or a single name) compared byte for byte.
+///
+/// Swift's `String ==` is Unicode canonical equivalence: "Café" spelt with a precomposed
+/// "é" (NFC, what Linux and Windows clients write) and with "e" plus a combining accent
+/// (NFD, what a Mac client writes over SMB) are equal `String`s, yet on Linux they are two
+/// different names, and can be two files side by side. Every set or dictionary the daemon
+/// keys by path must tell them apart, or one of the twins is taken for the other: never
+/// hashed, never watched (the filesystem suite found both). `String`'s own storage keeps
+/// the bytes as they came from the kernel, so comparing its UTF-8 is exact.
+public struct ExactPath: Hashable, Sendable, CustomStringConvertible {
+    public let string: String
+
+    public init(_ string: String) {
+        self.string = string
+    }
+
+    public static func == (a: ExactPath, b: ExactPath) -> Bool {
+        a.string.utf8.elementsEqual(b.string.utf8)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        var string = self.string
+        string.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
+
+    public var description: String { string }
+}
+
+/// A dictionary keyed by `String` whose keys compare byte for byte (see `ExactPath`):
+/// a drop-in for `[String: Value]` where keys are paths or names from the filesystem.
+public struct ExactKeyed<Value> {
+    public private(set) var storage: [ExactPath: Value] = [:]
+
+    public init() {}
+
+    public subscript(key: String) -> Value? {
+        get { storage[ExactPath(key)] }
+        set { storage[ExactPath(key)] = newValue }
+    }
+
+    public subscript(key: String, default value: @autoclosure () -> Value) -> Value {
+        get { storage[ExactPath(key)] ?? value() }
+        set { storage[ExactPath(key)] = newValue }
+    }
+
+    @discardableResult
+    public mutating func removeValue(forKey key: String) -> Value? {
+        storage.removeValue(forKey: ExactPath(key))
+    }
+
+    public mutating func removeAll() { storage.removeAll() }
+
+    public var keys: [String] { storage.keys.map(\.string) }
+    public var values: Dictionary<ExactPath, Value>.Values { storage.values }
+    public var count: Int { storage.count }
+    public var isEmpty: Bool { storage.isEmpty }
+
+    /// (key, value) pairs, as iterating a `[String: Value]` gives.
+    public var pairs: [(key: String, value: Value)] { storage.map { ($0.key.string, $0.value) } }
+}
+
+extension ExactKeyed: Sendable where Value: Sendable {}
+extension ExactKeyed: ExpressibleByDictionaryLiteral {
+    public init(dictionaryLiteral elements: (String, Value)...) {
+        for (k, v) in elements { storage[ExactPath(k)] = v }
+    }
+}

@@ -1,0 +1,27 @@
+import Testing
+@testable import PhotolalaCore
+
+@Suite struct ExactPathTests {
+    let nfc = "Caf\u{E9}.jpg"          // é precomposed (Linux, Windows)
+    let nfd = "Cafe\u{301}.jpg"        // e + combining acute (macOS over SMB)
+
+    @Test func canonicallyEquivalentNamesAreDifferentPaths() {
+        #expect(nfc == nfd, "Swift compares Strings by canonical equivalence")
+        #expect(ExactPath(nfc) != ExactPath(nfd))
+        #expect(ExactPath(nfc) == ExactPath("Caf\u{E9}.jpg"))
+        #expect(Set([ExactPath(nfc), ExactPath(nfd)]).count == 2)
+    }
+
+    @Test func exactKeyedKeepsBothTwins() {
+        var d = ExactKeyed<Int>()
+        d[nfc] = 1
+        d[nfd] = 2
+        #expect(d.count == 2)
+        #expect(d[nfc] == 1 && d[nfd] == 2)
+        d[nfd, default: 0] += 10
+        #expect(d[nfd] == 12)
+        #expect(d.removeValue(forKey: nfc) == 1)
+        #expect(d.keys.count == 1 && d.keys[0].utf8.elementsEqual(nfd.utf8))
+        #expect(d.pairs.map(\.value) == [12])
+    }
+}
