@@ -24,7 +24,20 @@ public final class ControlServer: Sendable {
         public var maxBodyBytes = 64 * 1024
         public var maxHeaderBytes = 16 * 1024
         public var requestDeadline: TimeAmount = .seconds(3)
+        /// An answer the client has not taken by then is dropped with its connection: a
+        /// client that never reads must not hold a slot, and the answer's memory, for good.
+        public var responseDeadline: TimeAmount = .seconds(10)
         public var maxConnections = 256
+        /// Connections one unprivileged uid may hold at once. The socket is open to a whole
+        /// group: one member's runaway (or hostile) program must not take every slot, or
+        /// root's own `photolalactl` gets "too many connections" (the socket suite did).
+        public var maxConnectionsPerUser = 16
+        /// Of `maxConnections`, slots only root and the daemon's user may take.
+        public var reservedForPrivileged = 32
+        /// Bytes of answers written but not yet taken by their clients, summed over the
+        /// unprivileged ones; past it a new answer is refused with 503. Bounds the memory
+        /// that clients asking for big queue listings and never reading them can pin.
+        public var maxPendingResponseBytes = 16 << 20
         public init() {}
     }
 
@@ -62,16 +75,24 @@ public final class ControlServer: Sendable {
             logger.info("replacing a stale control socket", metadata: ["path": "\(path)"])
             unlink(path)
         }
-        let connections = ConnectionCounter(limit: limits.maxConnections)
+        let connections = ConnectionCounter(limits: limits)
+        let refusals = RefusalLog()
+        let throttle = AcceptThrottle.State(cap: limits.maxConnections + limits.maxConnections / 2)
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.backlog, value: 256)
+            .serverChannelInitializer { server in
+                server.eventLoop.makeCompletedFuture {
+                    try server.pipeline.syncOperations.addHandler(AcceptThrottle(state: throttle))
+                }
+            }
             .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {
                     let sync = child.pipeline.syncOperations
                     try sync.addHandler(HeaderSizeGuard(limit: limits.maxHeaderBytes))
                     try sync.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
                     try sync.addHandler(RequestHandler(
-                        policy: policy, handler: handler, limits: limits, connections: connections, logger: logger))
+                        policy: policy, handler: handler, limits: limits, connections: connections,
+                        refusals: refusals, logger: logger))
                 }
             }
         let channel: Channel
@@ -96,21 +117,157 @@ public final class ControlServer: Sendable {
     }
 }
 
-/// Counts live connections so a flood cannot exhaust the daemon's descriptors.
+/// Counts live connections, in total and per uid, so that a flood can exhaust neither the
+/// daemon's descriptors nor the slots of other users; and the bytes of answers not yet
+/// taken by unprivileged clients.
 final class ConnectionCounter: Sendable {
-    private let state = Mutex(0)
-    let limit: Int
-    init(limit: Int) {
-        self.limit = limit
+    private struct State {
+        var total = 0
+        var byUser: [UInt32: Int] = [:]
+        var pendingBytes = 0
     }
-    func tryAcquire() -> Bool {
-        state.withLock { n in
-            guard n < limit else { return false }
-            n += 1
+    private let state = Mutex(State())
+    let limits: ControlServer.Limits
+
+    init(limits: ControlServer.Limits) {
+        self.limits = limits
+    }
+
+    /// Root and the daemon's user may use every slot; anyone else the slots not reserved
+    /// for them, and at most `maxConnectionsPerUser` of those.
+    func tryAcquire(uid: UInt32, privileged: Bool) -> Bool {
+        state.withLock { s in
+            if privileged {
+                guard s.total < limits.maxConnections else { return false }
+            } else {
+                guard s.total < limits.maxConnections - limits.reservedForPrivileged,
+                      s.byUser[uid, default: 0] < limits.maxConnectionsPerUser else { return false }
+                s.byUser[uid, default: 0] += 1
+            }
+            s.total += 1
             return true
         }
     }
-    func release() { state.withLock { $0 -= 1 } }
+
+    func release(uid: UInt32, privileged: Bool) {
+        state.withLock { s in
+            s.total -= 1
+            if !privileged {
+                let left = s.byUser[uid, default: 1] - 1
+                s.byUser[uid] = left > 0 ? left : nil
+            }
+        }
+    }
+
+    func tryReserveResponse(_ bytes: Int) -> Bool {
+        state.withLock { s in
+            guard s.pendingBytes + bytes <= limits.maxPendingResponseBytes || s.pendingBytes == 0 else { return false }
+            s.pendingBytes += bytes
+            return true
+        }
+    }
+
+    func releaseResponse(_ bytes: Int) { state.withLock { $0.pendingBytes -= bytes } }
+}
+
+/// Stops accepting while too many connections are open (accepted, not yet closed). A
+/// connection refused with 503 still costs a descriptor until that answer is written, and
+/// a flood of them (the socket suite opened thousands a second) outran the closing: over
+/// 500 descriptors, where systemd's default soft limit is 1024 for the whole daemon —
+/// the hasher, the database and S3 would be the next to be refused one. Paused, the flood
+/// waits in the kernel's backlog instead, costing the daemon nothing.
+final class AcceptThrottle: ChannelInboundHandler {
+    typealias InboundIn = Channel
+    typealias InboundOut = Channel
+
+    final class State: Sendable {
+        private struct Counts {
+            var open = 0
+            var paused = false
+        }
+        private let counts = Mutex(Counts())
+        let cap: Int
+        init(cap: Int) { self.cap = cap }
+
+        /// Counts one more; true when accepting must pause now.
+        func opened() -> Bool {
+            counts.withLock { c in
+                c.open += 1
+                guard c.open >= cap, !c.paused else { return false }
+                c.paused = true
+                return true
+            }
+        }
+
+        /// Counts one less; true when accepting may resume now.
+        func closed() -> Bool {
+            counts.withLock { c in
+                c.open -= 1
+                guard c.paused, c.open <= cap * 3 / 4 else { return false }
+                c.paused = false
+                return true
+            }
+        }
+
+        var paused: Bool { counts.withLock { $0.paused } }
+    }
+
+    /// Applied on the server's own event loop from the state as it is then: pauses and
+    /// resumes decided on different threads cannot land out of order and leave the
+    /// socket not accepting for good.
+    static func apply(_ state: State, to server: Channel) {
+        server.eventLoop.execute {
+            server.setOption(ChannelOptions.autoRead, value: !state.paused).whenFailure { _ in }
+        }
+    }
+
+    let state: State
+    init(state: State) { self.state = state }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let child = unwrapInboundIn(data)
+        let server = context.channel
+        let state = self.state
+        child.closeFuture.whenComplete { _ in
+            if state.closed() { Self.apply(state, to: server) }
+        }
+        if state.opened() { Self.apply(state, to: server) }
+        context.fireChannelRead(data)
+    }
+}
+
+/// Refused requests are worth a log line, but a client retrying in a loop must not flood
+/// the journal (and rotate away what matters): a few lines per uid a minute, then a count.
+final class RefusalLog: Sendable {
+    private struct Window {
+        var start: NIODeadline
+        var logged = 0
+        var suppressed = 0
+    }
+    private let state = Mutex<[UInt32: Window]>([:])
+    static let linesPerMinute = 5
+
+    /// Whether to log this refusal, and how many were left out before it.
+    func shouldLog(uid: UInt32, now: NIODeadline = .now()) -> (log: Bool, suppressed: Int) {
+        state.withLock { windows in
+            var w = windows[uid] ?? Window(start: now)
+            if now - w.start > .minutes(1) {
+                let left = w.suppressed
+                w = Window(start: now, logged: 1)
+                windows[uid] = w
+                if windows.count > 1024 { windows = windows.filter { now - $0.value.start <= .minutes(1) } }
+                return (true, left)
+            }
+            if w.logged < Self.linesPerMinute {
+                w.logged += 1
+                windows[uid] = w
+                return (true, 0)
+            }
+            w.suppressed += 1
+            windows[uid] = w
+            return (false, 0)
+        }
+    }
 }
 
 /// Refuses a request whose head grows past the limit before the HTTP parser buffers it.
@@ -163,24 +320,52 @@ final class RequestHandler: ChannelInboundHandler {
     private let handler: any ControlHandler
     private let limits: ControlServer.Limits
     private let connections: ConnectionCounter
+    private let refusals: RefusalLog
     private let logger: Logger
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var answered = false
     private var acquired = false
+    private var privileged = false
     private var deadline: Scheduled<Void>?
+    private var responseDeadline: Scheduled<Void>?
+    private var reservedBytes = 0
     private var peer: PeerCredentials?
 
-    init(policy: AccessPolicy, handler: any ControlHandler, limits: ControlServer.Limits, connections: ConnectionCounter, logger: Logger) {
+    init(policy: AccessPolicy, handler: any ControlHandler, limits: ControlServer.Limits, connections: ConnectionCounter,
+         refusals: RefusalLog, logger: Logger) {
         self.policy = policy
         self.handler = handler
         self.limits = limits
         self.connections = connections
+        self.refusals = refusals
         self.logger = logger
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        guard connections.tryAcquire() else {
+        // Who it is decides which slots it may take, so the kernel is asked first. On the
+        // channel's own event loop the answer is immediate, before any read is delivered.
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        if let provider = context.channel as? SocketOptionProvider {
+            let future: EventLoopFuture<KernelPeerCred> = provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+            future.whenComplete { result in
+                let (me, context) = loopBound.value
+                if case .success(let cred) = result { me.peer = PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid) }
+                me.admit(context: context)
+            }
+        } else {
+            admit(context: context)
+        }
+        context.fireChannelActive()
+    }
+
+    private func admit(context: ChannelHandlerContext) {
+        guard let peer else {
+            respond(context: context, .error(403, "forbidden", "peer credentials unavailable"))
+            return
+        }
+        privileged = policy.isPrivileged(peer)
+        guard connections.tryAcquire(uid: peer.uid, privileged: privileged) else {
             respond(context: context, .error(503, "busy", "too many connections; try again"))
             return
         }
@@ -190,18 +375,13 @@ final class RequestHandler: ChannelInboundHandler {
             let (handler, context) = loopBound.value
             handler.respond(context: context, .error(408, "timeout", "request not received in time"))
         }
-        if let provider = context.channel as? SocketOptionProvider {
-            let future: EventLoopFuture<KernelPeerCred> = provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
-            future.whenSuccess { cred in
-                loopBound.value.0.peer = PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid)
-            }
-        }
-        context.fireChannelActive()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         deadline?.cancel()
-        if acquired { connections.release(); acquired = false }
+        responseDeadline?.cancel()
+        if acquired, let peer { connections.release(uid: peer.uid, privileged: privileged); acquired = false }
+        if reservedBytes > 0 { connections.releaseResponse(reservedBytes); reservedBytes = 0 }
         context.fireChannelInactive()
     }
 
@@ -220,8 +400,16 @@ final class RequestHandler: ChannelInboundHandler {
             }
             body += chunk.readBytes(length: chunk.readableBytes) ?? []
         case .end:
+            // One request per connection: nothing more is read. A client that goes on
+            // sending (an endless second request, gigabytes of it) only fills its own
+            // socket buffer instead of keeping an event loop busy reading and discarding.
+            stopReading(context)
             dispatch(context: context)
         }
+    }
+
+    private func stopReading(_ context: ChannelHandlerContext) {
+        context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
@@ -244,7 +432,12 @@ final class RequestHandler: ChannelInboundHandler {
             return
         }
         guard policy.allows(route.access, peer: peer) else {
-            logger.notice("refused a control request", metadata: ["call": "\(route.path)", "uid": "\(peer.uid)"])
+            let (log, suppressed) = refusals.shouldLog(uid: peer.uid)
+            if log {
+                var metadata: Logger.Metadata = ["call": "\(route.path)", "uid": "\(peer.uid)"]
+                if suppressed > 0 { metadata["not_logged_before"] = "\(suppressed)" }
+                logger.notice("refused a control request", metadata: metadata)
+            }
             respond(context: context, .error(403, "forbidden", policy.refusal(route.access)))
             return
         }
@@ -266,6 +459,15 @@ final class RequestHandler: ChannelInboundHandler {
         guard !answered else { return }
         answered = true
         deadline?.cancel()
+        stopReading(context)
+        var response = response
+        if !privileged && response.body.count > 64 * 1024 {
+            if connections.tryReserveResponse(response.body.count) {
+                reservedBytes = response.body.count
+            } else {
+                response = .error(503, "busy", "too many large answers waiting to be read; try again")
+            }
+        }
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
         headers.add(name: "Content-Length", value: "\(response.body.count)")
@@ -275,8 +477,16 @@ final class RequestHandler: ChannelInboundHandler {
         var buffer = context.channel.allocator.buffer(capacity: response.body.count)
         buffer.writeBytes(response.body)
         context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in bound.value.close(promise: nil) }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        responseDeadline = context.eventLoop.scheduleTask(in: limits.responseDeadline) {
+            bound.value.1.close(promise: nil)
+        }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            let (me, context) = bound.value
+            me.responseDeadline?.cancel()
+            if me.reservedBytes > 0 { me.connections.releaseResponse(me.reservedBytes); me.reservedBytes = 0 }
+            context.close(promise: nil)
+        }
     }
 
     static func split(_ uri: String) -> (String, [String: String]) {

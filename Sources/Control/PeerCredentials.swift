@@ -60,8 +60,13 @@ public struct AccessPolicy: Sendable {
         self.readerGroupName = readerGroupName
     }
 
+    /// Root and the daemon's own user: may do everything, and have connection slots kept for them.
+    public func isPrivileged(_ peer: PeerCredentials) -> Bool {
+        peer.uid == 0 || peer.uid == daemonUID
+    }
+
     public func allows(_ access: ControlRoute.Access, peer: PeerCredentials) -> Bool {
-        if peer.uid == 0 || peer.uid == daemonUID { return true }
+        if isPrivileged(peer) { return true }
         switch access {
         case .write: return false
         case .read:
