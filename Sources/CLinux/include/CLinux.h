@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include <malloc.h>
+#include <sys/types.h>
 
 // No core dump may hold a token.
 static inline int photolala_disable_core_dumps(void) {
@@ -28,3 +29,10 @@ static inline void photolala_tune_malloc(void) {
     mallopt(M_TRIM_THRESHOLD, 1 << 20);
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
 }
+
+// Reads only what is already in the page cache, never waiting for the disk
+// (preadv2 with RWF_NOWAIT, Linux 4.14+). Returns the bytes read (possibly fewer than
+// asked, 0 at the end of the file), or -1 with errno EAGAIN when the data at `offset`
+// is not cached, EOPNOTSUPP (or EINVAL, ENOSYS) where the kernel or filesystem cannot
+// tell. Tells the hasher whether the pages it reads were cached before it came.
+ssize_t photolala_pread_cached(int fd, void *buffer, size_t count, off_t offset);
