@@ -35,6 +35,8 @@ let package = Package(
         .target(name: "Queue", dependencies: [
             "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
+            // The SQLite C API, for the statements a scan runs once per file (RawStatement).
+            .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),
         .target(name: "Watcher", dependencies: [
             "PhotolalaCore", "CInotifyTools",
