@@ -45,11 +45,11 @@ public struct FileHasher: ~Copyable {
     /// worker that the daemon's RSS does not notice.
     public static let bufferSize = 256 << 10
     private let buffer: UnsafeMutableRawBufferPointer
-    /// Files above this give back the page cache *they brought in*: the pages read from
-    /// the disk are dropped again once hashed, so one big video does not push the NAS's
-    /// working set out of memory. Pages that were cached before we came (a file just
-    /// copied in, a video someone is playing) stay: dropping them would evict exactly the
-    /// working set this protects, and send the next reader (the uploader too) to the disk.
+    /// Files above this give back the page cache *they brought in*: a file read from the
+    /// disk is dropped again as it is hashed, so one big video does not push the NAS's
+    /// working set out of memory. A file that was cached before we came (just copied in,
+    /// being played) stays: dropping it would evict exactly the working set this
+    /// protects, and send the next reader (the uploader too) to the disk.
     public var dropCacheAbove: Int64 = 64 << 20
 
     public init() {
@@ -77,24 +77,26 @@ public struct FileHasher: ~Copyable {
 
         var md5 = MD5()
         var offset: Int64 = 0
-        let dropOwnPages = size > dropCacheAbove
-        // Set once part of the file had to come from the disk. From then on every chunk
-        // counts as ours even if it looks cached: our reads started the readahead that
-        // cached it.
-        var cold = false
+        // Whether the file was in the page cache before we came is told by its first
+        // chunk, read without waiting: it comes from the cache or not at all. Files are
+        // nearly always cached whole (just copied in, being played) or not at all (old
+        // ones a scan finds). One read of a cold file caches the next ones (readahead),
+        // so later chunks cannot tell, and a few pages evicted meanwhile from a warm
+        // file must not make us drop the rest of it: the first answer holds.
+        var probe = size > dropCacheAbove
+        // Set when the file came from the disk: from there on its pages are ours to drop.
+        var coldFrom: Int64?
         while true {
             var n: Int
-            var ours = cold
-            if dropOwnPages && !cold {
-                // What the page cache already holds is read without waiting; where it
-                // has nothing (EAGAIN), or cannot say (an old kernel or a filesystem
-                // without RWF_NOWAIT), the plain read below fetches it and it is ours.
+            if probe {
+                // Where the cache cannot say (EOPNOTSUPP: an old kernel, a filesystem
+                // without RWF_NOWAIT), the file counts as ours, as it always did.
                 n = photolala_pread_cached(fd, buffer.baseAddress, buffer.count, off_t(offset))
                 if n < 0 && errno == EINTR { continue }
+                probe = false
                 if n <= 0 {
                     n = pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
-                    ours = n > 0
-                    cold = ours
+                    if n > 0 { coldFrom = offset }
                 }
             } else {
                 n = pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
@@ -105,10 +107,14 @@ public struct FileHasher: ~Copyable {
             }
             if n == 0 { break }
             md5.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            if ours && dropOwnPages {
-                _ = posix_fadvise(fd, off_t(offset), off_t(n), POSIX_FADV_DONTNEED)
-            }
             offset += Int64(n)
+            if let coldFrom {
+                Self.dropPages(fd, from: max(coldFrom, offset - Self.dropWindow), to: offset)
+            }
+        }
+        if let coldFrom {
+            // The last folios, and whatever readahead brought in beyond what we read.
+            Self.dropPages(fd, from: max(coldFrom, offset - Self.dropWindow), to: nil)
         }
 
         // Stat by path too: a file replaced by rename keeps our fd on the old inode.
@@ -123,6 +129,17 @@ public struct FileHasher: ~Copyable {
             throw .changed
         }
         return FileDigest(md5: Hex.string(md5.finish()), identity: first, elapsed: .now - started)
+    }
+
+    /// DONTNEED drops only the folios wholly inside its range, and the page cache keeps a
+    /// file in folios of up to 2 MiB (with large folios, Linux 6.x): dropping each chunk
+    /// on its own dropped nothing at all. Each call covers the last 8 MiB read, so every
+    /// folio lies inside one of them once the reader is past it.
+    static let dropWindow: Int64 = 8 << 20
+
+    /// `to: nil` means to the end of the file.
+    static func dropPages(_ fd: Int32, from: Int64, to: Int64?) {
+        _ = posix_fadvise(fd, off_t(from), off_t(to.map { $0 - from } ?? 0), POSIX_FADV_DONTNEED)
     }
 
     static func openFailure(_ code: Int32) -> Failure {
