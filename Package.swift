@@ -62,7 +62,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Ingest", dependencies: [
-            "PhotolalaCore", "Queue", "Hashing", "Watcher",
+            "PhotolalaCore", "Queue", "Hashing", "Watcher", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),

@@ -2,6 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CLinux
 import Foundation
 import Hashing
 import Logging
@@ -316,6 +317,7 @@ public actor IngestService: Service {
                 continue
             }
             let (path, recursive) = scanQueue.removeFirst()
+            workSinceRelease = true
             currentScan = (path, recursive)
             scanning = true
             changedDuringScan.removeAll()
@@ -326,6 +328,7 @@ public actor IngestService: Service {
             changedDuringScan.removeAll()
             lastScanAt = Date()
             await onChange()
+            noteMaybeIdle()
         }
     }
 
@@ -448,6 +451,7 @@ public actor IngestService: Service {
     private func enqueueHash(_ path: String) {
         guard !recording.contains(path), queued.insert(path).inserted else { return }
         hashQueue.append(path)
+        workSinceRelease = true
         // One wake-up for a scan batch's thousand files, not a task each.
         if !hashWakePending {
             hashWakePending = true
@@ -563,6 +567,44 @@ public actor IngestService: Service {
         if recorded { onQueued() }
         await settleSignal.notify()
         await onChange()
+        noteMaybeIdle()
+    }
+
+    // MARK: memory after a burst
+
+    /// Set by scans and hashing; cleared when memory is given back.
+    var workSinceRelease = false
+    var idleCheckScheduled = false
+
+    private var isIdle: Bool {
+        hashQueueHead >= hashQueue.count && hashing == 0 && hashed.isEmpty && !scanning && scanQueue.isEmpty
+    }
+
+    /// After a burst of work (a first scan queues and hashes a hundred thousand files),
+    /// the heap keeps what the burst freed and SQLite keeps its page caches: 10 to 15 MB
+    /// the daemon no longer needs. Two seconds after the work runs out, give it back.
+    private func noteMaybeIdle() {
+        guard workSinceRelease, isIdle, !idleCheckScheduled else { return }
+        idleCheckScheduled = true
+        Task {
+            try? await Task.sleep(for: .seconds(2))
+            await self.releaseMemoryIfStillIdle()
+        }
+    }
+
+    private func releaseMemoryIfStillIdle() {
+        idleCheckScheduled = false
+        // Busy again: the next time the work runs out does it.
+        guard isIdle else { return }
+        workSinceRelease = false
+        // Collections keep the capacity of their largest moment; new ones start small.
+        queued = []
+        hashQueue = []
+        hashQueueHead = 0
+        recording = []
+        hashed = []
+        database.releaseMemory()
+        photolala_trim_malloc()
     }
 
     private func record(_ path: String, _ failure: FileHasher.Failure) {

@@ -83,6 +83,12 @@ public final class QueueDatabase: Sendable {
         }
     }
 
+    /// Frees the connections' page caches and closes idle readers (they reopen on use):
+    /// for when the daemon has nothing to do for a while.
+    public func releaseMemory() {
+        pool.releaseMemory()
+    }
+
     /// The last write failure that needs the user (disk full, read-only, I/O error), until a write succeeds.
     public var currentProblem: String? { writeProblem.withLock { $0 } }
 

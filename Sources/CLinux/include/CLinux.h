@@ -30,6 +30,12 @@ static inline void photolala_tune_malloc(void) {
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
 }
 
+// Gives the heap's free memory back to the system (the top of each arena and whole free
+// pages inside them): after a burst of work (a first scan), what the burst freed.
+static inline void photolala_trim_malloc(void) {
+    malloc_trim(0);
+}
+
 // Reads only what is already in the page cache, never waiting for the disk
 // (preadv2 with RWF_NOWAIT, Linux 4.14+). Returns the bytes read (possibly fewer than
 // asked, 0 at the end of the file), or -1 with errno EAGAIN when the data at `offset`
