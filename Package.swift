@@ -35,6 +35,8 @@ let package = Package(
         .target(name: "Queue", dependencies: [
             "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
+            // The SQLite C API, for the statements a scan runs once per file (RawStatement).
+            .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),
         .target(name: "Watcher", dependencies: [
             "PhotolalaCore", "CInotifyTools",
@@ -60,7 +62,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Ingest", dependencies: [
-            "PhotolalaCore", "Queue", "Hashing", "Watcher",
+            "PhotolalaCore", "Queue", "Hashing", "Watcher", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),

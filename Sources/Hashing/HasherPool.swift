@@ -4,7 +4,7 @@ import PhotolalaCore
 import Synchronization
 
 /// A few dedicated threads that hash files, each with its own fixed buffer: blocking
-/// reads stay off Swift's cooperative pool, and memory is `workers × 1 MiB` whatever
+/// reads stay off Swift's cooperative pool, and memory is `workers × 256 KiB` whatever
 /// the file sizes. Threads run at low priority so a big scan never starves the NAS.
 public final class HasherPool: Sendable {
     public typealias Result = Swift.Result<FileDigest, FileHasher.Failure>
@@ -40,6 +40,8 @@ public final class HasherPool: Sendable {
 
     public var bytesHashed: Int64 { hashedBytes.load(ordering: .relaxed) }
     public var inFlight: Int { state.withLock { $0.busy + ($0.jobs.count - $0.head) } }
+    /// Files being read right now.
+    public var busy: Int { state.withLock { $0.busy } }
 
     public func hash(path: String, followSymlinks: Bool = false) async -> Result {
         await withCheckedContinuation { (c: CheckedContinuation<Result, Never>) in
@@ -66,7 +68,9 @@ public final class HasherPool: Sendable {
     }
 
     private func workLoop() {
-        // Nice the thread: hashing yields to everything else the NAS is doing.
+        // Nice the thread: hashing yields to everything else the NAS is doing. On an idle
+        // machine that costs nothing (measured at md5sum's speed, docs/benchmarks.md); on
+        // a busy one, losing the CPU to the NAS's own work is the point.
         _ = photolala_nice_this_thread(10)
         let hasher = FileHasher()
         while true {

@@ -2,6 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CLinux
 import Foundation
 import Hashing
 import Logging
@@ -86,7 +87,9 @@ public actor IngestService: Service {
             for path in leftovers { enqueueHash(path) }
         }
         startWatcher()
-        for worker in 0..<options.hashWorkers {
+        // A few files per hasher thread in flight: while one batch of results is being
+        // written the threads go on with the next files, and the next batch is bigger.
+        for worker in 0..<options.hashWorkers * Self.filesInFlightPerWorker {
             pipelineTasks.append(Task { await self.hashLoop(worker) })
         }
         pipelineTasks.append(Task { await self.settleLoop() })
@@ -345,6 +348,7 @@ public actor IngestService: Service {
                 continue
             }
             let (path, recursive) = scanQueue.removeFirst()
+            workSinceRelease = true
             currentScan = (path, recursive)
             scanning = true
             changedDuringScan.removeAll()
@@ -355,21 +359,29 @@ public actor IngestService: Service {
             changedDuringScan.removeAll()
             lastScanAt = Date()
             await onChange()
+            noteMaybeIdle()
         }
     }
 
     private func scan(_ root: String, recursive: Bool) async {
+        let started = ContinuousClock.now
         let scanner = DirectoryScanner(options: options.watcher, logger: logger)
         let settle = Units.seconds(options.watcher.settle)
         var summary: ScanSummary?
         let batches = scanner.batches(root, recursive: recursive)
         var iterator = batches.makeAsyncIterator()
+        // The scanner lists the next batch while this one is recorded, so a listing may
+        // have started as early as the previous request: changes since then make it suspect.
+        var previousRequest = changeEpoch
         while true {
             // Listings are taken while this actor goes on handling events.
-            let listedAfter = changeEpoch
+            let listedAfter = previousRequest
+            previousRequest = changeEpoch
             guard let output = await iterator.next() else { break }
             switch output {
             case .directories(let listings):
+                var fresh: [DirectoryListing] = []
+                fresh.reserveCapacity(listings.count)
                 for listing in listings {
                     if changed(listing.path, since: listedAfter) {
                         // Events moved or recorded files here after it was listed: list it
@@ -378,27 +390,32 @@ public actor IngestService: Service {
                         aggregator.directoryScanRequested(listing.path, recursive: false, now: .now)
                         continue
                     }
-                    let files = listing.files.map {
+                    fresh.append(DirectoryListing(dir: listing.path, files: listing.files.map {
                         ObservedFile(path: $0.path, identity: FileIdentity(device: $0.device, inode: $0.inode, size: $0.size,
                                                                             mtimeSec: $0.mtimeSeconds, mtimeNsec: $0.mtimeNanoseconds))
-                    }
-                    do {
-                        let need = try database.reconcileDirectory(listing.path, files: files)
-                        let byPath = Dictionary(files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
-                        for path in need {
-                            // A file written moments ago may still be growing: it settles first.
-                            if let f = byPath[path],
-                               case let age = Self.age(mtimeSec: f.identity.mtimeSec, mtimeNsec: f.identity.mtimeNsec), age >= 0, age < settle {
-                                // Settles from its last write (observe() checks again then).
-                                aggregator.fileWritten(path, now: .now - .milliseconds(Int64(age * 1000)))
-                            } else {
-                                enqueueHash(path)
-                            }
+                    }))
+                }
+                do {
+                    // One batch, one read and at most one write transaction.
+                    let need = try database.reconcileDirectories(fresh)
+                    guard !need.isEmpty else { break }
+                    let now = Date()
+                    var byPath: [String: FileIdentity] = [:]
+                    byPath.reserveCapacity(need.count)
+                    for listing in fresh { for f in listing.files { byPath[f.path] = f.identity } }
+                    for path in need {
+                        // A file written moments ago may still be growing: it settles first.
+                        if let f = byPath[path],
+                           case let age = Self.age(mtimeSec: f.mtimeSec, mtimeNsec: f.mtimeNsec, now: now), age >= 0, age < settle {
+                            // Settles from its last write (observe() checks again then).
+                            aggregator.fileWritten(path, now: .now - .milliseconds(Int64(age * 1000)))
+                        } else {
+                            enqueueHash(path)
                         }
-                    } catch {
-                        logger.error("cannot record a scan in the queue: \(error)", metadata: ["dir": "\(listing.path)"])
-                        writeFailed()
                     }
+                } catch {
+                    logger.error("cannot record a scan in the queue: \(error)", metadata: ["dir": "\(fresh.first?.dir ?? root)"])
+                    writeFailed()
                 }
             case .finished(let s):
                 summary = s
@@ -446,8 +463,10 @@ public actor IngestService: Service {
                 writeFailed()
             }
         }
+        // From the first listing to the last write, sweep included: the whole scan.
+        let elapsed = ContinuousClock.now - started
         logger.info("scanned \(root)", metadata: ["files": "\(summary.files)", "directories": "\(summary.directories)",
-                                                  "ms": "\(summary.elapsed.components.seconds * 1000 + summary.elapsed.components.attoseconds / 1_000_000_000_000_000)"])
+                                                  "ms": "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)"])
     }
 
     private func rescanTimer() async {
@@ -496,10 +515,25 @@ public actor IngestService: Service {
 
     // MARK: hashing
 
+    static let filesInFlightPerWorker = 4
+
     private func enqueueHash(_ path: String) {
-        guard queued.insert(ExactPath(path)).inserted else { return }
+        guard !recording.contains(ExactPath(path)), queued.insert(ExactPath(path)).inserted else { return }
         hashQueue.append(path)
-        Task { await hashSignal.notify() }
+        workSinceRelease = true
+        // One wake-up for a scan batch's thousand files, not a task each.
+        if !hashWakePending {
+            hashWakePending = true
+            Task { await self.wakeHashLoops() }
+        }
+    }
+
+    var hashWakePending = false
+
+    private func wakeHashLoops() async {
+        // Cleared before notifying: a file queued after this gets a wake-up of its own.
+        hashWakePending = false
+        await hashSignal.notify()
     }
 
     private func nextToHash() -> String? {
@@ -526,42 +560,138 @@ public actor IngestService: Service {
             let result = await pool.hash(path: path, followSymlinks: options.watcher.followSymlinks)
             hashing -= 1
             queued.remove(ExactPath(path))
-            record(path, result)
+            recording.insert(ExactPath(path))
+            hashed.append((path, result))
+            if !recordScheduled {
+                recordScheduled = true
+                // During a scan its own transactions come first: results are written a
+                // tenth of a second's worth at a time rather than two or three per commit.
+                let gather = scanning
+                Task {
+                    if gather { try? await Task.sleep(for: .milliseconds(100)) }
+                    await self.recordHashed()
+                }
+            }
         }
     }
 
     var hashing = 0
+    /// Results waiting to be written. Small photos hash faster than one transaction per
+    /// file commits, so results that arrive while this actor is busy are recorded
+    /// together; a lone file is recorded at once (one task hop later), or within 0.1 s
+    /// while a scan runs.
+    var hashed: [(String, HasherPool.Result)] = []
+    var recordScheduled = false
+    /// Paths in `hashed`: not queued again until their result is written, as if still
+    /// being read (the queue says "pending" until then, and a scan would read them twice).
+    /// A newer version that turns up meanwhile is not lost: its older result is `.stale`
+    /// and the file settles again.
+    var recording = Set<ExactPath>()
 
-    private func record(_ path: String, _ result: HasherPool.Result) {
-        do {
+    private func recordHashed() async {
+        recordScheduled = false
+        let results = hashed
+        hashed.removeAll(keepingCapacity: true)
+        var digests: [HashedFile] = []
+        var elapsed: [Duration] = []
+        var recorded = false
+        func flush() {
+            guard !digests.isEmpty else { return }
+            do {
+                for (i, outcome) in try database.recordHashes(digests).enumerated() {
+                    let file = digests[i]
+                    switch outcome {
+                    case .recorded(let state):
+                        // µs from open to the last stat: the benchmark's figure for the hasher.
+                        let (seconds, attoseconds) = elapsed[i].components
+                        logger.debug("hashed", metadata: ["path": "\(file.path)", "md5": "\(file.md5)", "state": "\(state.publicName)",
+                                                          "us": "\(seconds * 1_000_000 + attoseconds / 1_000_000_000_000)"])
+                        recorded = true
+                    case .stale:
+                        aggregator.markUnsettled(file.path, now: .now)
+                    case .unknown:
+                        break
+                    }
+                }
+            } catch {
+                logger.error("cannot record hashes in the queue: \(error)", metadata: ["files": "\(digests.count)", "first": "\(digests[0].path)"])
+                writeFailed()
+            }
+            digests.removeAll()
+            elapsed.removeAll()
+        }
+        // In arrival order: a failure for a path is applied after its earlier successes.
+        for (path, result) in results {
             switch result {
             case .success(let digest):
                 hashMeter.add(digest.identity.size)
-                switch try database.recordHash(path: path, identity: digest.identity, md5: digest.md5) {
-                case .recorded(let state):
-                    logger.debug("hashed", metadata: ["path": "\(path)", "md5": "\(digest.md5)", "state": "\(state.publicName)"])
-                    onQueued()
-                case .stale:
-                    aggregator.markUnsettled(path, now: .now)
-                case .unknown:
-                    break
-                }
-            case .failure(.changed):
+                elapsed.append(digest.elapsed)
+                digests.append(HashedFile(path: path, identity: digest.identity, md5: digest.md5))
+            case .failure(let failure):
+                flush()
+                record(path, failure)
+            }
+        }
+        flush()
+        for (path, _) in results { recording.remove(ExactPath(path)) }
+        if recorded { onQueued() }
+        await settleSignal.notify()
+        await onChange()
+        noteMaybeIdle()
+    }
+
+    // MARK: memory after a burst
+
+    /// Set by scans and hashing; cleared when memory is given back.
+    var workSinceRelease = false
+    var idleCheckScheduled = false
+
+    private var isIdle: Bool {
+        hashQueueHead >= hashQueue.count && hashing == 0 && hashed.isEmpty && !scanning && scanQueue.isEmpty
+    }
+
+    /// After a burst of work (a first scan queues and hashes a hundred thousand files),
+    /// the heap keeps what the burst freed and SQLite keeps its page caches: 10 to 15 MB
+    /// the daemon no longer needs. Two seconds after the work runs out, give it back.
+    private func noteMaybeIdle() {
+        guard workSinceRelease, isIdle, !idleCheckScheduled else { return }
+        idleCheckScheduled = true
+        Task {
+            try? await Task.sleep(for: .seconds(2))
+            await self.releaseMemoryIfStillIdle()
+        }
+    }
+
+    private func releaseMemoryIfStillIdle() {
+        idleCheckScheduled = false
+        // Busy again: the next time the work runs out does it.
+        guard isIdle else { return }
+        workSinceRelease = false
+        // Collections keep the capacity of their largest moment; new ones start small.
+        queued = []
+        hashQueue = []
+        hashQueueHead = 0
+        recording = []
+        hashed = []
+        database.releaseMemory()
+        photolala_trim_malloc()
+    }
+
+    private func record(_ path: String, _ failure: FileHasher.Failure) {
+        do {
+            switch failure {
+            case .changed:
                 logger.debug("changed while being read; it settles again", metadata: ["path": "\(path)"])
                 aggregator.markUnsettled(path, now: .now)
-            case .failure(.vanished), .failure(.notRegularFile):
+            case .vanished, .notRegularFile:
                 try database.markGone(path: path)
-            case .failure(.unreadable(let why)):
+            case .unreadable(let why):
                 logger.warning("cannot read a file: \(why)", metadata: ["path": "\(path)"])
                 try database.recordUnreadable(path: path, reason: why)
             }
         } catch {
             logger.error("cannot record a hash in the queue: \(error)", metadata: ["path": "\(path)"])
             writeFailed()
-        }
-        Task {
-            await settleSignal.notify()
-            await onChange()
         }
     }
 
@@ -578,7 +708,8 @@ public actor IngestService: Service {
         }
         s.watch.scanning = scanning || !scanQueue.isEmpty
         s.watch.lastScanAt = lastScanAt.map(Timestamp.string)
-        let busy = min(hashing, s.queue.pending)
+        // Files being read now, not the ones waiting their turn in the pool.
+        let busy = min(hashing, pool.busy, s.queue.pending)
         s.queue.hashing = busy
         s.queue.pending -= busy
         s.queue.hashRate = hashMeter.rate()

@@ -12,6 +12,28 @@ public struct ObservedFile: Sendable, Equatable {
     }
 }
 
+/// One directory's complete listing (accepted files only), for `reconcileDirectories`.
+public struct DirectoryListing: Sendable, Equatable {
+    public var dir: String
+    public var files: [ObservedFile]
+    public init(dir: String, files: [ObservedFile]) {
+        self.dir = dir
+        self.files = files
+    }
+}
+
+/// A file the hasher read: the identity it had while being read, and its MD5.
+public struct HashedFile: Sendable, Equatable {
+    public var path: String
+    public var identity: FileIdentity
+    public var md5: String
+    public init(path: String, identity: FileIdentity, md5: String) {
+        self.path = path
+        self.identity = identity
+        self.md5 = md5
+    }
+}
+
 /// The ingest side of the queue: files seen, hashed, moved and gone. Each call is one
 /// transaction, so a crash leaves every file either before or after the change.
 extension QueueDatabase {
@@ -33,48 +55,83 @@ extension QueueDatabase {
     @discardableResult
     public func observe(_ files: [ObservedFile], now: Date = Date()) throws -> [String] {
         guard !files.isEmpty else { return [] }
-        return try write { db in
-            var needHash: [String] = []
-            for f in files {
-                if let row = try Row.fetchOne(db, sql: "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state, md5 FROM file WHERE path = ?", arguments: [f.path]) {
-                    let known = FileIdentity(device: UInt64(bitPattern: row["device"]), inode: UInt64(bitPattern: row["inode"]),
-                                             size: row["size"], mtimeSec: row["mtimeSec"], mtimeNsec: row["mtimeNsec"])
-                    let state = FileState(rawValue: row["state"]) ?? .pending
-                    if known == f.identity && state != .gone {
-                        if state == .pending || state == .hashing { needHash.append(f.path) }
-                        continue
-                    }
-                    if known == f.identity, state == .gone, let md5: String = row["md5"] {
-                        try adopt(db, id: row["id"], md5: md5, now: now)
-                        continue
-                    }
-                    try db.execute(sql: """
-                        UPDATE file SET device = ?, inode = ?, size = ?, mtimeSec = ?, mtimeNsec = ?, md5 = NULL,
-                          state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ?
-                        WHERE id = ?
-                        """, arguments: [Int64(bitPattern: f.identity.device), Int64(bitPattern: f.identity.inode), f.identity.size,
-                                         f.identity.mtimeSec, f.identity.mtimeNsec, now.timeIntervalSince1970, row["id"] as Int64])
-                    needHash.append(f.path)
-                    continue
-                }
-                try db.execute(sql: """
-                    INSERT INTO file(path, dir, device, inode, size, mtimeSec, mtimeNsec, state, updatedAt)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)
-                    """, arguments: [f.path, Self.parent(of: f.path), Int64(bitPattern: f.identity.device), Int64(bitPattern: f.identity.inode),
-                                     f.identity.size, f.identity.mtimeSec, f.identity.mtimeNsec, now.timeIntervalSince1970])
-                let id = db.lastInsertedRowID
-                if let twin = try String.fetchOne(db, sql: """
-                    SELECT md5 FROM file WHERE inode = ? AND device = ? AND size = ? AND mtimeSec = ? AND mtimeNsec = ?
-                      AND md5 IS NOT NULL AND id != ? LIMIT 1
-                    """, arguments: [Int64(bitPattern: f.identity.inode), Int64(bitPattern: f.identity.device), f.identity.size,
-                                     f.identity.mtimeSec, f.identity.mtimeNsec, id]) {
-                    try adopt(db, id: id, md5: twin, now: now)
-                } else {
-                    needHash.append(f.path)
-                }
+        return try write { db in try observe(files, in: db, now: now) }
+    }
+
+    /// The body of `observe`, inside the caller's transaction. `new` are files the caller
+    /// just found absent from the queue: they are inserted without looking them up first
+    /// (a path that turns up after all takes the long way). A first scan runs this a
+    /// hundred thousand times, so the statements are cached and run through the C API.
+    private func observe(_ files: [ObservedFile], new: [ObservedFile] = [], in db: Database, now: Date) throws -> [String] {
+        let select = try RawStatement(db, "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state, md5 FROM file WHERE path = ?")
+        let update = try RawStatement(db, """
+            UPDATE file SET device = ?, inode = ?, size = ?, mtimeSec = ?, mtimeNsec = ?, md5 = NULL,
+              state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ?
+            WHERE id = ?
+            """)
+        let insert = try RawStatement(db, """
+            INSERT INTO file(path, dir, device, inode, size, mtimeSec, mtimeNsec, state, updatedAt)
+            VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT(path) DO NOTHING
+            """)
+        let twin = try RawStatement(db, """
+            SELECT md5 FROM file WHERE inode = ? AND device = ? AND size = ? AND mtimeSec = ? AND mtimeNsec = ?
+              AND md5 IS NOT NULL AND id != ? LIMIT 1
+            """)
+        defer { [select, update, insert, twin].forEach { $0.reset() } }
+        let stamp = now.timeIntervalSince1970
+        var needHash: [String] = []
+
+        /// Inserts a file not in the table; false when its path is there after all.
+        func insertNew(_ f: ObservedFile) throws -> Bool {
+            _ = try insert.step(.text(f.path), .text(Self.parent(of: f.path)), .int(Int64(bitPattern: f.identity.device)),
+                                .int(Int64(bitPattern: f.identity.inode)), .int(f.identity.size), .int(f.identity.mtimeSec),
+                                .int(f.identity.mtimeNsec), .double(stamp))
+            guard insert.changes == 1 else { return false }
+            let id = db.lastInsertedRowID
+            // The same inode, size and mtime already hashed elsewhere: a rename or a hard
+            // link made while we were not watching. It takes that hash instead of a read.
+            let found = try twin.step(.int(Int64(bitPattern: f.identity.inode)), .int(Int64(bitPattern: f.identity.device)),
+                                      .int(f.identity.size), .int(f.identity.mtimeSec), .int(f.identity.mtimeNsec), .int(id))
+            let md5 = found ? twin.text(0) : nil
+            twin.reset()
+            if let md5 {
+                try adopt(db, id: id, md5: md5, now: now)
+            } else {
+                needHash.append(f.path)
             }
-            return needHash
+            return true
         }
+
+        var known = files
+        for f in new {
+            if try !insertNew(f) { known.append(f) }
+        }
+        for f in known {
+            guard try select.step(.text(f.path)) else {
+                select.reset()
+                _ = try insertNew(f)
+                continue
+            }
+            let id = select.int64(0)
+            let identity = FileIdentity(device: UInt64(bitPattern: select.int64(1)), inode: UInt64(bitPattern: select.int64(2)),
+                                        size: select.int64(3), mtimeSec: select.int64(4), mtimeNsec: select.int64(5))
+            let state = FileState(rawValue: select.text(6) ?? "") ?? .pending
+            let md5 = select.text(7)
+            select.reset()
+            if identity == f.identity && state != .gone {
+                if state == .pending || state == .hashing { needHash.append(f.path) }
+                continue
+            }
+            if identity == f.identity, state == .gone, let md5 {
+                try adopt(db, id: id, md5: md5, now: now)
+                continue
+            }
+            _ = try update.step(.int(Int64(bitPattern: f.identity.device)), .int(Int64(bitPattern: f.identity.inode)), .int(f.identity.size),
+                                .int(f.identity.mtimeSec), .int(f.identity.mtimeNsec), .double(stamp), .int(id))
+            update.reset()
+            needHash.append(f.path)
+        }
+        return needHash
     }
 
     /// Gives a file a known hash and the state of its object.
@@ -117,27 +174,46 @@ extension QueueDatabase {
     /// Stores a hash if the file is still the one that was read, and links it to its
     /// object (created if these bytes are new). One transaction.
     public func recordHash(path: String, identity: FileIdentity, md5: String, now: Date = Date()) throws -> HashOutcome {
-        try write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE path = ?", arguments: [path]) else {
-                return .unknown
+        try recordHashes([HashedFile(path: path, identity: identity, md5: md5)], now: now)[0]
+    }
+
+    /// `recordHash` for many files in one transaction, in order; one outcome per file. A
+    /// scan of thousands of small photos hashes them faster than one commit per file
+    /// can keep up with (each commit rewrites every index page it touched into the WAL).
+    public func recordHashes(_ files: [HashedFile], now: Date = Date()) throws -> [HashOutcome] {
+        guard !files.isEmpty else { return [] }
+        return try write { db in
+            let select = try RawStatement(db, "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE path = ?")
+            let objectState = try RawStatement(db, "SELECT state FROM object WHERE md5 = ?")
+            let insertObject = try RawStatement(db, "INSERT INTO object(md5, size, state, updatedAt) VALUES (?, ?, 'pending', ?)")
+            let update = try RawStatement(db, """
+                UPDATE file SET md5 = ?, state = ?, attempts = 0, lastError = NULL, nextAttemptAt = NULL, updatedAt = ? WHERE id = ?
+                """)
+            defer { [select, objectState, insertObject, update].forEach { $0.reset() } }
+            let stamp = now.timeIntervalSince1970
+            return try files.map { f -> HashOutcome in
+                guard try select.step(.text(f.path)) else { return .unknown }
+                let id = select.int64(0)
+                let known = FileIdentity(device: UInt64(bitPattern: select.int64(1)), inode: UInt64(bitPattern: select.int64(2)),
+                                         size: select.int64(3), mtimeSec: select.int64(4), mtimeNsec: select.int64(5))
+                let gone = select.text(6) == FileState.gone.rawValue
+                select.reset()
+                if gone { return .unknown }
+                if known != f.identity {
+                    // Written again after it was observed: keep the newer identity, it needs hashing again.
+                    return .stale
+                }
+                let existing = try objectState.step(.text(f.md5)) ? objectState.text(0).flatMap(ObjectState.init) : nil
+                objectState.reset()
+                if existing == nil {
+                    _ = try insertObject.step(.text(f.md5), .int(f.identity.size), .double(stamp))
+                    insertObject.reset()
+                }
+                let state = Self.fileState(for: existing ?? .pending)
+                _ = try update.step(.text(f.md5), .text(state.rawValue), .double(stamp), .int(id))
+                update.reset()
+                return .recorded(state)
             }
-            let known = FileIdentity(device: UInt64(bitPattern: row["device"]), inode: UInt64(bitPattern: row["inode"]),
-                                     size: row["size"], mtimeSec: row["mtimeSec"], mtimeNsec: row["mtimeNsec"])
-            if (row["state"] as String) == FileState.gone.rawValue { return .unknown }
-            let id: Int64 = row["id"]
-            if known != identity {
-                // Written again after it was observed: keep the newer identity, it needs hashing again.
-                return .stale
-            }
-            let objectState = try String.fetchOne(db, sql: "SELECT state FROM object WHERE md5 = ?", arguments: [md5]).flatMap(ObjectState.init)
-            if objectState == nil {
-                try db.execute(sql: "INSERT INTO object(md5, size, state, updatedAt) VALUES (?, ?, 'pending', ?)",
-                               arguments: [md5, identity.size, now.timeIntervalSince1970])
-            }
-            let state = Self.fileState(for: objectState ?? .pending)
-            try db.execute(sql: "UPDATE file SET md5 = ?, state = ?, attempts = 0, lastError = NULL, nextAttemptAt = NULL, updatedAt = ? WHERE id = ?",
-                           arguments: [md5, state.rawValue, now.timeIntervalSince1970, id])
-            return .recorded(state)
         }
     }
 
@@ -188,36 +264,61 @@ extension QueueDatabase {
     /// Compares one directory's listing with the queue: returns what needs hashing, and
     /// marks gone the files the directory no longer holds. Unchanged files cost no write.
     public func reconcileDirectory(_ dir: String, files: [ObservedFile], now: Date = Date()) throws -> [String] {
-        let known: [String: (FileIdentity, FileState)] = try pool.read { db in
-            var map: [String: (FileIdentity, FileState)] = [:]
-            let rows = try Row.fetchCursor(db, sql: "SELECT path, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE dir = ?", arguments: [dir])
-            while let row = try rows.next() {
-                map[row["path"]] = (FileIdentity(device: UInt64(bitPattern: row["device"]), inode: UInt64(bitPattern: row["inode"]),
-                                                 size: row["size"], mtimeSec: row["mtimeSec"], mtimeNsec: row["mtimeNsec"]),
-                                    FileState(rawValue: row["state"]) ?? .pending)
+        try reconcileDirectories([DirectoryListing(dir: dir, files: files)], now: now)
+    }
+
+    /// `reconcileDirectory` for a batch of listings: one read transaction for all of them
+    /// and, only if something changed, one write transaction. A scan hands over about a
+    /// thousand files at a time; per-directory transactions (two each) cost more than the
+    /// listing itself.
+    public func reconcileDirectories(_ listings: [DirectoryListing], now: Date = Date()) throws -> [String] {
+        guard !listings.isEmpty else { return [] }
+        let known: [[String: (FileIdentity, FileState)]] = try pool.read { db in
+            let select = try RawStatement(db, "SELECT path, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE dir = ?")
+            defer { select.reset() }
+            return try listings.map { listing in
+                var map: [String: (FileIdentity, FileState)] = [:]
+                var more = try select.step(.text(listing.dir))
+                while more {
+                    if let path = select.text(0) {
+                        map[path] = (FileIdentity(device: UInt64(bitPattern: select.int64(1)), inode: UInt64(bitPattern: select.int64(2)),
+                                                  size: select.int64(3), mtimeSec: select.int64(4), mtimeNsec: select.int64(5)),
+                                     FileState(rawValue: select.text(6) ?? "") ?? .pending)
+                    }
+                    more = try select.next()
+                }
+                return map
             }
-            return map
         }
+        var new: [ObservedFile] = []
         var changed: [ObservedFile] = []
         var needHash: [String] = []
-        var present = Set<String>()
-        for f in files {
-            present.insert(f.path)
-            if let (identity, state) = known[f.path], identity == f.identity, state != .gone {
-                if state == .pending || state == .hashing { needHash.append(f.path) }
-            } else {
-                changed.append(f)
-            }
-        }
-        let vanished = known.filter { !present.contains($0.key) && $0.value.1 != .gone }.map(\.key)
-        if !vanished.isEmpty {
-            try write { db in
-                for path in vanished {
-                    try db.execute(sql: "UPDATE file SET state = 'gone', updatedAt = ? WHERE path = ?", arguments: [now.timeIntervalSince1970, path])
+        var vanished: [String] = []
+        for (listing, known) in zip(listings, known) {
+            var present = Set<String>(minimumCapacity: known.isEmpty ? 0 : listing.files.count)
+            for f in listing.files {
+                guard let (identity, state) = known[f.path] else {
+                    new.append(f)
+                    continue
+                }
+                present.insert(f.path)
+                if identity == f.identity, state != .gone {
+                    if state == .pending || state == .hashing { needHash.append(f.path) }
+                } else {
+                    changed.append(f)
                 }
             }
+            vanished += known.filter { !present.contains($0.key) && $0.value.1 != .gone }.map(\.key)
         }
-        return needHash + (try observe(changed, now: now))
+        guard !new.isEmpty || !changed.isEmpty || !vanished.isEmpty else { return needHash }
+        return needHash + (try write { db in
+            let gone = try RawStatement(db, "UPDATE file SET state = 'gone', updatedAt = ? WHERE path = ?")
+            defer { gone.reset() }
+            for path in vanished {
+                _ = try gone.step(.double(now.timeIntervalSince1970), .text(path))
+            }
+            return try observe(changed, new: new, in: db, now: now)
+        })
     }
 
     /// After a complete scan of `root`: directories the queue knows under it that the

@@ -122,6 +122,12 @@ public final class QueueDatabase: Sendable {
         return UInt64(fs.f_bavail) * UInt64(fs.f_frsize) < Self.freeSpaceToClearDiskFull
     }
 
+    /// Frees the connections' page caches and closes idle readers (they reopen on use):
+    /// for when the daemon has nothing to do for a while.
+    public func releaseMemory() {
+        pool.releaseMemory()
+    }
+
     /// The last write failure that needs the user (disk full, read-only, I/O error), until a write succeeds.
     public var currentProblem: String? { writeProblem.withLock { $0 } }
 

@@ -104,15 +104,44 @@ public struct DirectoryScanner: Sendable {
     }
 
     /// Scans on a shared low-priority thread (nice 10, which also lowers its I/O
-    /// priority), one batch per request: nothing is read ahead of the consumer, so a slow
-    /// consumer costs no memory, concurrent scans take turns batch by batch, and dropping
-    /// the stream simply stops the scan. The last element is `.finished(summary)`.
+    /// priority). One batch is read ahead: while the consumer records a batch, the next
+    /// one is listed on the other core (a scan took twice as long taking turns). Nothing
+    /// more is read ahead, so a slow consumer costs at most one batch of memory,
+    /// concurrent scans take turns batch by batch, and dropping the stream stops the scan
+    /// after the batch in hand. The last element is `.finished(summary)`.
     public func batches(_ path: String, recursive: Bool = true) -> AsyncStream<ScanOutput> {
-        let cursor = ScanCursor(scanner: self, root: path, recursive: recursive)
+        let readAhead = ScanReadAhead(ScanCursor(scanner: self, root: path, recursive: recursive))
         return AsyncStream(unfolding: {
             if Task.isCancelled { return nil }
-            return await LowPriorityWorker.shared.run { cursor.next() }
+            return await readAhead.next()
         })
+    }
+}
+
+/// The next batch of a scan, listed while the consumer works on the current one.
+final class ScanReadAhead: Sendable {
+    private let cursor: ScanCursor
+    private let pending = Mutex<Task<ScanOutput?, Never>?>(nil)
+
+    init(_ cursor: ScanCursor) {
+        self.cursor = cursor
+    }
+
+    /// Called by one consumer at a time (AsyncStream's unfolding closure): the cursor is
+    /// driven by at most one listing task at any moment.
+    func next() async -> ScanOutput? {
+        let current = pending.withLock { $0.take() } ?? list()
+        let output = await current.value
+        if case .directories = output {
+            let following = list()
+            pending.withLock { $0 = following }
+        }
+        return output
+    }
+
+    private func list() -> Task<ScanOutput?, Never> {
+        let cursor = self.cursor
+        return Task { await LowPriorityWorker.shared.run { cursor.next() } }
     }
 }
 

@@ -63,6 +63,57 @@ import Testing
         #expect(digest.md5 == (try Self.md5sum(file.path)))
     }
 
+    /// The fraction of a file's pages in the page cache (mincore over a mapping).
+    static func residentFraction(_ path: String) -> Double {
+        let fd = open(path, O_RDONLY)
+        defer { close(fd) }
+        var st = stat()
+        guard fd >= 0, fstat(fd, &st) == 0, st.st_size > 0 else { return 0 }
+        let size = Int(st.st_size)
+        guard let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return 0 }
+        defer { munmap(map, size) }
+        let pages = (size + 4095) / 4096
+        var vec = [UInt8](repeating: 0, count: pages)
+        guard mincore(map, size, &vec) == 0 else { return 0 }
+        return Double(vec.filter { $0 & 1 != 0 }.count) / Double(pages)
+    }
+
+    static func evict(_ path: String) {
+        let fd = open(path, O_RDONLY)
+        defer { close(fd) }
+        _ = fsync(fd)
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+    }
+
+    @Test func bigFilesGiveBackOnlyThePagesTheyBroughtIn() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("clip.mov")
+        // Big enough for the kernel to cache it in large folios (up to 2 MiB), which a
+        // drop chunk by chunk never covered.
+        try Self.randomFile(file, size: 48 << 20)
+        var hasher = FileHasher()
+        hasher.dropCacheAbove = 1 << 20
+        let expected = try Self.md5sum(file.path)
+
+        // Cached before (just written, read by md5sum): it stays cached for whoever reads it next.
+        #expect(Self.residentFraction(file.path) > 0.9)
+        #expect(try hasher.hash(path: file.path).md5 == expected)
+        #expect(Self.residentFraction(file.path) > 0.9)
+
+        // Read from the disk by the hasher: dropped again as it goes.
+        Self.evict(file.path)
+        guard Self.residentFraction(file.path) < 0.1 else { return }  // tmpfs and the like cannot evict: nothing to see
+        #expect(try hasher.hash(path: file.path).md5 == expected)
+        #expect(Self.residentFraction(file.path) < 0.2)
+
+        // Small files are left to the kernel either way.
+        Self.evict(file.path)
+        hasher.dropCacheAbove = 64 << 20
+        #expect(try hasher.hash(path: file.path).md5 == expected)
+        #expect(Self.residentFraction(file.path) > 0.9)
+    }
+
     @Test func knownVectors() {
         #expect(Hex.string(MD5.digest([])) == "d41d8cd98f00b204e9800998ecf8427e")
         #expect(Hex.string(MD5.digest(Array("The quick brown fox jumps over the lazy dog".utf8))) == "9e107d9d372bb6826bd81d3542a419d6")

@@ -87,6 +87,59 @@ import Testing
         #expect(states == ["/p/a.jpg=queued", "/p/b.jpg=gone", "/p/c.jpg=pending"])
     }
 
+    @Test func reconcileOfABatchRecordsEachDirectoryAndAdoptsMovedHashes() throws {
+        try db.observe([ObservedFile(path: "/p/a/old.jpg", identity: id(1)), ObservedFile(path: "/p/b/moved.jpg", identity: id(2))])
+        _ = try db.recordHash(path: "/p/b/moved.jpg", identity: id(2), md5: "two")
+        // /p/a lost old.jpg and gained new.jpg; moved.jpg went from /p/b to /p/c while
+        // nobody watched: its new path takes the hash instead of being read again.
+        let need = try db.reconcileDirectories([
+            DirectoryListing(dir: "/p/a", files: [ObservedFile(path: "/p/a/new.jpg", identity: id(3))]),
+            DirectoryListing(dir: "/p/b", files: []),
+            DirectoryListing(dir: "/p/c", files: [ObservedFile(path: "/p/c/moved.jpg", identity: id(2))]),
+        ])
+        #expect(need == ["/p/a/new.jpg"])
+        let states = try db.pool.read { try Row.fetchAll($0, sql: "SELECT path, state, md5 FROM file ORDER BY path") }
+            .map { "\($0["path"] as String)=\($0["state"] as String)/\(($0["md5"] as String?) ?? "-")" }
+        #expect(states == ["/p/a/new.jpg=pending/-", "/p/a/old.jpg=gone/-", "/p/b/moved.jpg=gone/two", "/p/c/moved.jpg=queued/two"])
+        // Listed again unchanged: nothing to hash but what still waits, and no write at all.
+        let before = try db.pool.read { try Int.fetchOne($0, sql: "PRAGMA data_version") }
+        #expect(try db.reconcileDirectories([DirectoryListing(dir: "/p/a", files: [ObservedFile(path: "/p/a/new.jpg", identity: id(3))])]) == ["/p/a/new.jpg"])
+        #expect(try db.pool.read { try Int.fetchOne($0, sql: "PRAGMA data_version") } == before)
+    }
+
+    @Test func recordHashesAnswersEachFileInOrder() throws {
+        try db.observe([ObservedFile(path: "/p/a.jpg", identity: id(1)), ObservedFile(path: "/p/b.jpg", identity: id(2))])
+        let outcomes = try db.recordHashes([
+            HashedFile(path: "/p/a.jpg", identity: id(1), md5: "same"),
+            HashedFile(path: "/p/b.jpg", identity: id(2, size: 999), md5: "old read"),
+            HashedFile(path: "/p/nowhere.jpg", identity: id(3), md5: "x"),
+            HashedFile(path: "/p/b.jpg", identity: id(2), md5: "same"),
+        ])
+        #expect(outcomes == [.recorded(.queued), .stale, .unknown, .recorded(.queued)])
+        #expect(try db.pool.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM object") } == 1)
+        #expect(try db.recordHashes([]) == [])
+    }
+
+    @Test func onlyHashedRowsAreIndexedByMd5AndInodeAndTheLookupsUseThem() throws {
+        try db.observe((0..<50).map { ObservedFile(path: "/p/\($0).jpg", identity: id(UInt64($0))) })
+        _ = try db.recordHash(path: "/p/7.jpg", identity: id(7), md5: "seven")
+        try db.pool.read { db in
+            for index in ["file_md5", "file_inode"] {
+                let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = ?", arguments: [index]) ?? ""
+                #expect(sql.hasSuffix("WHERE md5 IS NOT NULL"), "\(sql)")
+            }
+            func plan(_ sql: String) throws -> String {
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String }.joined(separator: "; ")
+            }
+            #expect(try plan("SELECT path FROM file WHERE md5 = 'seven' AND state IN ('queued', 'uploading', 'failed') ORDER BY updatedAt DESC LIMIT 1").contains("file_md5"))
+            #expect(try plan("UPDATE file SET state = 'uploaded' WHERE md5 = 'seven' AND state = 'queued'").contains("file_md5"))
+            #expect(try plan("""
+                SELECT md5 FROM file WHERE inode = 7 AND device = 1 AND size = 100 AND mtimeSec = 1 AND mtimeNsec = 5
+                  AND md5 IS NOT NULL AND id != 0 LIMIT 1
+                """).contains("file_inode"))
+        }
+    }
+
     @Test func sweepRemovesDirectoriesNotVisited() throws {
         try db.observe([ObservedFile(path: "/p/keep/a.jpg", identity: id(1)), ObservedFile(path: "/p/lost/b.jpg", identity: id(2))])
         #expect(try db.sweepDirectories(under: "/p", visited: ["/p", "/p/keep"]) == 1)

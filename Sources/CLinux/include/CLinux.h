@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/types.h>
 
 // No core dump may hold a token. The Swift runtime's crash handler goes too: it prints
 // the bytes around every register (which may be a token's) to the journal, and on a
@@ -34,3 +35,16 @@ static inline void photolala_tune_malloc(void) {
     mallopt(M_TRIM_THRESHOLD, 1 << 20);
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
 }
+
+// Gives the heap's free memory back to the system (the top of each arena and whole free
+// pages inside them): after a burst of work (a first scan), what the burst freed.
+static inline void photolala_trim_malloc(void) {
+    malloc_trim(0);
+}
+
+// Reads only what is already in the page cache, never waiting for the disk
+// (preadv2 with RWF_NOWAIT, Linux 4.14+). Returns the bytes read (possibly fewer than
+// asked, 0 at the end of the file), or -1 with errno EAGAIN when the data at `offset`
+// is not cached, EOPNOTSUPP (or EINVAL, ENOSYS) where the kernel or filesystem cannot
+// tell. Tells the hasher whether the pages it reads were cached before it came.
+ssize_t photolala_pread_cached(int fd, void *buffer, size_t count, off_t offset);
