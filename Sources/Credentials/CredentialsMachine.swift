@@ -119,6 +119,14 @@ public struct CredentialsMachine: Sendable, Equatable {
         case .stsSucceeded(let fresh):
             // An answer nobody waits for any more (dropped, signed out) is not kept.
             guard phase == .fetching else { return [] }
+            guard now.addingTimeInterval(config.expiryMargin) < fresh.expiration else {
+                // Dead on arrival by this machine's clock (a NAS clock hours ahead, typically):
+                // they could not be used, and fetching again at once looped as fast as the
+                // backend answered (the network suite counted 100 sts-token calls a second).
+                pausedBeforeFetch = false
+                return backOff(message: "the storage credentials received expire at \(Timestamp.string(fresh.expiration)), "
+                                   + "which this NAS's clock says is already past: check the clock (timedatectl)", now: now, random: random)
+            }
             let wasPaused = pausedBeforeFetch
             pausedBeforeFetch = false
             grant = fresh
@@ -203,9 +211,13 @@ public struct CredentialsMachine: Sendable, Equatable {
     }
 
     private mutating func backOff(_ error: BackendError, now: Date, random: Double) -> [Action] {
+        backOff(message: error.description, now: now, random: random)
+    }
+
+    private mutating func backOff(message: String, now: Date, random: Double) -> [Action] {
         failures += 1
         triedAccessTokenRefresh = false
-        lastError = error.description
+        lastError = message
         // Exponential with full jitter, but never shorter than half the step: no tight loop.
         let step = min(config.backoffMax, config.backoffBase * pow(2, Double(failures - 1)))
         let until = now.addingTimeInterval(step * (0.5 + random / 2))

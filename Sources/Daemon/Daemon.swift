@@ -100,6 +100,13 @@ public struct Daemon: Sendable {
         }
         hooks.queue = { request in DaemonHooks.queue(database, request) }
 
+        // Trapped before the control socket listens (let alone READY=1): a client that can
+        // connect may send SIGTERM at once (tests and scripts take a connectable socket for
+        // "up"), and a signal that arrives early must neither kill the daemon (the default
+        // action; the process suite caught an exit by SIGTERM) nor be lost (SIGTERM before
+        // the group runs still stops it cleanly).
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let (gid, groupNote) = Self.lookupGroup(settings.daemon.socketGroup)
         if let groupNote { logger.warning("\(groupNote)") }
         let policy = AccessPolicy(daemonUID: getuid(), readerGroup: gid, readerGroupName: settings.daemon.socketGroup)
@@ -107,10 +114,6 @@ public struct Daemon: Sendable {
             path: settings.daemon.socket, group: settings.daemon.socketGroup, policy: policy,
             handler: DaemonControl(core: core, hooks: hooks), logger: logger)
 
-        // Trapped before READY=1: a signal that arrives early must neither kill the daemon
-        // (SIGHUP's default) nor be lost (SIGTERM before the group runs still stops it cleanly).
-        let hangups = await UnixSignalsSequence(trapping: .sighup)
-        let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         await core.markRunning()
         let status = await core.status()
         notifier.ready(status: StatusSummary.oneLine(status))

@@ -118,6 +118,7 @@ public actor IngestService: Service {
     /// `photolalactl rescan`.
     public func rescanAll(reason: String) {
         logger.info("rescanning every watched folder (\(reason))")
+        watcher?.rewatch()
         for root in options.watcher.folders { requestScan(root, recursive: true) }
     }
 

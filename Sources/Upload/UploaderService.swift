@@ -110,7 +110,14 @@ public actor UploaderService: Service {
                 }
             }
         } onGracefulShutdown: { [signal] in
-            Task { await signal.notify() }
+            // Stop what is on the wire now: a big video's upload lasts minutes, far past the
+            // stop budget, and the workers waited for it until ServiceLifecycle gave up with
+            // a fatal error ("Cancellation took longer than allowed") — the daemon crashed
+            // on `systemctl stop`. A multipart upload resumes from its recorded parts.
+            Task {
+                await self.cancelInFlight()
+                await signal.notify()
+            }
         }
         watcher.cancel()
         try? await http.shutdown()
@@ -148,7 +155,9 @@ public actor UploaderService: Service {
             let task = Task { await self.upload(job) }
             inFlight[worker] = task
             uploadingBytes[worker] = job.size
-            let outcome = await task.value
+            // The upload is an unstructured task (so it can be cancelled by itself): a
+            // cancelled worker must pass its cancellation on rather than wait it out.
+            let outcome = await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
             inFlight[worker] = nil
             uploadingBytes[worker] = nil
             noteForOutage(outcome, startedIn: epoch, probe: probe)

@@ -142,6 +142,9 @@ final class WatchTree {
             }
             if fds[0].revents != 0 { drain(wakeFd) }
             if shared.stopping { break }
+            if shared.state.withLock({ state in defer { state.rewatchRequested = false }; return state.rewatchRequested }) {
+                rewatchAll()
+            }
             if fds[1].revents != 0 { readEvents() }
             if fds[2].revents != 0 { mountsChanged() }
             fireTimers()
@@ -151,6 +154,19 @@ final class WatchTree {
             close(fd)
             fd = -1
         }
+    }
+
+    /// A full rescan was asked for (`photolalactl rescan`): every directory is listed again
+    /// and those without a watch (unreadable before, say) are tried again, so "skipped
+    /// until the next full scan" holds for the watches as well as for the files.
+    private func rewatchAll() {
+        deniedLogged.removeAll()
+        for root in roots where !shared.stopping {
+            guard let node = root.node else { continue }
+            limitHitInPass = false
+            watchSubtree(node, path: root.path)
+        }
+        afterPass()
     }
 
     private func pollTimeout() -> Int32 {
@@ -235,7 +251,9 @@ final class WatchTree {
     private func addWatch(_ path: String, for node: DirNode) -> AddResult {
         guard fd >= 0 else { return .limit }
         if let budget = shared.state.withLock({ $0.watchBudget }), byWd.count >= budget { return .limit }
-        var mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE)
+        // IN_ATTRIB: a subdirectory that could not be watched (no permission) is tried again
+        // when its mode changes, so a folder made readable is watched without a rescan.
+        var mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_ATTRIB)
         mask |= UInt32(IN_DELETE_SELF | IN_MOVE_SELF) | UInt32(IN_ONLYDIR) | UInt32(IN_EXCL_UNLINK)
         // A configured folder is followed like `find -H`; links inside only when asked.
         if node.parent != nil && !options.followSymlinks { mask |= UInt32(IN_DONT_FOLLOW) }
@@ -345,6 +363,11 @@ final class WatchTree {
             arrived(parent: node, name: name, path: path, isDirectory: isDirectory, created: true)
         } else if mask & UInt32(IN_MOVED_TO) != 0 {
             arrived(parent: node, name: name, path: path, isDirectory: isDirectory, created: false)
+        } else if mask & UInt32(IN_ATTRIB) != 0 {
+            // Only a directory we hold no watch for matters (chmod/chown made it readable).
+            if isDirectory, node.children[name].map({ $0.wd < 0 && $0.unwatchedCount == 0 }) ?? true {
+                addDirectory(parent: node, name: name, path: path)
+            }
         } else if mask & UInt32(IN_DELETE) != 0 {
             if isDirectory {
                 if let child = node.children[name] { forget(child, removeWatches: false) }

@@ -119,6 +119,19 @@ public final class InotifyWatcher: Sendable {
         continuation.finish()
     }
 
+    /// Lists the whole tree again on the watcher's thread and adds the watches that are
+    /// missing (directories that could not be watched before). For full rescans.
+    public func rewatch() {
+        let wake = shared.state.withLock { state -> Int32 in
+            state.rewatchRequested = true
+            return state.wakeWrite
+        }
+        if wake >= 0 {
+            var byte: UInt8 = 1
+            _ = write(wake, &byte, 1)
+        }
+    }
+
     public func snapshot() -> WatcherStatus {
         shared.state.withLock { $0.status }
     }
@@ -150,6 +163,7 @@ final class WatcherShared: Sendable {
         var stopping = false
         var readingPaused = false
         var readingPausedApplied = false
+        var rewatchRequested = false
         var watchBudget: Int?
         var thread: pthread_t?
         var wakeWrite: Int32 = -1

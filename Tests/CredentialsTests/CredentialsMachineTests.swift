@@ -56,6 +56,26 @@ import Testing
         #expect(actions == [.wake(at: t0.addingTimeInterval(10))])
     }
 
+    @Test func credentialsDeadOnArrivalBackOffInsteadOfLooping() {
+        // A NAS clock hours ahead: every grant is already past its expiration here.
+        var m = signedIn()
+        #expect(m.handle(.needed, now: t0) == [.fetchSTS])
+        let dead = grant(expiresIn: -7200, from: t0)
+        let actions = m.handle(.stsSucceeded(dead), now: t0, random: 1)
+        #expect(actions == [.wake(at: t0.addingTimeInterval(2))])
+        #expect(m.usable(now: t0) == nil)
+        #expect(m.handle(.needed, now: t0).isEmpty, "no new fetch before the backoff is over")
+        let s = m.status(now: t0)
+        #expect(s.state == .backoff && (s.lastError ?? "").contains("clock"))
+        // One that expires within the margin is no better.
+        #expect(m.handle(.wake, now: t0.addingTimeInterval(2)) == [.fetchSTS])
+        guard case .wake(let at)? = m.handle(.stsSucceeded(grant(expiresIn: 3, from: t0.addingTimeInterval(2))),
+                                              now: t0.addingTimeInterval(2), random: 1).first else {
+            Issue.record("no backoff"); return
+        }
+        #expect(at == t0.addingTimeInterval(6))
+    }
+
     @Test func failedRefreshBacksOffAndKeepsValidCredentials() {
         var m = signedIn()
         _ = m.handle(.needed, now: t0)

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import socket
+import sqlite3
 import stat
 import subprocess
 import threading
@@ -442,3 +443,254 @@ def test_files_deleted_renamed_truncated_rewritten_or_swapped_mid_hash_and_mid_u
                 "failed; no worker stuck (8 photos written afterwards uploaded); abandoned multipart uploads aborted; "
                 "no photo left open")
     reliability.figure("changes", len(cases))
+
+
+# ---- permission denied ----------------------------------------------------------------------------
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+PR_CAPBSET_DROP = 24
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
+
+
+def without_dac_override():
+    """preexec_fn: root without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH after exec, so file
+    modes apply to it as to the daemon's own user under the packaged unit."""
+    for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+@pytest.mark.reliability("filesystem")
+def test_permission_denied_is_reported_and_backed_up_once_readable(world, reliability):
+    d = world.daemon(start=False)
+    d.popen_kwargs = {"preexec_fn": without_dac_override}
+    bodies = {"ok.jpg": write_photo(d.photos / "ok.jpg", 21_000)}
+    bodies["locked.jpg"] = write_photo(d.photos / "locked.jpg", 22_000)
+    os.chmod(d.photos / "locked.jpg", 0)
+    for name in ("p1.jpg", "deeper/p2.jpg"):
+        bodies[f"private/{name}"] = write_photo(d.photos / "private" / name, 23_000 + len(name))
+    os.chmod(d.photos / "private", 0)
+    bodies["unlistable/u.jpg"] = write_photo(d.photos / "unlistable" / "u.jpg", 24_000)
+    os.chmod(d.photos / "unlistable", 0o311)   # may be entered, not listed
+    d.start()
+    caps = [line for line in Path(f"/proc/{d.proc.pid}/status").read_text().splitlines() if line.startswith("CapEff")]
+    assert int(caps[0].split()[1], 16) & (1 << CAP_DAC_OVERRIDE) == 0, caps
+    uid = world.login(d)
+    # Made unreadable after it was hashed, before its upload.
+    assert d.ctl("pause").returncode == 0
+    bodies["later.jpg"] = write_photo(d.photos / "later.jpg", 25_000)
+    d.wait_for(lambda s: s["queue"]["pending"] >= 2 and s["queue"]["hashing"] == 0 and not s["watch"]["scanning"],
+               timeout=30, what="later.jpg hashed")
+    os.chmod(d.photos / "later.jpg", 0)
+    assert d.ctl("resume").returncode == 0
+
+    s = d.wait_for(lambda s: idle(s) and s["queue"]["failed"] == 2 and s["queue"]["uploaded"] == 1, timeout=60,
+                   what="the readable photo up, two failed")
+    problems = " ".join(s["problems"])
+    assert "private" in problems and "unlistable" in problems, s["problems"]
+    failed = {Path(i["path"]).name: i["lastError"] for i in
+              json.loads(d.ctl("queue", "--failed", "--json", check=True).stdout)["items"]}
+    assert set(failed) == {"locked.jpg", "later.jpg"}, failed
+    assert all("permission denied" in (why or "").lower() for why in failed.values()), failed
+    human = d.ctl("status", check=True).stdout
+    assert "2 failed" in human and "cannot be read" in human
+
+    # Readable again: `retry` and `rescan`, as status says; nothing is lost.
+    for p, mode in (("locked.jpg", 0o644), ("later.jpg", 0o644), ("private", 0o755), ("unlistable", 0o755)):
+        os.chmod(d.photos / p, mode)
+    assert d.ctl("retry").returncode == 0 and d.ctl("rescan").returncode == 0
+    s = wait_backed_up(world, d, uid, bodies.values(), timeout=60, what="every photo once readable")
+    assert s["queue"]["failed"] == 0 and not any("cannot be read" in p for p in s["problems"]), s
+    # The folders that were unreadable are watched now: a new photo there needs no rescan.
+    bodies["private/new.jpg"] = write_photo(d.photos / "private" / "new.jpg", 26_000)
+    bodies["unlistable/new.jpg"] = write_photo(d.photos / "unlistable" / "new.jpg", 27_000)
+    wait_backed_up(world, d, uid, bodies.values(), timeout=30, what="new photos in the once unreadable folders")
+    assert set(world.objects(uid)) == {world.key(uid, b) for b in bodies.values()}
+    reliability.describe(
+        injected="the daemon as root without CAP_DAC_OVERRIDE: a photo of mode 000, a folder of mode 000 (2 photos, "
+                 "one deeper), a folder that can be entered but not listed, a photo made unreadable between its hash "
+                 "and its upload",
+        times="4 unreadable places",
+        checked="the two folders named in status, the two photos `failed` with \"permission denied\" (queue --failed, "
+                "human status); once readable, `retry` + `rescan` back up every photo and clear the problem; new photos "
+                "in those folders then go up without another rescan")
+    reliability.figure("photos", len(bodies))
+
+
+# ---- a sparse 6 GiB file ---------------------------------------------------------------------------
+
+def part_plan(size: int, configured: int) -> tuple[int, int]:
+    """s3-layout.md: parts of `configured`, grown in whole MiB so no file needs more than
+    10,000, never below 5 MiB. Returns (part size, part count)."""
+    part = max(5 * MiB, configured)
+    needed = -(-size // 10_000)
+    if needed > part:
+        part = -(-needed // MiB) * MiB
+    return part, -(-size // part)
+
+
+@pytest.mark.reliability("filesystem")
+def test_sparse_six_gib_file_is_a_multipart_upload_within_ten_thousand_parts(world, reliability, long_run):
+    # The threshold at its maximum (5 GiB): above it, and above what one PUT may carry.
+    d = world.daemon(config={"upload": {"multipart_threshold": "5GiB", "part_size": "5MiB"}})
+    uid = world.login(d)
+    size = 6 * GiB
+    big = d.photos / "sparse.mov"
+    head, tail = os.urandom(MiB), os.urandom(MiB)
+    with open(big, "wb") as f:
+        f.write(head)
+        f.seek(size - MiB)
+        f.write(tail)
+    assert os.path.getsize(big) == size and os.stat(big).st_blocks * 512 < 16 * MiB, "not sparse"
+    digest = hashlib.md5()
+    digest.update(head)
+    zeros = bytes(64 * MiB)
+    left = size - 2 * MiB
+    while left:
+        n = min(left, len(zeros))
+        digest.update(zeros[:n])
+        left -= n
+    digest.update(tail)
+    key = f"photos/{uid}/{digest.hexdigest()}.dat"
+    part, count = part_plan(size, 5 * MiB)
+    assert count <= 10_000
+
+    t0 = time.monotonic()
+    peak = {"VmHWM": 0}
+    want_parts = count if long_run else 4
+    deadline = time.monotonic() + (1800 if long_run else 240)
+    while True:
+        ops = [r for r in world.s3_ops() if r["path"].split("?")[0].endswith(key)]
+        parts = [r for r in ops if r["op"] == "UploadPart" and r["status"] == 200]
+        peak["VmHWM"] = proc_status(d.proc.pid)["VmHWM"]
+        if len({r["path"] for r in parts}) >= want_parts:
+            break
+        assert time.monotonic() < deadline, (Counter(r["op"] for r in ops), d.status()["queue"])
+        time.sleep(0.5)
+    if long_run:
+        d.wait_for(settled(1), timeout=600, interval=2, what="the 6 GiB upload")
+    elapsed = time.monotonic() - t0
+    ops = [r for r in world.s3_ops() if r["path"].split("?")[0].endswith(key)]
+    assert not [r for r in ops if r["op"] == "PutObject"], "a single PUT of more than 5 GiB"
+    assert [r["op"] for r in ops].count("CreateMultipartUpload") == 1
+    parts = [r for r in ops if r["op"] == "UploadPart" and r["status"] == 200]
+    sizes = Counter(r["bytes"] for r in parts)
+    full = [n for n in sizes if n == part]
+    assert full and set(sizes) <= {part, size - (count - 1) * part}, (sizes, part)
+    # Memory stays flat while 6 GiB are hashed and sent.
+    assert peak["VmHWM"] < 200 * 1024, peak
+    s3 = world.moto.s3_admin()
+    if long_run:
+        head_ = s3.head_object(Bucket=world.moto.bucket, Key=key)
+        assert head_["ContentLength"] == size and head_["ETag"].strip('"').endswith(f"-{count}"), head_
+        body = s3.get_object(Bucket=world.moto.bucket, Key=key)["Body"]
+        check = hashlib.md5()
+        for chunk in iter(lambda: body.read(16 * MiB), b""):
+            check.update(chunk)
+        assert check.hexdigest() == digest.hexdigest()
+    else:
+        assert d.stop() == 0
+        for u in s3.list_multipart_uploads(Bucket=world.moto.bucket).get("Uploads", []):
+            s3.abort_multipart_upload(Bucket=world.moto.bucket, Key=u["Key"], UploadId=u["UploadId"])
+    reliability.describe(
+        injected="a sparse 6 GiB video (random first and last MiB) with multipart_threshold = 5 GiB, part_size = 5 MiB"
+                 + ("" if long_run else "; the upload stopped after 4 parts (the whole upload in the long variant)"),
+        times=1,
+        checked=f"one CreateMultipartUpload, never a PutObject (over 5 GiB); parts of {part // MiB} MiB = {count} parts "
+                "≤ 10,000; VmHWM < 200 MiB while hashing and sending"
+                + ("; the object's size, its ETag's part count and its MD5 read back" if long_run else ""))
+    reliability.figure("parts", count)
+    reliability.figure("VmHWM kB", peak["VmHWM"])
+    reliability.figure("seconds", round(elapsed, 1))
+
+
+def hashed(d) -> int:
+    con = sqlite3.connect(f"file:{d.state_dir / 'queue.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return con.execute("SELECT count(*) FROM file WHERE md5 IS NOT NULL AND state != 'gone'").fetchone()[0]
+    finally:
+        con.close()
+
+
+# ---- 100,000 files at once -----------------------------------------------------------------------
+
+@pytest.mark.reliability("filesystem")
+def test_hundred_thousand_files_dropped_at_once(world, reliability, long_run):
+    n, per_dir = 100_000, 1000
+    d = world.daemon()
+    uid = world.login(d)
+    if not long_run:
+        # Short: the ingest of all of them (hashing, the queue); uploading 100,000 objects
+        # through moto takes longer than CI allows and is the long variant's part.
+        assert d.ctl("pause").returncode == 0
+    base = proc_status(d.proc.pid)
+    base["fds"] = len(os.listdir(f"/proc/{d.proc.pid}/fd"))
+    expected: dict[str, str] = {}
+
+    def write_dirs(top: Path, first: int, count: int, final_top: Path):
+        for k in range(first, first + count):
+            sub = top / f"d{k:03d}"
+            sub.mkdir(parents=True)
+            for i in range(per_dir):
+                body = (k * per_dir + i).to_bytes(8, "little") + os.urandom(8)
+                fd = os.open(sub / f"IMG_{i:04d}.jpg", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                os.write(fd, body)
+                os.close(fd)
+                expected[str(final_top / f"d{k:03d}" / f"IMG_{i:04d}.jpg")] = md5(body)
+
+    # Half of them made beside the tree and moved in with one rename (a copied card, one
+    # event), half written straight into it (200,000 events: the kernel queue overflows).
+    dirs = n // per_dir
+    staging = world.tmp_path / "staging"
+    write_dirs(staging, 0, dirs // 2, d.photos / "moved-in")
+    t0 = time.monotonic()
+    os.rename(staging, d.photos / "moved-in")
+    write_dirs(d.photos / "written", dirs // 2, dirs - dirs // 2, d.photos / "written")
+    written = time.monotonic() - t0
+
+    peak_rss, peak_fds, slowest = 0, 0, 0.0
+    deadline = time.monotonic() + (1800 if long_run else 300)
+    while True:
+        t = time.monotonic()
+        s = d.status()
+        slowest = max(slowest, time.monotonic() - t)
+        st = proc_status(d.proc.pid)
+        peak_rss = max(peak_rss, st["VmRSS"])
+        peak_fds = max(peak_fds, len(os.listdir(f"/proc/{d.proc.pid}/fd")))
+        q = s["queue"]
+        # `pending` counts files waiting to be hashed and hashed ones waiting to go up
+        # alike: the queue itself says when every one has its MD5.
+        done = q["uploaded"] == n if long_run else (q["pending"] == n and q["hashing"] == 0 and hashed(d) == n)
+        if done:
+            break
+        assert q["failed"] == 0, q
+        assert time.monotonic() < deadline, (q, s["watch"])
+        time.sleep(1)
+    elapsed = time.monotonic() - t0
+    hwm = proc_status(d.proc.pid)["VmHWM"]
+    assert d.stop() == 0
+
+    # Every file in the queue once, with the MD5 of its bytes.
+    con = sqlite3.connect(f"file:{d.state_dir / 'queue.db'}?mode=ro", uri=True)
+    rows = con.execute("SELECT path, md5, state FROM file WHERE state != 'gone'").fetchall()
+    con.close()
+    got = {p: m for p, m, _ in rows}
+    assert len(rows) == len(got) == n
+    assert got == expected
+    if long_run:
+        assert bucket_keys(world) == {f"photos/{uid}/{m}.dat" for m in expected.values()}
+    assert hwm < 300 * 1024, f"VmHWM {hwm} kB"
+    assert peak_fds < base["fds"] + 64, (base["fds"], peak_fds)
+    assert slowest < 5, f"status took {slowest:.1f} s"
+    reliability.describe(
+        injected=f"{n:,} photos in 100 folders of 1,000: half moved into the tree with one rename, half written "
+                 "into it while the daemon ran"
+                 + ("" if long_run else " (uploads paused: the ingest; all uploaded in the long variant)"),
+        times=f"{n:,} files",
+        checked="every file in the queue exactly once with the MD5 of its bytes"
+                + (", every object in S3" if long_run else "")
+                + "; VmHWM < 300 MiB; descriptors < baseline + 64; status answered within 5 s throughout; nothing failed")
+    reliability.figure("seconds to queue" if not long_run else "seconds to upload", round(elapsed, 1))
+    reliability.figure("seconds to write", round(written, 1))
+    reliability.figure("VmHWM kB", hwm)
+    reliability.figure("peak fds", peak_fds)

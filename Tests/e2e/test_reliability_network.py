@@ -426,3 +426,39 @@ def test_backend_500s_and_hangs_keep_credentials_and_never_pause(world, reliabil
                 "calls ≤ 6; everything uploaded with MD5 = key once healed")
     reliability.figure("last upload before expiry, s", round(max(r["time"] for r in ok_after) - expiry, 1))
     reliability.figure("photos", len(bodies))
+
+
+@pytest.mark.reliability("network")
+def test_credentials_dead_on_arrival_back_off(world, reliability, long_run):
+    bad_for = 60.0 if long_run else 15.0
+    d = world.daemon()
+    uid = world.login(d)
+    # The backend answers 200 with credentials that expire within the daemon's 5 s margin:
+    # what a NAS clock hours ahead sees every time. Usable they are not; a loop they must not make.
+    world.backend.configure(sts_expires_in=2)
+    t0 = time.time()
+    bodies = [write_photo(d.photos / f"p{i}.jpg", 30_000 + i) for i in range(5)]
+    with Sampler(d) as sampler:
+        time.sleep(bad_for)
+        calls = world.backend.stats()["calls"]["sts-token"]["count"]
+        world.backend.configure(sts_expires_in=None)
+        t_fixed = time.time()
+        d.wait_for(settled(len(bodies)), timeout=60 + bad_for, interval=0.5, what="uploads once credentials are good")
+        t_done = time.time()
+    assert not sampler.errors, sampler.errors[:3]
+    assert all(s["state"] == "running" and s["pauseReason"] is None for _, s, _ in sampler.samples)
+    backoff = [s["credentials"] for s in sampler.between(t0 + 3, t_fixed) if s["credentials"]["state"] == "backoff"]
+    assert backoff and "clock" in backoff[-1]["lastError"], [s["credentials"] for s in sampler.between(t0, t_fixed)][-2:]
+    # Backoff from 2 s doubling: log2(bad_for / 2) + 2 fetches at most.
+    bound = math.ceil(math.log2(bad_for / 2)) + 2
+    assert calls <= bound, calls
+    assert world.proxy.stats()["writes_forwarded"] == len(bodies)
+    assert set(world.objects(uid)) == {world.key(uid, b) for b in bodies}
+    reliability.describe(
+        injected=f"for {bad_for:.0f} s the backend answered sts-token with credentials expiring 2 s later (inside the "
+                 "daemon's 5 s margin: dead on arrival, as for a NAS clock hours ahead)",
+        times=f"{calls} credential fetches",
+        checked=f"sts-token calls ≤ {bound} (backoff, not a loop); status credentials = backoff saying to check the "
+                "clock; never paused; once good credentials come, every photo uploaded with MD5 = key")
+    reliability.figure("sts-token calls", calls)
+    reliability.figure("recovery s", round(t_done - t_fixed, 1))
