@@ -336,7 +336,8 @@ public actor IngestService: Service {
     }
 
     private func requestScan(_ path: String, recursive: Bool) {
-        if scanQueue.contains(where: { $0.0 == path && ($0.1 || !recursive) }) { return }
+        // Byte for byte: an NFD twin of a queued directory is another directory to scan.
+        if scanQueue.contains(where: { $0.0.utf8.elementsEqual(path.utf8) && ($0.1 || !recursive) }) { return }
         scanQueue.append((path, recursive))
         Task { await scanSignal.notify() }
     }
@@ -436,7 +437,12 @@ public actor IngestService: Service {
         invalidNames[root] = summary.invalidNameCount > 0 ? (summary.invalidNameCount, summary.invalidNames) : nil
         for problem in summary.unreadable {
             if unreadable[problem.path] == nil {
-                logger.warning("cannot read a folder: \(problem.path): \(problem.reason) — the daemon's user needs read access (see photolalad(8), Permissions)")
+                // Beyond PATH_MAX no path names it (nothing the daemon does by path can reach it):
+                // permissions are not the advice then.
+                let advice = problem.reason == String(cString: strerror(ENAMETOOLONG))
+                    ? "its path is longer than the system allows (4096 bytes): move it closer to the top of the folder"
+                    : "the daemon's user needs read access (see photolalad(8), Permissions)"
+                logger.warning("cannot read a folder: \(problem.path): \(problem.reason) — \(advice)")
             }
             unreadable[problem.path] = problem.reason
         }
@@ -723,7 +729,9 @@ public actor IngestService: Service {
         }
         if !unreadable.isEmpty {
             let names = unreadable.keys.sorted()
-            s.problems.append("\(names.count) folder\(names.count == 1 ? "" : "s") cannot be read by the daemon: \(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : "")")
+            // With the reason: "Permission denied" and "File name too long" need different fixes.
+            let shown = names.prefix(5).map { "\($0) (\(unreadable[$0] ?? "?"))" }
+            s.problems.append("\(names.count) folder\(names.count == 1 ? "" : "s") cannot be read by the daemon: \(shown.joined(separator: ", "))\(names.count > 5 ? ", …" : "")")
         }
     }
 }

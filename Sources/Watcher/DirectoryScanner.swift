@@ -76,17 +76,39 @@ public struct DirectoryScanner: Sendable {
     public let followSymlinks: Bool
     public let batchSize: Int
     public let logger: Logger
+    /// The watched folders, resolved. A followed link into one of them is not entered:
+    /// what it leads to is scanned under its own path already. The per-scan (device,
+    /// inode) set stops loops within one scan, but a scan of a new subdirectory does not
+    /// know the rest of the tree, and a link back up (to the folder itself, say) listed
+    /// the whole library again under alias paths, each file hashed a second time.
+    public let coveredRoots: [String]
 
-    public init(filter: PathFilter, followSymlinks: Bool = false, batchSize: Int = 1000,
+    public init(filter: PathFilter, followSymlinks: Bool = false, batchSize: Int = 1000, coveredRoots: [String] = [],
                 logger: Logger = Logger(label: "photolala.watcher.scanner")) {
         self.filter = filter
         self.followSymlinks = followSymlinks
         self.batchSize = max(1, batchSize)
+        self.coveredRoots = coveredRoots.compactMap(Self.resolved)
         self.logger = logger
     }
 
     public init(options: WatcherOptions, logger: Logger = Logger(label: "photolala.watcher.scanner")) {
-        self.init(filter: PathFilter(options: options), followSymlinks: options.followSymlinks, logger: logger)
+        self.init(filter: PathFilter(options: options), followSymlinks: options.followSymlinks,
+                  coveredRoots: options.folders, logger: logger)
+    }
+
+    static func resolved(_ path: String) -> String? {
+        guard let r = realpath(path, nil) else { return nil }
+        defer { free(r) }
+        return String(validatingCString: r)
+    }
+
+    /// Whether a followed link to a directory leads into a watched folder.
+    func leadsIntoCoveredRoot(_ linkPath: String) -> Bool {
+        guard !coveredRoots.isEmpty, let target = Self.resolved(linkPath) else { return false }
+        return coveredRoots.contains { root in
+            target == root || (target.utf8.starts(with: root.utf8) && (root == "/" || target.utf8.dropFirst(root.utf8.count).first == UInt8(ascii: "/")))
+        }
     }
 
     /// Scans on the calling thread, handing batches to `onBatch` as they fill. Blocking:
@@ -236,7 +258,9 @@ final class ScanCursor: @unchecked Sendable {
                     var target = stat()
                     guard fstatat(dfd, cName, &target, 0) == 0 else { return }
                     if (target.st_mode & S_IFMT) == S_IFDIR {
-                        if scanner.filter.accepts(directoryName: name) { subdirectories.append(base + "/" + name) }
+                        if scanner.filter.accepts(directoryName: name), !scanner.leadsIntoCoveredRoot(base + "/" + name) {
+                            subdirectories.append(base + "/" + name)
+                        }
                     } else if (target.st_mode & S_IFMT) == S_IFREG, scanner.filter.accepts(fileName: name) {
                         append(base + "/" + name, target, into: &files)
                     }

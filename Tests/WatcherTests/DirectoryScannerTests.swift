@@ -110,6 +110,28 @@ import Testing
         #expect(summary.directories == 3, "each directory once, by (device, inode)")
     }
 
+    @Test func aScanOfASubdirectoryDoesNotFollowLinksBackIntoTheWatchedFolder() {
+        // A new subdirectory's own scan does not know the rest of the tree: a link back up
+        // listed the whole folder again under alias paths.
+        let tmp = TempDir("scan")
+        defer { tmp.remove() }
+        let outside = TempDir("outside")
+        defer { outside.remove() }
+        mkdirs(tmp("old"))
+        writeFile(tmp("old/x.jpg"))
+        mkdirs(tmp("new"))
+        writeFile(tmp("new/y.jpg"))
+        writeFile(outside("o.jpg"))
+        symlink(tmp.path, tmp("new/root"))
+        symlink(tmp("old"), tmp("new/old-again"))
+        symlink(outside.path, tmp("new/elsewhere"))
+        let options = WatcherOptions(folders: [tmp.path], followSymlinks: true)
+        let scanner = DirectoryScanner(options: options)
+        var listings: [ScannedDirectory] = []
+        _ = scanner.scan(tmp("new")) { listings.append(contentsOf: $0) }
+        #expect(Set(listings.flatMap(\.files).map(\.path)) == [tmp("new/y.jpg"), tmp("new/elsewhere/o.jpg")])
+    }
+
     @Test func specialFilesAreSkipped() {
         let tmp = TempDir("scan")
         defer { tmp.remove() }

@@ -167,6 +167,22 @@ def make_hostile_tree(root: Path, outside: Path, tag: str) -> tuple[dict[str, by
     deep = "/".join(f"level{i:03d}" for i in range(100))
     photo(f"{deep}/bottom.jpg", 9_000)
     made["100-level nesting"] += 1
+    # Deeper than PATH_MAX (4096 bytes) in all: no path names it, only openat(2) reaches it.
+    # Made with relative steps; the daemon cannot carry it by path, so status must say so.
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(100):
+            name = f"{'long' * 12}{i:03d}"     # 51 bytes: 100 levels are over 5,000 bytes
+            os.mkdir(name, dir_fd=fd)
+            nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        pfd = os.open("beyond-path-max.jpg", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(pfd, os.urandom(9_500))
+        os.close(pfd)
+    finally:
+        os.close(fd)
+    made["paths longer than PATH_MAX"] += 1
     # Not valid UTF-8 (Latin-1 from an old SMB share): a file and a directory of photos.
     photo(b"caf\xe9.jpg", 10_000)
     photo(b"F\xfcr Oma/bild.jpg", 10_001)
@@ -226,9 +242,12 @@ def test_hostile_tree_at_start_and_while_running(world, reliability):
     assert not [f for f in fds if f.endswith((".jpg", ".heic", ".mov"))], fds
     # The directory count is finite (loops followed once) and includes the 100 levels.
     assert 200 <= s["watch"]["directories"] < 400, s["watch"]
+    # Links back into the tree were not followed: every photo is queued under one path.
+    assert s["queue"]["uploaded"] == len(want), (s["queue"], len(want))
     # The names the daemon cannot carry are not silently lost: status says so.
     problems = " ".join(s["problems"])
-    assert "not valid UTF-8" in problems, s["problems"]
+    assert "4 files or folders are not backed up: the names are not valid UTF-8" in problems, s["problems"]
+    assert "File name too long" in problems, s["problems"]
     for k, v in made2.items():
         made[k] += v
     reliability.describe(
@@ -236,7 +255,8 @@ def test_hostile_tree_at_start_and_while_running(world, reliability):
                  + ", ".join(f"{k} ×{v}" for k, v in sorted(made.items())),
         times=f"{len(want)} photos among {sum(made.values())} hostile entries",
         checked="every regular photo (and the followed link) uploaded with MD5 = key, NFC and NFD twins both; nothing "
-                "failed; no device, FIFO or socket opened; loops entered once; invalid UTF-8 names reported in status")
+                "failed; each photo queued under one path (links back into the tree not followed); no device, FIFO or socket "
+                "opened; loops entered once; invalid UTF-8 names and folders beyond PATH_MAX reported in status")
     reliability.figure("photos", len(want))
     reliability.figure("seconds to back up", round(elapsed, 1))
 

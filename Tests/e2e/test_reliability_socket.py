@@ -196,7 +196,7 @@ def test_abuse_from_a_member_leaves_others_served_within_memory(world, reliabili
     assert hwm - base["VmHWM"] < 64 * 1024, f"VmHWM grew {base['VmHWM']} -> {hwm} kB"
     # Under systemd's 1024: room left for the hasher, the database and S3 (the accept
     # throttle holds at 384 connections).
-    assert peak_fds < base["fds"] + 420, (base["fds"], peak_fds)
+    assert peak_fds < base["fds"] + 384 + 40, (base["fds"], peak_fds)
     assert "Too many open files" not in d.log()
     assert after_fds <= base["fds"] + 8, (base["fds"], after_fds)
     # Nothing changed: still paused by the user, signed in, the queue as it was.
@@ -216,7 +216,7 @@ def test_abuse_from_a_member_leaves_others_served_within_memory(world, reliabili
                  "listing and never reading it; 8 that then send an endless second request as fast as it is taken",
         times=f"{total} connections or requests",
         checked="root and another member asking for status every 0.5 s: ≥ 95% answered, p95 < 3 s; VmHWM growth "
-                "< 64 MiB; with systemd's 1024-descriptor limit: < baseline + 420 during, none refused for want of "
+                "< 64 MiB; with systemd's 1024-descriptor limit: < baseline + 424 during (the accept throttle holds at 384), none refused for want of "
                 "one, back to baseline after; the daemon alive, still "
                 "paused and signed in, queue unchanged; afterwards every photo uploaded")
     reliability.figure("root ok %", round(100 * root.success, 1))
