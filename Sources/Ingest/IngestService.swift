@@ -370,6 +370,8 @@ public actor IngestService: Service {
         let scanner = DirectoryScanner(options: options.watcher, logger: logger)
         let settle = Units.seconds(options.watcher.settle)
         var summary: ScanSummary?
+        // A folder the queue knows nothing of (a first scan) can have nothing gone.
+        let knewFiles = (try? database.knowsFiles(under: root)) ?? true
         let batches = scanner.batches(root, recursive: recursive)
         var iterator = batches.makeAsyncIterator()
         // The scanner lists the next batch while this one is recorded, so a listing may
@@ -400,19 +402,15 @@ public actor IngestService: Service {
                 do {
                     // One batch, one read and at most one write transaction.
                     let need = try database.reconcileDirectories(fresh)
-                    guard !need.isEmpty else { break }
                     let now = Date()
-                    var byPath: [String: FileIdentity] = [:]
-                    byPath.reserveCapacity(need.count)
-                    for listing in fresh { for f in listing.files { byPath[f.path] = f.identity } }
-                    for path in need {
+                    for f in need {
                         // A file written moments ago may still be growing: it settles first.
-                        if let f = byPath[path],
-                           case let age = Self.age(mtimeSec: f.mtimeSec, mtimeNsec: f.mtimeNsec, now: now), age >= 0, age < settle {
+                        let age = Self.age(mtimeSec: f.identity.mtimeSec, mtimeNsec: f.identity.mtimeNsec, now: now)
+                        if age >= 0, age < settle {
                             // Settles from its last write (observe() checks again then).
-                            aggregator.fileWritten(path, now: .now - .milliseconds(Int64(age * 1000)))
+                            aggregator.fileWritten(f.path, now: .now - .milliseconds(Int64(age * 1000)))
                         } else {
-                            enqueueHash(path)
+                            enqueueHash(f.path)
                         }
                     }
                 } catch {
@@ -449,7 +447,7 @@ public actor IngestService: Service {
         for path in unreadable.keys where path == root || path.hasPrefix(root + "/") {
             if !summary.unreadable.contains(where: { $0.path == path }) { unreadable[path] = nil }
         }
-        if recursive && summary.rootListed {
+        if recursive && summary.rootListed && knewFiles {
             // Directories the queue knows but the scan did not find are gone — except under
             // a folder we could not read, where absence proves nothing.
             let blind = summary.unreadable.map(\.path)

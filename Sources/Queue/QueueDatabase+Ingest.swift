@@ -55,14 +55,14 @@ extension QueueDatabase {
     @discardableResult
     public func observe(_ files: [ObservedFile], now: Date = Date()) throws -> [String] {
         guard !files.isEmpty else { return [] }
-        return try write { db in try observe(files, in: db, now: now) }
+        return try write { db in try observe(files, in: db, now: now).map(\.path) }
     }
 
     /// The body of `observe`, inside the caller's transaction. `new` are files the caller
     /// just found absent from the queue: they are inserted without looking them up first
     /// (a path that turns up after all takes the long way). A first scan runs this a
     /// hundred thousand times, so the statements are cached and run through the C API.
-    private func observe(_ files: [ObservedFile], new: [ObservedFile] = [], in db: Database, now: Date) throws -> [String] {
+    private func observe(_ files: [ObservedFile], new: [ObservedFile] = [], in db: Database, now: Date) throws -> [ObservedFile] {
         let select = try RawStatement(db, "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state, md5 FROM file WHERE path = ?")
         let update = try RawStatement(db, """
             UPDATE file SET device = ?, inode = ?, size = ?, mtimeSec = ?, mtimeNsec = ?, md5 = NULL,
@@ -79,7 +79,7 @@ extension QueueDatabase {
             """)
         defer { [select, update, insert, twin].forEach { $0.reset() } }
         let stamp = now.timeIntervalSince1970
-        var needHash: [String] = []
+        var needHash: [ObservedFile] = []
 
         /// Inserts a file not in the table; false when its path is there after all.
         func insertNew(_ f: ObservedFile) throws -> Bool {
@@ -97,7 +97,7 @@ extension QueueDatabase {
             if let md5 {
                 try adopt(db, id: id, md5: md5, now: now)
             } else {
-                needHash.append(f.path)
+                needHash.append(f)
             }
             return true
         }
@@ -119,7 +119,7 @@ extension QueueDatabase {
             let md5 = select.text(7)
             select.reset()
             if identity == f.identity && state != .gone {
-                if state == .pending || state == .hashing { needHash.append(f.path) }
+                if state == .pending || state == .hashing { needHash.append(f) }
                 continue
             }
             if identity == f.identity, state == .gone, let md5 {
@@ -129,7 +129,7 @@ extension QueueDatabase {
             _ = try update.step(.int(Int64(bitPattern: f.identity.device)), .int(Int64(bitPattern: f.identity.inode)), .int(f.identity.size),
                                 .int(f.identity.mtimeSec), .int(f.identity.mtimeNsec), .double(stamp), .int(id))
             update.reset()
-            needHash.append(f.path)
+            needHash.append(f)
         }
         return needHash
     }
@@ -264,14 +264,15 @@ extension QueueDatabase {
     /// Compares one directory's listing with the queue: returns what needs hashing, and
     /// marks gone the files the directory no longer holds. Unchanged files cost no write.
     public func reconcileDirectory(_ dir: String, files: [ObservedFile], now: Date = Date()) throws -> [String] {
-        try reconcileDirectories([DirectoryListing(dir: dir, files: files)], now: now)
+        try reconcileDirectories([DirectoryListing(dir: dir, files: files)], now: now).map(\.path)
     }
 
     /// `reconcileDirectory` for a batch of listings: one read transaction for all of them
     /// and, only if something changed, one write transaction. A scan hands over about a
     /// thousand files at a time; per-directory transactions (two each) cost more than the
-    /// listing itself.
-    public func reconcileDirectories(_ listings: [DirectoryListing], now: Date = Date()) throws -> [String] {
+    /// listing itself. Returns the files to hash as listed (their identity says how
+    /// recently they were written).
+    public func reconcileDirectories(_ listings: [DirectoryListing], now: Date = Date()) throws -> [ObservedFile] {
         guard !listings.isEmpty else { return [] }
         let known: [[String: (FileIdentity, FileState)]] = try pool.read { db in
             let select = try RawStatement(db, "SELECT path, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE dir = ?")
@@ -292,7 +293,7 @@ extension QueueDatabase {
         }
         var new: [ObservedFile] = []
         var changed: [ObservedFile] = []
-        var needHash: [String] = []
+        var needHash: [ObservedFile] = []
         var vanished: [String] = []
         for (listing, known) in zip(listings, known) {
             var present = Set<String>(minimumCapacity: known.isEmpty ? 0 : listing.files.count)
@@ -303,7 +304,7 @@ extension QueueDatabase {
                 }
                 present.insert(f.path)
                 if identity == f.identity, state != .gone {
-                    if state == .pending || state == .hashing { needHash.append(f.path) }
+                    if state == .pending || state == .hashing { needHash.append(f) }
                 } else {
                     changed.append(f)
                 }
@@ -319,6 +320,16 @@ extension QueueDatabase {
             }
             return try observe(changed, new: new, in: db, now: now)
         })
+    }
+
+    /// Whether the queue holds any present file under `dir` (or in it): a scan of a folder
+    /// it knew nothing of can find nothing gone, and skips the sweep.
+    public func knowsFiles(under dir: String) throws -> Bool {
+        let (lo, hi) = Self.subtreeRange(dir)
+        return try pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != 'gone')",
+                              arguments: [dir, lo, hi]) ?? false
+        }
     }
 
     /// After a complete scan of `root`: directories the queue knows under it that the

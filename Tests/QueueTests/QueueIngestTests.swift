@@ -96,15 +96,16 @@ import Testing
             DirectoryListing(dir: "/p/a", files: [ObservedFile(path: "/p/a/new.jpg", identity: id(3))]),
             DirectoryListing(dir: "/p/b", files: []),
             DirectoryListing(dir: "/p/c", files: [ObservedFile(path: "/p/c/moved.jpg", identity: id(2))]),
-        ])
+        ]).map(\.path)
         #expect(need == ["/p/a/new.jpg"])
         let states = try db.pool.read { try Row.fetchAll($0, sql: "SELECT path, state, md5 FROM file ORDER BY path") }
             .map { "\($0["path"] as String)=\($0["state"] as String)/\(($0["md5"] as String?) ?? "-")" }
         #expect(states == ["/p/a/new.jpg=pending/-", "/p/a/old.jpg=gone/-", "/p/b/moved.jpg=gone/two", "/p/c/moved.jpg=queued/two"])
-        // Listed again unchanged: nothing to hash but what still waits, and no write at all.
-        let before = try db.pool.read { try Int.fetchOne($0, sql: "PRAGMA data_version") }
-        #expect(try db.reconcileDirectories([DirectoryListing(dir: "/p/a", files: [ObservedFile(path: "/p/a/new.jpg", identity: id(3))])]) == ["/p/a/new.jpg"])
-        #expect(try db.pool.read { try Int.fetchOne($0, sql: "PRAGMA data_version") } == before)
+        // Listed again unchanged: nothing to hash but what still waits, and no row touched.
+        let stamps = "SELECT group_concat(path || '@' || updatedAt) FROM (SELECT * FROM file ORDER BY path)"
+        let before = try db.pool.read { try String.fetchOne($0, sql: stamps) }
+        #expect(try db.reconcileDirectories([DirectoryListing(dir: "/p/a", files: [ObservedFile(path: "/p/a/new.jpg", identity: id(3))])]).map(\.path) == ["/p/a/new.jpg"])
+        #expect(try db.pool.read { try String.fetchOne($0, sql: stamps) } == before)
     }
 
     @Test func recordHashesAnswersEachFileInOrder() throws {
@@ -138,6 +139,15 @@ import Testing
                   AND md5 IS NOT NULL AND id != 0 LIMIT 1
                 """).contains("file_inode"))
         }
+    }
+
+    @Test func knowsFilesUnderAFolderUntilTheyAreGone() throws {
+        #expect(try !db.knowsFiles(under: "/p"))
+        try db.observe([ObservedFile(path: "/p/d/a.jpg", identity: id(1))])
+        #expect(try db.knowsFiles(under: "/p") && db.knowsFiles(under: "/p/d"))
+        #expect(try !db.knowsFiles(under: "/p/d/e") && !db.knowsFiles(under: "/pp"))
+        try db.markGone(path: "/p/d")
+        #expect(try !db.knowsFiles(under: "/p"))
     }
 
     @Test func sweepRemovesDirectoriesNotVisited() throws {
