@@ -70,9 +70,12 @@ public struct Daemon: Sendable {
         hooks.resume = { await account.resume() }
         try database.resetInterruptedUploads()
         let ingest = IngestService(database: database, options: .init(settings.watch), logger: logger)
+        // One pass per photo when S3 signs payloads: the hasher takes the SHA-256 for the uploader.
+        let payloadDigests = ingest.payloadDigests
         await core.addStatusContributor { s in await ingest.contribute(to: &s) }
         let uploader = UploaderService(database: database, account: account, gate: DaemonGate(core: core, account: account),
-                                       options: .init(settings.upload, followSymlinks: settings.watch.followSymlinks), logger: logger)
+                                       options: .init(settings.upload, followSymlinks: settings.watch.followSymlinks), logger: logger,
+                                       payloadDigests: payloadDigests)
         await core.addStatusContributor { s in await uploader.contribute(to: &s) }
         await ingest.setHooks(onQueued: { uploader.poke() }, onChange: { await core.changed() })
         await uploader.setRehash { path in await ingest.rehash(path) }

@@ -8,13 +8,16 @@ import PhotolalaCore
 public struct FileDigest: Sendable, Equatable {
     public var md5: String
     public var identity: FileIdentity
+    /// Hex SHA-256 of the same bytes, when asked for (see `PayloadDigests`).
+    public var sha256: String?
     /// From open to the last stat: what the log reports and the benchmark compares with md5sum.
     public var elapsed: Duration
 
-    public init(md5: String, identity: FileIdentity, elapsed: Duration = .zero) {
+    public init(md5: String, identity: FileIdentity, elapsed: Duration = .zero, sha256: String? = nil) {
         self.md5 = md5
         self.identity = identity
         self.elapsed = elapsed
+        self.sha256 = sha256
     }
 }
 
@@ -63,7 +66,8 @@ public struct FileHasher: ~Copyable {
                      mtimeSec: Int64(st.st_mtim.tv_sec), mtimeNsec: Int64(st.st_mtim.tv_nsec))
     }
 
-    public func hash(path: String, followSymlinks: Bool = false) throws(Failure) -> FileDigest {
+    /// `sha256`: also take the SHA-256 of the bytes, in the same pass.
+    public func hash(path: String, followSymlinks: Bool = false, sha256 wantSHA: Bool = false) throws(Failure) -> FileDigest {
         let started = ContinuousClock.now
         let flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (followSymlinks ? 0 : O_NOFOLLOW)
         let fd = open(path, flags)
@@ -76,6 +80,7 @@ public struct FileHasher: ~Copyable {
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
 
         var md5 = MD5()
+        var sha = SHA256()
         var offset: Int64 = 0
         // Whether the file was in the page cache before we came is told by its first
         // chunk, read without waiting: it comes from the cache or not at all. Files are
@@ -107,6 +112,7 @@ public struct FileHasher: ~Copyable {
             }
             if n == 0 { break }
             md5.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            if wantSHA { sha.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
             offset += Int64(n)
             if let coldFrom {
                 Self.dropPages(fd, from: max(coldFrom, offset - Self.dropWindow), to: offset)
@@ -128,7 +134,8 @@ public struct FileHasher: ~Copyable {
         guard first == Self.identity(of: after), first == Self.identity(of: byPath), offset == first.size else {
             throw .changed
         }
-        return FileDigest(md5: Hex.string(md5.finish()), identity: first, elapsed: .now - started)
+        return FileDigest(md5: Hex.string(md5.finish()), identity: first, elapsed: .now - started,
+                          sha256: wantSHA ? Hex.string(sha.finish()) : nil)
     }
 
     /// DONTNEED drops only the folios wholly inside its range, and the page cache keeps a

@@ -12,6 +12,7 @@ public final class HasherPool: Sendable {
     private struct Job: Sendable {
         var path: String
         var followSymlinks: Bool
+        var sha256: Bool
         var done: @Sendable (Result) -> Void
     }
 
@@ -43,11 +44,12 @@ public final class HasherPool: Sendable {
     /// Files being read right now.
     public var busy: Int { state.withLock { $0.busy } }
 
-    public func hash(path: String, followSymlinks: Bool = false) async -> Result {
+    /// `sha256`: also the SHA-256, in the same read (see `PayloadDigests`).
+    public func hash(path: String, followSymlinks: Bool = false, sha256: Bool = false) async -> Result {
         await withCheckedContinuation { (c: CheckedContinuation<Result, Never>) in
             let accepted = state.withLock { s -> Bool in
                 guard !s.stopped else { return false }
-                s.jobs.append(Job(path: path, followSymlinks: followSymlinks, done: { c.resume(returning: $0) }))
+                s.jobs.append(Job(path: path, followSymlinks: followSymlinks, sha256: sha256, done: { c.resume(returning: $0) }))
                 return true
             }
             if accepted { wake.signal() } else { c.resume(returning: .failure(.unreadable("the daemon is stopping"))) }
@@ -93,7 +95,7 @@ public final class HasherPool: Sendable {
             }
             let result: Result
             do {
-                let digest = try hasher.hash(path: job.path, followSymlinks: job.followSymlinks)
+                let digest = try hasher.hash(path: job.path, followSymlinks: job.followSymlinks, sha256: job.sha256)
                 hashedBytes.add(digest.identity.size, ordering: .relaxed)
                 result = .success(digest)
             } catch {

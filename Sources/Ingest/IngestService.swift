@@ -66,8 +66,12 @@ public actor IngestService: Service {
     var onQueued: @Sendable () -> Void = {}
     var onChange: @Sendable () async -> Void = {}
 
-    public init(database: QueueDatabase, options: Options, logger: Logger) {
+    /// SHA-256s for signed uploads, taken in the hashing pass when the uploader wants them.
+    public nonisolated let payloadDigests: PayloadDigests
+
+    public init(database: QueueDatabase, options: Options, logger: Logger, payloadDigests: PayloadDigests = PayloadDigests()) {
         self.database = database
+        self.payloadDigests = payloadDigests
         self.options = options
         self.logger = logger
         pool = HasherPool(workers: options.hashWorkers)
@@ -562,7 +566,7 @@ public actor IngestService: Service {
                 continue
             }
             hashing += 1
-            let result = await pool.hash(path: path, followSymlinks: options.watcher.followSymlinks)
+            let result = await pool.hash(path: path, followSymlinks: options.watcher.followSymlinks, sha256: payloadDigests.wanted)
             hashing -= 1
             queued.remove(ExactPath(path))
             recording.insert(ExactPath(path))
@@ -632,6 +636,7 @@ public actor IngestService: Service {
                 hashMeter.add(digest.identity.size)
                 elapsed.append(digest.elapsed)
                 digests.append(HashedFile(path: path, identity: digest.identity, md5: digest.md5))
+                if let sha256 = digest.sha256 { payloadDigests.store(md5: digest.md5, identity: digest.identity, sha256: sha256) }
             case .failure(let failure):
                 flush()
                 record(path, failure)

@@ -64,8 +64,13 @@ public actor UploaderService: Service {
     var rehash: @Sendable (String) async -> Void = { _ in }
     private nonisolated let requestCounter = Atomic<Int>(0)
 
-    public init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger) {
+    /// SHA-256s the hasher took for signed payloads (plain-HTTP endpoints): see `PayloadDigests`.
+    let payloadDigests: PayloadDigests
+
+    public init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger,
+                payloadDigests: PayloadDigests = PayloadDigests()) {
         self.database = database
+        self.payloadDigests = payloadDigests
         self.account = account
         self.gate = gate
         self.options = options
@@ -319,6 +324,7 @@ public actor UploaderService: Service {
         }
         let credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
                                         sessionToken: grant.sessionToken, expiration: grant.expiration)
+        if payloadDigests.wanted != client.signsPayload { payloadDigests.setWanted(client.signsPayload) }
         do {
             if let info = try await retrying({ () async throws(S3Error) in try await client.headObject(key: key, credentials: credentials) }),
                info.size == job.size {
@@ -353,15 +359,23 @@ public actor UploaderService: Service {
                         credentials: S3Credentials) async throws(S3Error) -> Outcome {
         let signs = client.signsPayload
         let follow = options.followSymlinks
+        // Taken in the hashing pass for exactly this identity: no second read to sign.
+        let known = signs ? payloadDigests.take(md5: job.md5, identity: job.identity) : nil
         let check: (RangeReader.PartDigest?, Bool)
         do {
             check = try await BlockingIO.run { () throws(RangeReader.Failure) -> (RangeReader.PartDigest?, Bool) in
                 let reader = try RangeReader(path: job.path, expected: job.identity, followSymlinks: follow)
                 // Content-MD5 is the MD5 the file was hashed with, so S3 rejects a body that
-                // changed since. Over plain HTTP the body is read once for its SHA-256
-                // signature; the file's identity (device, inode, size, mtime in ns) must be the
-                // hashed one before and after that read.
+                // changed since. Over plain HTTP the body's SHA-256 is signed: from the
+                // hashing pass when it was taken there, otherwise read once now; the file's
+                // identity (device, inode, size, mtime in ns) must be the hashed one before
+                // and after.
                 guard signs else { return (nil, reader.finish(path: job.path).unchanged) }
+                if let known {
+                    let digest = RangeReader.PartDigest(md5Hex: job.md5, contentMD5: S3Client.contentMD5(hex: job.md5) ?? "",
+                                                        sha256Hex: known)
+                    return (digest, reader.finish(path: job.path).unchanged)
+                }
                 var digest = try reader.next(length: job.size, sha256: true, md5: false)
                 digest.contentMD5 = S3Client.contentMD5(hex: job.md5) ?? ""
                 return (digest, reader.finish(path: job.path).unchanged)

@@ -48,6 +48,31 @@ import Testing
         #expect(digest.identity.size == Int64(size))
     }
 
+    static func sha256sum(_ path: String) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
+        p.arguments = [path]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return String(String(decoding: data, as: UTF8.self).prefix(64))
+    }
+
+    /// The SHA-256 for signed uploads comes from the same pass as the MD5, and only when asked.
+    @Test(arguments: [0, 65535, (1 << 20) + 1])
+    func takesTheSHA256InTheSamePassWhenAsked(size: Int) throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("f.jpg")
+        try Self.randomFile(file, size: size)
+        let both = try FileHasher().hash(path: file.path, sha256: true)
+        #expect(both.md5 == (try Self.md5sum(file.path)))
+        #expect(both.sha256 == (try Self.sha256sum(file.path)))
+        #expect(try FileHasher().hash(path: file.path).sha256 == nil)
+    }
+
     @Test func largeFileMatchesMd5sum() throws {
         let dir = try Self.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
