@@ -152,6 +152,9 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3, help="each tool runs once per round, in a rotated order")
     ap.add_argument("--bin", help="a photolalad binary (default: build the release one)")
+    ap.add_argument("--peer-credentials", choices=["sts", "iam"], default="sts",
+                    help="sts: the peers use STS keys with a session token, as the daemon must (default); "
+                         "iam: the backend's long-term IAM keys, which moto authenticates with less work")
     args = ap.parse_args()
 
     binary = args.bin or release_binary()
@@ -165,19 +168,25 @@ def main() -> int:
         staging = work / "photos"
         total = make_photos(staging, args.photos)
         mb = total / 1e6
-        print(f"upload: {args.photos} photos, {mb:.0f} MB, into moto at {moto.endpoint}; {args.rounds} round(s)")
+        print(f"upload: {args.photos} photos, {mb:.0f} MB, into moto at {moto.endpoint}; {args.rounds} round(s); "
+              f"peers with {args.peer_credentials.upper()} credentials")
         subprocess.run(["cat", *map(str, staging.iterdir())], stdout=subprocess.DEVNULL)  # warm the page cache for everyone
 
         # The peers use the same kind of credentials as the daemon: STS keys with a session
         # token for the same user, vended by the backend, into the user's own prefix, so
         # moto does the same authentication work for every tool.
         def peer_credentials() -> dict:
+            if args.peer_credentials == "iam":
+                return {"accessKeyId": moto.backend_access_key, "secretAccessKey": moto.backend_secret_key,
+                        "sessionToken": ""}
             return backend._vend(user)["credentials"]
 
         def run_aws(r: int) -> float:
             c = peer_credentials()
             env = dict(os.environ, AWS_ACCESS_KEY_ID=c["accessKeyId"], AWS_SECRET_ACCESS_KEY=c["secretAccessKey"],
-                       AWS_SESSION_TOKEN=c["sessionToken"], AWS_DEFAULT_REGION=moto.region)
+                       AWS_DEFAULT_REGION=moto.region)
+            if c["sessionToken"]:
+                env["AWS_SESSION_TOKEN"] = c["sessionToken"]
             return timed(["aws", "--endpoint-url", moto.endpoint, "s3", "cp", "--recursive", "--only-show-errors",
                           str(staging), f"s3://{moto.bucket}/photos/{user}/aws-{r}/"], env=env)
 
@@ -187,8 +196,9 @@ def main() -> int:
             renv.update(RCLONE_CONFIG_MOTO_TYPE="s3", RCLONE_CONFIG_MOTO_PROVIDER="Other",
                         RCLONE_CONFIG_MOTO_ACCESS_KEY_ID=c["accessKeyId"],
                         RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY=c["secretAccessKey"],
-                        RCLONE_CONFIG_MOTO_SESSION_TOKEN=c["sessionToken"],
                         RCLONE_CONFIG_MOTO_ENDPOINT=moto.endpoint, RCLONE_CONFIG_MOTO_REGION=moto.region)
+            if c["sessionToken"]:
+                renv["RCLONE_CONFIG_MOTO_SESSION_TOKEN"] = c["sessionToken"]
             return timed(["rclone", "copy", "--no-traverse", "--s3-no-check-bucket", str(staging),
                           f"moto:{moto.bucket}/photos/{user}/rclone-{r}/"], env=renv)
 
