@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/mman.h>
+#include <stdio.h>
+#include <string.h>
 #include "CLinux.h"
 
 ssize_t photolala_pread_cached(int fd, void *buffer, size_t count, off_t offset) {
@@ -15,4 +18,23 @@ ssize_t photolala_pread_cached(int fd, void *buffer, size_t count, off_t offset)
     errno = EOPNOTSUPP;
     return -1;
 #endif
+}
+
+// Unmaps the resident pages of every executable file mapping (our own code, libc,
+// SQLite, OpenSSL): clean text pages that still sit in the page cache, so the next call
+// into them is a minor fault and nothing is read from the disk. Only `r-xp` mappings:
+// writable or relocated (RELRO) ones hold state and are never touched.
+void photolala_release_code_pages(void) {
+    FILE *maps = fopen("/proc/self/maps", "re");
+    if (!maps) return;
+    char line[4096];
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long start, end;
+        char perms[5];
+        int path = 0;
+        if (sscanf(line, "%lx-%lx %4s %*s %*s %*s %n", &start, &end, perms, &path) < 3) continue;
+        if (strcmp(perms, "r-xp") != 0 || path == 0 || line[path] != '/') continue;
+        madvise((void *)start, end - start, MADV_DONTNEED);
+    }
+    fclose(maps);
 }

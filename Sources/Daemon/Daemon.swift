@@ -120,6 +120,13 @@ public struct Daemon: Sendable {
         await core.markRunning()
         let status = await core.status()
         notifier.ready(status: StatusSummary.oneLine(status))
+        // Start-up code (argument parsing, TOML, migrations, TLS set-up) runs once: let
+        // its pages leave the daemon's RSS once the services have started.
+        Task.detached(priority: .background) {
+            try? await Task.sleep(for: .seconds(3))
+            photolala_trim_malloc()
+            photolala_release_code_pages()
+        }
         logger.notice("photolalad \(PhotolalaVersion.current) started", metadata: [
             "folders": "\(settings.watch.folders.count)", "socket": "\(settings.daemon.socket)", "state": "\(status.state.rawValue)",
         ])

@@ -376,6 +376,21 @@ public actor IngestService: Service {
         var summary: ScanSummary?
         // A folder the queue knows nothing of (a first scan) can have nothing gone.
         let knewFiles = (try? database.knowsFiles(under: root)) ?? true
+        // A first scan lists and records the whole tree before anything is read: on a NAS's
+        // two cores the hashers competing with the listing made it six times slower than
+        // `find` (docs/benchmarks.md), and the status total is right sooner. Files stay in
+        // the hash queue meanwhile; events are still recorded.
+        if !knewFiles {
+            hashHeld = true
+            database.bulkWrites(true)
+        }
+        defer {
+            if !knewFiles { database.bulkWrites(false) }
+            if hashHeld {
+                hashHeld = false
+                Task { await hashSignal.notify() }
+            }
+        }
         let batches = scanner.batches(root, recursive: recursive)
         var iterator = batches.makeAsyncIterator()
         // The scanner lists the next batch while this one is recorded, so a listing may
@@ -405,7 +420,7 @@ public actor IngestService: Service {
                 }
                 do {
                     // One batch, one read and at most one write transaction.
-                    let need = try database.reconcileDirectories(fresh)
+                    let need = try database.reconcileDirectories(fresh, firstScan: !knewFiles)
                     let now = Date()
                     for f in need {
                         // A file written moments ago may still be growing: it settles first.
@@ -561,7 +576,7 @@ public actor IngestService: Service {
     private func hashLoop(_ worker: Int) async {
         while !Task.isCancelled {
             let since = await hashSignal.current
-            guard let path = nextToHash() else {
+            guard !hashHeld, let path = nextToHash() else {
                 await hashSignal.wait(since: since, until: nil as ContinuousClock.Instant?)
                 continue
             }
@@ -585,6 +600,8 @@ public actor IngestService: Service {
     }
 
     var hashing = 0
+    /// Set while a first scan lists a tree the queue knew nothing of.
+    var hashHeld = false
     /// Results waiting to be written. Small photos hash faster than one transaction per
     /// file commits, so results that arrive while this actor is busy are recorded
     /// together; a lone file is recorded at once (one task hop later), or within 0.1 s
@@ -685,6 +702,7 @@ public actor IngestService: Service {
         hashed = []
         database.releaseMemory()
         photolala_trim_malloc()
+        photolala_release_code_pages()
     }
 
     private func record(_ path: String, _ failure: FileHasher.Failure) {

@@ -272,9 +272,13 @@ extension QueueDatabase {
     /// thousand files at a time; per-directory transactions (two each) cost more than the
     /// listing itself. Returns the files to hash as listed (their identity says how
     /// recently they were written).
-    public func reconcileDirectories(_ listings: [DirectoryListing], now: Date = Date()) throws -> [ObservedFile] {
+    ///
+    /// `firstScan`: the queue knew nothing under the scanned root when the scan began, so
+    /// no directory is looked up (a file that events recorded meanwhile is found by its
+    /// insert, which then takes the long way).
+    public func reconcileDirectories(_ listings: [DirectoryListing], firstScan: Bool = false, now: Date = Date()) throws -> [ObservedFile] {
         guard !listings.isEmpty else { return [] }
-        let known: [[String: (FileIdentity, FileState)]] = try pool.read { db in
+        let known: [[String: (FileIdentity, FileState)]] = firstScan ? listings.map { _ in [:] } : try pool.read { db in
             let select = try RawStatement(db, "SELECT path, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE dir = ?")
             defer { select.reset() }
             return try listings.map { listing in
