@@ -38,6 +38,13 @@ public actor IngestService: Service {
     var aggregator: SettleAggregator<ContinuousClock.Instant>
     var hashQueue: [String] = []
     var hashQueueHead = 0
+    /// Files the queue holds as waiting for a hash that were never put in `hashQueue`:
+    /// a crash's leftovers, and whatever a first scan recorded. A first scan of a million
+    /// photos kept a million paths in memory (twice: the queue and `queued`), and doing so
+    /// cost the scan more than writing them to the database; the hashers now read them
+    /// back a chunk at a time when `hashQueue` runs dry. The id after which to look next;
+    /// nil when none is left.
+    var backlogCursor: Int64?
     /// Paths waiting to be hashed or being hashed. Byte for byte (`ExactPath`): an NFC and
     /// an NFD spelling of one name are two files, and one must not hide the other.
     var queued = Set<ExactPath>()
@@ -86,10 +93,8 @@ public actor IngestService: Service {
 
     public func run() async throws {
         // Files a crash caught before their hash was stored are simply read again.
-        if let leftovers = try? database.pathsNeedingHash(limit: 1_000_000), !leftovers.isEmpty {
-            logger.info("resuming: \(leftovers.count) files still need their hash")
-            for path in leftovers { enqueueHash(path) }
-        }
+        armBacklog()
+        if backlogCursor != nil { logger.info("resuming: some files still need their hash") }
         startWatcher()
         // A few files per hasher thread in flight: while one batch of results is being
         // written the threads go on with the next files, and the next batch is bigger.
@@ -157,8 +162,8 @@ public actor IngestService: Service {
             case .fileWritten(let path):
                 aggregator.fileWritten(path, now: now)
             case .fileMoved(let from, let to):
-                noteChange(Self.parent(of: from))
-                noteChange(Self.parent(of: to))
+                noteChange(PathNames.parent(of: from))
+                noteChange(PathNames.parent(of: to))
                 aggregator.moved(from: from, to: to)
                 if try !database.renameFile(from: from, to: to) {
                     aggregator.fileWritten(to, now: now)
@@ -261,7 +266,7 @@ public actor IngestService: Service {
             aggregator.markUnsettled(path, now: .now - (options.watcher.settle - wait))
             return
         }
-        noteChange(Self.parent(of: path))
+        noteChange(PathNames.parent(of: path))
         do {
             for p in try database.observe([ObservedFile(path: path, identity: FileHasher.identity(of: st))]) { enqueueHash(p) }
         } catch {
@@ -318,15 +323,10 @@ public actor IngestService: Service {
         var current = dir
         while true {
             if let at = changedDuringScan[current], at > epoch { return true }
-            let up = Self.parent(of: current)
+            let up = PathNames.parent(of: current)
             if up == current || up.isEmpty { return false }
             current = up
         }
-    }
-
-    static func parent(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "" }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     /// The paths not inside another one of them.
@@ -372,7 +372,6 @@ public actor IngestService: Service {
     private func scan(_ root: String, recursive: Bool) async {
         let started = ContinuousClock.now
         let scanner = DirectoryScanner(options: options.watcher, logger: logger)
-        let settle = Units.seconds(options.watcher.settle)
         var summary: ScanSummary?
         // A folder the queue knows nothing of (a first scan) can have nothing gone.
         let knewFiles = (try? database.knowsFiles(under: root)) ?? true
@@ -385,7 +384,10 @@ public actor IngestService: Service {
             database.bulkWrites(true)
         }
         defer {
-            if !knewFiles { database.bulkWrites(false) }
+            if !knewFiles {
+                database.bulkWrites(false)
+                armBacklog()
+            }
             if hashHeld {
                 hashHeld = false
                 Task { await hashSignal.notify() }
@@ -421,17 +423,10 @@ public actor IngestService: Service {
                 do {
                     // One batch, one read and at most one write transaction.
                     let need = try database.reconcileDirectories(fresh, firstScan: !knewFiles)
+                    // A first scan's files wait in the database: the backlog reads them back.
+                    guard knewFiles else { continue }
                     let now = Date()
-                    for f in need {
-                        // A file written moments ago may still be growing: it settles first.
-                        let age = Self.age(mtimeSec: f.identity.mtimeSec, mtimeNsec: f.identity.mtimeNsec, now: now)
-                        if age >= 0, age < settle {
-                            // Settles from its last write (observe() checks again then).
-                            aggregator.fileWritten(f.path, now: .now - .milliseconds(Int64(age * 1000)))
-                        } else {
-                            enqueueHash(f.path)
-                        }
-                    }
+                    for f in need { admit(f.path, mtimeSec: f.identity.mtimeSec, mtimeNsec: f.identity.mtimeNsec, now: now) }
                 } catch {
                     logger.error("cannot record a scan in the queue: \(error)", metadata: ["dir": "\(fresh.first?.dir ?? root)"])
                     writeFailed()
@@ -541,6 +536,62 @@ public actor IngestService: Service {
 
     static let filesInFlightPerWorker = 4
 
+    /// A file found waiting for its hash by a scan or in the backlog: hashed now, or, if
+    /// it was written moments ago and may still be growing, once it has settled (true:
+    /// the settle loop has a new deadline to wake for).
+    @discardableResult
+    private func admit(_ path: String, mtimeSec: Int64, mtimeNsec: Int64, now: Date) -> Bool {
+        let age = Self.age(mtimeSec: mtimeSec, mtimeNsec: mtimeNsec, now: now)
+        guard age >= 0, age < Units.seconds(options.watcher.settle) else {
+            enqueueHash(path)
+            return false
+        }
+        // Settles from its last write (observe() checks again then).
+        aggregator.fileWritten(path, now: .now - .milliseconds(Int64(age * 1000)))
+        return true
+    }
+
+    /// Points the backlog at the first file waiting for a hash. Never forward: files
+    /// behind the cursor that wait again (a crash's, or ones whose read was thrown away)
+    /// would be skipped; going back costs a re-read of rows that are filtered out.
+    private func armBacklog() {
+        do {
+            guard let start = try database.unhashedStart() else { return }
+            backlogCursor = min(backlogCursor ?? start, start)
+            Task { await hashSignal.notify() }
+        } catch {
+            logger.error("cannot read the files waiting for a hash: \(error); the next scan finds them")
+        }
+    }
+
+    /// Moves the next chunk of the backlog into `hashQueue`; false when nothing is left to
+    /// take (or the database cannot be read: the next scan or start arms it again).
+    private func refillFromBacklog() -> Bool {
+        guard let after = backlogCursor else { return false }
+        let files: [UnhashedFile]
+        do {
+            files = try database.unhashedFiles(after: after, limit: Self.backlogChunk)
+        } catch {
+            logger.error("cannot read the files waiting for a hash: \(error); the next scan finds them")
+            backlogCursor = nil
+            return false
+        }
+        guard let last = files.last else {
+            backlogCursor = nil
+            return false
+        }
+        backlogCursor = last.id
+        let now = Date()
+        var settling = false
+        // Files already queued, in flight or being recorded are skipped by enqueueHash.
+        for f in files where admit(f.path, mtimeSec: f.mtimeSec, mtimeNsec: f.mtimeNsec, now: now) { settling = true }
+        if settling { Task { await settleSignal.notify() } }
+        return true
+    }
+
+    /// Enough to keep every hasher busy between two reads of the backlog.
+    static let backlogChunk = 512
+
     private func enqueueHash(_ path: String) {
         guard !recording.contains(ExactPath(path)), queued.insert(ExactPath(path)).inserted else { return }
         hashQueue.append(path)
@@ -561,15 +612,17 @@ public actor IngestService: Service {
     }
 
     private func nextToHash() -> String? {
-        while hashQueueHead < hashQueue.count {
-            let path = hashQueue[hashQueueHead]
-            hashQueueHead += 1
-            if hashQueueHead > 4096 && hashQueueHead * 2 > hashQueue.count {
-                hashQueue.removeFirst(hashQueueHead)
-                hashQueueHead = 0
+        repeat {
+            while hashQueueHead < hashQueue.count {
+                let path = hashQueue[hashQueueHead]
+                hashQueueHead += 1
+                if hashQueueHead > 4096 && hashQueueHead * 2 > hashQueue.count {
+                    hashQueue.removeFirst(hashQueueHead)
+                    hashQueueHead = 0
+                }
+                if queued.contains(ExactPath(path)) { return path }
             }
-            if queued.contains(ExactPath(path)) { return path }
-        }
+        } while refillFromBacklog()
         return nil
     }
 
@@ -674,7 +727,7 @@ public actor IngestService: Service {
     var idleCheckScheduled = false
 
     private var isIdle: Bool {
-        hashQueueHead >= hashQueue.count && hashing == 0 && hashed.isEmpty && !scanning && scanQueue.isEmpty
+        hashQueueHead >= hashQueue.count && backlogCursor == nil && hashing == 0 && hashed.isEmpty && !scanning && scanQueue.isEmpty
     }
 
     /// After a burst of work (a first scan queues and hashes a hundred thousand files),

@@ -22,6 +22,21 @@ public struct DirectoryListing: Sendable, Equatable {
     }
 }
 
+/// A file the queue holds as waiting for its hash, with the mtime that says whether it
+/// may still be being written.
+public struct UnhashedFile: Sendable, Equatable {
+    public var id: Int64
+    public var path: String
+    public var mtimeSec: Int64
+    public var mtimeNsec: Int64
+    public init(id: Int64, path: String, mtimeSec: Int64, mtimeNsec: Int64) {
+        self.id = id
+        self.path = path
+        self.mtimeSec = mtimeSec
+        self.mtimeNsec = mtimeNsec
+    }
+}
+
 /// A file the hasher read: the identity it had while being read, and its MD5.
 public struct HashedFile: Sendable, Equatable {
     public var path: String
@@ -37,11 +52,6 @@ public struct HashedFile: Sendable, Equatable {
 /// The ingest side of the queue: files seen, hashed, moved and gone. Each call is one
 /// transaction, so a crash leaves every file either before or after the change.
 extension QueueDatabase {
-    static func parent(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "" }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
-
     /// Upper bound of the paths strictly under `dir` in byte order ('/' + 1 is '0'), so the
     /// UNIQUE index answers "everything below" without LIKE and its wildcards.
     static func subtreeRange(_ dir: String) -> (String, String) {
@@ -83,7 +93,7 @@ extension QueueDatabase {
 
         /// Inserts a file not in the table; false when its path is there after all.
         func insertNew(_ f: ObservedFile) throws -> Bool {
-            _ = try insert.step(.text(f.path), .text(Self.parent(of: f.path)), .int(Int64(bitPattern: f.identity.device)),
+            _ = try insert.step(.text(f.path), .text(PathNames.parent(of: f.path)), .int(Int64(bitPattern: f.identity.device)),
                                 .int(Int64(bitPattern: f.identity.inode)), .int(f.identity.size), .int(f.identity.mtimeSec),
                                 .int(f.identity.mtimeNsec), .double(stamp))
             guard insert.changes == 1 else { return false }
@@ -141,10 +151,17 @@ extension QueueDatabase {
         if objectState == nil {
             let size = try Int64.fetchOne(db, sql: "SELECT size FROM file WHERE id = ?", arguments: [id]) ?? 0
             try db.execute(sql: "INSERT INTO object(md5, size, state, updatedAt) VALUES (?, ?, 'pending', ?)", arguments: [md5, size, now.timeIntervalSince1970])
+        } else if objectState == .pending {
+            try db.execute(sql: Self.dueNowSQL, arguments: [md5])
         }
         try db.execute(sql: "UPDATE file SET md5 = ?, state = ?, lastError = NULL, updatedAt = ? WHERE id = ?",
                        arguments: [md5, fileState.rawValue, now.timeIntervalSince1970, id])
     }
+
+    /// A waiting object that a file has just joined is due at once. An object no file
+    /// held any more was put off for an hour by `claimObject`; without this, a file that
+    /// came back with those bytes (re-read after a change, say) waited out that hour.
+    static let dueNowSQL = "UPDATE object SET nextAttemptAt = NULL WHERE md5 = ? AND state = 'pending' AND nextAttemptAt IS NOT NULL"
 
     static func fileState(for object: ObjectState) -> FileState {
         switch object {
@@ -155,10 +172,34 @@ extension QueueDatabase {
         }
     }
 
-    /// Files waiting for a hash (new, changed, or caught mid-hash by a crash).
-    public func pathsNeedingHash(limit: Int = 10_000) throws -> [String] {
+    /// The id just before the first file waiting for a hash (new, changed, or caught
+    /// mid-hash by a crash), or nil when none waits: where `unhashedFiles(after:)` starts.
+    /// Found through the state index, so it costs as much as there are files waiting.
+    public func unhashedStart() throws -> Int64? {
         try pool.read { db in
-            try String.fetchAll(db, sql: "SELECT path FROM file WHERE state IN ('pending', 'hashing') ORDER BY id LIMIT ?", arguments: [limit])
+            try Int64.fetchOne(db, sql: "SELECT min(id) FROM file WHERE state IN ('pending', 'hashing')").map { $0 - 1 }
+        }
+    }
+
+    /// The next files waiting for a hash after `id`, in id order. Walks the table by id
+    /// (the unary `+` keeps the planner off the state index, which would sort every
+    /// waiting file on each call): draining a backlog a chunk at a time reads the table
+    /// once, however big the backlog.
+    public func unhashedFiles(after id: Int64, limit: Int) throws -> [UnhashedFile] {
+        try pool.read { db in
+            let select = try RawStatement(db, """
+                SELECT id, path, mtimeSec, mtimeNsec FROM file WHERE id > ? AND +state IN ('pending', 'hashing') ORDER BY id LIMIT ?
+                """)
+            defer { select.reset() }
+            var files: [UnhashedFile] = []
+            var more = try select.step(.int(id), .int(Int64(limit)))
+            while more {
+                if let path = select.text(1) {
+                    files.append(UnhashedFile(id: select.int64(0), path: path, mtimeSec: select.int64(2), mtimeNsec: select.int64(3)))
+                }
+                more = try select.next()
+            }
+            return files
         }
     }
 
@@ -186,10 +227,11 @@ extension QueueDatabase {
             let select = try RawStatement(db, "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE path = ?")
             let objectState = try RawStatement(db, "SELECT state FROM object WHERE md5 = ?")
             let insertObject = try RawStatement(db, "INSERT INTO object(md5, size, state, updatedAt) VALUES (?, ?, 'pending', ?)")
+            let dueNow = try RawStatement(db, Self.dueNowSQL)
             let update = try RawStatement(db, """
                 UPDATE file SET md5 = ?, state = ?, attempts = 0, lastError = NULL, nextAttemptAt = NULL, updatedAt = ? WHERE id = ?
                 """)
-            defer { [select, objectState, insertObject, update].forEach { $0.reset() } }
+            defer { [select, objectState, insertObject, dueNow, update].forEach { $0.reset() } }
             let stamp = now.timeIntervalSince1970
             return try files.map { f -> HashOutcome in
                 guard try select.step(.text(f.path)) else { return .unknown }
@@ -208,6 +250,9 @@ extension QueueDatabase {
                 if existing == nil {
                     _ = try insertObject.step(.text(f.md5), .int(f.identity.size), .double(stamp))
                     insertObject.reset()
+                } else if existing == .pending {
+                    _ = try dueNow.step(.text(f.md5))
+                    dueNow.reset()
                 }
                 let state = Self.fileState(for: existing ?? .pending)
                 _ = try update.step(.text(f.md5), .text(state.rawValue), .double(stamp), .int(id))
@@ -256,7 +301,7 @@ extension QueueDatabase {
             guard try Int64.fetchOne(db, sql: "SELECT id FROM file WHERE path = ? AND state != 'gone'", arguments: [old]) != nil else { return false }
             try db.execute(sql: "DELETE FROM file WHERE path = ?", arguments: [new])
             try db.execute(sql: "UPDATE file SET path = ?, dir = ?, updatedAt = ? WHERE path = ?",
-                           arguments: [new, Self.parent(of: new), now.timeIntervalSince1970, old])
+                           arguments: [new, PathNames.parent(of: new), now.timeIntervalSince1970, old])
             return true
         }
     }

@@ -122,7 +122,11 @@ extension QueueDatabase {
             if gone {
                 try db.execute(sql: "UPDATE file SET state = 'gone', updatedAt = ? WHERE path = ?", arguments: [t, job.path])
             } else {
-                try db.execute(sql: "UPDATE file SET state = 'pending', md5 = NULL, updatedAt = ? WHERE path = ?", arguments: [t, job.path])
+                // Only if the row still says these bytes: events may have had the new
+                // content hashed already while this upload ran, and wiping that hash left its
+                // object with no file for a moment, long enough to be put off for an hour.
+                try db.execute(sql: "UPDATE file SET state = 'pending', md5 = NULL, updatedAt = ? WHERE path = ? AND md5 = ?",
+                               arguments: [t, job.path, job.md5])
             }
             try db.execute(sql: "UPDATE object SET state = 'pending', updatedAt = ? WHERE md5 = ? AND state = 'uploading'", arguments: [t, job.md5])
             try db.execute(sql: "UPDATE file SET state = 'queued', updatedAt = ? WHERE md5 = ? AND state = 'uploading'", arguments: [t, job.md5])

@@ -94,12 +94,12 @@ final class WatchTree {
         var seen: [String] = []
         for folder in options.folders.map(normalizedPath) {
             if seen.contains(folder) { continue }
-            if let outer = seen.first(where: { SettleAggregator<ContinuousClock.Instant>.isInside(folder, $0) }) {
+            if let outer = seen.first(where: { PathNames.isInside(folder, $0) }) {
                 logger.warning("watch folder \(folder) is inside \(outer), which is already watched recursively; ignoring it")
                 continue
             }
             // An outer folder listed after an inner one replaces it.
-            seen.removeAll { SettleAggregator<ContinuousClock.Instant>.isInside($0, folder) }
+            seen.removeAll { PathNames.isInside($0, folder) }
             seen.append(folder)
         }
         roots = seen.map { RootFolder(path: $0, retryDelay: options.missingFolderRetry.initial) }

@@ -76,7 +76,7 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
 
     /// A file was closed after writing or moved in.
     public mutating func fileWritten(_ path: String, now: Instant) {
-        let dir = Self.parent(of: path)
+        let dir = PathNames.parent(of: path)
         if let covering = coveringScan(ofFileIn: dir) {
             touchScan(covering, now: now)
         } else if var entry = files[path] {
@@ -116,11 +116,11 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
             recursiveScans += 1
             // Everything pending below is covered now; keep its earliest first event so
             // the cap still holds for it.
-            for (path, absorbed) in scans.pairs where path != dir && Self.isInside(path, dir) {
+            for (path, absorbed) in scans.pairs where path != dir && PathNames.isInside(path, dir) {
                 entry.first = min(entry.first, absorbed.first)
                 dropScan(path)
             }
-            for directory in Array(filesByDirectory.keys) where directory == dir || Self.isInside(directory, dir) {
+            for directory in Array(filesByDirectory.keys) where directory == dir || PathNames.isInside(directory, dir) {
                 for path in filesByDirectory[directory] ?? [] {
                     if let absorbed = files.removeValue(forKey: path.string) { entry.first = min(entry.first, absorbed.first) }
                 }
@@ -141,13 +141,13 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
     /// A pending scan of an ancestor stays (it will simply not find it).
     public mutating func removed(_ path: String) {
         if files.removeValue(forKey: path) != nil {
-            let dir = Self.parent(of: path)
+            let dir = PathNames.parent(of: path)
             filesByDirectory[dir]?.remove(ExactPath(path))
             if filesByDirectory[dir]?.isEmpty == true { filesByDirectory[dir] = nil }
         }
         dropScan(path)
-        for dir in Array(scans.keys) where Self.isInside(dir, path) { dropScan(dir) }
-        for dir in Array(filesByDirectory.keys) where dir == path || Self.isInside(dir, path) {
+        for dir in Array(scans.keys) where PathNames.isInside(dir, path) { dropScan(dir) }
+        for dir in Array(filesByDirectory.keys) where dir == path || PathNames.isInside(dir, path) {
             for file in filesByDirectory.removeValue(forKey: dir) ?? [] { files[file.string] = nil }
         }
         pruneTop()
@@ -161,7 +161,7 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
         removed(new)
         func rename(_ path: String) -> String? {
             if path.utf8.elementsEqual(old.utf8) { return new }
-            guard Self.isInside(path, old) else { return nil }
+            guard PathNames.isInside(path, old) else { return nil }
             return (new == "/" ? "" : new) + String(Substring(path.utf8.dropFirst(old == "/" ? 0 : old.utf8.count)))
         }
         for (path, entry) in scans.pairs {
@@ -176,13 +176,13 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
         for (path, entry) in files.pairs {
             guard let renamed = rename(path) else { continue }
             files[path] = nil
-            let oldDir = Self.parent(of: path)
+            let oldDir = PathNames.parent(of: path)
             filesByDirectory[oldDir]?.remove(ExactPath(path))
             if filesByDirectory[oldDir]?.isEmpty == true { filesByDirectory[oldDir] = nil }
             var moved = entry
             moved.generation = nextGeneration()
             files[renamed] = moved
-            filesByDirectory[Self.parent(of: renamed), default: []].insert(ExactPath(renamed))
+            filesByDirectory[PathNames.parent(of: renamed), default: []].insert(ExactPath(renamed))
             schedule(.file(renamed), moved)
         }
         pruneTop()
@@ -197,7 +197,7 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
             case .file(let path):
                 guard let entry = files[path], entry.generation == top.generation else { continue }
                 files[path] = nil
-                let dir = Self.parent(of: path)
+                let dir = PathNames.parent(of: path)
                 filesByDirectory[dir]?.remove(ExactPath(path))
                 if filesByDirectory[dir]?.isEmpty == true { filesByDirectory[dir] = nil }
                 ready.append(.file(path))
@@ -278,24 +278,10 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
         var current = dir
         while true {
             if let entry = scans[current], entry.recursive { return current }
-            let up = Self.parent(of: current)
+            let up = PathNames.parent(of: current)
             if up == current || up.isEmpty { return nil }
             current = up
         }
-    }
-
-    static func parent(of path: String) -> String {
-        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "" }
-        if slash == path.utf8.startIndex { return "/" }
-        return String(Substring(path.utf8[..<slash]))
-    }
-
-    /// `path` is strictly below `dir`.
-    static func isInside(_ path: String, _ dir: String) -> Bool {
-        if dir == "/" { return path != "/" && path.utf8.first == UInt8(ascii: "/") }
-        return path.utf8.count > dir.utf8.count
-            && path.utf8.starts(with: dir.utf8)
-            && path.utf8[path.utf8.index(path.utf8.startIndex, offsetBy: dir.utf8.count)] == UInt8(ascii: "/")
     }
 }
 

@@ -28,6 +28,48 @@ import Testing
         #expect(c.pending == 2 && c.pendingBytes == 200)
     }
 
+    @Test func theBacklogIsReadInIdOrderAChunkAtATime() throws {
+        #expect(try db.unhashedStart() == nil)
+        let files = (0..<7).map { ObservedFile(path: "/p/f\($0).jpg", identity: id(UInt64($0 + 1))) }
+        _ = try db.reconcileDirectories([DirectoryListing(dir: "/p", files: files)], firstScan: true)
+        // Hashed or gone files are not waiting any more.
+        _ = try db.recordHash(path: "/p/f0.jpg", identity: id(1), md5: "aa")
+        try db.markGone(path: "/p/f3.jpg")
+        let start = try #require(try db.unhashedStart())
+        var cursor = start
+        var seen: [String] = []
+        while true {
+            let chunk = try db.unhashedFiles(after: cursor, limit: 2)
+            guard let last = chunk.last else { break }
+            #expect(chunk.count <= 2)
+            seen += chunk.map(\.path)
+            cursor = last.id
+        }
+        #expect(seen == ["/p/f1.jpg", "/p/f2.jpg", "/p/f4.jpg", "/p/f5.jpg", "/p/f6.jpg"])
+        // The mtime comes along: it says whether a file may still be being written.
+        let first = try #require(try db.unhashedFiles(after: start, limit: 1).first)
+        #expect(first.mtimeSec == 1 && first.mtimeNsec == 5)
+        // A file changed behind the cursor waits again: the start moves back to it.
+        _ = try db.recordHash(path: "/p/f1.jpg", identity: id(2), md5: "bb")
+        #expect(try db.unhashedStart().map { $0 + 1 } == first.id + 1)
+        try db.observe([ObservedFile(path: "/p/f0.jpg", identity: id(1, size: 300, mtime: 9))])
+        let again = try #require(try db.unhashedStart())
+        #expect(try db.unhashedFiles(after: again, limit: 1).map(\.path) == ["/p/f0.jpg"])
+    }
+
+    @Test func parentFolderIsStoredByTheBytes() throws {
+        // A name that starts with a combining mark: as Characters, "/" and U+0301 are one
+        // grapheme, and the folder came out as "/" instead of "/p".
+        let path = "/p/\u{301}x.jpg"
+        try db.observe([ObservedFile(path: path, identity: id(1))])
+        let dir = try db.pool.read { try String.fetchOne($0, sql: "SELECT dir FROM file") }
+        #expect(dir.map { Array($0.utf8) } == Array("/p".utf8))
+        // And the folder's listing finds it unchanged.
+        #expect(try db.reconcileDirectory("/p", files: [ObservedFile(path: path, identity: id(1))]) == [path])
+        #expect(try db.reconcileDirectory("/", files: []) == [])
+        #expect(try db.counts().pending == 1)
+    }
+
     @Test func sameBytesInTwoPathsShareOneObject() throws {
         try db.observe([ObservedFile(path: "/p/a.jpg", identity: id(1)), ObservedFile(path: "/p/copy.jpg", identity: id(2))])
         _ = try db.recordHash(path: "/p/a.jpg", identity: id(1), md5: "same")

@@ -181,15 +181,6 @@ import Testing
         #expect(agg.nextDeadline == at(7))
     }
 
-    @Test func pathHelpers() {
-        #expect(Aggregator.parent(of: "/a/b.jpg") == "/a")
-        #expect(Aggregator.parent(of: "/b.jpg") == "/")
-        #expect(Aggregator.isInside("/a/b", "/a"))
-        #expect(!Aggregator.isInside("/ab", "/a"))
-        #expect(!Aggregator.isInside("/a", "/a"))
-        #expect(Aggregator.isInside("/a", "/"))
-    }
-
     @Test func manyEventsStayCheap() {
         var agg = make(settle: 5, maxHold: 60, rollUp: 128)
         for round in 0..<20 {
