@@ -56,9 +56,13 @@ public actor AccountService: Service {
     }
 
     /// Settings that can change on reload.
-    public func reconfigure(backend: BackendClient, deviceName: String) {
+    public func reconfigure(backend: BackendClient, deviceName: String, refreshBeforeExpiry: Duration, appleCheckInterval: Duration) {
         self.backend = backend
         self.deviceName = deviceName
+        var credsConfig = creds.config
+        credsConfig.refreshBeforeExpiry = Units.seconds(refreshBeforeExpiry)
+        perform(creds.reconfigure(credsConfig, now: Date(), random: .random(in: 0..<1)))
+        perform(apple.reconfigure(.init(interval: Units.seconds(appleCheckInterval)), now: Date()))
     }
 
     /// Restores the saved sign-in (before READY, so status is right from the first answer).

@@ -35,7 +35,7 @@ public struct AppleCheckMachine: Sendable, Equatable {
         case dropCredentials
     }
 
-    public let config: Config
+    public private(set) var config: Config
     public private(set) var state: DaemonStatus.AppleCredential.State = .unknown
     public private(set) var checkedAt: Date?
     public private(set) var nextCheckAt: Date?
@@ -106,6 +106,21 @@ public struct AppleCheckMachine: Sendable, Equatable {
             nextCheckAt = next
             return [.wake(at: next)]
         }
+    }
+
+    /// New settings on reload. A check planned further out than the new interval allows
+    /// comes forward to `interval` after the last one (now, if that has passed): a user
+    /// who shortens the interval wants it to count now, not after the old one ran out.
+    /// A longer interval takes effect from the next check; a retry after a failure keeps
+    /// its backoff.
+    public mutating func reconfigure(_ new: Config, now: Date) -> [Action] {
+        guard new != config else { return [] }
+        config = new
+        guard signedIn, !inFlight, failures == 0, let next = nextCheckAt else { return [] }
+        let due = max(now, (checkedAt ?? now).addingTimeInterval(new.interval))
+        guard due < next else { return [] }
+        nextCheckAt = due
+        return [.wake(at: due)]
     }
 
     public var pauseReason: DaemonStatus.PauseReason? {

@@ -59,11 +59,13 @@ public struct CredentialsMachine: Sendable, Equatable {
         case needsLogin
     }
 
-    public let config: Config
+    public private(set) var config: Config
     public private(set) var phase: Phase = .signedOut
     public private(set) var grant: STSGrant?
     public private(set) var failures = 0
     public private(set) var refreshAt: Date?
+    /// When the credentials in hand arrived: their lifetime, which bounds the refresh lead.
+    private var grantReceivedAt: Date?
     public private(set) var lastError: String?
     private var triedAccessTokenRefresh = false
     /// The fetch under way is a re-ask during a pause: success lifts it.
@@ -134,12 +136,8 @@ public struct CredentialsMachine: Sendable, Equatable {
             lastError = nil
             triedAccessTokenRefresh = false
             phase = .idle
-            let lifetime = fresh.expiration.timeIntervalSince(now)
-            // Refresh early by the configured margin, but never in the second half of a very
-            // short lifetime's first moments: at least half the lifetime is used.
-            let lead = min(config.refreshBeforeExpiry, lifetime / 2)
-            let jitter = min(30, lead * 0.1) * random
-            let at = max(now.addingTimeInterval(1), fresh.expiration.addingTimeInterval(-lead - jitter))
+            grantReceivedAt = now
+            let at = refreshTime(for: fresh, receivedAt: now, now: now, random: random)
             refreshAt = at
             return (wasPaused ? [.unpause] : []) + [.wake(at: at)]
 
@@ -191,6 +189,25 @@ public struct CredentialsMachine: Sendable, Equatable {
             if case .backoff = phase { return startFetch() }
             return []
         }
+    }
+
+    /// New settings on reload. A different `refreshBeforeExpiry` moves the refresh of the
+    /// credentials in hand at once (to now, if the new lead has already begun).
+    public mutating func reconfigure(_ new: Config, now: Date, random: Double = 0.5) -> [Action] {
+        guard new != config else { return [] }
+        config = new
+        guard phase == .idle, let grant, let receivedAt = grantReceivedAt, refreshAt != nil else { return [] }
+        let at = refreshTime(for: grant, receivedAt: receivedAt, now: now, random: random)
+        refreshAt = at
+        return [.wake(at: at)]
+    }
+
+    /// Refresh early by the configured lead, but use at least half of a short lifetime.
+    private func refreshTime(for grant: STSGrant, receivedAt: Date, now: Date, random: Double) -> Date {
+        let lifetime = grant.expiration.timeIntervalSince(receivedAt)
+        let lead = min(config.refreshBeforeExpiry, lifetime / 2)
+        let jitter = min(30, lead * 0.1) * random
+        return max(now.addingTimeInterval(1), grant.expiration.addingTimeInterval(-lead - jitter))
     }
 
     private mutating func startFetch() -> [Action] {

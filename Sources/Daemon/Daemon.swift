@@ -142,7 +142,9 @@ public struct Daemon: Sendable {
                                              await ingest.apply(.init(fresh.watch))
                                              await account.reconfigure(
                                                  backend: BackendClient(baseURL: fresh.account.apiURL, logger: logger),
-                                                 deviceName: fresh.account.deviceName ?? HostName.current())
+                                                 deviceName: fresh.account.deviceName ?? HostName.current(),
+                                                 refreshBeforeExpiry: fresh.credentials.refreshBeforeExpiry,
+                                                 appleCheckInterval: fresh.credentials.appleCheckInterval)
                                          }, signals: hangups),
                   serviceName: "reload"),
         ]

@@ -56,6 +56,30 @@ import Testing
         #expect(actions == [.wake(at: t0.addingTimeInterval(10))])
     }
 
+    @Test func aNewRefreshLeadOnReloadMovesTheRefreshOfTheCredentialsInHand() {
+        var m = signedIn(refresh: 300)
+        _ = m.handle(.needed, now: t0)
+        _ = m.handle(.stsSucceeded(grant(expiresIn: 3600, from: t0)), now: t0, random: 0)
+        #expect(m.refreshAt == t0.addingTimeInterval(3300))
+        // Ten minutes before expiry instead of five.
+        let later = t0.addingTimeInterval(1000)
+        #expect(m.reconfigure(.init(refreshBeforeExpiry: 600), now: later, random: 0) == [.wake(at: t0.addingTimeInterval(3000))])
+        #expect(m.refreshAt == t0.addingTimeInterval(3000))
+        // A lead that has already begun: refresh now (a second from now), not in the past.
+        let late = t0.addingTimeInterval(3100)
+        #expect(m.reconfigure(.init(refreshBeforeExpiry: 900), now: late, random: 0) == [.wake(at: late.addingTimeInterval(1))])
+        #expect(m.handle(.wake, now: late.addingTimeInterval(1)) == [.fetchSTS])
+        // The same settings again change nothing.
+        #expect(m.reconfigure(.init(refreshBeforeExpiry: 900), now: late).isEmpty)
+    }
+
+    @Test func aNewRefreshLeadWithoutCredentialsOnlyRecordsIt() {
+        var m = signedIn(refresh: 300)
+        #expect(m.reconfigure(.init(refreshBeforeExpiry: 60), now: t0).isEmpty)
+        _ = m.handle(.needed, now: t0)
+        #expect(m.handle(.stsSucceeded(grant(expiresIn: 3600, from: t0)), now: t0, random: 0) == [.wake(at: t0.addingTimeInterval(3540))])
+    }
+
     @Test func credentialsDeadOnArrivalBackOffInsteadOfLooping() {
         // A NAS clock hours ahead: every grant is already past its expiration here.
         var m = signedIn()
@@ -231,6 +255,42 @@ import Testing
         _ = m.handle(.wake, now: t0.addingTimeInterval(60))
         #expect(!m.handle(.checkFailed("down"), now: t0.addingTimeInterval(60)).contains(.lift))
         #expect(m.blocksUploads)
+    }
+
+    @Test func aShorterIntervalOnReloadBringsTheNextCheckForward() {
+        var m = started(interval: 21600)
+        _ = m.handle(.checked(.authorized), now: t0, random: 0.5)
+        // Ten seconds now: due ten seconds after the last check, which has passed: at once.
+        let later = t0.addingTimeInterval(30)
+        #expect(m.reconfigure(.init(interval: 10), now: later) == [.wake(at: later)])
+        #expect(m.handle(.wake, now: later) == [.check])
+        #expect(m.handle(.checked(.revoked), now: later, random: 0.5).prefix(2) == [.pause(.appleRevoked), .dropCredentials])
+        #expect(m.status.nextCheckAt == Timestamp.string(later.addingTimeInterval(10)))
+    }
+
+    @Test func aShorterIntervalNotYetRunOutCountsFromTheLastCheck() {
+        var m = started(interval: 21600)
+        _ = m.handle(.checked(.authorized), now: t0, random: 0.5)
+        #expect(m.reconfigure(.init(interval: 600), now: t0.addingTimeInterval(100)) == [.wake(at: t0.addingTimeInterval(600))])
+    }
+
+    @Test func aLongerIntervalOrAFailedCheckKeepsTheScheduleOnReload() {
+        var m = started(interval: 600)
+        _ = m.handle(.checked(.authorized), now: t0, random: 0.5)
+        #expect(m.reconfigure(.init(interval: 3600), now: t0.addingTimeInterval(10)).isEmpty)
+        #expect(m.status.nextCheckAt == Timestamp.string(t0.addingTimeInterval(600)))
+        // The interval applies from the next check on.
+        _ = m.handle(.wake, now: t0.addingTimeInterval(600))
+        #expect(m.handle(.checked(.authorized), now: t0.addingTimeInterval(600), random: 0.5) == [.wake(at: t0.addingTimeInterval(4200))])
+        // While a failed check waits out its backoff, a reload does not cut it short.
+        _ = m.handle(.wake, now: t0.addingTimeInterval(4200))
+        _ = m.handle(.checkFailed("down"), now: t0.addingTimeInterval(4200), random: 1)
+        #expect(m.reconfigure(.init(interval: 5), now: t0.addingTimeInterval(4201)).isEmpty)
+        // Nor one that is under way, nor a machine signed out.
+        var n = started(interval: 600)
+        #expect(n.reconfigure(.init(interval: 5), now: t0).isEmpty)
+        _ = n.handle(.signedOut, now: t0)
+        #expect(n.reconfigure(.init(interval: 60), now: t0).isEmpty)
     }
 
     @Test func signedOutStopsChecking() {

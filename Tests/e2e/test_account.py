@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -323,6 +324,25 @@ def test_revocation_pauses_within_one_check_interval_and_reauthorization_resumes
     assert d.proc.pid == pid and d.proc.poll() is None
     assert set(world.objects(uid)) == {world.key(uid, b) for b in bodies + more}
     assert d.status()["queue"]["failed"] == 0
+
+
+def test_a_shorter_check_interval_applies_at_reload(world):
+    # Started with the default six hours: a user who wants revocations seen sooner lowers
+    # the interval and reloads; it counts from the last check, not after the six hours.
+    d = world.daemon()
+    world.login(d)
+    s = d.wait_for(lambda s: s["appleCredential"]["state"] == "authorized", timeout=10, what="the first check")
+    assert s["appleCredential"]["nextCheckAt"] > s["appleCredential"]["checkedAt"]
+    world.backend.set_apple_state("revoked")
+    d.sections.setdefault("credentials", {})["apple_check_interval"] = "2s"
+    d.write_config()
+    d.signal(signal.SIGHUP)
+    s = d.wait_for(lambda s: s["state"] == "paused", timeout=8, interval=0.1, what="the revocation after the reload")
+    assert s["pauseReason"] == "appleRevoked"
+    assert "configuration reloaded" in d.log()
+    # And every two seconds from then on: re-authorization is seen as soon.
+    world.backend.set_apple_state("authorized")
+    d.wait_for(lambda s: s["state"] == "running", timeout=5, interval=0.1, what="the lifted pause")
 
 
 def test_backend_outage_during_a_check_changes_nothing(world):
