@@ -32,8 +32,10 @@ public final class HasherPool: Sendable {
     public init(workers: Int = ProcessInfo.processInfo.activeProcessorCount) {
         self.workers = max(1, workers)
         for i in 0..<self.workers {
-            let thread = Thread { [self] in self.workLoop() }
-            thread.name = "photolala-hash-\(i)"
+            let thread = Thread { [self] in
+                photolala_name_this_thread("photolala-hash\(i)")
+                self.workLoop()
+            }
             thread.stackSize = 512 << 10
             thread.start()
         }

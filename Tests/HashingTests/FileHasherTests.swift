@@ -225,4 +225,33 @@ import Testing
         }
         #expect(pool.bytesHashed == Int64((0..<20).map { 1000 * $0 }.reduce(0, +)))
     }
+
+    @Test func poolThreadsAreNamedAndNicedInPsAndTop() async throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let f = dir.appendingPathComponent("one.jpg")
+        try Self.randomFile(f, size: 10)
+        let pool = HasherPool(workers: 2)
+        defer { pool.shutdown() }
+        // Once a file went through, both threads have started (one of them hashed it).
+        _ = await pool.hash(path: f.path)
+        var named: [String: Int] = [:]
+        for _ in 0..<50 {
+            named = [:]
+            for task in try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") {
+                guard let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
+                      comm.hasPrefix("photolala-hash"),
+                      let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+                      let fields = stat.split(separator: ")").last?.split(separator: " "), fields.count > 16,
+                      let nice = Int(fields[16]) else { continue }
+                // Fields after the name: state is the first, nice the 17th (proc(5): 3 and 19).
+                let name = comm.trimmingCharacters(in: .whitespacesAndNewlines)
+                named[name] = max(named[name] ?? 0, nice)
+            }
+            if named.count >= 2 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        // Other suites' pools may run too: ours are among them, niced.
+        #expect(named["photolala-hash0"] == 10 && named["photolala-hash1"] == 10, "\(named)")
+    }
 }
