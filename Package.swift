@@ -39,7 +39,7 @@ let package = Package(
             .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),
         .target(name: "Watcher", dependencies: [
-            "PhotolalaCore", "CInotifyTools",
+            "PhotolalaCore", "CInotifyTools", "CLinux",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "S3", dependencies: [

@@ -262,7 +262,7 @@ public actor IngestService: Service {
         // Handed on by a scan, a roll-up or maxHold rather than by its CLOSE_WRITE, a file
         // may still be open and growing (IN_MODIFY is not watched): its mtime says when it
         // was last written. Not left alone for `settle` yet: wait until it has been.
-        if let wait = stillBeingWritten(st) {
+        if let wait = settleLeft(mtimeSec: Int64(st.st_mtim.tv_sec), mtimeNsec: Int64(st.st_mtim.tv_nsec)) {
             aggregator.markUnsettled(path, now: .now - (options.watcher.settle - wait))
             return
         }
@@ -278,9 +278,9 @@ public actor IngestService: Service {
     /// How long until a file last modified at its mtime has been left alone for `settle`;
     /// nil when it already has. An mtime in the future (a skewed clock, a touched file)
     /// proves nothing, so it counts as settled.
-    private func stillBeingWritten(_ st: stat) -> Duration? {
+    private func settleLeft(mtimeSec: Int64, mtimeNsec: Int64, now: Date = Date()) -> Duration? {
         let settle = Units.seconds(options.watcher.settle)
-        let age = Self.age(mtimeSec: Int64(st.st_mtim.tv_sec), mtimeNsec: Int64(st.st_mtim.tv_nsec))
+        let age = Self.age(mtimeSec: mtimeSec, mtimeNsec: mtimeNsec, now: now)
         guard age >= 0, age < settle else { return nil }
         return .milliseconds(Int64(((settle - age) * 1000).rounded(.up)))
     }
@@ -541,13 +541,12 @@ public actor IngestService: Service {
     /// the settle loop has a new deadline to wake for).
     @discardableResult
     private func admit(_ path: String, mtimeSec: Int64, mtimeNsec: Int64, now: Date) -> Bool {
-        let age = Self.age(mtimeSec: mtimeSec, mtimeNsec: mtimeNsec, now: now)
-        guard age >= 0, age < Units.seconds(options.watcher.settle) else {
+        guard let wait = settleLeft(mtimeSec: mtimeSec, mtimeNsec: mtimeNsec, now: now) else {
             enqueueHash(path)
             return false
         }
         // Settles from its last write (observe() checks again then).
-        aggregator.fileWritten(path, now: .now - .milliseconds(Int64(age * 1000)))
+        aggregator.fileWritten(path, now: .now - (options.watcher.settle - wait))
         return true
     }
 
@@ -565,7 +564,8 @@ public actor IngestService: Service {
     }
 
     /// Moves the next chunk of the backlog into `hashQueue`; false when nothing is left to
-    /// take (or the database cannot be read: the next scan or start arms it again).
+    /// take (or the database cannot be read: the next rescan finds those files waiting,
+    /// and the next start or first scan arms the backlog again).
     private func refillFromBacklog() -> Bool {
         guard let after = backlogCursor else { return false }
         let files: [UnhashedFile]

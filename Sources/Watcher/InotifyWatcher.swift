@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CLinux
 import Logging
 import Synchronization
 
@@ -202,7 +203,7 @@ enum OSThread {
         let rc = pthread_create(&thread, nil, { context in
             guard let context else { return nil }
             let start = Unmanaged<Start>.fromOpaque(context).takeRetainedValue()
-            OSThread.nameCurrent(start.name)
+            photolala_name_this_thread(start.name)
             if let niceness = start.niceness {
                 // On Linux the nice value is per thread, and who = 0 means the caller.
                 _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, niceness)
@@ -220,14 +221,5 @@ enum OSThread {
     static func detach(name: String, niceness: Int32? = nil, _ body: @escaping @Sendable () -> Void) throws(WatcherError) {
         let thread = try spawn(name: name, niceness: niceness, body)
         pthread_detach(thread)
-    }
-
-    /// Shows in `top -H` and `ps -L` (pthread_setname_np is not in the Glibc module).
-    private static func nameCurrent(_ name: String) {
-        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        let short = String(name.utf8.prefix(15)) ?? "photolala"
-        _ = short.withCString { write(fd, $0, strlen($0)) }
-        close(fd)
     }
 }

@@ -22,9 +22,9 @@ static inline long photolala_gettid(void) {
     return syscall(SYS_gettid);
 }
 
-// Names this thread in ps, top and /proc (at most 15 bytes). Foundation's Thread.name
-// does not reach the kernel on Linux: unnamed threads keep the name of the thread that
-// created them, and the hashers showed up as "…root.default-qos".
+// Names this thread in ps, top and /proc (the kernel keeps the first 15 bytes).
+// Foundation's Thread.name does not reach the kernel on Linux: unnamed threads keep the
+// name of the thread that created them, and the hashers showed up as "…root.default-qos".
 static inline void photolala_name_this_thread(const char *name) {
     prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
 }
