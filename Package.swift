@@ -25,13 +25,14 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
 
         .target(name: "CLinux"),
+        .target(name: "CMultiMD5", dependencies: ["COpenSSL"]),
 
         .target(name: "PhotolalaCore"),
         .target(name: "Config", dependencies: [
             "PhotolalaCore",
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
-        .target(name: "Hashing", dependencies: ["PhotolalaCore", "COpenSSL", "CLinux"]),
+        .target(name: "Hashing", dependencies: ["PhotolalaCore", "COpenSSL", "CLinux", "CMultiMD5"]),
         .target(name: "Queue", dependencies: [
             "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
@@ -93,7 +94,7 @@ let package = Package(
 
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "PhotolalaCoreTests", dependencies: ["PhotolalaCore"]),
-        .testTarget(name: "HashingTests", dependencies: ["Hashing"]),
+        .testTarget(name: "HashingTests", dependencies: ["Hashing", "CMultiMD5"]),
         .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher"]),
         .testTarget(name: "S3Tests", dependencies: ["S3"]),

@@ -53,7 +53,8 @@ public struct FileHasher: ~Copyable {
     /// working set out of memory. A file that was cached before we came (just copied in,
     /// being played) stays: dropping it would evict exactly the working set this
     /// protects, and send the next reader (the uploader too) to the disk.
-    public var dropCacheAbove: Int64 = 64 << 20
+    public var dropCacheAbove: Int64 = FileHasher.defaultDropCacheAbove
+    public static let defaultDropCacheAbove: Int64 = 64 << 20
 
     public init() {
         buffer = .allocate(byteCount: Self.bufferSize, alignment: 4096)
@@ -68,74 +69,14 @@ public struct FileHasher: ~Copyable {
 
     /// `sha256`: also take the SHA-256 of the bytes, in the same pass.
     public func hash(path: String, followSymlinks: Bool = false, sha256 wantSHA: Bool = false) throws(Failure) -> FileDigest {
-        let started = ContinuousClock.now
-        let flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (followSymlinks ? 0 : O_NOFOLLOW)
-        let fd = open(path, flags)
-        guard fd >= 0 else { throw Self.openFailure(errno) }
-        defer { close(fd) }
-        var before = stat()
-        guard fstat(fd, &before) == 0 else { throw .unreadable("cannot stat: \(String(cString: strerror(errno)))") }
-        guard (before.st_mode & S_IFMT) == S_IFREG else { throw .notRegularFile }
-        let size = Int64(before.st_size)
-        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
-
+        let reader = try HashedFileReader(path: path, followSymlinks: followSymlinks, sha256: wantSHA, dropCacheAbove: dropCacheAbove)
         var md5 = MD5()
-        var sha = SHA256()
-        var offset: Int64 = 0
-        // Whether the file was in the page cache before we came is told by its first
-        // chunk, read without waiting: it comes from the cache or not at all. Files are
-        // nearly always cached whole (just copied in, being played) or not at all (old
-        // ones a scan finds). One read of a cold file caches the next ones (readahead),
-        // so later chunks cannot tell, and a few pages evicted meanwhile from a warm
-        // file must not make us drop the rest of it: the first answer holds.
-        var probe = size > dropCacheAbove
-        // Set when the file came from the disk: from there on its pages are ours to drop.
-        var coldFrom: Int64?
         while true {
-            var n: Int
-            if probe {
-                // Where the cache cannot say (EOPNOTSUPP: an old kernel, a filesystem
-                // without RWF_NOWAIT), the file counts as ours, as it always did.
-                n = photolala_pread_cached(fd, buffer.baseAddress, buffer.count, off_t(offset))
-                if n < 0 && errno == EINTR { continue }
-                probe = false
-                if n <= 0 {
-                    n = pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
-                    if n > 0 { coldFrom = offset }
-                }
-            } else {
-                n = pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
-            }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .unreadable("read failed: \(String(cString: strerror(errno)))")
-            }
+            let n = try reader.read(into: buffer)
             if n == 0 { break }
             md5.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            if wantSHA { sha.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
-            offset += Int64(n)
-            if let coldFrom {
-                Self.dropPages(fd, from: max(coldFrom, offset - Self.dropWindow), to: offset)
-            }
         }
-        if let coldFrom {
-            // The last folios, and whatever readahead brought in beyond what we read.
-            Self.dropPages(fd, from: max(coldFrom, offset - Self.dropWindow), to: nil)
-        }
-
-        // Stat by path too: a file replaced by rename keeps our fd on the old inode.
-        var after = stat()
-        guard fstat(fd, &after) == 0 else { throw .unreadable("cannot stat: \(String(cString: strerror(errno)))") }
-        var byPath = stat()
-        if (followSymlinks ? stat(path, &byPath) : lstat(path, &byPath)) != 0 {
-            throw errno == ENOENT ? .vanished : .unreadable("cannot stat: \(String(cString: strerror(errno)))")
-        }
-        let first = Self.identity(of: before)
-        guard first == Self.identity(of: after), first == Self.identity(of: byPath), offset == first.size else {
-            throw .changed
-        }
-        return FileDigest(md5: Hex.string(md5.finish()), identity: first, elapsed: .now - started,
-                          sha256: wantSHA ? Hex.string(sha.finish()) : nil)
+        return try reader.finish(md5: md5.finish())
     }
 
     /// DONTNEED drops only the folios wholly inside its range, and the page cache keeps a

@@ -1,11 +1,14 @@
 import CLinux
+import CMultiMD5
 import Foundation
 import PhotolalaCore
 import Synchronization
 
 /// A few dedicated threads that hash files, each with its own fixed buffer: blocking
-/// reads stay off Swift's cooperative pool, and memory is `workers × 256 KiB` whatever
-/// the file sizes. Threads run at low priority so a big scan never starves the NAS.
+/// reads stay off Swift's cooperative pool, and memory is fixed whatever the file sizes
+/// (`workers × 1 MiB`). Threads run at low priority so a big scan never starves the NAS.
+/// Where the CPU has AVX2 or AVX-512, each thread hashes up to 16 files at once
+/// (`LaneHasher`); elsewhere one at a time with OpenSSL.
 public final class HasherPool: Sendable {
     public typealias Result = Swift.Result<FileDigest, FileHasher.Failure>
 
@@ -26,11 +29,15 @@ public final class HasherPool: Sendable {
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
     public let workers: Int
+    /// CMultiMD5's level: `PL_MD5_SCALAR` hashes one file at a time per thread.
+    public let level: Int32
     /// Bytes hashed since start, for the hashing rate in status.
     private let hashedBytes = Atomic<Int64>(0)
 
-    public init(workers: Int = ProcessInfo.processInfo.activeProcessorCount) {
+    /// `level`: CMultiMD5's, the best this CPU runs unless a test asks for another.
+    public init(workers: Int = ProcessInfo.processInfo.activeProcessorCount, level: Int32? = nil) {
         self.workers = max(1, workers)
+        self.level = level ?? pl_md5_lanes_best_level()
         for i in 0..<self.workers {
             let thread = Thread { [self] in
                 photolala_name_this_thread("photolala-hash\(i)")
@@ -40,6 +47,9 @@ public final class HasherPool: Sendable {
             thread.start()
         }
     }
+
+    /// Files each thread hashes at once: callers keep at least this many per thread queued.
+    public var filesAtOnce: Int { level == Int32(PL_MD5_SCALAR) ? 1 : LaneHasher<Void>.lanes }
 
     public var bytesHashed: Int64 { hashedBytes.load(ordering: .relaxed) }
     public var inFlight: Int { state.withLock { $0.busy + ($0.jobs.count - $0.head) } }
@@ -76,6 +86,7 @@ public final class HasherPool: Sendable {
         // machine that costs nothing (measured at md5sum's speed, docs/benchmarks.md); on
         // a busy one, losing the CPU to the NAS's own work is the point.
         _ = photolala_nice_this_thread(10)
+        if filesAtOnce > 1 { return laneLoop() }
         let hasher = FileHasher()
         while true {
             wake.wait()
@@ -105,6 +116,59 @@ public final class HasherPool: Sendable {
             }
             state.withLock { $0.busy -= 1 }
             job.done(result)
+        }
+    }
+
+    /// Many files at once: waits only when no lane is busy, otherwise takes whatever has
+    /// been queued into free lanes between rounds.
+    private func laneLoop() {
+        let dropCacheAbove = FileHasher.defaultDropCacheAbove
+        // Made for each burst of work and dropped when every lane is empty: its 1 MiB of
+        // buffers goes back to the system while the daemon idles.
+        var current: LaneHasher<Job>?
+        while true {
+            if current?.active ?? 0 == 0 {
+                current = nil
+                wake.wait()
+            }
+            let free = current?.free ?? LaneHasher<Job>.lanes
+            let taken: [Job]? = state.withLock { s in
+                if s.stopped { return nil }
+                let n = min(free, s.jobs.count - s.head)
+                guard n > 0 else { return [] }
+                let jobs = Array(s.jobs[s.head..<(s.head + n)])
+                s.head += n
+                if s.head > 1024 && s.head * 2 > s.jobs.count {
+                    s.jobs.removeFirst(s.head)
+                    s.head = 0
+                }
+                s.busy += n
+                return jobs
+            }
+            guard let taken else {
+                let stopped = current?.removeAll() ?? []
+                state.withLock { $0.busy -= stopped.count }
+                for job in stopped { job.done(.failure(.unreadable("the daemon is stopping"))) }
+                return
+            }
+            guard current != nil || !taken.isEmpty else { continue }
+            let engine = current ?? LaneHasher<Job>(level: level)
+            current = engine
+            for job in taken {
+                do {
+                    engine.add(try HashedFileReader(path: job.path, followSymlinks: job.followSymlinks, sha256: job.sha256,
+                                                    dropCacheAbove: dropCacheAbove), tag: job)
+                } catch {
+                    state.withLock { $0.busy -= 1 }
+                    job.done(.failure(error))
+                }
+            }
+            guard engine.active > 0 else { continue }
+            for (job, result) in engine.step() {
+                if case .success(let digest) = result { hashedBytes.add(digest.identity.size, ordering: .relaxed) }
+                state.withLock { $0.busy -= 1 }
+                job.done(result)
+            }
         }
     }
 }

@@ -33,6 +33,15 @@ public struct SHA256: ~Copyable, @unchecked Sendable {
         text.withUTF8 { update(UnsafeRawBufferPointer($0)) }
     }
 
+    /// The digest so far; the context starts over (for holders that cannot consume it).
+    public mutating func finalize() -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Self.byteCount)
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &out, &length)
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        return out
+    }
+
     /// The 32-byte digest; the context is spent.
     public consuming func finish() -> [UInt8] {
         var out = [UInt8](repeating: 0, count: Self.byteCount)

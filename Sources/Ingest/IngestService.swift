@@ -98,7 +98,7 @@ public actor IngestService: Service {
         startWatcher()
         // A few files per hasher thread in flight: while one batch of results is being
         // written the threads go on with the next files, and the next batch is bigger.
-        for worker in 0..<options.hashWorkers * Self.filesInFlightPerWorker {
+        for worker in 0..<pool.workers * (pool.filesAtOnce + Self.filesInFlightPerWorker - 1) {
             pipelineTasks.append(Task { await self.hashLoop(worker) })
         }
         pipelineTasks.append(Task { await self.settleLoop() })
