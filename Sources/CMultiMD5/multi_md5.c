@@ -10,7 +10,10 @@
 #include "CMultiMD5.h"
 #include <openssl/md5.h>
 #include <string.h>
+#if defined(__x86_64__) && !defined(PL_MD5_NO_SIMD)
 #include <immintrin.h>
+#define PL_MD5_X86 1
+#endif
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "MD5 words are read as little-endian loads");
 
@@ -50,6 +53,7 @@ static void block_scalar(uint32_t h[4], const uint8_t *p) {
     h[0] += a; h[1] += b; h[2] += c; h[3] += d;
 }
 
+#if PL_MD5_X86
 // ---- AVX-512: 16 lanes -------------------------------------------------------------
 #define V5F(b, c, d) _mm512_ternarylogic_epi32((b), (c), (d), 0xCA) /* b ? c : d */
 #define V5G(b, c, d) _mm512_ternarylogic_epi32((d), (b), (c), 0xCA) /* d ? b : c */
@@ -240,6 +244,8 @@ static void blocks_avx2_half(pl_md5_lanes *st, int half, const uint8_t *base, co
     _mm256_maskstore_epi32((int *)(st->c + o), sel, c); _mm256_maskstore_epi32((int *)(st->d + o), sel, d);
 }
 
+#endif // PL_MD5_X86
+
 // ---- one lane through OpenSSL ---------------------------------------------------------
 // Its assembly is faster than a lone SIMD lane; the lane's state goes in and out of a
 // legacy MD5_CTX (the chaining values are all MD5_Update uses for whole blocks).
@@ -252,9 +258,11 @@ static void blocks_openssl(pl_md5_lanes *st, unsigned lane, const uint8_t *p, si
 }
 
 int pl_md5_lanes_best_level(void) {
+#if PL_MD5_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return PL_MD5_AVX512;
     if (__builtin_cpu_supports("avx2")) return PL_MD5_AVX2;
+#endif
     return PL_MD5_SCALAR;
 }
 
@@ -273,6 +281,7 @@ void pl_md5_lanes_blocks(int level, pl_md5_lanes *st, const uint8_t *base, const
         return;
     }
     switch (level) {
+#if PL_MD5_X86
     case PL_MD5_AVX512:
         blocks_avx512(st, base, offsets, mask, nblocks);
         return;
@@ -280,6 +289,7 @@ void pl_md5_lanes_blocks(int level, pl_md5_lanes *st, const uint8_t *base, const
         if (mask & 0x00ffu) blocks_avx2_half(st, 0, base, offsets, mask, nblocks);
         if (mask & 0xff00u) blocks_avx2_half(st, 1, base, offsets, mask, nblocks);
         return;
+#endif
     default:
         for (unsigned lane = 0; lane < 16; lane++) {
             if (!(mask & (1u << lane))) continue;
