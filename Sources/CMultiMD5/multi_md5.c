@@ -54,6 +54,73 @@ static void block_scalar(uint32_t h[4], const uint8_t *p) {
 }
 
 #if PL_MD5_X86
+// MD5's 64 steps with a vector width's STEP and round functions (P = V5 or V2): one list for both.
+#define MD5_64_STEPS(P) \
+    P##STEP(P##F, a, b, c, d, m[0], 0xd76aa478u, 7); \
+    P##STEP(P##F, d, a, b, c, m[1], 0xe8c7b756u, 12); \
+    P##STEP(P##F, c, d, a, b, m[2], 0x242070dbu, 17); \
+    P##STEP(P##F, b, c, d, a, m[3], 0xc1bdceeeu, 22); \
+    P##STEP(P##F, a, b, c, d, m[4], 0xf57c0fafu, 7); \
+    P##STEP(P##F, d, a, b, c, m[5], 0x4787c62au, 12); \
+    P##STEP(P##F, c, d, a, b, m[6], 0xa8304613u, 17); \
+    P##STEP(P##F, b, c, d, a, m[7], 0xfd469501u, 22); \
+    P##STEP(P##F, a, b, c, d, m[8], 0x698098d8u, 7); \
+    P##STEP(P##F, d, a, b, c, m[9], 0x8b44f7afu, 12); \
+    P##STEP(P##F, c, d, a, b, m[10], 0xffff5bb1u, 17); \
+    P##STEP(P##F, b, c, d, a, m[11], 0x895cd7beu, 22); \
+    P##STEP(P##F, a, b, c, d, m[12], 0x6b901122u, 7); \
+    P##STEP(P##F, d, a, b, c, m[13], 0xfd987193u, 12); \
+    P##STEP(P##F, c, d, a, b, m[14], 0xa679438eu, 17); \
+    P##STEP(P##F, b, c, d, a, m[15], 0x49b40821u, 22); \
+    P##STEP(P##G, a, b, c, d, m[1], 0xf61e2562u, 5); \
+    P##STEP(P##G, d, a, b, c, m[6], 0xc040b340u, 9); \
+    P##STEP(P##G, c, d, a, b, m[11], 0x265e5a51u, 14); \
+    P##STEP(P##G, b, c, d, a, m[0], 0xe9b6c7aau, 20); \
+    P##STEP(P##G, a, b, c, d, m[5], 0xd62f105du, 5); \
+    P##STEP(P##G, d, a, b, c, m[10], 0x02441453u, 9); \
+    P##STEP(P##G, c, d, a, b, m[15], 0xd8a1e681u, 14); \
+    P##STEP(P##G, b, c, d, a, m[4], 0xe7d3fbc8u, 20); \
+    P##STEP(P##G, a, b, c, d, m[9], 0x21e1cde6u, 5); \
+    P##STEP(P##G, d, a, b, c, m[14], 0xc33707d6u, 9); \
+    P##STEP(P##G, c, d, a, b, m[3], 0xf4d50d87u, 14); \
+    P##STEP(P##G, b, c, d, a, m[8], 0x455a14edu, 20); \
+    P##STEP(P##G, a, b, c, d, m[13], 0xa9e3e905u, 5); \
+    P##STEP(P##G, d, a, b, c, m[2], 0xfcefa3f8u, 9); \
+    P##STEP(P##G, c, d, a, b, m[7], 0x676f02d9u, 14); \
+    P##STEP(P##G, b, c, d, a, m[12], 0x8d2a4c8au, 20); \
+    P##STEP(P##H, a, b, c, d, m[5], 0xfffa3942u, 4); \
+    P##STEP(P##H, d, a, b, c, m[8], 0x8771f681u, 11); \
+    P##STEP(P##H, c, d, a, b, m[11], 0x6d9d6122u, 16); \
+    P##STEP(P##H, b, c, d, a, m[14], 0xfde5380cu, 23); \
+    P##STEP(P##H, a, b, c, d, m[1], 0xa4beea44u, 4); \
+    P##STEP(P##H, d, a, b, c, m[4], 0x4bdecfa9u, 11); \
+    P##STEP(P##H, c, d, a, b, m[7], 0xf6bb4b60u, 16); \
+    P##STEP(P##H, b, c, d, a, m[10], 0xbebfbc70u, 23); \
+    P##STEP(P##H, a, b, c, d, m[13], 0x289b7ec6u, 4); \
+    P##STEP(P##H, d, a, b, c, m[0], 0xeaa127fau, 11); \
+    P##STEP(P##H, c, d, a, b, m[3], 0xd4ef3085u, 16); \
+    P##STEP(P##H, b, c, d, a, m[6], 0x04881d05u, 23); \
+    P##STEP(P##H, a, b, c, d, m[9], 0xd9d4d039u, 4); \
+    P##STEP(P##H, d, a, b, c, m[12], 0xe6db99e5u, 11); \
+    P##STEP(P##H, c, d, a, b, m[15], 0x1fa27cf8u, 16); \
+    P##STEP(P##H, b, c, d, a, m[2], 0xc4ac5665u, 23); \
+    P##STEP(P##I, a, b, c, d, m[0], 0xf4292244u, 6); \
+    P##STEP(P##I, d, a, b, c, m[7], 0x432aff97u, 10); \
+    P##STEP(P##I, c, d, a, b, m[14], 0xab9423a7u, 15); \
+    P##STEP(P##I, b, c, d, a, m[5], 0xfc93a039u, 21); \
+    P##STEP(P##I, a, b, c, d, m[12], 0x655b59c3u, 6); \
+    P##STEP(P##I, d, a, b, c, m[3], 0x8f0ccc92u, 10); \
+    P##STEP(P##I, c, d, a, b, m[10], 0xffeff47du, 15); \
+    P##STEP(P##I, b, c, d, a, m[1], 0x85845dd1u, 21); \
+    P##STEP(P##I, a, b, c, d, m[8], 0x6fa87e4fu, 6); \
+    P##STEP(P##I, d, a, b, c, m[15], 0xfe2ce6e0u, 10); \
+    P##STEP(P##I, c, d, a, b, m[6], 0xa3014314u, 15); \
+    P##STEP(P##I, b, c, d, a, m[13], 0x4e0811a1u, 21); \
+    P##STEP(P##I, a, b, c, d, m[4], 0xf7537e82u, 6); \
+    P##STEP(P##I, d, a, b, c, m[11], 0xbd3af235u, 10); \
+    P##STEP(P##I, c, d, a, b, m[2], 0x2ad7d2bbu, 15); \
+    P##STEP(P##I, b, c, d, a, m[9], 0xeb86d391u, 21);
+
 // ---- AVX-512: 16 lanes -------------------------------------------------------------
 #define V5F(b, c, d) _mm512_ternarylogic_epi32((b), (c), (d), 0xCA) /* b ? c : d */
 #define V5G(b, c, d) _mm512_ternarylogic_epi32((d), (b), (c), 0xCA) /* d ? b : c */
@@ -75,70 +142,7 @@ static void blocks_avx512(pl_md5_lanes *st, const uint8_t *base, const uint32_t 
         for (int w = 0; w < 16; w++)
             m[w] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base + 4 * w, 1);
         __m512i aa = a, bb = b, cc = c, dd = d;
-        V5STEP(V5F, a, b, c, d, m[0], 0xd76aa478u, 7);
-        V5STEP(V5F, d, a, b, c, m[1], 0xe8c7b756u, 12);
-        V5STEP(V5F, c, d, a, b, m[2], 0x242070dbu, 17);
-        V5STEP(V5F, b, c, d, a, m[3], 0xc1bdceeeu, 22);
-        V5STEP(V5F, a, b, c, d, m[4], 0xf57c0fafu, 7);
-        V5STEP(V5F, d, a, b, c, m[5], 0x4787c62au, 12);
-        V5STEP(V5F, c, d, a, b, m[6], 0xa8304613u, 17);
-        V5STEP(V5F, b, c, d, a, m[7], 0xfd469501u, 22);
-        V5STEP(V5F, a, b, c, d, m[8], 0x698098d8u, 7);
-        V5STEP(V5F, d, a, b, c, m[9], 0x8b44f7afu, 12);
-        V5STEP(V5F, c, d, a, b, m[10], 0xffff5bb1u, 17);
-        V5STEP(V5F, b, c, d, a, m[11], 0x895cd7beu, 22);
-        V5STEP(V5F, a, b, c, d, m[12], 0x6b901122u, 7);
-        V5STEP(V5F, d, a, b, c, m[13], 0xfd987193u, 12);
-        V5STEP(V5F, c, d, a, b, m[14], 0xa679438eu, 17);
-        V5STEP(V5F, b, c, d, a, m[15], 0x49b40821u, 22);
-        V5STEP(V5G, a, b, c, d, m[1], 0xf61e2562u, 5);
-        V5STEP(V5G, d, a, b, c, m[6], 0xc040b340u, 9);
-        V5STEP(V5G, c, d, a, b, m[11], 0x265e5a51u, 14);
-        V5STEP(V5G, b, c, d, a, m[0], 0xe9b6c7aau, 20);
-        V5STEP(V5G, a, b, c, d, m[5], 0xd62f105du, 5);
-        V5STEP(V5G, d, a, b, c, m[10], 0x02441453u, 9);
-        V5STEP(V5G, c, d, a, b, m[15], 0xd8a1e681u, 14);
-        V5STEP(V5G, b, c, d, a, m[4], 0xe7d3fbc8u, 20);
-        V5STEP(V5G, a, b, c, d, m[9], 0x21e1cde6u, 5);
-        V5STEP(V5G, d, a, b, c, m[14], 0xc33707d6u, 9);
-        V5STEP(V5G, c, d, a, b, m[3], 0xf4d50d87u, 14);
-        V5STEP(V5G, b, c, d, a, m[8], 0x455a14edu, 20);
-        V5STEP(V5G, a, b, c, d, m[13], 0xa9e3e905u, 5);
-        V5STEP(V5G, d, a, b, c, m[2], 0xfcefa3f8u, 9);
-        V5STEP(V5G, c, d, a, b, m[7], 0x676f02d9u, 14);
-        V5STEP(V5G, b, c, d, a, m[12], 0x8d2a4c8au, 20);
-        V5STEP(V5H, a, b, c, d, m[5], 0xfffa3942u, 4);
-        V5STEP(V5H, d, a, b, c, m[8], 0x8771f681u, 11);
-        V5STEP(V5H, c, d, a, b, m[11], 0x6d9d6122u, 16);
-        V5STEP(V5H, b, c, d, a, m[14], 0xfde5380cu, 23);
-        V5STEP(V5H, a, b, c, d, m[1], 0xa4beea44u, 4);
-        V5STEP(V5H, d, a, b, c, m[4], 0x4bdecfa9u, 11);
-        V5STEP(V5H, c, d, a, b, m[7], 0xf6bb4b60u, 16);
-        V5STEP(V5H, b, c, d, a, m[10], 0xbebfbc70u, 23);
-        V5STEP(V5H, a, b, c, d, m[13], 0x289b7ec6u, 4);
-        V5STEP(V5H, d, a, b, c, m[0], 0xeaa127fau, 11);
-        V5STEP(V5H, c, d, a, b, m[3], 0xd4ef3085u, 16);
-        V5STEP(V5H, b, c, d, a, m[6], 0x04881d05u, 23);
-        V5STEP(V5H, a, b, c, d, m[9], 0xd9d4d039u, 4);
-        V5STEP(V5H, d, a, b, c, m[12], 0xe6db99e5u, 11);
-        V5STEP(V5H, c, d, a, b, m[15], 0x1fa27cf8u, 16);
-        V5STEP(V5H, b, c, d, a, m[2], 0xc4ac5665u, 23);
-        V5STEP(V5I, a, b, c, d, m[0], 0xf4292244u, 6);
-        V5STEP(V5I, d, a, b, c, m[7], 0x432aff97u, 10);
-        V5STEP(V5I, c, d, a, b, m[14], 0xab9423a7u, 15);
-        V5STEP(V5I, b, c, d, a, m[5], 0xfc93a039u, 21);
-        V5STEP(V5I, a, b, c, d, m[12], 0x655b59c3u, 6);
-        V5STEP(V5I, d, a, b, c, m[3], 0x8f0ccc92u, 10);
-        V5STEP(V5I, c, d, a, b, m[10], 0xffeff47du, 15);
-        V5STEP(V5I, b, c, d, a, m[1], 0x85845dd1u, 21);
-        V5STEP(V5I, a, b, c, d, m[8], 0x6fa87e4fu, 6);
-        V5STEP(V5I, d, a, b, c, m[15], 0xfe2ce6e0u, 10);
-        V5STEP(V5I, c, d, a, b, m[6], 0xa3014314u, 15);
-        V5STEP(V5I, b, c, d, a, m[13], 0x4e0811a1u, 21);
-        V5STEP(V5I, a, b, c, d, m[4], 0xf7537e82u, 6);
-        V5STEP(V5I, d, a, b, c, m[11], 0xbd3af235u, 10);
-        V5STEP(V5I, c, d, a, b, m[2], 0x2ad7d2bbu, 15);
-        V5STEP(V5I, b, c, d, a, m[9], 0xeb86d391u, 21);
+        MD5_64_STEPS(V5);
         a = _mm512_add_epi32(a, aa); b = _mm512_add_epi32(b, bb);
         c = _mm512_add_epi32(c, cc); d = _mm512_add_epi32(d, dd);
         idx = _mm512_add_epi32(idx, step);
@@ -172,70 +176,7 @@ static void blocks_avx2_half(pl_md5_lanes *st, int half, const uint8_t *base, co
         for (int w = 0; w < 16; w++)
             m[w] = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)(base + 4 * w), idx, sel, 1);
         __m256i aa = a, bb = b, cc = c, dd = d;
-        V2STEP(V2F, a, b, c, d, m[0], 0xd76aa478u, 7);
-        V2STEP(V2F, d, a, b, c, m[1], 0xe8c7b756u, 12);
-        V2STEP(V2F, c, d, a, b, m[2], 0x242070dbu, 17);
-        V2STEP(V2F, b, c, d, a, m[3], 0xc1bdceeeu, 22);
-        V2STEP(V2F, a, b, c, d, m[4], 0xf57c0fafu, 7);
-        V2STEP(V2F, d, a, b, c, m[5], 0x4787c62au, 12);
-        V2STEP(V2F, c, d, a, b, m[6], 0xa8304613u, 17);
-        V2STEP(V2F, b, c, d, a, m[7], 0xfd469501u, 22);
-        V2STEP(V2F, a, b, c, d, m[8], 0x698098d8u, 7);
-        V2STEP(V2F, d, a, b, c, m[9], 0x8b44f7afu, 12);
-        V2STEP(V2F, c, d, a, b, m[10], 0xffff5bb1u, 17);
-        V2STEP(V2F, b, c, d, a, m[11], 0x895cd7beu, 22);
-        V2STEP(V2F, a, b, c, d, m[12], 0x6b901122u, 7);
-        V2STEP(V2F, d, a, b, c, m[13], 0xfd987193u, 12);
-        V2STEP(V2F, c, d, a, b, m[14], 0xa679438eu, 17);
-        V2STEP(V2F, b, c, d, a, m[15], 0x49b40821u, 22);
-        V2STEP(V2G, a, b, c, d, m[1], 0xf61e2562u, 5);
-        V2STEP(V2G, d, a, b, c, m[6], 0xc040b340u, 9);
-        V2STEP(V2G, c, d, a, b, m[11], 0x265e5a51u, 14);
-        V2STEP(V2G, b, c, d, a, m[0], 0xe9b6c7aau, 20);
-        V2STEP(V2G, a, b, c, d, m[5], 0xd62f105du, 5);
-        V2STEP(V2G, d, a, b, c, m[10], 0x02441453u, 9);
-        V2STEP(V2G, c, d, a, b, m[15], 0xd8a1e681u, 14);
-        V2STEP(V2G, b, c, d, a, m[4], 0xe7d3fbc8u, 20);
-        V2STEP(V2G, a, b, c, d, m[9], 0x21e1cde6u, 5);
-        V2STEP(V2G, d, a, b, c, m[14], 0xc33707d6u, 9);
-        V2STEP(V2G, c, d, a, b, m[3], 0xf4d50d87u, 14);
-        V2STEP(V2G, b, c, d, a, m[8], 0x455a14edu, 20);
-        V2STEP(V2G, a, b, c, d, m[13], 0xa9e3e905u, 5);
-        V2STEP(V2G, d, a, b, c, m[2], 0xfcefa3f8u, 9);
-        V2STEP(V2G, c, d, a, b, m[7], 0x676f02d9u, 14);
-        V2STEP(V2G, b, c, d, a, m[12], 0x8d2a4c8au, 20);
-        V2STEP(V2H, a, b, c, d, m[5], 0xfffa3942u, 4);
-        V2STEP(V2H, d, a, b, c, m[8], 0x8771f681u, 11);
-        V2STEP(V2H, c, d, a, b, m[11], 0x6d9d6122u, 16);
-        V2STEP(V2H, b, c, d, a, m[14], 0xfde5380cu, 23);
-        V2STEP(V2H, a, b, c, d, m[1], 0xa4beea44u, 4);
-        V2STEP(V2H, d, a, b, c, m[4], 0x4bdecfa9u, 11);
-        V2STEP(V2H, c, d, a, b, m[7], 0xf6bb4b60u, 16);
-        V2STEP(V2H, b, c, d, a, m[10], 0xbebfbc70u, 23);
-        V2STEP(V2H, a, b, c, d, m[13], 0x289b7ec6u, 4);
-        V2STEP(V2H, d, a, b, c, m[0], 0xeaa127fau, 11);
-        V2STEP(V2H, c, d, a, b, m[3], 0xd4ef3085u, 16);
-        V2STEP(V2H, b, c, d, a, m[6], 0x04881d05u, 23);
-        V2STEP(V2H, a, b, c, d, m[9], 0xd9d4d039u, 4);
-        V2STEP(V2H, d, a, b, c, m[12], 0xe6db99e5u, 11);
-        V2STEP(V2H, c, d, a, b, m[15], 0x1fa27cf8u, 16);
-        V2STEP(V2H, b, c, d, a, m[2], 0xc4ac5665u, 23);
-        V2STEP(V2I, a, b, c, d, m[0], 0xf4292244u, 6);
-        V2STEP(V2I, d, a, b, c, m[7], 0x432aff97u, 10);
-        V2STEP(V2I, c, d, a, b, m[14], 0xab9423a7u, 15);
-        V2STEP(V2I, b, c, d, a, m[5], 0xfc93a039u, 21);
-        V2STEP(V2I, a, b, c, d, m[12], 0x655b59c3u, 6);
-        V2STEP(V2I, d, a, b, c, m[3], 0x8f0ccc92u, 10);
-        V2STEP(V2I, c, d, a, b, m[10], 0xffeff47du, 15);
-        V2STEP(V2I, b, c, d, a, m[1], 0x85845dd1u, 21);
-        V2STEP(V2I, a, b, c, d, m[8], 0x6fa87e4fu, 6);
-        V2STEP(V2I, d, a, b, c, m[15], 0xfe2ce6e0u, 10);
-        V2STEP(V2I, c, d, a, b, m[6], 0xa3014314u, 15);
-        V2STEP(V2I, b, c, d, a, m[13], 0x4e0811a1u, 21);
-        V2STEP(V2I, a, b, c, d, m[4], 0xf7537e82u, 6);
-        V2STEP(V2I, d, a, b, c, m[11], 0xbd3af235u, 10);
-        V2STEP(V2I, c, d, a, b, m[2], 0x2ad7d2bbu, 15);
-        V2STEP(V2I, b, c, d, a, m[9], 0xeb86d391u, 21);
+        MD5_64_STEPS(V2);
         a = _mm256_add_epi32(a, aa); b = _mm256_add_epi32(b, bb);
         c = _mm256_add_epi32(c, cc); d = _mm256_add_epi32(d, dd);
         idx = _mm256_add_epi32(idx, step);
