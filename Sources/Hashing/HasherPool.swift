@@ -90,22 +90,8 @@ public final class HasherPool: Sendable {
         let hasher = FileHasher()
         while true {
             wake.wait()
-            let job: Job? = state.withLock { s in
-                if s.stopped { return nil }
-                guard s.head < s.jobs.count else { return nil }
-                let j = s.jobs[s.head]
-                s.head += 1
-                if s.head > 1024 && s.head * 2 > s.jobs.count {
-                    s.jobs.removeFirst(s.head)
-                    s.head = 0
-                }
-                s.busy += 1
-                return j
-            }
-            guard let job else {
-                if state.withLock({ $0.stopped }) { return }
-                continue
-            }
+            guard let taken = take(upTo: 1) else { return }
+            guard let job = taken.first else { continue }
             let result: Result
             do {
                 let digest = try hasher.hash(path: job.path, followSymlinks: job.followSymlinks, sha256: job.sha256)
@@ -116,6 +102,23 @@ public final class HasherPool: Sendable {
             }
             state.withLock { $0.busy -= 1 }
             job.done(result)
+        }
+    }
+
+    /// Up to `count` queued jobs, now counted busy; nil once the pool is stopping.
+    private func take(upTo count: Int) -> [Job]? {
+        state.withLock { s in
+            if s.stopped { return nil }
+            let n = min(count, s.jobs.count - s.head)
+            guard n > 0 else { return [] }
+            let jobs = Array(s.jobs[s.head..<(s.head + n)])
+            s.head += n
+            if s.head > 1024 && s.head * 2 > s.jobs.count {
+                s.jobs.removeFirst(s.head)
+                s.head = 0
+            }
+            s.busy += n
+            return jobs
         }
     }
 
@@ -131,21 +134,7 @@ public final class HasherPool: Sendable {
                 current = nil
                 wake.wait()
             }
-            let free = current?.free ?? LaneHasher<Job>.lanes
-            let taken: [Job]? = state.withLock { s in
-                if s.stopped { return nil }
-                let n = min(free, s.jobs.count - s.head)
-                guard n > 0 else { return [] }
-                let jobs = Array(s.jobs[s.head..<(s.head + n)])
-                s.head += n
-                if s.head > 1024 && s.head * 2 > s.jobs.count {
-                    s.jobs.removeFirst(s.head)
-                    s.head = 0
-                }
-                s.busy += n
-                return jobs
-            }
-            guard let taken else {
+            guard let taken = take(upTo: current?.free ?? LaneHasher<Job>.lanes) else {
                 let stopped = current?.removeAll() ?? []
                 state.withLock { $0.busy -= stopped.count }
                 for job in stopped { job.done(.failure(.unreadable("the daemon is stopping"))) }

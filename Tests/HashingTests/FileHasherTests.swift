@@ -1,3 +1,4 @@
+import CMultiMD5
 import Foundation
 import Synchronization
 import Testing
@@ -202,7 +203,9 @@ import Testing
         #expect(outcomes.allSatisfy { $0 == "the file changed while it was being read" || $0 == "digest" }, "\(outcomes)")
     }
 
-    @Test func poolHashesConcurrentlyAndReportsFailures() async throws {
+    /// One file at a time per thread (CPUs without AVX2) and many at once (this CPU's best).
+    @Test(arguments: [Int32(PL_MD5_SCALAR), pl_md5_lanes_best_level()])
+    func poolHashesConcurrentlyAndReportsFailures(level: Int32) async throws {
         let dir = try Self.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
         var expected: [String: String] = [:]
@@ -211,7 +214,8 @@ import Testing
             try Self.randomFile(f, size: 1000 * i)
             expected[f.path] = try Self.md5sum(f.path)
         }
-        let pool = HasherPool(workers: 3)
+        let pool = HasherPool(workers: 3, level: level)
+        #expect(pool.filesAtOnce == (level == PL_MD5_SCALAR ? 1 : 16))
         defer { pool.shutdown() }
         try await withThrowingTaskGroup(of: (String, HasherPool.Result).self) { group in
             for path in expected.keys { group.addTask { (path, await pool.hash(path: path)) } }
