@@ -6,7 +6,7 @@ import Synchronization
 
 /// A few dedicated threads that hash files, each with its own fixed buffer: blocking
 /// reads stay off Swift's cooperative pool, and memory is fixed whatever the file sizes
-/// (`workers × 1 MiB`). Threads run at low priority so a big scan never starves the NAS.
+/// (at most 1 MiB a thread). Threads run at low priority so a big scan never starves the NAS.
 /// Where the CPU has AVX2 or AVX-512, each thread hashes up to 16 files at once
 /// (`LaneHasher`); elsewhere one at a time with OpenSSL.
 public final class HasherPool: Sendable {

@@ -96,8 +96,8 @@ public actor IngestService: Service {
         armBacklog()
         if backlogCursor != nil { logger.info("resuming: some files still need their hash") }
         startWatcher()
-        // A few files per hasher thread in flight: while one batch of results is being
-        // written the threads go on with the next files, and the next batch is bigger.
+        // As many files per hasher thread as it hashes at once, and a few more: while one
+        // batch of results is being written the threads go on with the next files.
         for worker in 0..<pool.workers * (pool.filesAtOnce + Self.filesInFlightPerWorker - 1) {
             pipelineTasks.append(Task { await self.hashLoop(worker) })
         }

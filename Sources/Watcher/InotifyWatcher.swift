@@ -204,10 +204,7 @@ enum OSThread {
             guard let context else { return nil }
             let start = Unmanaged<Start>.fromOpaque(context).takeRetainedValue()
             photolala_name_this_thread(start.name)
-            if let niceness = start.niceness {
-                // On Linux the nice value is per thread, and who = 0 means the caller.
-                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, niceness)
-            }
+            if let niceness = start.niceness { _ = photolala_nice_this_thread(niceness) }
             start.body()
             return nil
         }, context)
