@@ -9,6 +9,22 @@ public enum PathNames {
         return String(Substring(path.utf8[..<slash]))
     }
 
+    /// `path` is `dir` itself or below it, byte for byte (see `ExactPath`): the one
+    /// "is this inside that folder" of the daemon. `String.hasPrefix(dir + "/")` is
+    /// Unicode equivalence (an NFD twin would count as inside its NFC sibling) and wrong
+    /// for "/".
+    public static func isWithin(_ path: String, _ dir: String) -> Bool {
+        path.utf8.elementsEqual(dir.utf8) || isInside(path, dir)
+    }
+
+    /// `path` with its leading `from` replaced by `to` when it is `from` or below it (a
+    /// rename of `from`); nil when it is elsewhere.
+    public static func renamed(_ path: String, from: String, to: String) -> String? {
+        guard isWithin(path, from) else { return nil }
+        if from == "/" { return to == "/" ? path : to + (path == "/" ? "" : path) }
+        return to + String(Substring(path.utf8.dropFirst(from.utf8.count)))
+    }
+
     /// `path` is strictly below `dir`.
     public static func isInside(_ path: String, _ dir: String) -> Bool {
         if dir == "/" { return path != "/" && path.utf8.first == UInt8(ascii: "/") }

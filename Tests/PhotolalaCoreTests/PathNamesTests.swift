@@ -25,4 +25,27 @@ import Testing
         #expect(PathNames.isInside("/a", "/"))
         #expect(!PathNames.isInside("/", "/"))
     }
+
+    @Test func isWithinIsByteExact() {
+        #expect(PathNames.isWithin("/a", "/a"))
+        #expect(PathNames.isWithin("/a/b/c", "/a"))
+        #expect(!PathNames.isWithin("/ab", "/a"))
+        #expect(PathNames.isWithin("/a", "/"))
+        #expect(PathNames.isWithin("/", "/"))
+        // An NFD folder is not inside (nor equal to) its NFC twin, though the Strings are ==.
+        #expect("/Caf\u{E9}" == "/Cafe\u{301}")
+        #expect(!PathNames.isWithin("/Cafe\u{301}/x.jpg", "/Caf\u{E9}"))
+        #expect(!PathNames.isWithin("/Cafe\u{301}", "/Caf\u{E9}"))
+        // hasPrefix(root + "/") would say yes here: "/a/" is no prefix of the root "/".
+        #expect(!"/x".hasPrefix("/" + "/"))
+        #expect(PathNames.isWithin("/x", "/"))
+    }
+
+    @Test func renamedMovesOnlyWhatIsWithin() {
+        #expect(PathNames.renamed("/a/b/c.jpg", from: "/a/b", to: "/z") == "/z/c.jpg")
+        #expect(PathNames.renamed("/a/b", from: "/a/b", to: "/z") == "/z")
+        #expect(PathNames.renamed("/a/bc", from: "/a/b", to: "/z") == nil)
+        #expect(PathNames.renamed("/Cafe\u{301}/x", from: "/Caf\u{E9}", to: "/z") == nil)
+        #expect(PathNames.renamed("/x/y", from: "/", to: "/r") == "/r/x/y")
+    }
 }
