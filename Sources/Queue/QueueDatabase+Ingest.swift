@@ -223,7 +223,7 @@ extension QueueDatabase {
     /// can keep up with (each commit rewrites every index page it touched into the WAL).
     public func recordHashes(_ files: [HashedFile], now: Date = Date()) throws -> [HashOutcome] {
         guard !files.isEmpty else { return [] }
-        return try write { db in
+        let outcomes = try write { db in
             let select = try RawStatement(db, "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE path = ?")
             let objectState = try RawStatement(db, "SELECT state FROM object WHERE md5 = ?")
             let insertObject = try RawStatement(db, "INSERT INTO object(md5, size, state, updatedAt) VALUES (?, ?, 'pending', ?)")
@@ -260,6 +260,10 @@ extension QueueDatabase {
                 return .recorded(state)
             }
         }
+        if outcomes.contains(where: { if case .recorded = $0 { true } else { false } }) {
+            QueueSignals.notify(signals.readyToUpload)
+        }
+        return outcomes
     }
 
     /// A file that cannot be read (permission, I/O error): `failed` with the reason, until `retry`.

@@ -39,7 +39,7 @@ extension QueueDatabase {
     /// Puts every failed file back: unreadable ones are read again, rejected uploads are
     /// tried again. Returns the paths to hash.
     public func retryFailed(now: Date = Date()) throws -> (files: Int, needHash: [String]) {
-        try write { db in
+        let result: (files: Int, needHash: [String]) = try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: "UPDATE object SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])
             let needHash = try String.fetchAll(db, sql: "SELECT path FROM file WHERE state = 'failed' AND md5 IS NULL")
@@ -48,5 +48,8 @@ extension QueueDatabase {
             try db.execute(sql: "UPDATE file SET state = 'queued', attempts = 0, lastError = NULL, updatedAt = ? WHERE state = 'failed' AND md5 IS NOT NULL", arguments: [t])
             return (unhashed + db.changesCount, needHash)
         }
+        if !result.needHash.isEmpty { QueueSignals.notify(signals.needsHash) }
+        QueueSignals.notify(signals.readyToUpload)
+        return result
     }
 }

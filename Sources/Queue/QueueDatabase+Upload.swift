@@ -131,6 +131,10 @@ extension QueueDatabase {
             try db.execute(sql: "UPDATE object SET state = 'pending', updatedAt = ? WHERE md5 = ? AND state = 'uploading'", arguments: [t, job.md5])
             try db.execute(sql: "UPDATE file SET state = 'queued', updatedAt = ? WHERE md5 = ? AND state = 'uploading'", arguments: [t, job.md5])
         }
+        // A changed file is read again (after it settles) by ingest; its old object may
+        // still be wanted by another file with those bytes.
+        if !gone { QueueSignals.notify(signals.needsHash) }
+        QueueSignals.notify(signals.readyToUpload)
     }
 
     // MARK: multipart bookkeeping

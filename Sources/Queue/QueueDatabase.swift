@@ -9,6 +9,8 @@ import Synchronization
 public final class QueueDatabase: Sendable {
     public let path: String
     let pool: DatabasePool
+    /// Wakes the stage that takes rows from the state a change moved them into.
+    public let signals = QueueSignals()
     private let writeProblem = Mutex<String?>(nil)
     private let problemHook = Mutex<(@Sendable (String?) -> Void)?>(nil)
     /// The free space below which a "disk full" stays reported even when a small write

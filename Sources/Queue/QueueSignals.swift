@@ -1,0 +1,20 @@
+import PhotolalaCore
+
+/// How the stages around the queue wake each other. Stages never call one another: a
+/// stage moves rows from one state to the next in one transaction, and the signal of the
+/// state the rows entered wakes the stage that takes them from there. The database is the
+/// truth, a signal only says "look again" (a missed one costs a wait, never a row).
+public struct QueueSignals: Sendable {
+    /// Files went (back) to waiting for their hash outside a scan: the uploader found a
+    /// source changed, or `retry` put back files that could not be read.
+    public let needsHash = WakeSignal()
+    /// Objects may be ready to upload: hashes recorded, `retry`, an upload given back.
+    public let readyToUpload = WakeSignal()
+
+    public init() {}
+
+    /// After a commit; the transaction's caller never waits for the stage it wakes.
+    static func notify(_ signal: WakeSignal) {
+        Task { await signal.notify() }
+    }
+}
