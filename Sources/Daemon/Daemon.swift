@@ -69,7 +69,7 @@ public struct Daemon: Sendable {
         hooks.logout = DaemonHooks.logout(account)
         hooks.resume = { await account.resume() }
         try database.resetInterruptedUploads()
-        let ingest = IngestService(database: database, options: .init(settings.watch), logger: logger)
+        let ingest = IngestService(database: database, options: .init(settings), logger: logger, statusChanges: core.statusChanges)
         // One pass per photo when S3 signs payloads: the hasher takes the SHA-256 for the uploader.
         let payloadDigests = ingest.payloadDigests
         await core.addStatusContributor { s in await ingest.contribute(to: &s) }
@@ -77,8 +77,16 @@ public struct Daemon: Sendable {
                                        options: .init(settings.upload, followSymlinks: settings.watch.followSymlinks), logger: logger,
                                        payloadDigests: payloadDigests)
         await core.addStatusContributor { s in await uploader.contribute(to: &s) }
-        await ingest.setHooks(onQueued: { uploader.poke() }, onChange: { await core.changed() })
-        await uploader.setRehash { path in await ingest.rehash(path) }
+        // TEMPORARY until the uploader waits on the queue's signal itself.
+        Task {
+            let ready = database.signals.readyToUpload
+            var since = await ready.current
+            while !Task.isCancelled {
+                await ready.wait(since: since, until: nil as Date?)
+                since = await ready.current
+                uploader.poke()
+            }
+        }
         hooks.rescan = {
             await ingest.rescanAll(reason: "photolalactl rescan")
             return .json(ControlReply(ok: true, message: "Rescanning every watched folder."))
@@ -139,7 +147,7 @@ public struct Daemon: Sendable {
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
                                          onApply: { _, fresh in
                                              await uploader.apply(.init(fresh.upload, followSymlinks: fresh.watch.followSymlinks))
-                                             await ingest.apply(.init(fresh.watch))
+                                             await ingest.apply(.init(fresh))
                                              await account.reconfigure(
                                                  backend: BackendClient(baseURL: fresh.account.apiURL, logger: logger),
                                                  deviceName: fresh.account.deviceName ?? HostName.current(),

@@ -13,9 +13,6 @@ public actor DaemonCore {
     private var state: DaemonStatus.State = .starting
     private var userPaused: Bool
     private var startedAt = Date()
-    private var changeSubscribers: [Int: AsyncStream<Void>.Continuation] = [:]
-    private var nextSubscriber = 0
-    private var changeCounter = 0
     private var problems: [String: String] = [:]
     /// Parts fill these in as they come to exist (watcher, credentials, account).
     private var statusContributors: [@Sendable (inout DaemonStatus) async -> Void] = []
@@ -72,30 +69,20 @@ public actor DaemonCore {
 
     // MARK: change notification (drives STATUS= lines without polling)
 
-    public func changed() {
-        changeCounter &+= 1
-        for c in changeSubscribers.values { c.yield() }
+    /// Every stage says here that something it shows changed.
+    public nonisolated let statusChanges = ChangeFeed()
+
+    public nonisolated func changed() {
+        statusChanges.changed()
     }
 
     /// A stream that yields after each change (bursts coalesce into one element) and
     /// ends when the subscriber's task is cancelled.
-    public func changes() -> AsyncStream<Void> {
-        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let id = nextSubscriber
-        nextSubscriber += 1
-        changeSubscribers[id] = continuation
-        continuation.onTermination = { [weak self] _ in
-            Task { await self?.unsubscribe(id) }
-        }
-        continuation.yield()
-        return stream
+    public nonisolated func changes() -> AsyncStream<Void> {
+        statusChanges.changes()
     }
 
-    private func unsubscribe(_ id: Int) {
-        changeSubscribers[id] = nil
-    }
-
-    public var changeGeneration: Int { changeCounter }
+    public nonisolated var changeGeneration: Int { statusChanges.generation }
 
     // MARK: status
 
