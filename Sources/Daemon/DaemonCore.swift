@@ -94,7 +94,6 @@ public actor DaemonCore {
         do {
             let c = try database.counts()
             s.queue.pending = c.pending
-            s.queue.hashing = c.hashing
             s.queue.uploading = c.uploading
             s.queue.uploaded = c.uploaded
             s.queue.failed = c.failed
@@ -104,6 +103,8 @@ public actor DaemonCore {
             s.problems.append("The queue database cannot be read: \(error)")
         }
         for f in statusContributors { await f(&s) }
+        // `hashing` counts files being read now, which the database still holds as pending.
+        s.queue.pending = max(0, s.queue.pending - s.queue.hashing)
         // A reason that needs the user (login, revoked Apple ID, quota) outranks their own pause.
         if s.state == .running && userPaused {
             s.state = .paused

@@ -1,7 +1,7 @@
 /// Where one file (a path) stands. `queued` means hashed and waiting for its object's
 /// upload; the CLI shows it as `pending`, as cli.md defines that word.
 public enum FileState: String, Sendable, Codable, CaseIterable {
-    case pending, hashing, queued, uploading, uploaded, failed, gone
+    case pending, queued, uploading, uploaded, failed, gone
 
     /// The word of shared/spec/cli.md for this state.
     public var publicName: String {

@@ -1,7 +1,6 @@
 /// The queue counts of `status`, read in one query.
 public struct QueueCounts: Sendable, Equatable {
     public var pending = 0
-    public var hashing = 0
     public var uploading = 0
     public var uploaded = 0
     public var failed = 0

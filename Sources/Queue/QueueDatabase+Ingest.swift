@@ -129,7 +129,7 @@ extension QueueDatabase {
             let md5 = select.text(7)
             select.reset()
             if identity == f.identity && state != .gone {
-                if state == .pending || state == .hashing { needHash.append(f) }
+                if state == .pending { needHash.append(f) }
                 continue
             }
             if identity == f.identity, state == .gone, let md5 {
@@ -177,7 +177,7 @@ extension QueueDatabase {
     /// Found through the state index, so it costs as much as there are files waiting.
     public func unhashedStart() throws -> Int64? {
         try pool.read { db in
-            try Int64.fetchOne(db, sql: "SELECT min(id) FROM file WHERE state IN ('pending', 'hashing')").map { $0 - 1 }
+            try Int64.fetchOne(db, sql: "SELECT min(id) FROM file WHERE state = 'pending'").map { $0 - 1 }
         }
     }
 
@@ -188,7 +188,7 @@ extension QueueDatabase {
     public func unhashedFiles(after id: Int64, limit: Int) throws -> [UnhashedFile] {
         try pool.read { db in
             let select = try RawStatement(db, """
-                SELECT id, path, mtimeSec, mtimeNsec FROM file WHERE id > ? AND +state IN ('pending', 'hashing') ORDER BY id LIMIT ?
+                SELECT id, path, mtimeSec, mtimeNsec FROM file WHERE id > ? AND +state = 'pending' ORDER BY id LIMIT ?
                 """)
             defer { select.reset() }
             var files: [UnhashedFile] = []
@@ -357,7 +357,7 @@ extension QueueDatabase {
                 }
                 present.insert(f.path)
                 if identity == f.identity, state != .gone {
-                    if state == .pending || state == .hashing { needHash.append(f) }
+                    if state == .pending { needHash.append(f) }
                 } else {
                     changed.append(f)
                 }

@@ -18,7 +18,7 @@ extension QueueDatabase {
     /// Files not yet backed up (or only failed ones), newest first, with the total count.
     public func listing(failedOnly: Bool, limit: Int) throws -> (items: [QueueItem], total: Int) {
         try pool.read { db in
-            let filter = failedOnly ? "f.state = 'failed'" : "f.state IN ('pending', 'hashing', 'queued', 'uploading', 'failed')"
+            let filter = failedOnly ? "f.state = 'failed'" : "f.state IN ('pending', 'queued', 'uploading', 'failed')"
             let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM file f WHERE \(filter)") ?? 0
             let rows = try Row.fetchAll(db, sql: """
                 SELECT f.path, f.state, f.size, f.md5, f.updatedAt,

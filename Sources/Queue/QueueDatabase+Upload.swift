@@ -34,7 +34,7 @@ extension QueueDatabase {
         try write { db in
             try db.execute(sql: "UPDATE object SET state = 'pending', updatedAt = ? WHERE state = 'uploading'", arguments: [now.timeIntervalSince1970])
             try db.execute(sql: "UPDATE file SET state = 'queued', updatedAt = ? WHERE state = 'uploading'", arguments: [now.timeIntervalSince1970])
-            // A crash mid-hash leaves nothing to undo: 'hashing' is never stored, pending files are re-hashed.
+            // A crash mid-hash leaves nothing to undo: files being read are stored as pending, and re-hashed.
         }
     }
 
@@ -159,10 +159,5 @@ extension QueueDatabase {
                 UploadedPart(partNumber: $0["partNumber"], etag: $0["etag"], size: $0["size"])
             }
         }
-    }
-
-    /// Files still waiting for upload, for the uploaders' "is there work?" check.
-    public func pendingObjectCount() throws -> Int {
-        try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state IN ('pending', 'uploading')") ?? 0 }
     }
 }

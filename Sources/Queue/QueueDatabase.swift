@@ -162,7 +162,6 @@ public final class QueueDatabase: Sendable {
                 let bytes: Int64 = row["bytes"]
                 switch FileState(rawValue: row["state"]) {
                 case .pending, .queued: c.pending += n; c.pendingBytes += bytes
-                case .hashing: c.hashing += n; c.pendingBytes += bytes
                 case .uploading: c.uploading += n; c.uploadingBytes += bytes
                 case .uploaded: c.uploaded += n; c.uploadedBytes += bytes
                 case .failed: c.failed += n
