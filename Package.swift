@@ -81,7 +81,7 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Watcher", "Backend", "Credentials", "Upload", "Ingest", "CSystemd", "CLinux",
+            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "CSystemd", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -101,6 +101,11 @@ let package = Package(
         .testTarget(name: "ControlTests", dependencies: ["Control"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials"]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
+        .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Hashing", "PhotolalaCore"]),
+        .testTarget(name: "DaemonTests", dependencies: [
+            "Daemon", "Queue", "Credentials", "Ingest", "Upload", "PhotolalaCore",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -3,9 +3,9 @@ import Logging
 import PhotolalaCore
 import Queue
 
-/// The daemon's shared state: the settings in force, the queue database, the pause and
-/// sign-in state, and the status snapshot assembled from every part. Services ask it;
-/// it never does slow I/O while holding its own state.
+/// The daemon's shared state: the settings in force, the queue database, the user's pause,
+/// and the status snapshot assembled from every part. Services ask it; it never does slow
+/// I/O while holding its own state.
 public actor DaemonCore {
     public private(set) var settings: Settings
     public let database: QueueDatabase
@@ -13,9 +13,7 @@ public actor DaemonCore {
     private var state: DaemonStatus.State = .starting
     private var userPaused: Bool
     private var startedAt = Date()
-    private var problems: [String: String] = [:]
-    /// Parts fill these in as they come to exist (watcher, credentials, account).
-    private var statusContributors: [@Sendable (inout DaemonStatus) async -> Void] = []
+    private var contributors: [any StatusContributor] = []
 
     static let userPauseKey = "userPaused"
 
@@ -26,8 +24,8 @@ public actor DaemonCore {
         self.userPaused = (try database.setting(Self.userPauseKey)) == "1"
     }
 
-    public func addStatusContributor(_ f: @escaping @Sendable (inout DaemonStatus) async -> Void) {
-        statusContributors.append(f)
+    func add(_ contributor: any StatusContributor) {
+        contributors.append(contributor)
     }
 
     // MARK: lifecycle
@@ -58,15 +56,6 @@ public actor DaemonCore {
         changed()
     }
 
-    // MARK: problems shown in status (disk full, database errors, unreadable folders)
-
-    public func setProblem(_ key: String, _ message: String?) {
-        if problems[key] != message {
-            problems[key] = message
-            changed()
-        }
-    }
-
     // MARK: change notification (drives STATUS= lines without polling)
 
     /// Every stage says here that something it shows changed.
@@ -86,23 +75,26 @@ public actor DaemonCore {
 
     // MARK: status
 
+    /// The queue's counts first, then every part's own fields, then what is derived from
+    /// several parts (the pause shown, files being read counted out of pending).
     public func status() async -> DaemonStatus {
         var s = DaemonStatus(state: state)
         s.startedAt = Timestamp.string(startedAt)
         s.watch.folders = settings.watch.folders.count
         s.watch.paths = settings.watch.folders
         do {
-            let c = try database.counts()
-            s.queue.pending = c.pending
-            s.queue.uploading = c.uploading
-            s.queue.uploaded = c.uploaded
-            s.queue.failed = c.failed
-            s.queue.pendingBytes = c.pendingBytes + c.uploadingBytes
-            s.queue.uploadedBytes = c.uploadedBytes
+            s.queue.apply(try database.counts())
         } catch {
             s.problems.append("The queue database cannot be read: \(error)")
         }
-        for f in statusContributors { await f(&s) }
+        for part in contributors { await part.contribute(to: &s) }
+        Self.finish(&s, userPaused: userPaused, databaseProblem: database.currentProblem)
+        return s
+    }
+
+    /// The part of the assembly that reads more than one part's fields: pure, so tests
+    /// can check it on plain values.
+    static func finish(_ s: inout DaemonStatus, userPaused: Bool, databaseProblem: String?) {
         // `hashing` counts files being read now, which the database still holds as pending.
         s.queue.pending = max(0, s.queue.pending - s.queue.hashing)
         // A reason that needs the user (login, revoked Apple ID, quota) outranks their own pause.
@@ -110,8 +102,18 @@ public actor DaemonCore {
             s.state = .paused
             s.pauseReason = .user
         }
-        s.problems += problems.keys.sorted().compactMap { problems[$0] }
-        if let problem = database.currentProblem { s.problems.append(problem) }
-        return s
+        if let databaseProblem { s.problems.append(databaseProblem) }
+    }
+}
+
+extension DaemonStatus.Queue {
+    /// The counts the queue database holds (files being read are added by ingest).
+    mutating func apply(_ c: QueueCounts) {
+        pending = c.pending
+        uploading = c.uploading
+        uploaded = c.uploaded
+        failed = c.failed
+        pendingBytes = c.pendingBytes + c.uploadingBytes
+        uploadedBytes = c.uploadedBytes
     }
 }

@@ -18,6 +18,6 @@ struct DaemonGate: UploadGate {
     }
 
     func changes() async -> AsyncStream<Void> {
-        await core.changes()
+        core.changes()
     }
 }

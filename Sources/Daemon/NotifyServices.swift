@@ -11,7 +11,7 @@ struct WatchdogService: Service {
 
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            _ = await core.changeGeneration
+            _ = await core.isUserPaused   // a hop onto the core: a wedged actor stops the pings
             notifier.watchdog()
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval / 2) }
         }
@@ -28,7 +28,7 @@ struct StatusLineService: Service {
     func run() async throws {
         try? await cancelWhenGracefulShutdown {
             var last = ""
-            for await _ in await core.changes() {
+            for await _ in core.changes() {
                 let line = StatusSummary.oneLine(await core.status())
                 if line != last {
                     notifier.status(line)

@@ -11,7 +11,8 @@ struct ReloadService: Service {
     let configPath: String
     let notifier: SystemdNotifier
     let logger: Logger
-    let onApply: @Sendable (Settings, Settings) async -> Void
+    /// Each takes the new settings through its own mapping (the one used at start).
+    let parts: [any Reconfigurable]
     /// Trapped before READY=1: a SIGHUP that arrives early must not kill the daemon.
     let signals: UnixSignalsSequence
 
@@ -22,7 +23,7 @@ struct ReloadService: Service {
                 let fresh = try ConfigLoader.load(path: configPath)
                 let old = await core.settings
                 await core.apply(fresh)
-                await onApply(old, fresh)
+                for part in parts { await part.apply(fresh) }
                 LogLevelSwitch.shared.set(fresh.daemon.logLevel)
                 if fresh.daemon.socket != old.daemon.socket || fresh.daemon.stateDir != old.daemon.stateDir {
                     logger.warning("daemon.socket and daemon.state_dir take effect at the next restart")

@@ -8,9 +8,9 @@ import Foundation
 /// once an attempt fails transiently, every worker waits; when the wait is over one of
 /// them probes with a single object, and only an answer from S3 lets the others go.
 ///
-/// Waits grow exponentially (1 s to 5 minutes) with jitter, never below half the step.
-/// Failures of attempts that started before the latest failure was recorded do not
-/// escalate: four uploads cut off by the same outage are one failure, not four.
+/// The waits are the daemon's one `Backoff` (1 s to 5 minutes, never below half the
+/// step). Failures of attempts that started before the latest failure was recorded do
+/// not escalate: four uploads cut off by the same outage are one failure, not four.
 ///
 /// A pure value: the caller passes the time and the random draw.
 public struct OutageBackoff: Sendable, Equatable {
@@ -23,9 +23,7 @@ public struct OutageBackoff: Sendable, Equatable {
         case wait(until: Date?)
     }
 
-    public var base: TimeInterval
-    public var cap: TimeInterval
-    public private(set) var failures = 0
+    public private(set) var schedule: Backoff
     public private(set) var until: Date?
     public private(set) var since: Date?
     public private(set) var lastError: String?
@@ -34,10 +32,10 @@ public struct OutageBackoff: Sendable, Equatable {
     public private(set) var epoch = 0
 
     public init(base: TimeInterval = 1, cap: TimeInterval = 300) {
-        self.base = base
-        self.cap = cap
+        schedule = Backoff(base: base, cap: cap, jitter: .equal)
     }
 
+    public var failures: Int { schedule.failures }
     public var isActive: Bool { failures > 0 }
 
     public mutating func admit(now: Date) -> Admission {
@@ -53,19 +51,19 @@ public struct OutageBackoff: Sendable, Equatable {
     public mutating func failed(_ why: String, startedIn: Int, now: Date, random: Double) {
         lastError = why
         guard startedIn == epoch || failures == 0 else { return }
-        failures += 1
         epoch += 1
         if since == nil { since = now }
         probing = false
-        let step = min(cap, base * pow(2, Double(failures - 1)))
-        until = now.addingTimeInterval(step * (0.5 + random / 2))
+        until = now.addingTimeInterval(schedule.fail(random: random))
     }
 
     /// S3 answered: the outage is over.
     public mutating func succeeded() {
-        let kept = epoch
-        self = OutageBackoff(base: base, cap: cap)
-        epoch = kept
+        schedule.reset()
+        until = nil
+        since = nil
+        lastError = nil
+        probing = false
     }
 
     /// The probe found no work, or its attempt said nothing about S3 (cancelled, the file

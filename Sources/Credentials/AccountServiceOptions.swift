@@ -1,0 +1,33 @@
+import Backend
+import Logging
+import PhotolalaCore
+
+extension AccountService {
+    /// What the account service takes from the settings: the one mapping, used at start
+    /// and on reload.
+    public struct Options: Sendable, Equatable {
+        public var apiURL: String
+        /// Resolved when used, so a renamed NAS shows its new name.
+        public var deviceName: String
+        public var refreshBeforeExpiry: Duration
+        public var appleCheckInterval: Duration
+
+        public init(_ settings: Settings) {
+            apiURL = settings.account.apiURL
+            deviceName = settings.account.deviceName ?? HostName.current()
+            refreshBeforeExpiry = settings.credentials.refreshBeforeExpiry
+            appleCheckInterval = settings.credentials.appleCheckInterval
+        }
+    }
+
+    public init(stateDir: String, options: Options, logger: Logger) {
+        self.init(stateDir: stateDir, backend: BackendClient(baseURL: options.apiURL, logger: logger), deviceName: options.deviceName,
+                  refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval, logger: logger)
+    }
+
+    /// New settings on reload: a new backend client, device name and timings.
+    public func reconfigure(_ options: Options) {
+        reconfigure(backend: BackendClient(baseURL: options.apiURL, logger: logger), deviceName: options.deviceName,
+                    refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval)
+    }
+}

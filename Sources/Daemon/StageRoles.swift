@@ -1,0 +1,28 @@
+import Credentials
+import Ingest
+import PhotolalaCore
+import Upload
+
+/// A part of the daemon that shows something in the status. Each fills in its own fields
+/// only, so the order they are asked in does not matter.
+protocol StatusContributor: Sendable {
+    func contribute(to status: inout DaemonStatus) async
+}
+
+/// A part of the daemon that takes new settings on reload, through the same mapping from
+/// `Settings` it was started with.
+protocol Reconfigurable: Sendable {
+    func apply(_ settings: Settings) async
+}
+
+extension IngestService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { apply(Options(settings)) }
+}
+
+extension UploaderService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+}
+
+extension AccountService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { reconfigure(AccountService.Options(settings)) }
+}
