@@ -73,7 +73,10 @@ struct TableReader {
     private static let sections: [String: Set<String>] = [
         "account": ["api_url", "device_name"],
         "watch": ["folders", "extensions", "exclude", "settle", "rescan_interval", "follow_symlinks"],
-        "upload": ["concurrency", "multipart_threshold", "part_size", "bandwidth_limit", "storage_class"],
+        "upload": ["concurrency", "multipart_threshold", "part_size", "bandwidth_limit", "storage_class", "inventory_interval"],
+        "catalog": ["enabled", "publish_interval", "check_interval"],
+        "tls": ["ca_file"],
+        "metrics": ["listen"],
         "credentials": ["refresh_before_expiry", "apple_check_interval"],
         "daemon": ["state_dir", "socket", "socket_group", "log_level"],
     ]
@@ -171,6 +174,11 @@ struct TableReader {
             }
         }
 
+        if let v = upload?["inventory_interval"], let d = duration("upload.inventory_interval", v) {
+            if d < .seconds(60) || d > .seconds(30 * 86400) { problem("upload.inventory_interval", render(v), "a duration from 1m to 30d") } else { s.upload.inventoryInterval = d }
+        }
+        readStageSections(root, into: &s)
+
         let credentials = root["credentials"]?.table
         if let v = credentials?["refresh_before_expiry"], let d = duration("credentials.refresh_before_expiry", v) {
             if d <= .zero || d > .seconds(3600) { problem("credentials.refresh_before_expiry", render(v), "a duration from 1s to 1h") } else { s.credentials.refreshBeforeExpiry = d }
@@ -223,23 +231,23 @@ struct TableReader {
 
     // MARK: typed readers: each records a problem and returns nil on a mismatch
 
-    private mutating func problem(_ key: String, _ value: String?, _ expected: String) {
+    mutating func problem(_ key: String, _ value: String?, _ expected: String) {
         problems.append(.init(key: key, value: value, expected: expected))
     }
 
-    private mutating func string(_ key: String, _ v: TOMLValueConvertible) -> String? {
+    mutating func string(_ key: String, _ v: TOMLValueConvertible) -> String? {
         if let s = v.string { return s }
         problem(key, render(v), "a string")
         return nil
     }
 
-    private mutating func bool(_ key: String, _ v: TOMLValueConvertible) -> Bool? {
+    mutating func bool(_ key: String, _ v: TOMLValueConvertible) -> Bool? {
         if let b = v.bool { return b }
         problem(key, render(v), "true or false")
         return nil
     }
 
-    private mutating func strings(_ key: String, _ v: TOMLValueConvertible) -> [String]? {
+    mutating func strings(_ key: String, _ v: TOMLValueConvertible) -> [String]? {
         guard let array = v.array else {
             problem(key, render(v), "a list of strings such as [\"a\", \"b\"]")
             return nil
@@ -255,7 +263,7 @@ struct TableReader {
         return out
     }
 
-    private mutating func duration(_ key: String, _ v: TOMLValueConvertible, orOff: Bool = false) -> Duration? {
+    mutating func duration(_ key: String, _ v: TOMLValueConvertible, orOff: Bool = false) -> Duration? {
         let expected = (orOff ? "\"off\", " : "") + "a number of seconds or a duration such as \"90s\", \"15m\", \"6h\""
         if let n = v.int, n >= 0 { return .seconds(n) }
         if let d = v.double, d >= 0, d.isFinite { return .milliseconds(Int64(d * 1000)) }
@@ -264,18 +272,18 @@ struct TableReader {
         return nil
     }
 
-    private mutating func size(_ key: String, _ v: TOMLValueConvertible) -> Int64? {
+    mutating func size(_ key: String, _ v: TOMLValueConvertible) -> Int64? {
         if let n = v.int, n >= 0 { return Int64(n) }
         if let s = v.string, let n = Units.parseSize(s) { return n }
         problem(key, render(v), "a number of bytes or a size such as \"16MiB\", \"1GiB\"")
         return nil
     }
 
-    private func quote(_ s: String) -> String {
+    func quote(_ s: String) -> String {
         "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 
-    private func render(_ v: TOMLValueConvertible?) -> String {
+    func render(_ v: TOMLValueConvertible?) -> String {
         guard let v else { return "(missing)" }
         if let s = v.string { return quote(s) }
         if let a = v.array { return "[" + a.map { render($0) }.joined(separator: ", ") + "]" }

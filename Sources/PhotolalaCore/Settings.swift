@@ -30,7 +30,61 @@ public struct Settings: Sendable, Equatable {
         /// Bytes per second; nil is "off".
         public var bandwidthLimit: Int64? = nil
         public var storageClass = "STANDARD"
+        /// How often the bucket is listed to learn what is already there (s3-layout.md).
+        public var inventoryInterval: Duration = .seconds(24 * 3600)
         public init() {}
+    }
+
+    /// `[catalog]`: thumbnails and catalog rows, so the apps show these photos (app-catalog.md).
+    public struct Catalog: Sendable, Equatable {
+        public var enabled = true
+        public var publishInterval: Duration = .seconds(600)
+        public var checkInterval: Duration = .seconds(3600)
+        public init() {}
+    }
+
+    /// `[tls]`: extra CA certificates to trust besides the system's.
+    public struct TLS: Sendable, Equatable {
+        /// An absolute path to a PEM file; nil when only the system's store is trusted.
+        public var caFile: String? = nil
+        public init() {}
+    }
+
+    /// `[metrics]`: Prometheus metrics over TCP (always on the control socket).
+    public struct Metrics: Sendable, Equatable {
+        /// Where to listen; nil is "off".
+        public var listen: ListenAddress? = nil
+        public init() {}
+    }
+
+    /// A TCP address to listen on: an IP literal (or `localhost`) and a port.
+    public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        /// `host:port`, `[v6]:port`; nil when it is neither.
+        public init?(parsing text: String) {
+            let host: Substring
+            let port: Substring
+            if text.hasPrefix("[") {
+                guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
+                host = text[text.index(after: text.startIndex)..<close]
+                port = text[text.index(close, offsetBy: 2)...]
+            } else {
+                guard let colon = text.lastIndex(of: ":"), !text[..<colon].contains(":") else { return nil }
+                host = text[..<colon]
+                port = text[text.index(after: colon)...]
+            }
+            guard !host.isEmpty, let p = Int(port), (1...65535).contains(p), port.allSatisfy(\.isNumber) else { return nil }
+            self.host = String(host)
+            self.port = p
+        }
+
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
     }
 
     public struct Credentials: Sendable, Equatable {
@@ -54,6 +108,9 @@ public struct Settings: Sendable, Equatable {
     public var account = Account()
     public var watch = Watch()
     public var upload = Upload()
+    public var catalog = Catalog()
+    public var tls = TLS()
+    public var metrics = Metrics()
     public var credentials = Credentials()
     public var daemon = Daemon()
 
