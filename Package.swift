@@ -100,6 +100,7 @@ let package = Package(
         .testTarget(name: "S3Tests", dependencies: ["S3"]),
         .testTarget(name: "ControlTests", dependencies: ["Control"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials"]),
+        .testTarget(name: "BackendTests", dependencies: ["Backend", "PhotolalaCore"]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
     ],
     swiftLanguageModes: [.v6]
