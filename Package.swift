@@ -79,6 +79,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Watcher", "Backend", "Credentials", "Upload", "Ingest", "CSystemd", "CLinux",
@@ -98,7 +99,10 @@ let package = Package(
         .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher"]),
         .testTarget(name: "S3Tests", dependencies: ["S3"]),
-        .testTarget(name: "ControlTests", dependencies: ["Control"]),
+        .testTarget(name: "ControlTests", dependencies: [
+            "Control",
+            .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+        ]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials"]),
         .testTarget(name: "BackendTests", dependencies: ["Backend", "PhotolalaCore"]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
