@@ -140,6 +140,8 @@ public struct Daemon: Sendable {
         ])
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            // First, so it stops last: status answers while the others wind down.
+            .init(service: ControlService(server: server), serviceName: "control"),
             .init(service: account, serviceName: "account"),
             .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
@@ -170,15 +172,8 @@ public struct Daemon: Sendable {
                 await group.triggerGracefulShutdown()
             }
         }
-        do {
-            try await group.run()
-        } catch {
-            stopper.cancel()
-            await server.stop()
-            throw error
-        }
-        stopper.cancel()
-        await server.stop()
+        defer { stopper.cancel() }
+        try await group.run()
     }
 
     static func prepareStateDirectory(_ path: String) throws {
