@@ -5,7 +5,6 @@ import ArgumentParser
 import Control
 import Foundation
 import PhotolalaCore
-import Synchronization
 
 /// `photolalactl login`: pairs the NAS from a phone (device code), or signs in with an
 /// identity token from Sign in with Apple on another device.
@@ -77,27 +76,5 @@ struct LoginCommand: ParsableCommand {
             StandardError.print("photolalactl: sign-in failed: \(progress.message ?? progress.state.rawValue)")
             throw ExitCode(1)
         }
-    }
-}
-
-/// Turns Ctrl-C into a flag the polling loop checks, so the daemon is told to stop pairing.
-final class InterruptFlag {
-    private let source: DispatchSourceSignal
-    private let flag = Flag()
-
-    init() {
-        signal(SIGINT, SIG_IGN)
-        source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        let flag = self.flag
-        source.setEventHandler { flag.set() }
-        source.resume()
-    }
-
-    var isSet: Bool { flag.value }
-
-    final class Flag: Sendable {
-        private let state = Mutex(false)
-        func set() { state.withLock { $0 = true } }
-        var value: Bool { state.withLock { $0 } }
     }
 }
