@@ -4,7 +4,7 @@ import Control
 import Foundation
 import PhotolalaCore
 
-/// `--socket` and `--config`, taken by every command.
+/// `--socket` and `--config`: global, taken by `photolalactl` and by every command.
 struct CtlOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The daemon's control socket.", valueName: "path"))
     var socket: String?

@@ -12,7 +12,7 @@ struct LoginCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "login",
         abstract: "Sign this NAS in: prints a URL and a code to confirm on your phone, and waits.")
-    @OptionGroup var options: CtlOptions
+    @OptionGroup(title: "Global options") var options: CtlOptions
     @Option(name: .long, help: ArgumentHelp("An identity token from Sign in with Apple on another device.", valueName: "token"))
     var identityToken: String?
     @Option(name: .long, help: ArgumentHelp("The authorization code that came with the identity token.", valueName: "code"))

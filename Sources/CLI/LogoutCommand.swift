@@ -2,6 +2,6 @@ import ArgumentParser
 
 struct LogoutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "logout", abstract: "Forget the sign-in; uploads stop.")
-    @OptionGroup var options: CtlOptions
+    @OptionGroup(title: "Global options") var options: CtlOptions
     func run() throws { try CtlFailure.command(options, .logout) }
 }

@@ -6,7 +6,7 @@ import PhotolalaCore
 /// `photolalactl queue [--failed] [--limit N] [--json]`: one line a file, with why it waits.
 struct QueueCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "queue", abstract: "Files waiting, uploading or failed, with why.")
-    @OptionGroup var options: CtlOptions
+    @OptionGroup(title: "Global options") var options: CtlOptions
     @Flag(name: .long, help: "Only failed files.") var failed = false
     @Option(name: .long, help: "At most this many files (newest first).") var limit = 100
     @Flag(name: .long, help: "One JSON object {\"items\": [...], \"total\": N}.") var json = false

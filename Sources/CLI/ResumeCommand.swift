@@ -2,6 +2,6 @@ import ArgumentParser
 
 struct ResumeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "resume", abstract: "Start uploading again.")
-    @OptionGroup var options: CtlOptions
+    @OptionGroup(title: "Global options") var options: CtlOptions
     func run() throws { try CtlFailure.command(options, .resume) }
 }

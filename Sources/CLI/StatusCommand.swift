@@ -9,7 +9,7 @@ import PhotolalaCore
 /// `photolalactl status [--json]`: the human screen, or the status itself as JSON.
 struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "status", abstract: "What the daemon is doing.")
-    @OptionGroup var options: CtlOptions
+    @OptionGroup(title: "Global options") var options: CtlOptions
     @Flag(name: .long, help: "One JSON object (the stable fields of cli.md).") var json = false
 
     func run() throws {
