@@ -105,6 +105,10 @@ let package = Package(
         ]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials"]),
         .testTarget(name: "BackendTests", dependencies: ["Backend", "PhotolalaCore"]),
+        .testTarget(name: "CLITests", dependencies: [
+            "CLI", "Control", "PhotolalaCore",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
     ],
     swiftLanguageModes: [.v6]
