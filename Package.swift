@@ -79,6 +79,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "CSystemd", "CLinux",
@@ -98,8 +99,16 @@ let package = Package(
         .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher"]),
         .testTarget(name: "S3Tests", dependencies: ["S3"]),
-        .testTarget(name: "ControlTests", dependencies: ["Control"]),
+        .testTarget(name: "ControlTests", dependencies: [
+            "Control",
+            .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+        ]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials"]),
+        .testTarget(name: "BackendTests", dependencies: ["Backend", "PhotolalaCore"]),
+        .testTarget(name: "CLITests", dependencies: [
+            "CLI", "Control", "PhotolalaCore",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
         .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Hashing", "PhotolalaCore"]),
         .testTarget(name: "DaemonTests", dependencies: [

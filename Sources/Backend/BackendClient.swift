@@ -59,16 +59,19 @@ public struct BackendClient: Sendable {
         var region: String
         var bucket: String
         var endpoint: String?
+
+        func grant() throws(BackendError) -> STSGrant {
+            guard let expiration = Timestamp.parse(credentials.expiration) else {
+                throw .transient("sts-token answered an unreadable expiration")
+            }
+            return STSGrant(accessKeyId: credentials.accessKeyId, secretAccessKey: credentials.secretAccessKey,
+                            sessionToken: credentials.sessionToken, expiration: expiration, region: region, bucket: bucket,
+                            endpoint: (endpoint?.isEmpty ?? true) ? nil : endpoint)
+        }
     }
 
     public func stsToken(accessToken: String) async throws(BackendError) -> STSGrant {
-        let a = try await call("POST", "/api/v1/auth/sts-token", bearer: accessToken, body: nil as [String: String]?, as: STSAnswer.self)
-        guard let expiration = Timestamp.parse(a.credentials.expiration) else {
-            throw .transient("sts-token answered an unreadable expiration")
-        }
-        return STSGrant(accessKeyId: a.credentials.accessKeyId, secretAccessKey: a.credentials.secretAccessKey,
-                        sessionToken: a.credentials.sessionToken, expiration: expiration, region: a.region, bucket: a.bucket,
-                        endpoint: (a.endpoint?.isEmpty ?? true) ? nil : a.endpoint)
+        try await call("POST", "/api/v1/auth/sts-token", bearer: accessToken, body: nil as [String: String]?, as: STSAnswer.self).grant()
     }
 
     // MARK: section 5
@@ -76,22 +79,21 @@ public struct BackendClient: Sendable {
     struct StateAnswer: Decodable {
         var state: String
         var checkedAt: String?
+
+        func credentialState() throws(BackendError) -> AppleCredentialState {
+            guard let known = AppleCredentialState.State(rawValue: state) else {
+                throw .transient("credential-state answered an unknown state '\(state.prefix(32))'")
+            }
+            return AppleCredentialState(state: known, checkedAt: checkedAt.flatMap(Timestamp.parse))
+        }
     }
 
     public func appleCredentialState(accessToken: String) async throws(BackendError) -> AppleCredentialState {
-        let a = try await call("GET", "/api/v1/auth/apple/credential-state", bearer: accessToken, body: nil as [String: String]?, as: StateAnswer.self)
-        guard let state = AppleCredentialState.State(rawValue: a.state) else {
-            throw .transient("credential-state answered an unknown state '\(a.state.prefix(32))'")
-        }
-        return AppleCredentialState(state: state, checkedAt: a.checkedAt.flatMap(Timestamp.parse))
+        try await call("GET", "/api/v1/auth/apple/credential-state", bearer: accessToken, body: nil as [String: String]?, as: StateAnswer.self)
+            .credentialState()
     }
 
     // MARK: transport
-
-    struct ErrorBody: Decodable {
-        var error: String?
-        var message: String?
-    }
 
     func call<Body: Encodable, Answer: Decodable>(_ method: String, _ path: String, bearer: String? = nil, body: Body?, as: Answer.Type) async throws(BackendError) -> Answer {
         var request = HTTPClientRequest(url: baseURL + path)
@@ -118,28 +120,20 @@ public struct BackendClient: Sendable {
         }
         let data = Data(bytes.readableBytesView)
         if (200..<300).contains(status) {
-            do {
-                return try JSONDecoder().decode(Answer.self, from: data)
-            } catch {
-                throw .transient("unexpected answer from \(path) (HTTP \(status))")
-            }
+            return try Self.decode(Answer.self, from: data, status: status, path: path)
         }
-        let e = (try? JSONDecoder().decode(ErrorBody.self, from: data)) ?? ErrorBody()
-        let code = e.error ?? ""
-        // The message is the backend's text: keep it short and never echo a request value.
-        let message = String((e.message ?? "").prefix(200))
-        logger.debug("backend refused", metadata: ["call": "\(method) \(path)", "status": "\(status)", "code": "\(code)"])
-        switch (status, code) {
-        case (_, "invalid_grant"): throw .invalidGrant
-        case (400, "authorization_pending"): throw .authorizationPending
-        case (400, "slow_down"): throw .slowDown
-        case (400, "expired_token"): throw .expiredToken
-        case (400, "access_denied"): throw .accessDenied
-        case (401, "invalid_token") where bearer != nil: throw .invalidToken
-        case (403, "subscription_required"), (403, "quota_exceeded"), (403, "account_revoked"):
-            throw .forbidden(code: code, message: message)
-        case (500..., _), (429, _), (408, _): throw .transient("HTTP \(status)\(code.isEmpty ? "" : " \(code)")")
-        default: throw .rejected(status: status, code: code.isEmpty ? "http_\(status)" : code, message: message)
+        let refusal = BackendRefusal(status: status, body: data)
+        logger.debug("backend refused", metadata: ["call": "\(method) \(path)", "status": "\(status)", "code": "\(refusal.code)"])
+        throw refusal.error(withBearer: bearer != nil)
+    }
+
+    /// A 2xx body as the call's answer; one the daemon cannot read is a transient error
+    /// (a backend mid-deploy), never a crash. Unknown fields are ignored (backend-api.md).
+    static func decode<Answer: Decodable>(_ type: Answer.Type, from body: Data, status: Int = 200, path: String) throws(BackendError) -> Answer {
+        do {
+            return try JSONDecoder().decode(Answer.self, from: body)
+        } catch {
+            throw .transient("unexpected answer from \(path) (HTTP \(status))")
         }
     }
 

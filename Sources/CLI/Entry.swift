@@ -5,15 +5,23 @@ import Foundation
 /// One binary, two faces: called `photolalactl` (the packaged symlink) it is the CLI;
 /// `photolalad ctl ARGS…` is the same for development; otherwise it is the daemon.
 public enum Entry {
+    enum Face: Equatable {
+        case ctl([String])
+        case daemon([String])
+    }
+
     public static func main() async {
-        let args = CommandLine.arguments
-        let program = (args.first.map { ($0 as NSString).lastPathComponent }) ?? "photolalad"
-        if program.hasPrefix("photolalactl") {
-            Ctl.main(Array(args.dropFirst()))
-        } else if args.count > 1, args[1] == "ctl" {
-            Ctl.main(Array(args.dropFirst(2)))
-        } else {
-            await DaemonCommand.main(Array(args.dropFirst()))
+        switch face(of: CommandLine.arguments) {
+        case .ctl(let arguments): Ctl.main(arguments)
+        case .daemon(let arguments): await DaemonCommand.main(arguments)
         }
+    }
+
+    /// Which face a command line asks for, and the arguments that face parses.
+    static func face(of args: [String]) -> Face {
+        let program = (args.first.map { ($0 as NSString).lastPathComponent }) ?? "photolalad"
+        if program.hasPrefix("photolalactl") { return .ctl(Array(args.dropFirst())) }
+        if args.count > 1, args[1] == "ctl" { return .ctl(Array(args.dropFirst(2))) }
+        return .daemon(Array(args.dropFirst()))
     }
 }

@@ -5,7 +5,6 @@ import ArgumentParser
 import Control
 import Foundation
 import PhotolalaCore
-import Synchronization
 
 /// `photolalactl login`: pairs the NAS from a phone (device code), or signs in with an
 /// identity token from Sign in with Apple on another device.
@@ -13,7 +12,7 @@ struct LoginCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "login",
         abstract: "Sign this NAS in: prints a URL and a code to confirm on your phone, and waits.")
-    @OptionGroup var options: CtlOptions
+    @OptionGroup(title: "Global options") var options: CtlOptions
     @Option(name: .long, help: ArgumentHelp("An identity token from Sign in with Apple on another device.", valueName: "token"))
     var identityToken: String?
     @Option(name: .long, help: ArgumentHelp("The authorization code that came with the identity token.", valueName: "code"))
@@ -77,27 +76,5 @@ struct LoginCommand: ParsableCommand {
             StandardError.print("photolalactl: sign-in failed: \(progress.message ?? progress.state.rawValue)")
             throw ExitCode(1)
         }
-    }
-}
-
-/// Turns Ctrl-C into a flag the polling loop checks, so the daemon is told to stop pairing.
-final class InterruptFlag {
-    private let source: DispatchSourceSignal
-    private let flag = Flag()
-
-    init() {
-        signal(SIGINT, SIG_IGN)
-        source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        let flag = self.flag
-        source.setEventHandler { flag.set() }
-        source.resume()
-    }
-
-    var isSet: Bool { flag.value }
-
-    final class Flag: Sendable {
-        private let state = Mutex(false)
-        func set() { state.withLock { $0 = true } }
-        var value: Bool { state.withLock { $0 } }
     }
 }

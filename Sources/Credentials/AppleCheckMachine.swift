@@ -9,12 +9,13 @@ public struct AppleCheckMachine: Sendable, Equatable {
     public struct Config: Sendable, Equatable {
         public var interval: TimeInterval
         public var jitter: Double = 0.1
-        public var backoffBase: TimeInterval = 30
-        public var backoffMax: TimeInterval = 1800
+        /// Failed checks: from a quarter of the interval (at most 30 s) doubling up to the
+        /// interval (at most 30 minutes), so a short test interval retries quickly too.
+        public var retry: Backoff
         public init(interval: TimeInterval) {
             self.interval = interval
-            backoffBase = min(30, max(1, interval / 4))
-            backoffMax = min(1800, max(backoffBase, interval))
+            let base = min(30, max(1, interval / 4))
+            retry = Backoff(base: base, cap: min(1800, max(base, interval)), jitter: .equal)
         }
     }
 
@@ -101,8 +102,7 @@ public struct AppleCheckMachine: Sendable, Equatable {
             inFlight = false
             failures += 1
             lastError = why
-            let step = min(config.backoffMax, config.backoffBase * pow(2, Double(failures - 1)))
-            let next = now.addingTimeInterval(step * (0.5 + random / 2))
+            let next = now.addingTimeInterval(config.retry.delay(after: failures, random: random))
             nextCheckAt = next
             return [.wake(at: next)]
         }

@@ -14,8 +14,9 @@ import PhotolalaCore
 public struct CredentialsMachine: Sendable, Equatable {
     public struct Config: Sendable, Equatable {
         public var refreshBeforeExpiry: TimeInterval
-        public var backoffBase: TimeInterval = 2
-        public var backoffMax: TimeInterval = 300
+        /// Failed fetches and refreshes: 2 s doubling to 5 minutes, never under half a step
+        /// (a jitter that spreads many NASes apart without ever retrying in a tight loop).
+        public var retry = Backoff(base: 2, cap: 300, jitter: .equal)
         public var pauseRecheck: TimeInterval = 900
         /// Credentials are not handed out this close to their expiry.
         public var expiryMargin: TimeInterval = 5
@@ -235,9 +236,7 @@ public struct CredentialsMachine: Sendable, Equatable {
         failures += 1
         triedAccessTokenRefresh = false
         lastError = message
-        // Exponential with full jitter, but never shorter than half the step: no tight loop.
-        let step = min(config.backoffMax, config.backoffBase * pow(2, Double(failures - 1)))
-        let until = now.addingTimeInterval(step * (0.5 + random / 2))
+        let until = now.addingTimeInterval(config.retry.delay(after: failures, random: random))
         phase = .backoff(until: until)
         return [.wake(at: until)]
     }

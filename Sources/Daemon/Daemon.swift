@@ -70,6 +70,8 @@ public struct Daemon: Sendable {
         ])
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            // First, so it stops last: status answers while the others wind down.
+            .init(service: ControlService(server: server), serviceName: "control"),
             .init(service: account, serviceName: "account"),
             .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
@@ -92,12 +94,6 @@ public struct Daemon: Sendable {
             }
         }
         defer { stopper.cancel() }
-        do {
-            try await group.run()
-        } catch {
-            await server.stop()
-            throw error
-        }
-        await server.stop()
+        try await group.run()
     }
 }

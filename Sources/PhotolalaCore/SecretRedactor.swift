@@ -12,10 +12,6 @@ public final class SecretRedactor: Sendable {
         secrets.withLock { _ = $0.insert(secret) }
     }
 
-    public func forgetAll() {
-        secrets.withLock { $0.removeAll() }
-    }
-
     public func redact(_ text: String) -> String {
         let current = secrets.withLock { $0 }
         guard !current.isEmpty else { return text }

@@ -1,0 +1,7 @@
+import ArgumentParser
+
+struct RetryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "retry", abstract: "Put failed files back in the queue.")
+    @OptionGroup(title: "Global options") var options: CtlOptions
+    func run() throws { try CtlFailure.command(options, .retry) }
+}

@@ -1,0 +1,197 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// One request per connection: gather it within the limits, authorize, answer, close.
+final class RequestHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let policy: AccessPolicy
+    private let handler: any ControlHandler
+    private let limits: ControlServer.Limits
+    private let connections: ConnectionCounter
+    private let refusals: RefusalLog
+    private let logger: Logger
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var answered = false
+    private var acquired = false
+    private var privileged = false
+    private var deadline: Scheduled<Void>?
+    private var responseDeadline: Scheduled<Void>?
+    private var reservedBytes = 0
+    private var peer: PeerCredentials?
+
+    init(policy: AccessPolicy, handler: any ControlHandler, limits: ControlServer.Limits, connections: ConnectionCounter,
+         refusals: RefusalLog, logger: Logger) {
+        self.policy = policy
+        self.handler = handler
+        self.limits = limits
+        self.connections = connections
+        self.refusals = refusals
+        self.logger = logger
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        // Who it is decides which slots it may take, so the kernel is asked first. On the
+        // channel's own event loop the answer is immediate, before any read is delivered.
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        if let provider = context.channel as? SocketOptionProvider {
+            let future: EventLoopFuture<KernelPeerCred> = provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+            future.whenComplete { result in
+                let (me, context) = loopBound.value
+                if case .success(let cred) = result { me.peer = PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid) }
+                me.admit(context: context)
+            }
+        } else {
+            admit(context: context)
+        }
+        context.fireChannelActive()
+    }
+
+    private func admit(context: ChannelHandlerContext) {
+        guard let peer else {
+            respond(context: context, .error(403, "forbidden", "peer credentials unavailable"))
+            return
+        }
+        privileged = policy.isPrivileged(peer)
+        guard connections.tryAcquire(uid: peer.uid, privileged: privileged) else {
+            respond(context: context, .error(503, "busy", "too many connections; try again"))
+            return
+        }
+        acquired = true
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        deadline = context.eventLoop.scheduleTask(in: limits.requestDeadline) {
+            let (handler, context) = loopBound.value
+            handler.respond(context: context, .error(408, "timeout", "request not received in time"))
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        responseDeadline?.cancel()
+        if acquired, let peer { connections.release(uid: peer.uid, privileged: privileged); acquired = false }
+        if reservedBytes > 0 { connections.releaseResponse(reservedBytes); reservedBytes = 0 }
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !answered else { return }
+        switch unwrapInboundIn(data) {
+        case .head(let h):
+            head = h
+            if let declared = h.headers.first(name: "content-length").flatMap(Int.init), declared > limits.maxBodyBytes {
+                respond(context: context, .error(413, "request_too_large", "request body larger than \(limits.maxBodyBytes) bytes"))
+            }
+        case .body(var chunk):
+            if body.count + chunk.readableBytes > limits.maxBodyBytes {
+                respond(context: context, .error(413, "request_too_large", "request body larger than \(limits.maxBodyBytes) bytes"))
+                return
+            }
+            body += chunk.readBytes(length: chunk.readableBytes) ?? []
+        case .end:
+            // One request per connection: nothing more is read. A client that goes on
+            // sending (an endless second request, gigabytes of it) only fills its own
+            // socket buffer instead of keeping an event loop busy reading and discarding.
+            stopReading(context)
+            dispatch(context: context)
+        }
+    }
+
+    private func stopReading(_ context: ChannelHandlerContext) {
+        context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // Parser errors (garbage, oversized lines) and resets end here: answer if we can, then drop.
+        respond(context: context, .error(400, "bad_request", "malformed request"))
+    }
+
+    private func dispatch(context: ChannelHandlerContext) {
+        guard let head else { return }
+        let (path, query) = Self.split(head.uri)
+        guard let route = ControlRoute(method: "\(head.method)", path: path) else {
+            let known = ControlRoute.allCases.contains { $0.path == path }
+            respond(context: context, known
+                ? .error(405, "method_not_allowed", "\(head.method) is not allowed on \(path)")
+                : .error(404, "not_found", "no such call: \(path)"))
+            return
+        }
+        guard let peer else {
+            respond(context: context, .error(403, "forbidden", "peer credentials unavailable"))
+            return
+        }
+        guard policy.allows(route.access, peer: peer) else {
+            let (log, suppressed) = refusals.shouldLog(uid: peer.uid)
+            if log {
+                var metadata: Logger.Metadata = ["call": "\(route.path)", "uid": "\(peer.uid)"]
+                if suppressed > 0 { metadata["not_logged_before"] = "\(suppressed)" }
+                logger.notice("refused a control request", metadata: metadata)
+            }
+            respond(context: context, .error(403, "forbidden", policy.refusal(route.access)))
+            return
+        }
+        deadline?.cancel()
+        answered = true
+        let request = ControlRequest(route: route, query: query, body: body, peer: peer)
+        let handler = self.handler
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let promise = context.eventLoop.makePromise(of: ControlResponse.self)
+        promise.completeWithTask { await handler.handle(request) }
+        promise.futureResult.whenSuccess { response in
+            let (me, context) = loopBound.value
+            me.answered = false
+            me.respond(context: context, response)
+        }
+    }
+
+    private func respond(context: ChannelHandlerContext, _ response: ControlResponse) {
+        guard !answered else { return }
+        answered = true
+        deadline?.cancel()
+        stopReading(context)
+        var response = response
+        if !privileged && response.body.count > 64 * 1024 {
+            if connections.tryReserveResponse(response.body.count) {
+                reservedBytes = response.body.count
+            } else {
+                response = .error(503, "busy", "too many large answers waiting to be read; try again")
+            }
+        }
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Length", value: "\(response.body.count)")
+        headers.add(name: "Connection", value: "close")
+        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        var buffer = context.channel.allocator.buffer(capacity: response.body.count)
+        buffer.writeBytes(response.body)
+        context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        responseDeadline = context.eventLoop.scheduleTask(in: limits.responseDeadline) {
+            bound.value.1.close(promise: nil)
+        }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            let (me, context) = bound.value
+            me.responseDeadline?.cancel()
+            if me.reservedBytes > 0 { me.connections.releaseResponse(me.reservedBytes); me.reservedBytes = 0 }
+            context.close(promise: nil)
+        }
+    }
+
+    static func split(_ uri: String) -> (String, [String: String]) {
+        guard let q = uri.firstIndex(of: "?") else { return (uri, [:]) }
+        var query: [String: String] = [:]
+        for pair in uri[uri.index(after: q)...].split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            let key = kv[0].removingPercentEncoding ?? kv[0]
+            query[key] = kv.count > 1 ? (kv[1].removingPercentEncoding ?? kv[1]) : ""
+        }
+        return (String(uri[..<q]), query)
+    }
+}
