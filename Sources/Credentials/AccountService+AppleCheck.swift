@@ -22,14 +22,14 @@ extension AccountService {
                 rescheduleTimer()
             case .pause(let reason):
                 logger.warning("uploads paused: \(reason.explanation)")
-                Task { await self.hooks.pausesChanged() }
+                statusChanges.changed()
             case .dropCredentials:
                 perform(creds.handle(.drop, now: Date()))
                 wakeWaiters(nil)
-                Task { await self.hooks.credentialsDropped() }
+                credentialDrops.changed()
             case .lift:
                 logger.notice("the Apple ID authorizes this NAS again: uploads resume")
-                Task { await self.hooks.pausesChanged() }
+                statusChanges.changed()
             }
         }
     }

@@ -64,16 +64,17 @@ extension AccountService {
             case .pause(let reason):
                 logger.warning("uploads paused: \(reason.rawValue): \(reason.explanation)")
                 wakeWaiters(nil)
-                Task { await self.hooks.credentialsDropped(); await self.hooks.pausesChanged() }
+                credentialDrops.changed()
+                statusChanges.changed()
             case .unpause:
                 logger.notice("the backend grants storage again: uploads resume")
-                Task { await self.hooks.pausesChanged() }
+                statusChanges.changed()
             case .needsLogin:
                 logger.error("the sign-in is no longer valid: run `photolalactl login`")
                 needsLogin = true
                 store.erase()
                 wakeWaiters(nil)
-                Task { await self.hooks.pausesChanged() }
+                statusChanges.changed()
             }
         }
     }

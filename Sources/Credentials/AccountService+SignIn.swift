@@ -39,8 +39,8 @@ extension AccountService {
         appleWake = nil
         rescheduleTimer()
         wakeWaiters(nil)
-        await hooks.credentialsDropped()
-        await hooks.pausesChanged()
+        credentialDrops.changed()
+        statusChanges.changed()
         if had { logger.notice("signed out: the saved sign-in was erased") }
     }
 
@@ -58,6 +58,6 @@ extension AccountService {
         needsLogin = false
         perform(creds.handle(.signedIn, now: Date()))
         perform(apple.handle(.signedIn, now: Date()))
-        await hooks.pausesChanged()
+        statusChanges.changed()
     }
 }

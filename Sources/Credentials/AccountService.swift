@@ -18,19 +18,17 @@ public actor AccountService: Service {
         case cancelled
     }
 
-    public struct Hooks: Sendable {
-        /// The pause reasons this service imposes changed (credentials or Apple state).
-        public var pausesChanged: @Sendable () async -> Void = {}
-        /// Credentials were dropped: cancel in-flight uploads so nothing more reaches S3.
-        public var credentialsDropped: @Sendable () async -> Void = {}
-        public init() {}
-    }
+    /// Says when the pause reasons this service imposes changed (credentials or Apple
+    /// state), and whatever else it shows in the status.
+    public nonisolated let statusChanges: ChangeFeed
+    /// Says when the credentials in hand were dropped (logout, Apple ID revoked, a
+    /// subscription pause): whoever uses them stops what is under way.
+    public nonisolated let credentialDrops = ChangeFeed()
 
     let store: AccountStore
     var backend: BackendClient
     let logger: Logger
     var deviceName: String
-    var hooks = Hooks()
     var creds: CredentialsMachine
     var apple: AppleCheckMachine
     var signIn: SignIn?
@@ -45,17 +43,14 @@ public actor AccountService: Service {
     var stopped = false
 
     public init(stateDir: String, backend: BackendClient, deviceName: String, refreshBeforeExpiry: Duration,
-                appleCheckInterval: Duration, logger: Logger) {
+                appleCheckInterval: Duration, logger: Logger, statusChanges: ChangeFeed = ChangeFeed()) {
         store = AccountStore(stateDir: stateDir)
+        self.statusChanges = statusChanges
         self.backend = backend
         self.deviceName = deviceName
         self.logger = logger
         creds = CredentialsMachine(config: .init(refreshBeforeExpiry: Units.seconds(refreshBeforeExpiry)))
         apple = AppleCheckMachine(config: .init(interval: Units.seconds(appleCheckInterval)))
-    }
-
-    public func setHooks(_ hooks: Hooks) {
-        self.hooks = hooks
     }
 
     /// Settings that can change on reload.

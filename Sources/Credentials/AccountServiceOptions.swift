@@ -20,9 +20,10 @@ extension AccountService {
         }
     }
 
-    public init(stateDir: String, options: Options, logger: Logger) {
+    public init(stateDir: String, options: Options, logger: Logger, statusChanges: ChangeFeed = ChangeFeed()) {
         self.init(stateDir: stateDir, backend: BackendClient(baseURL: options.apiURL, logger: logger), deviceName: options.deviceName,
-                  refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval, logger: logger)
+                  refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval, logger: logger,
+                  statusChanges: statusChanges)
     }
 
     /// New settings on reload: a new backend client, device name and timings.

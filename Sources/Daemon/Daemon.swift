@@ -38,7 +38,8 @@ public struct Daemon: Sendable {
 
         // The side service the pipeline asks for credentials, restored before READY so
         // the first status is right.
-        let account = AccountService(stateDir: settings.daemon.stateDir, options: .init(settings), logger: logger)
+        let account = AccountService(stateDir: settings.daemon.stateDir, options: .init(settings), logger: logger,
+                                     statusChanges: core.statusChanges)
         await account.restore()
         // The stages around the queue: settled → hashed (ingest) → uploaded (uploader).
         let payloadDigests = PayloadDigests()
@@ -46,10 +47,6 @@ public struct Daemon: Sendable {
                                    statusChanges: core.statusChanges, payloadDigests: payloadDigests)
         let uploader = UploaderService(database: database, account: account, gate: DaemonGate(core: core, account: account),
                                        options: .init(settings), logger: logger, payloadDigests: payloadDigests)
-        var accountHooks = AccountService.Hooks()
-        accountHooks.pausesChanged = { core.changed() }
-        accountHooks.credentialsDropped = { await uploader.cancelInFlight() }
-        await account.setHooks(accountHooks)
         for part in [account, ingest, uploader] as [any StatusContributor] { await core.add(part) }
 
         // Trapped before the control socket listens (let alone READY=1): a client that can

@@ -17,7 +17,7 @@ struct DaemonGate: UploadGate {
         }
     }
 
-    func changes() async -> AsyncStream<Void> {
+    func changes() -> AsyncStream<Void> {
         core.changes()
     }
 }

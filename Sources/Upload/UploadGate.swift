@@ -3,5 +3,5 @@
 public protocol UploadGate: Sendable {
     /// nil when uploads may run; otherwise why not, in a few words.
     func blockReason() async -> String?
-    func changes() async -> AsyncStream<Void>
+    func changes() -> AsyncStream<Void>
 }

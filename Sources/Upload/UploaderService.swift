@@ -75,20 +75,25 @@ public actor UploaderService: Service {
         if grew { logger.notice("upload.concurrency takes effect at the next restart") }
     }
 
-    /// Stop every upload under way now (credentials dropped, Apple ID revoked, logout).
-    public func cancelInFlight() {
+    /// Stop every upload under way now (credentials dropped, shutdown).
+    func cancelInFlight() {
         for (_, task) in inFlight { task.cancel() }
     }
 
     public func run() async throws {
         // Uploads a crash interrupted go back to the queue (their multipart state stays).
         try database.resetInterruptedUploads()
-        let gateChanges = await gate.changes()
+        let gateChanges = gate.changes()
+        let drops = account.credentialDrops.changes()
         let ready = database.signals.readyToUpload
-        // Two sources of "look again" fold into the workers' one signal.
+        // Two sources of "look again" fold into the workers' one signal; dropped
+        // credentials stop what is on the wire (logout, Apple ID revoked, a backend pause).
         let relays = [
             Task { [signal] in
                 for await _ in gateChanges { await signal.notify() }
+            },
+            Task {
+                for await _ in drops.dropFirst() { self.cancelInFlight() }
             },
             Task { [signal] in
                 var since = await ready.current
