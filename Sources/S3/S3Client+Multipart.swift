@@ -1,5 +1,5 @@
 import Foundation
-import Hashing
+import Digests
 import PhotolalaCore
 
 /// Multipart uploads. Nothing appears under the key until `completeMultipartUpload`, so

@@ -5,7 +5,7 @@ import Darwin
 #endif
 import AsyncHTTPClient
 import Foundation
-import Hashing
+import Digests
 import PhotolalaCore
 import Logging
 import NIOCore
@@ -512,7 +512,7 @@ final class OpenFile: @unchecked Sendable {
             throw S3Error(kind: .localFile, code: "LocalFileError", message: "\(path) is not a regular file",
                           operation: operation, key: key)
         }
-        if let expected, FileHasher.identity(of: info) != expected {
+        if let expected, FileIdentity(info) != expected {
             close(fd)
             throw S3Error(kind: .localFile, code: "LocalFileError",
                           message: "\(path) is another file than the one hashed: it changed since it was hashed",
@@ -578,13 +578,9 @@ final class OpenFile: @unchecked Sendable {
             remaining -= Int64(got)
         }
         let md5Bytes = md5Hash.finish()
-        return S3Client.RangeDigest(md5Hex: md5 ? Self.lowercaseHex(md5Bytes) : "",
+        return S3Client.RangeDigest(md5Hex: md5 ? Hex.string(md5Bytes) : "",
                                     contentMD5: md5 ? Data(md5Bytes).base64EncodedString() : "",
                                     sha256Hex: sha256 ? shaHash.finishHex() : nil)
-    }
-
-    private static func lowercaseHex(_ bytes: [UInt8]) -> String {
-        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 }
 

@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
-import Hashing
+import Digests
 
 /// AWS Signature Version 4 for the `Authorization` header, as a pure value: no I/O, no
 /// clock (the caller passes the date, already corrected by its clock offset), and every

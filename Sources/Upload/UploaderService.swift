@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Backend
 import Credentials
+import Digests
 import Foundation
 import Hashing
 import Logging
@@ -538,7 +539,7 @@ public actor UploaderService: Service {
             return why.map { .failed($0) } ?? .sourceChanged(gone: false)
         }
         if (st.st_mode & S_IFMT) != S_IFREG { return .sourceChanged(gone: true) }
-        if FileHasher.identity(of: st) != job.identity { return .sourceChanged(gone: false) }
+        if FileIdentity(st) != job.identity { return .sourceChanged(gone: false) }
         return why.map { .failed($0) } ?? .sourceChanged(gone: false)
     }
 
