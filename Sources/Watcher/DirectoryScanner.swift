@@ -434,13 +434,3 @@ final class LowPriorityWorker: Sendable {
         }
     }
 }
-
-func normalizedPath(_ path: String) -> String {
-    var path = path
-    while path.utf8.count > 1 && path.hasSuffix("/") { path.removeLast() }
-    return path
-}
-
-func errnoText(_ err: Int32) -> String {
-    String(cString: strerror(err))
-}
