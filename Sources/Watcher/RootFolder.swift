@@ -1,3 +1,5 @@
+import PhotolalaCore
+
 /// A configured folder: its tree while it can be read, the retry schedule while it cannot.
 final class RootFolder {
     let path: String
@@ -5,10 +7,11 @@ final class RootFolder {
     var identity: DeviceInode?
     var reportedMissing = false
     var retryAt: ContinuousClock.Instant?
-    var retryDelay: Duration
+    /// Counts the failed attempts since the folder was last attached.
+    var retry: Backoff
 
-    init(path: String, retryDelay: Duration) {
+    init(path: String, retry: Backoff) {
         self.path = path
-        self.retryDelay = retryDelay
+        self.retry = retry
     }
 }

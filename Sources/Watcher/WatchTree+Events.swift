@@ -14,7 +14,7 @@ extension WatchTree {
         let limit = Self.readProcInt("/proc/sys/fs/inotify/max_user_instances").map(String.init) ?? "unknown"
         logger.warning("""
             cannot create an inotify instance (\(errnoText(err)); fs.inotify.max_user_instances = \(limit)): \
-            all folders are scanned every \(Self.human(options.unwatchedRescan.initial)) instead of watched. \
+            all folders are scanned every \(Self.human(Backoff.duration(options.unwatchedRescan.base))) instead of watched. \
             Raise it: sysctl -w fs.inotify.max_user_instances=1024 (and persist in /etc/sysctl.d/)
             """)
     }

@@ -22,7 +22,7 @@ extension WatchTree {
         watchSubtree(node, path: root.path)
         guard root.node != nil else { return markMissing(root, EACCES) }
         root.retryAt = nil
-        root.retryDelay = options.missingFolderRetry.initial
+        root.retry.reset()
         if root.reportedMissing {
             root.reportedMissing = false
             logger.notice("watch folder \(root.path) is available again")
@@ -36,11 +36,9 @@ extension WatchTree {
             root.reportedMissing = true
             logger.warning("watch folder \(root.path) is missing or unreadable (\(errnoText(err))); retrying with backoff (is its volume mounted?)")
             emit(.folderMissing(root.path))
-            root.retryDelay = options.missingFolderRetry.initial
-        } else {
-            root.retryDelay = options.missingFolderRetry.after(root.retryDelay)
+            root.retry.reset()
         }
-        root.retryAt = .now + root.retryDelay
+        root.retryAt = .now + Self.nextWait(&root.retry)
     }
 
     /// The folder's directory is gone, moved, or now a different one (remounted): drop its
@@ -55,7 +53,10 @@ extension WatchTree {
     func mountsChanged() {
         for root in roots {
             if root.node == nil {
-                root.retryDelay = options.missingFolderRetry.initial
+                // The mount may have brought the folder: try now, as the first step of a
+                // fresh schedule, so a failure waits the second step, not the first again.
+                root.retry.reset()
+                _ = root.retry.fail(random: 0)
                 root.retryAt = .now
                 continue
             }

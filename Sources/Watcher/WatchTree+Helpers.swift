@@ -1,8 +1,14 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PhotolalaCore
 
 extension WatchTree {
+    /// The wait after one more failure, on the clock the watcher's timers run on.
+    static func nextWait(_ backoff: inout Backoff) -> Duration {
+        Backoff.duration(backoff.fail(random: Double.random(in: 0..<1)))
+    }
+
     /// What is at `path` now (`S_IFDIR`, `S_IFREG`, …), nil when nothing is: an event
     /// names a path that may have been renamed or replaced since.
     static func fileType(_ path: String, follow: Bool) -> mode_t? {

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PhotolalaCore
 
 /// Getting back to a complete tree after lost events, lost watches or the watch limit.
 extension WatchTree {
@@ -68,14 +69,13 @@ extension WatchTree {
         for path in paths { emit(.scanNeeded(path, .unwatched)) }
         if unwatchedTops.isEmpty {
             unwatchedRescanAt = nil
-            unwatchedRescanDelay = options.unwatchedRescan.initial
+            unwatchedRescan.reset()
             if limitEpisode {
                 limitEpisode = false
                 logger.notice("inotify watches are available again: every directory is watched")
             }
         } else {
-            unwatchedRescanDelay = options.unwatchedRescan.after(unwatchedRescanDelay)
-            unwatchedRescanAt = .now + unwatchedRescanDelay
+            unwatchedRescanAt = .now + Self.nextWait(&unwatchedRescan)
         }
     }
 
@@ -84,7 +84,7 @@ extension WatchTree {
     func afterPass() {
         limitHitInPass = false
         guard !unwatchedTops.isEmpty else { return }
-        if unwatchedRescanAt == nil { unwatchedRescanAt = .now + unwatchedRescanDelay }
+        if unwatchedRescanAt == nil { unwatchedRescanAt = .now + Self.nextWait(&unwatchedRescan) }
         guard !limitEpisode else { return }
         limitEpisode = true
         if fd >= 0 { maxUserWatches = Self.readProcInt("/proc/sys/fs/inotify/max_user_watches") ?? maxUserWatches }
@@ -96,7 +96,7 @@ extension WatchTree {
         let suggested = max(524_288, limit * 2)
         logger.warning("""
             inotify watch limit reached (fs.inotify.max_user_watches = \(limit)): \(unwatched) directories are scanned \
-            every \(Self.human(options.unwatchedRescan.initial)) instead of watched. \
+            every \(Self.human(Backoff.duration(options.unwatchedRescan.base))) instead of watched. \
             Raise it: sysctl -w fs.inotify.max_user_watches=\(suggested) (and persist in /etc/sysctl.d/)
             """)
     }

@@ -39,7 +39,8 @@ final class WatchTree {
     var instanceErrorLogged = false
     var maxUserWatches: Int?
     var unwatchedRescanAt: ContinuousClock.Instant?
-    var unwatchedRescanDelay: Duration
+    /// Each rescan that still leaves directories unwatched counts as a failure.
+    var unwatchedRescan: Backoff
 
     var invalidNamesLogged = 0
     var invalidNamesReported = Set<String>()
@@ -53,7 +54,7 @@ final class WatchTree {
         self.logger = logger
         self.shared = shared
         self.output = emit
-        self.unwatchedRescanDelay = options.unwatchedRescan.initial
+        self.unwatchedRescan = options.unwatchedRescan
         var seen: [String] = []
         for folder in options.folders.map(normalizedPath) {
             if seen.contains(folder) { continue }
@@ -65,7 +66,7 @@ final class WatchTree {
             seen.removeAll { PathNames.isInside($0, folder) }
             seen.append(folder)
         }
-        roots = seen.map { RootFolder(path: $0, retryDelay: options.missingFolderRetry.initial) }
+        roots = seen.map { RootFolder(path: $0, retry: options.missingFolderRetry) }
     }
 
     deinit {
