@@ -45,9 +45,7 @@ public struct DirectoryScanner: Sendable {
     /// Whether a followed link to a directory leads into a watched folder.
     func leadsIntoCoveredRoot(_ linkPath: String) -> Bool {
         guard !coveredRoots.isEmpty, let target = Self.resolved(linkPath) else { return false }
-        return coveredRoots.contains { root in
-            target == root || (target.utf8.starts(with: root.utf8) && (root == "/" || target.utf8.dropFirst(root.utf8.count).first == UInt8(ascii: "/")))
-        }
+        return coveredRoots.contains { PathNames.isWithin(target, $0) }
     }
 
     /// Scans on the calling thread, handing batches to `onBatch` as they fill. Blocking:
