@@ -101,7 +101,9 @@ extension S3Client {
             throw S3Error(kind: .permanent, code: "InvalidRequest",
                           message: "object keys are 1 to 1024 bytes of UTF-8", operation: operation, key: key)
         }
-        if let prefix = configuration.requiredKeyPrefix, !key.hasPrefix(prefix) {
+        // Byte for byte, as S3 and the session policy compare keys (`hasPrefix` is Unicode
+        // equivalence, which a key is not).
+        if let prefix = configuration.requiredKeyPrefix, !key.utf8.starts(with: prefix.utf8) {
             throw S3Error(kind: .permanent, code: "InvalidRequest",
                           message: "refusing a key outside \(prefix)", operation: operation, key: key)
         }
