@@ -34,17 +34,20 @@ final class WatchTree {
     /// Set once an add hit the limit during the current pass: the rest of the pass does not
     /// try again, it only records what stays unwatched.
     var limitHitInPass = false
+    /// From the first directory left unwatched until every directory is watched again.
     var limitEpisode = false
-    var limitLogged = false
-    var instanceErrorLogged = false
     var maxUserWatches: Int?
     var unwatchedRescanAt: ContinuousClock.Instant?
     /// Each rescan that still leaves directories unwatched counts as a failure.
     var unwatchedRescan: Backoff
 
+    // What was logged already: each problem is said once, not on every retry or event.
+    var limitLogged = false
+    var instanceErrorLogged = false
     var invalidNamesLogged = 0
     var invalidNamesReported = Set<String>()
     var deniedLogged = Set<String>()
+
     private var lastStatus: WatcherStatus?
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
 
