@@ -32,7 +32,9 @@ let package = Package(
             "PhotolalaCore",
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
-        .target(name: "Hashing", dependencies: ["PhotolalaCore", "COpenSSL", "CLinux", "CMultiMD5"]),
+        // MD5, SHA-256, HMAC, hex and the stat → identity rule, for the hasher and the S3 transport alike.
+        .target(name: "Digests", dependencies: ["PhotolalaCore", "COpenSSL"]),
+        .target(name: "Hashing", dependencies: ["PhotolalaCore", "Digests", "CLinux", "CMultiMD5"]),
         .target(name: "Queue", dependencies: [
             "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
@@ -44,7 +46,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "S3", dependencies: [
-            "PhotolalaCore", "Hashing", "COpenSSL",
+            "PhotolalaCore", "Digests",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -63,12 +65,12 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Ingest", dependencies: [
-            "PhotolalaCore", "Queue", "Hashing", "Watcher", "CLinux",
+            "PhotolalaCore", "Queue", "Digests", "Hashing", "Watcher", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Upload", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Hashing", "Backend", "Credentials",
+            "PhotolalaCore", "Queue", "S3", "Digests", "Hashing", "Backend", "Credentials",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -95,10 +97,11 @@ let package = Package(
 
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "PhotolalaCoreTests", dependencies: ["PhotolalaCore"]),
-        .testTarget(name: "HashingTests", dependencies: ["Hashing", "CMultiMD5"]),
+        .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore"]),
+        .testTarget(name: "HashingTests", dependencies: ["Hashing", "Digests", "CMultiMD5"]),
         .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "WatcherTests", dependencies: ["Watcher"]),
-        .testTarget(name: "S3Tests", dependencies: ["S3"]),
+        .testTarget(name: "WatcherTests", dependencies: ["Watcher", "PhotolalaCore"]),
+        .testTarget(name: "S3Tests", dependencies: ["S3", "Digests", "PhotolalaCore"]),
         .testTarget(name: "ControlTests", dependencies: [
             "Control",
             .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
@@ -110,7 +113,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
-        .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Hashing", "PhotolalaCore"]),
+        .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Digests", "PhotolalaCore"]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Credentials", "Ingest", "Upload", "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),

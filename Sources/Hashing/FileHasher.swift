@@ -1,7 +1,9 @@
+/// Hashing: reads each photo once for its MD5 (and SHA-256 when asked): the hasher pool, many files per thread in SIMD lanes, identity checked before and after.
 #if canImport(Glibc)
 import Glibc
 #endif
 import CLinux
+import Digests
 import PhotolalaCore
 
 /// What hashing a file produced: its MD5 and the identity it had while being read.
@@ -61,11 +63,6 @@ public struct FileHasher: ~Copyable {
     }
 
     deinit { buffer.deallocate() }
-
-    public static func identity(of st: stat) -> FileIdentity {
-        FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
-                     mtimeSec: Int64(st.st_mtim.tv_sec), mtimeNsec: Int64(st.st_mtim.tv_nsec))
-    }
 
     /// `sha256`: also take the SHA-256 of the bytes, in the same pass.
     public func hash(path: String, followSymlinks: Bool = false, sha256 wantSHA: Bool = false) throws(Failure) -> FileDigest {

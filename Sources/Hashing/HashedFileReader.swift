@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CLinux
+import Digests
 import PhotolalaCore
 
 /// One file read front to back for hashing: opened without following links or waiting on
@@ -97,8 +98,8 @@ final class HashedFileReader {
         if (followSymlinks ? stat(path, &byPath) : lstat(path, &byPath)) != 0 {
             throw errno == ENOENT ? .vanished : .unreadable("cannot stat: \(String(cString: strerror(errno)))")
         }
-        let first = FileHasher.identity(of: before)
-        guard first == FileHasher.identity(of: after), first == FileHasher.identity(of: byPath), offset == first.size else {
+        let first = FileIdentity(before)
+        guard first == FileIdentity(after), first == FileIdentity(byPath), offset == first.size else {
             throw .changed
         }
         return FileDigest(md5: Hex.string(md5), identity: first, elapsed: .now - started,

@@ -1,8 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Digests
 import Foundation
-import Hashing
 import PhotolalaCore
 import Queue
 import Watcher
@@ -44,7 +44,7 @@ extension IngestService {
         }
         scans.noteChange(PathNames.parent(of: path))
         do {
-            for p in try database.observe([ObservedFile(path: path, identity: FileHasher.identity(of: st))]) { enqueueHash(p) }
+            for p in try database.observe([ObservedFile(path: path, identity: FileIdentity(st))]) { enqueueHash(p) }
         } catch {
             logger.error("cannot record a file in the queue: \(error)", metadata: ["path": "\(path)"])
             writeFailed()

@@ -1,11 +1,26 @@
+import Digests
 import Foundation
-import Hashing
 import PhotolalaCore
 
 /// Multipart uploads. Nothing appears under the key until `completeMultipartUpload`, so
 /// an interrupted upload never leaves a partial object; the upload id and finished parts
 /// live in the caller's queue database, and `listParts` lets a restarted daemon resume.
 extension S3Client {
+    /// One uploaded part of a multipart upload.
+    public struct Part: Sendable, Equatable {
+        public var partNumber: Int
+        /// Without the surrounding quotes.
+        public var etag: String
+        /// Bytes in the part; not needed to complete an upload.
+        public var size: Int64
+
+        public init(partNumber: Int, etag: String, size: Int64 = 0) {
+            self.partNumber = partNumber
+            self.etag = etag
+            self.size = size
+        }
+    }
+
     /// Starts a multipart upload and returns its upload id. Content type, metadata and
     /// storage class are fixed here, not on the parts.
     public func createMultipartUpload(key: String, contentType: String, metadata: [String: String] = [:],

@@ -67,14 +67,6 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
         serverDate.map { $0.timeIntervalSince(localNow) }
     }
 
-    /// Worth retrying (after refreshing credentials or fixing the clock, for those kinds).
-    public var isRetryable: Bool {
-        switch kind {
-        case .transient, .credentialsExpired, .clockSkew, .contentMismatch: true
-        case .forbidden, .notFound, .localFile, .cancelled, .permanent: false
-        }
-    }
-
     public var description: String {
         var text = operation.map { "\($0) " } ?? ""
         if let key { text += "\(key) " }

@@ -3,8 +3,8 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Digests
 import Foundation
-import Hashing
 
 /// AWS Signature Version 4 for the `Authorization` header, as a pure value: no I/O, no
 /// clock (the caller passes the date, already corrected by its clock offset), and every

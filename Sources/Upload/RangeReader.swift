@@ -1,8 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Digests
 import Foundation
-import Hashing
 import PhotolalaCore
 
 /// Reads a file once, front to back, part by part: each part's MD5 (its Content-MD5 and
@@ -49,7 +49,7 @@ final class RangeReader: @unchecked Sendable {
         }
         var st = stat()
         guard fstat(fd, &st) == 0 else { close(fd); throw .unreadable(String(cString: strerror(errno))) }
-        identity = FileHasher.identity(of: st)
+        identity = FileIdentity(st)
         guard (st.st_mode & S_IFMT) == S_IFREG, identity == expected else { close(fd); throw .changed }
         buffer = .allocate(byteCount: 1 << 20, alignment: 4096)
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
@@ -94,7 +94,7 @@ final class RangeReader: @unchecked Sendable {
         var st = stat()
         var byPath = stat()
         let unchanged = fstat(fd, &st) == 0 && (followSymlinks ? stat(path, &byPath) : lstat(path, &byPath)) == 0
-            && FileHasher.identity(of: st) == identity && FileHasher.identity(of: byPath) == identity
+            && FileIdentity(st) == identity && FileIdentity(byPath) == identity
         return (digest, unchanged)
     }
 }

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import Foundation
-import Hashing
+import Digests
 import PhotolalaCore
 import Queue
 
@@ -32,7 +32,7 @@ struct SourceCheck: Sendable {
             return why.map { .failed($0) } ?? .sourceChanged(gone: false)
         }
         if (st.st_mode & S_IFMT) != S_IFREG { return .sourceChanged(gone: true) }
-        if FileHasher.identity(of: st) != job.identity { return .sourceChanged(gone: false) }
+        if FileIdentity(st) != job.identity { return .sourceChanged(gone: false) }
         return why.map { .failed($0) } ?? .sourceChanged(gone: false)
     }
 }

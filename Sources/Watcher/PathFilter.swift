@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PhotolalaCore
 
 /// Decides, from names alone, what the watcher and the scanner look at.
 ///
@@ -67,9 +68,10 @@ public struct PathFilter: Sendable, Equatable {
     /// Checks every component of `path` below `root` (for paths that come from elsewhere,
     /// e.g. queue entries after the filter changed on reload).
     public func accepts(filePath path: String, under root: String) -> Bool {
-        let base = root.hasSuffix("/") ? root : root + "/"
-        guard path.hasPrefix(base) else { return false }
-        let parts = path.dropFirst(base.count).split(separator: "/", omittingEmptySubsequences: false)
+        let root = normalizedPath(root)
+        guard PathNames.isInside(path, root) else { return false }
+        let relative = Substring(path.utf8.dropFirst(root == "/" ? 1 : root.utf8.count + 1))
+        let parts = relative.split(separator: "/", omittingEmptySubsequences: false)
         guard let file = parts.last else { return false }
         for dir in parts.dropLast() where !accepts(directoryName: String(dir)) { return false }
         return accepts(fileName: String(file))

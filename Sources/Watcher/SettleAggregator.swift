@@ -116,11 +116,11 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
             recursiveScans += 1
             // Everything pending below is covered now; keep its earliest first event so
             // the cap still holds for it.
-            for (path, absorbed) in scans.pairs where path != dir && PathNames.isInside(path, dir) {
+            for (path, absorbed) in scans.pairs where PathNames.isInside(path, dir) {
                 entry.first = min(entry.first, absorbed.first)
                 dropScan(path)
             }
-            for directory in Array(filesByDirectory.keys) where directory == dir || PathNames.isInside(directory, dir) {
+            for directory in Array(filesByDirectory.keys) where PathNames.isWithin(directory, dir) {
                 for path in filesByDirectory[directory] ?? [] {
                     if let absorbed = files.removeValue(forKey: path.string) { entry.first = min(entry.first, absorbed.first) }
                 }
@@ -147,7 +147,7 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
         }
         dropScan(path)
         for dir in Array(scans.keys) where PathNames.isInside(dir, path) { dropScan(dir) }
-        for dir in Array(filesByDirectory.keys) where dir == path || PathNames.isInside(dir, path) {
+        for dir in Array(filesByDirectory.keys) where PathNames.isWithin(dir, path) {
             for file in filesByDirectory.removeValue(forKey: dir) ?? [] { files[file.string] = nil }
         }
         pruneTop()

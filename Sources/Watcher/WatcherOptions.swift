@@ -1,3 +1,5 @@
+import PhotolalaCore
+
 /// What the watcher, the aggregator and the scanner need from `[watch]`, already validated
 /// by the config module. Paths are `String`s; see `PathFilter` for why and what happens to
 /// names that are not valid UTF-8.
@@ -21,7 +23,8 @@ public struct WatcherOptions: Sendable, Equatable {
     public var rollUpThreshold: Int
     /// Retry schedule for a folder that is missing or unreadable (a volume not yet mounted).
     public var missingFolderRetry: Backoff
-    /// Rescan (and re-watch) schedule for directories left unwatched by the watch limit.
+    /// Rescan (and re-watch) schedule for directories left unwatched by the watch limit;
+    /// its base is the interval the log line names.
     public var unwatchedRescan: Backoff
     /// How long a MOVED_FROM waits for its MOVED_TO before it counts as "left the tree".
     /// The kernel queues both within one rename(2), so this only covers a pair split
@@ -41,8 +44,8 @@ public struct WatcherOptions: Sendable, Equatable {
         settle: Duration = .seconds(5),
         maxHold: Duration? = nil,
         rollUpThreshold: Int = 128,
-        missingFolderRetry: Backoff = Backoff(initial: .seconds(1), maximum: .seconds(300)),
-        unwatchedRescan: Backoff = Backoff(initial: .seconds(60), maximum: .seconds(1800)),
+        missingFolderRetry: Backoff = Backoff(base: 1, cap: 300, jitter: .none),
+        unwatchedRescan: Backoff = Backoff(base: 60, cap: 1800, jitter: .none),
         movePairingWindow: Duration = .milliseconds(20)
     ) {
         self.folders = folders
@@ -57,20 +60,5 @@ public struct WatcherOptions: Sendable, Equatable {
         self.missingFolderRetry = missingFolderRetry
         self.unwatchedRescan = unwatchedRescan
         self.movePairingWindow = movePairingWindow
-    }
-}
-
-/// Doubling delay with a ceiling.
-public struct Backoff: Sendable, Equatable {
-    public var initial: Duration
-    public var maximum: Duration
-
-    public init(initial: Duration, maximum: Duration) {
-        self.initial = initial
-        self.maximum = max(initial, maximum)
-    }
-
-    public func after(_ current: Duration) -> Duration {
-        min(current * 2, maximum)
     }
 }

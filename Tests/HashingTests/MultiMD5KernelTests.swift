@@ -1,4 +1,5 @@
 import CMultiMD5
+import Digests
 import Testing
 @testable import Hashing
 

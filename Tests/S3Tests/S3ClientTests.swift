@@ -4,7 +4,8 @@ import Glibc
 import Foundation
 import Testing
 @testable import S3
-import Hashing
+import Digests
+import PhotolalaCore
 
 @Suite("S3 client, offline")
 struct S3ClientOfflineTests {
@@ -67,7 +68,7 @@ struct S3ClientOfflineTests {
         FileManager.default.createFile(atPath: photo, contents: Data(repeating: 7, count: 1000))
         var st = stat()
         #expect(stat(photo, &st) == 0)
-        let hashed = FileHasher.identity(of: st)
+        let hashed = FileIdentity(st)
         #expect(throws: Never.self) { try OpenFile(path: photo, operation: "PutObject", key: nil, expected: hashed) }
         // A FIFO without a writer: a blocking open would never return.
         let fifo = dir + "/fifo.jpg"

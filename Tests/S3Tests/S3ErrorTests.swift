@@ -21,7 +21,6 @@ struct S3ErrorTests {
         #expect(error.message == "Access Denied")
         #expect(error.requestId == "4442587FB7D0A2F9")
         #expect(error.hostId == "Ab0/c+d=")
-        #expect(!error.isRetryable)
         #expect(error.description.hasPrefix("PutObject photos/u/m.dat failed: S3 answered 403 AccessDenied: Access Denied"
             + " (request id 4442587FB7D0A2F9). "))
         #expect(error.description.contains("photolalactl login"))
@@ -36,7 +35,6 @@ struct S3ErrorTests {
         let error = S3Error.decode(status: 403, headers: [("Date", "Sun, 22 Nov 2026 07:00:00 GMT")],
                                    body: Array(body.utf8))
         #expect(error.kind == .clockSkew)
-        #expect(error.isRetryable)
         #expect(error.serverDate == serverNow)
         #expect(error.clockOffset(localNow: serverNow.addingTimeInterval(-1800)) == 1800)
         #expect(error.advice.contains("timedatectl set-ntp true"))
@@ -54,7 +52,6 @@ struct S3ErrorTests {
         #expect(document?.code == "InternalError")
         let error = S3Error.decode(status: 200, headers: [], body: Array(body.utf8))
         #expect(error.kind == .transient)
-        #expect(error.isRetryable)
         // A successful completion is not mistaken for an error.
         let ok = "<CompleteMultipartUploadResult><ETag>\"abc-2\"</ETag></CompleteMultipartUploadResult>"
         #expect(S3Error.ErrorDocument.parse(Array(ok.utf8)) == nil)

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import Foundation
-import Hashing
+import Digests
 import PhotolalaCore
 import Testing
 @testable import Upload
@@ -21,7 +21,7 @@ import Testing
         try data.write(to: URL(fileURLWithPath: path))
         var st = stat()
         #expect(stat(path, &st) == 0)
-        return (path, FileHasher.identity(of: st), data)
+        return (path, FileIdentity(st), data)
     }
 
     func md5(_ data: Data) -> String {

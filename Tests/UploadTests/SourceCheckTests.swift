@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import Foundation
-import Hashing
+import Digests
 import PhotolalaCore
 import Queue
 import Testing
@@ -26,7 +26,7 @@ import Testing
         var st = stat()
         #expect(stat(path, &st) == 0)
         return UploadJob(md5: "0123456789abcdef0123456789abcdef", size: Int64(st.st_size), path: path,
-                         identity: FileHasher.identity(of: st), attempts: 0)
+                         identity: FileIdentity(st), attempts: 0)
     }
 
     @Test func aVanishedFileLeavesTheQueue() throws {

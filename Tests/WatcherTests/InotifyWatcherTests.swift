@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import PhotolalaCore
 import Testing
 @testable import Watcher
 
@@ -216,7 +217,7 @@ import Testing
         umount(root)
         // A slow retry: only the mount notification can make this quick.
         var options = testOptions([root])
-        options.missingFolderRetry = Backoff(initial: .seconds(60), maximum: .seconds(60))
+        options.missingFolderRetry = Backoff(base: 60, cap: 60, jitter: .none)
         let run = try await start(options)
         writeFile(root + "/underlying.jpg")
         #expect(await run.log.wait(for: .fileWritten(root + "/underlying.jpg")))

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import PhotolalaCore
 import Synchronization
 import Testing
 @testable import Watcher
@@ -136,8 +137,8 @@ func capturingLogger() -> (Logger, CapturingLogHandler.Store) {
 /// Options with timings short enough for tests.
 func testOptions(_ folders: [String], followSymlinks: Bool = false) -> WatcherOptions {
     WatcherOptions(folders: folders, followSymlinks: followSymlinks, settle: .milliseconds(50),
-                   missingFolderRetry: Backoff(initial: .milliseconds(50), maximum: .milliseconds(200)),
-                   unwatchedRescan: Backoff(initial: .milliseconds(150), maximum: .milliseconds(600)))
+                   missingFolderRetry: Backoff(base: 0.05, cap: 0.2, jitter: .none),
+                   unwatchedRescan: Backoff(base: 0.15, cap: 0.6, jitter: .none))
 }
 
 /// Files a recursive scan of each path finds (what the driver does with `.scanNeeded`).

@@ -32,6 +32,6 @@ public enum HMACSHA256: Sendable {
     }
 
     public static func hexAuthenticationCode(key: [UInt8], message: String) -> String {
-        sha256HexEncoded(authenticationCode(key: key, message: message))
+        Hex.string(authenticationCode(key: key, message: message))
     }
 }

@@ -8,20 +8,12 @@ import COpenSSL
 public struct SHA256: ~Copyable, @unchecked Sendable {
     public static let byteCount = 32
 
-    private let context: OpaquePointer
+    private var context = EVPDigest(EVP_sha256(), byteCount: SHA256.byteCount)
 
-    public init() {
-        // Allocation only fails when memory is exhausted; nothing sensible is left to do then.
-        guard let context = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new: out of memory") }
-        self.context = context
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
-    }
-
-    deinit { EVP_MD_CTX_free(context) }
+    public init() {}
 
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        EVP_DigestUpdate(context, base, bytes.count)
+        context.update(bytes)
     }
 
     public mutating func update(_ bytes: [UInt8]) {
@@ -35,24 +27,17 @@ public struct SHA256: ~Copyable, @unchecked Sendable {
 
     /// The digest so far; the context starts over (for holders that cannot consume it).
     public mutating func finalize() -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: Self.byteCount)
-        var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &out, &length)
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
-        return out
+        context.finalize()
     }
 
     /// The 32-byte digest; the context is spent.
     public consuming func finish() -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: Self.byteCount)
-        var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &out, &length)
-        return out
+        context.finish()
     }
 
     /// Lowercase hex of the digest (what SigV4 puts in canonical requests); the context is spent.
     public consuming func finishHex() -> String {
-        sha256HexEncoded(finish())
+        Hex.string(finish())
     }
 
     public static func digest(_ bytes: [UInt8]) -> [UInt8] {
@@ -68,23 +53,10 @@ public struct SHA256: ~Copyable, @unchecked Sendable {
     }
 
     public static func hexDigest(_ bytes: [UInt8]) -> String {
-        sha256HexEncoded(digest(bytes))
+        Hex.string(digest(bytes))
     }
 
     public static func hexDigest(_ text: String) -> String {
-        sha256HexEncoded(digest(text))
+        Hex.string(digest(text))
     }
-}
-
-/// Lowercase hex; internal and oddly named on purpose so it never collides with the
-/// module's public hex helper.
-func sha256HexEncoded(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out = [UInt8]()
-    out.reserveCapacity(bytes.count * 2)
-    for b in bytes {
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 0x0f)])
-    }
-    return String(decoding: out, as: UTF8.self)
 }

@@ -1,0 +1,145 @@
+import Foundation
+import PhotolalaCore
+
+/// Single objects: PUT from a file range, HEAD, GET; and the key, header and payload-hash
+/// rules the multipart extension shares.
+extension S3Client {
+    /// What HEAD tells about an object.
+    public struct ObjectInfo: Sendable, Equatable {
+        public var size: Int64
+        /// Without the surrounding quotes; the hex MD5 for a single-PUT object.
+        public var etag: String
+
+        public init(size: Int64, etag: String) {
+            self.size = size
+            self.etag = etag
+        }
+    }
+
+    /// Uploads `length` bytes of the file at `path` from `offset` (to the end of the file
+    /// when nil) as one object. Returns the ETag.
+    ///
+    /// - Parameters:
+    ///   - contentMD5: base64 of the 16-byte MD5 of exactly these bytes (`contentMD5(hex:)`
+    ///     turns the key's hex MD5 into it); S3 rejects a body that does not match.
+    ///   - metadata: user metadata without the `x-amz-meta-` prefix (`original-format`).
+    ///   - storageClass: sent unless nil or `STANDARD`.
+    ///   - payloadSHA256: over plain HTTP the body's hex SHA-256 is signed; pass it if
+    ///     known, otherwise the file range is read once more to compute it. Ignored over HTTPS.
+    ///   - expected: the identity the file had when it was hashed; anything else now at
+    ///     `path` is refused (`.localFile`) before a byte is read.
+    ///   - followSymlinks: false refuses a symlink at `path`.
+    public func putObject(key: String, path: String, offset: Int64 = 0, length: Int64? = nil,
+                          contentMD5: String, contentType: String, metadata: [String: String] = [:],
+                          storageClass: String? = nil, payloadSHA256: String? = nil,
+                          expected: FileIdentity? = nil, followSymlinks: Bool = true,
+                          credentials: S3Credentials) async throws(S3Error) -> String {
+        let operation = "PutObject"
+        try checkKey(key, operation: operation)
+        let file = try OpenFile(path: path, operation: operation, key: key, expected: expected, followSymlinks: followSymlinks)
+        let length = try file.checkRange(offset: offset, length: length, operation: operation, key: key)
+        guard length <= Self.maximumSinglePutSize else {
+            throw S3Error(kind: .permanent, code: "EntityTooLarge",
+                          message: "a single PUT is limited to 5 GiB; this is \(length) bytes: use a multipart upload",
+                          operation: operation, key: key)
+        }
+        var headers = try objectHeaders(contentType: contentType, metadata: metadata, storageClass: storageClass,
+                                        operation: operation, key: key)
+        headers.append(.init("Content-MD5", contentMD5))
+        let payloadHash = try payloadHashForFile(file, offset: offset, length: length, given: payloadSHA256,
+                                                 operation: operation, key: key)
+        let response = try await execute(Request(
+            operation: operation, method: .PUT, path: objectPath(key), headers: headers,
+            body: .file(file, offset: offset, length: length), payloadHash: payloadHash, key: key),
+            credentials: credentials)
+        guard response.status == 200 else { throw response.error(operation: operation, key: key) }
+        return Self.unquoted(response.header("ETag") ?? "")
+    }
+
+    /// Size and ETag of `key`, or nil when it does not exist.
+    ///
+    /// A 403 throws an `S3Error` of kind `.forbidden`: a role policy may deny HeadObject,
+    /// and the caller then treats existence as unknown and uploads.
+    public func headObject(key: String, credentials: S3Credentials) async throws(S3Error) -> ObjectInfo? {
+        let operation = "HeadObject"
+        try checkKey(key, operation: operation)
+        let response = try await execute(Request(operation: operation, method: .HEAD, path: objectPath(key), key: key),
+                                         credentials: credentials)
+        switch response.status {
+        case 200:
+            guard let size = response.header("Content-Length").flatMap({ Int64($0) }) else {
+                throw S3Error(kind: .transient, status: 200, code: "MalformedResponse",
+                              message: "HEAD answer without Content-Length", requestId: response.requestId,
+                              operation: operation, key: key)
+            }
+            return ObjectInfo(size: size, etag: Self.unquoted(response.header("ETag") ?? ""))
+        case 404:
+            return nil
+        default:
+            throw response.error(operation: operation, key: key)
+        }
+    }
+
+    /// The whole object; for tests and diagnostics (bounded by `maximumResponseBytes`).
+    func getObject(key: String, credentials: S3Credentials) async throws(S3Error) -> [UInt8] {
+        let operation = "GetObject"
+        try checkKey(key, operation: operation)
+        let response = try await execute(Request(operation: operation, method: .GET, path: objectPath(key), key: key),
+                                         credentials: credentials)
+        guard response.status == 200 else { throw response.error(operation: operation, key: key) }
+        return response.body
+    }
+
+    // MARK: - Plumbing shared with the multipart extension
+
+    func objectPath(_ key: String) -> String {
+        target.pathPrefix + "/" + SigV4Signer.encodePath(key)
+    }
+
+    func checkKey(_ key: String, operation: String) throws(S3Error) {
+        guard !key.isEmpty, key.utf8.count <= 1024 else {
+            throw S3Error(kind: .permanent, code: "InvalidRequest",
+                          message: "object keys are 1 to 1024 bytes of UTF-8", operation: operation, key: key)
+        }
+        // Byte for byte, as S3 and the session policy compare keys (`hasPrefix` is Unicode
+        // equivalence, which a key is not).
+        if let prefix = configuration.requiredKeyPrefix, !key.utf8.starts(with: prefix.utf8) {
+            throw S3Error(kind: .permanent, code: "InvalidRequest",
+                          message: "refusing a key outside \(prefix)", operation: operation, key: key)
+        }
+    }
+
+    func objectHeaders(contentType: String, metadata: [String: String], storageClass: String?,
+                       operation: String, key: String) throws(S3Error) -> [SigV4Signer.Header] {
+        var headers: [SigV4Signer.Header] = [.init("Content-Type", contentType)]
+        for (name, value) in metadata.sorted(by: { $0.key < $1.key }) {
+            // Header values must be printable ASCII; S3 would otherwise mangle or reject them.
+            guard !name.isEmpty, (name + value).utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else {
+                throw S3Error(kind: .permanent, code: "InvalidRequest",
+                              message: "metadata \(name) must be printable ASCII", operation: operation, key: key)
+            }
+            headers.append(.init("x-amz-meta-" + name.lowercased(), value))
+        }
+        if let storageClass, !storageClass.isEmpty, storageClass != "STANDARD" {
+            headers.append(.init("x-amz-storage-class", storageClass))
+        }
+        return headers
+    }
+
+    /// Over TLS, `UNSIGNED-PAYLOAD` (Content-MD5 guards the bytes); over plain HTTP the real
+    /// SHA-256, which costs one more read of the range unless the caller has it.
+    func payloadHashForFile(_ file: OpenFile, offset: Int64, length: Int64, given: String?,
+                            operation: String, key: String) throws(S3Error) -> String {
+        guard signsPayload else { return SigV4Signer.unsignedPayload }
+        if let given { return given }
+        return try file.digest(offset: offset, length: length, md5: false, sha256: true,
+                               chunkSize: 1 << 20, operation: operation, key: key).sha256Hex!
+    }
+
+    static func unquoted(_ etag: String) -> String {
+        var text = Substring(etag.trimmingCharacters(in: .whitespaces))
+        if text.hasPrefix("W/") { text = text.dropFirst(2) }
+        if text.count >= 2, text.hasPrefix("\""), text.hasSuffix("\"") { text = text.dropFirst().dropLast() }
+        return String(text)
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+
+/// Addressing: AWS virtual-hosted or path-style, or an S3-compatible endpoint.
+extension S3Client {
+    /// Where requests go: the origin, the Host header that is signed, and the path prefix
+    /// (the bucket, for path-style addressing).
+    struct Target: Sendable, Equatable {
+        var origin: String
+        var hostHeader: String
+        var pathPrefix: String
+        var usesTLS: Bool
+
+        init(_ configuration: Configuration) throws(S3Error) {
+            let bucket = configuration.bucket
+            guard !bucket.isEmpty else {
+                throw S3Error(kind: .permanent, code: "InvalidRequest", message: "no bucket configured")
+            }
+            guard let endpoint = configuration.endpoint else {
+                let awsHost = "s3.\(configuration.region).amazonaws.com"
+                usesTLS = true
+                if bucket.contains(".") {
+                    // A dotted bucket breaks the *.s3 wildcard certificate: path-style instead.
+                    origin = "https://" + awsHost
+                    hostHeader = awsHost
+                    pathPrefix = "/" + SigV4Signer.encodePath(bucket)
+                } else {
+                    hostHeader = "\(bucket).\(awsHost)"
+                    origin = "https://" + hostHeader
+                    pathPrefix = ""
+                }
+                return
+            }
+            guard let url = URL(string: endpoint), let scheme = url.scheme?.lowercased(),
+                  scheme == "http" || scheme == "https", let rawHost = url.host, !rawHost.isEmpty else {
+                throw S3Error(kind: .permanent, code: "InvalidRequest",
+                              message: "endpoint \(endpoint) is not an http:// or https:// URL with a host")
+            }
+            usesTLS = scheme == "https"
+            let host = rawHost.contains(":") && !rawHost.hasPrefix("[") ? "[\(rawHost)]" : rawHost
+            let defaultPort = usesTLS ? 443 : 80
+            hostHeader = url.port.map { $0 == defaultPort ? host : "\(host):\($0)" } ?? host
+            origin = "\(scheme)://\(hostHeader)"
+            var basePath = url.path
+            while basePath.hasSuffix("/") { basePath.removeLast() }
+            pathPrefix = (basePath.isEmpty ? "" : SigV4Signer.encodePath(basePath)) + "/" + SigV4Signer.encodePath(bucket)
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// One request on the wire: signed, its body streamed from a file, its answer read whole.
+extension S3Client {
+    enum Body: Sendable {
+        case none
+        case bytes([UInt8])
+        case file(OpenFile, offset: Int64, length: Int64)
+
+        var count: Int64 {
+            switch self {
+            case .none: 0
+            case let .bytes(bytes): Int64(bytes.count)
+            case let .file(_, _, length): length
+            }
+        }
+    }
+
+    struct Request: Sendable {
+        var operation: String
+        var method: HTTPMethod
+        /// Percent-encoded, as on the request line.
+        var path: String
+        var query: [SigV4Signer.QueryItem] = []
+        /// Headers to sign and send, without Host (added from the endpoint).
+        var headers: [SigV4Signer.Header] = []
+        var body: Body = .none
+        var payloadHash: String = SigV4Signer.emptyPayloadHash
+        var key: String?
+    }
+
+    struct Response: Sendable {
+        var status: Int
+        var headers: [(name: String, value: String)]
+        var body: [UInt8]
+
+        func header(_ name: String) -> String? {
+            headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        }
+
+        var requestId: String? { header("x-amz-request-id") }
+
+        func error(operation: String, key: String?) -> S3Error {
+            S3Error.decode(status: status, headers: headers, body: body, operation: operation, key: key)
+        }
+    }
+
+    /// Signs and sends one request, and reads the whole (small) answer. Any status comes
+    /// back; only a failure to get an answer throws.
+    func execute(_ request: Request, credentials: S3Credentials, signer: SigV4Signer? = nil) async throws(S3Error) -> Response {
+        let signer = signer ?? self.signer
+        let signed = [SigV4Signer.Header("Host", target.hostHeader)] + request.headers
+        let signature = signer.sign(method: request.method.rawValue, path: request.path, query: request.query,
+                                    headers: signed, payloadHash: request.payloadHash, credentials: credentials,
+                                    date: Date().addingTimeInterval(clockOffset))
+
+        var http = HTTPClientRequest(url: target.origin + signature.requestTarget)
+        http.method = request.method
+        for header in signed + signature.headersToAdd {
+            http.headers.add(name: header.name, value: header.value)
+        }
+        switch request.body {
+        case .none:
+            // S3 wants a length on every POST and PUT, even an empty one.
+            if request.method == .POST || request.method == .PUT { http.body = .bytes(ByteBuffer()) }
+        case let .bytes(bytes):
+            http.body = .bytes(ByteBuffer(bytes: bytes))
+        case let .file(file, offset, length):
+            http.body = length == 0 ? .bytes(ByteBuffer())
+                : .stream(FileChunks(file: file, offset: offset, length: length, chunkSize: configuration.chunkSize),
+                          length: .known(length))
+        }
+
+        let timeout = requestTimeout(bodyBytes: request.body.count)
+        let started = ContinuousClock.now
+        do {
+            let response = try await httpClient.execute(http, timeout: .milliseconds(Int64(timeout * 1000)),
+                                                        logger: logger)
+            let body = try await response.body.collect(upTo: configuration.maximumResponseBytes)
+            let result = Response(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+                                  body: Array(buffer: body))
+            logger.debug("S3 request", metadata: [
+                "operation": "\(request.operation)", "key": "\(request.key ?? "-")",
+                "status": "\(result.status)", "request-id": "\(result.requestId ?? "-")",
+                "bytes": "\(request.body.count)", "elapsed": "\(ContinuousClock.now - started)",
+            ])
+            return result
+        } catch {
+            let failure = Self.transportError(error, operation: request.operation, key: request.key, timeout: timeout)
+            logger.debug("S3 request failed", metadata: [
+                "operation": "\(request.operation)", "key": "\(request.key ?? "-")", "error": "\(failure.code)",
+            ])
+            throw failure
+        }
+    }
+
+    static func transportError(_ error: any Error, operation: String, key: String?, timeout: TimeInterval) -> S3Error {
+        if let error = error as? S3Error { return error }
+        if let error = error as? FileReadError {
+            return S3Error(kind: .localFile, code: "LocalFileError", message: error.description,
+                           operation: operation, key: key)
+        }
+        if error is CancellationError || (error as? HTTPClientError) == .cancelled || Task.isCancelled {
+            return S3Error(kind: .cancelled, code: "Cancelled", message: "cancelled", operation: operation, key: key)
+        }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded:
+                return S3Error(kind: .transient, code: "Timeout",
+                               message: "no answer within \(Int(timeout)) s (the body-size-scaled deadline)",
+                               operation: operation, key: key)
+            case .connectTimeout, .readTimeout, .writeTimeout, .tlsHandshakeTimeout, .getConnectionFromPoolTimeout:
+                return S3Error(kind: .transient, code: "Timeout", message: "\(error)", operation: operation, key: key)
+            case .invalidURL, .emptyHost, .emptyScheme, .alreadyShutdown, .bodyLengthMismatch:
+                return S3Error(kind: .permanent, code: "InvalidRequest", message: "\(error)",
+                               operation: operation, key: key)
+            default:
+                break
+            }
+        }
+        // Refused, reset, unreachable, DNS, TLS: the network, which comes back.
+        return S3Error(kind: .transient, code: "NetworkError", message: "\(error)", operation: operation, key: key)
+    }
+}

@@ -1,0 +1,63 @@
+import PhotolalaCore
+
+/// A watched (or deliberately unwatched) directory. Nodes know their name and parent, not
+/// their path, so renaming a directory with thousands of descendants is one assignment;
+/// paths are built on demand from the parent chain.
+final class DirNode {
+    var name: String
+    weak var parent: DirNode?
+    /// Keyed byte for byte: NFC and NFD spellings of one name are two directories.
+    var children = ExactKeyed<DirNode>()
+    var wd: Int32 = -1
+    /// > 0 on the top of a subtree left unwatched by the watch limit: how many directories
+    /// it holds (itself included). Those are scanned periodically instead.
+    var unwatchedCount = 0
+    unowned let root: RootFolder
+
+    init(name: String, parent: DirNode?, root: RootFolder) {
+        self.name = name
+        self.parent = parent
+        self.root = root
+    }
+
+    /// Built from the parent chain, so a renamed ancestor is one assignment, not a
+    /// rewrite of every path below it.
+    var path: String {
+        var names: [String] = []
+        var current = self
+        while let parent = current.parent {
+            names.append(current.name)
+            current = parent
+        }
+        var path = current.name
+        for name in names.reversed() { path = join(path, name) }
+        return path
+    }
+
+    /// Still reachable from its folder: events queued for a node that was moved out,
+    /// deleted or replaced meanwhile must not be reported under a path it no longer has.
+    var isAttached: Bool {
+        var current = self
+        while let parent = current.parent {
+            guard parent.children[current.name] === current else { return false }
+            current = parent
+        }
+        return current.root.node === current
+    }
+
+    /// `self` is `node` or one of its ancestors: a directory is never moved below itself.
+    func isAncestor(of node: DirNode) -> Bool {
+        var current: DirNode? = node
+        while let c = current {
+            if c === self { return true }
+            current = c.parent
+        }
+        return false
+    }
+
+    func detach() {
+        if let parent, parent.children[name] === self { parent.children[name] = nil }
+        if parent == nil, root.node === self { root.node = nil }
+        parent = nil
+    }
+}
