@@ -1,3 +1,4 @@
+import PhotolalaCore
 import ArgumentParser
 import Control
 

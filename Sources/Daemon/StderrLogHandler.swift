@@ -42,16 +42,8 @@ public struct StderrLogHandler: LogHandler {
         } else {
             line = "\(Date().formatted(.iso8601)) \(event.level) \(label): \(body)\n"
         }
-        var bytes = Array(line.utf8)
         // One write(2) per line: lines from many tasks never interleave.
-        bytes.withUnsafeMutableBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(2, raw.baseAddress! + offset, raw.count - offset)
-                if n <= 0 { if errno == EINTR { continue }; return }
-                offset += n
-            }
-        }
+        StandardError.write(line)
     }
 
     static func render(_ value: Logger.MetadataValue) -> String {

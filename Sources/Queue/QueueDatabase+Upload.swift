@@ -12,17 +12,6 @@ public struct UploadJob: Sendable, Equatable {
     /// A multipart upload begun earlier (resumed, not restarted).
     public var uploadId: String?
     public var partSize: Int64?
-
-    public init(md5: String, size: Int64, path: String, identity: FileIdentity, attempts: Int = 0,
-                uploadId: String? = nil, partSize: Int64? = nil) {
-        self.md5 = md5
-        self.size = size
-        self.path = path
-        self.identity = identity
-        self.attempts = attempts
-        self.uploadId = uploadId
-        self.partSize = partSize
-    }
 }
 
 /// A part S3 already has, recorded so a restart resumes instead of resending.

@@ -4,7 +4,7 @@ import Glibc
 import Foundation
 import Digests
 import PhotolalaCore
-import Queue
+@testable import Queue
 import Testing
 @testable import Upload
 

@@ -1,0 +1,23 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes to stderr with write(2): the C global `stderr` is not concurrency-safe in Swift 6.
+public enum StandardError {
+    /// One line, in one write(2) as far as the kernel allows: lines from many tasks never interleave.
+    public static func print(_ line: String) {
+        write(line + "\n")
+    }
+
+    public static func write(_ text: String) {
+        var bytes = Array(text.utf8)
+        bytes.withUnsafeMutableBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = Glibc.write(2, raw.baseAddress! + offset, raw.count - offset)
+                if n <= 0 { if errno == EINTR { continue }; return }
+                offset += n
+            }
+        }
+    }
+}
