@@ -11,6 +11,17 @@ extension S3Client {
         return Data(bytes).base64EncodedString()
     }
 
+    /// The base64 Content-MD5 of a body held in memory.
+    public static func contentMD5(of bytes: [UInt8]) -> String {
+        Data(MD5.digest(bytes)).base64EncodedString()
+    }
+
+    /// The payload hash to sign for a body held in memory: its SHA-256 over plain HTTP,
+    /// `UNSIGNED-PAYLOAD` over TLS (Content-MD5 guards the bytes).
+    func payloadHash(of bytes: [UInt8]) -> String {
+        signsPayload ? SHA256.hexDigest(bytes) : SigV4Signer.unsignedPayload
+    }
+
     /// Digests of a file range in one read pass with a fixed buffer.
     public struct RangeDigest: Sendable, Equatable {
         /// Lowercase hex MD5.

@@ -9,10 +9,28 @@ extension S3Client {
         public var size: Int64
         /// Without the surrounding quotes; the hex MD5 for a single-PUT object.
         public var etag: String
+        /// `x-amz-storage-class`; nil means STANDARD (S3 leaves the header out for it).
+        public var storageClass: String?
+        /// For an object in an archive class: whether a copy was asked back (`RestoreObject`)
+        /// and whether it can be read now (`x-amz-restore`).
+        public var restore: Restore?
 
-        public init(size: Int64, etag: String) {
+        public enum Restore: Sendable, Equatable {
+            case inProgress
+            case available
+        }
+
+        public init(size: Int64, etag: String, storageClass: String? = nil, restore: Restore? = nil) {
             self.size = size
             self.etag = etag
+            self.storageClass = storageClass
+            self.restore = restore
+        }
+
+        /// GLACIER and DEEP_ARCHIVE objects cannot be read until a copy is brought back.
+        public var needsRestore: Bool {
+            guard let storageClass, ["GLACIER", "DEEP_ARCHIVE"].contains(storageClass) else { return false }
+            return restore != .available
         }
     }
 
@@ -32,7 +50,7 @@ extension S3Client {
     public func putObject(key: String, path: String, offset: Int64 = 0, length: Int64? = nil,
                           contentMD5: String, contentType: String, metadata: [String: String] = [:],
                           storageClass: String? = nil, payloadSHA256: String? = nil,
-                          expected: FileIdentity? = nil, followSymlinks: Bool = true,
+                          expected: FileIdentity? = nil, followSymlinks: Bool = true, ifNoneMatch: Bool = false,
                           credentials: S3Credentials) async throws(S3Error) -> String {
         let operation = "PutObject"
         try checkKey(key, operation: operation)
@@ -46,6 +64,8 @@ extension S3Client {
         var headers = try objectHeaders(contentType: contentType, metadata: metadata, storageClass: storageClass,
                                         operation: operation, key: key)
         headers.append(.init("Content-MD5", contentMD5))
+        // `*`: only if nothing is there yet; a 412 (`.preconditionFailed`) says it is.
+        if ifNoneMatch { headers.append(.init("If-None-Match", "*")) }
         let payloadHash = try payloadHashForFile(file, offset: offset, length: length, given: payloadSHA256,
                                                  operation: operation, key: key)
         let response = try await execute(Request(
@@ -72,7 +92,9 @@ extension S3Client {
                               message: "HEAD answer without Content-Length", requestId: response.requestId,
                               operation: operation, key: key)
             }
-            return ObjectInfo(size: size, etag: Self.unquoted(response.header("ETag") ?? ""))
+            return ObjectInfo(size: size, etag: Self.unquoted(response.header("ETag") ?? ""),
+                              storageClass: response.header("x-amz-storage-class"),
+                              restore: response.header("x-amz-restore").map(Self.restoreState))
         case 404:
             return nil
         default:
@@ -80,14 +102,34 @@ extension S3Client {
         }
     }
 
-    /// The whole object; for tests and diagnostics (bounded by `maximumResponseBytes`).
-    func getObject(key: String, credentials: S3Credentials) async throws(S3Error) -> [UInt8] {
-        let operation = "GetObject"
+    /// Uploads a small body held in memory (a thumbnail, a catalog pointer, a manifest
+    /// segment) as one object, with its Content-MD5. Returns the ETag.
+    ///
+    /// - Parameters:
+    ///   - ifMatch: replace only the object with this ETag (compare-and-swap).
+    ///   - ifNoneMatch: only if the key is free.
+    ///   A condition that does not hold throws `.preconditionFailed`.
+    public func putObject(key: String, bytes: [UInt8], contentType: String, metadata: [String: String] = [:],
+                          ifMatch: String? = nil, ifNoneMatch: Bool = false,
+                          credentials: S3Credentials) async throws(S3Error) -> String {
+        let operation = "PutObject"
         try checkKey(key, operation: operation)
-        let response = try await execute(Request(operation: operation, method: .GET, path: objectPath(key), key: key),
-                                         credentials: credentials)
+        var headers = try objectHeaders(contentType: contentType, metadata: metadata, storageClass: nil,
+                                        operation: operation, key: key)
+        headers.append(.init("Content-MD5", Self.contentMD5(of: bytes)))
+        if let ifMatch { headers.append(.init("If-Match", "\"\(ifMatch)\"")) }
+        if ifNoneMatch { headers.append(.init("If-None-Match", "*")) }
+        let response = try await execute(Request(
+            operation: operation, method: .PUT, path: objectPath(key), headers: headers,
+            body: .bytes(bytes), payloadHash: payloadHash(of: bytes), key: key), credentials: credentials)
         guard response.status == 200 else { throw response.error(operation: operation, key: key) }
-        return response.body
+        return Self.unquoted(response.header("ETag") ?? "")
+    }
+
+    /// `x-amz-restore: ongoing-request="true"` while a copy is being brought back;
+    /// `ongoing-request="false", expiry-date="…"` once it can be read.
+    static func restoreState(_ header: String) -> ObjectInfo.Restore {
+        header.replacingOccurrences(of: " ", with: "").contains("ongoing-request=\"true\"") ? .inProgress : .available
     }
 
     // MARK: - Plumbing shared with the multipart extension

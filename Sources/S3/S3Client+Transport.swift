@@ -51,6 +51,27 @@ extension S3Client {
     /// Signs and sends one request, and reads the whole (small) answer. Any status comes
     /// back; only a failure to get an answer throws.
     func execute(_ request: Request, credentials: S3Credentials, signer: SigV4Signer? = nil) async throws(S3Error) -> Response {
+        let timeout = requestTimeout(bodyBytes: request.body.count)
+        let started = ContinuousClock.now
+        let response = try await send(request, credentials: credentials, signer: signer, timeout: timeout)
+        do {
+            let body = try await response.body.collect(upTo: configuration.maximumResponseBytes)
+            let result = Response(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+                                  body: Array(buffer: body))
+            logger.debug("S3 request", metadata: [
+                "operation": "\(request.operation)", "key": "\(request.key ?? "-")",
+                "status": "\(result.status)", "request-id": "\(result.requestId ?? "-")",
+                "bytes": "\(request.body.count)", "elapsed": "\(ContinuousClock.now - started)",
+            ])
+            return result
+        } catch {
+            throw failed(error, request, timeout: timeout)
+        }
+    }
+
+    /// Signs and sends one request; the answer's body is left for the caller to read.
+    func send(_ request: Request, credentials: S3Credentials, signer: SigV4Signer? = nil,
+              timeout: TimeInterval) async throws(S3Error) -> HTTPClientResponse {
         let signer = signer ?? self.signer
         let signed = [SigV4Signer.Header("Host", target.hostHeader)] + request.headers
         let signature = signer.sign(method: request.method.rawValue, path: request.path, query: request.query,
@@ -74,27 +95,19 @@ extension S3Client {
                           length: .known(length))
         }
 
-        let timeout = requestTimeout(bodyBytes: request.body.count)
-        let started = ContinuousClock.now
         do {
-            let response = try await httpClient.execute(http, timeout: .milliseconds(Int64(timeout * 1000)),
-                                                        logger: logger)
-            let body = try await response.body.collect(upTo: configuration.maximumResponseBytes)
-            let result = Response(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
-                                  body: Array(buffer: body))
-            logger.debug("S3 request", metadata: [
-                "operation": "\(request.operation)", "key": "\(request.key ?? "-")",
-                "status": "\(result.status)", "request-id": "\(result.requestId ?? "-")",
-                "bytes": "\(request.body.count)", "elapsed": "\(ContinuousClock.now - started)",
-            ])
-            return result
+            return try await httpClient.execute(http, timeout: .milliseconds(Int64(timeout * 1000)), logger: logger)
         } catch {
-            let failure = Self.transportError(error, operation: request.operation, key: request.key, timeout: timeout)
-            logger.debug("S3 request failed", metadata: [
-                "operation": "\(request.operation)", "key": "\(request.key ?? "-")", "error": "\(failure.code)",
-            ])
-            throw failure
+            throw failed(error, request, timeout: timeout)
         }
+    }
+
+    private func failed(_ error: any Error, _ request: Request, timeout: TimeInterval) -> S3Error {
+        let failure = Self.transportError(error, operation: request.operation, key: request.key, timeout: timeout)
+        logger.debug("S3 request failed", metadata: [
+            "operation": "\(request.operation)", "key": "\(request.key ?? "-")", "error": "\(failure.code)",
+        ])
+        return failure
     }
 
     static func transportError(_ error: any Error, operation: String, key: String?, timeout: TimeInterval) -> S3Error {

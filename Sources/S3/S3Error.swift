@@ -28,6 +28,10 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
         case localFile
         /// The task was cancelled (shutdown, pause).
         case cancelled
+        /// A conditional request's condition did not hold (412): `If-None-Match: *` found the
+        /// key already there, or `If-Match` found another ETag. The caller decides what
+        /// that means (already uploaded; someone published in between).
+        case preconditionFailed
         /// Retrying the same request will fail the same way.
         case permanent
     }
@@ -110,6 +114,8 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
             return "Check the file still exists and the daemon's user can read it."
         case .cancelled:
             return "The upload was interrupted and will resume later."
+        case .preconditionFailed:
+            return "The object changed or appeared since it was last read; the daemon reads it again."
         case .permanent:
             if code == "SignatureDoesNotMatch" {
                 return "S3 rejected the request signature: a proxy may be rewriting requests, or the secret key "
@@ -146,6 +152,9 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
             return .forbidden
         case "SignatureDoesNotMatch", "PermanentRedirect", "AuthorizationHeaderMalformed":
             return .permanent
+        case "PreconditionFailed": return .preconditionFailed
+        // S3 answers 409 when two conditional writes race on one key: try again.
+        case "ConditionalRequestConflict": return .transient
         case "LocalFileError": return .localFile
         case "Cancelled": return .cancelled
         default: break
@@ -153,6 +162,7 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
         switch status {
         case .some(500...599), .some(429), .some(408): return .transient
         case .some(404): return .notFound
+        case .some(412): return .preconditionFailed
         case .some(403): return .forbidden
         case .none: return .transient
         default: return .permanent

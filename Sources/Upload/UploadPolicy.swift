@@ -35,6 +35,9 @@ public struct UploadPolicy: Sendable, Equatable {
         case recheckSource(String)
         /// S3 forgot the multipart upload: start it again, at once.
         case restartMultipart
+        /// `If-None-Match: *` found the key taken: another device uploaded these bytes
+        /// meanwhile (the key is the content's MD5), so it is backed up.
+        case alreadyPresent
         case failed(String)
         case cancelled
     }
@@ -64,6 +67,8 @@ public struct UploadPolicy: Sendable, Equatable {
             return .recheckSource(error.description)
         case .notFound where error.code == "NoSuchUpload":
             return .restartMultipart
+        case .preconditionFailed:
+            return .alreadyPresent
         case .forbidden, .notFound, .permanent:
             return .failed(error.description)
         }

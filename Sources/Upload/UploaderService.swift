@@ -227,6 +227,8 @@ public actor UploaderService: Service {
             case .restartMultipart:
                 try? database.recordMultipart(md5: job.md5, uploadId: nil, partSize: nil)
                 return .retry("the multipart upload expired at S3; starting it again", countAttempt: false, after: 0)
+            case .alreadyPresent:
+                return .alreadyPresent
             case .failed(let why):
                 return .failed(why)
             }

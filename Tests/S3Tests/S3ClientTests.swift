@@ -421,11 +421,18 @@ final class MotoServer: @unchecked Sendable {
     let logPath: String
     var endpoint: String { "http://127.0.0.1:\(port)" }
 
+    /// moto_server with its SigV4 check fixed for listings (getmoto/moto#5948), the same
+    /// launcher the e2e stack uses; nil when moto is not installed.
     static let executable: String? = {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-        return path.split(separator: ":").map { "\($0)/moto_server" }
-            .first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard path.split(separator: ":").contains(where: { FileManager.default.isExecutableFile(atPath: "\($0)/moto_server") }) else {
+            return nil
+        }
+        return path.split(separator: ":").map { "\($0)/python3" }.first { FileManager.default.isExecutableFile(atPath: $0) }
     }()
+
+    static let launcher = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../e2e/support/moto_server_fixed.py").standardized.path
 
     private init(process: Process, port: Int, logPath: String) {
         self.process = process
@@ -440,7 +447,7 @@ final class MotoServer: @unchecked Sendable {
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-H", "127.0.0.1", "-p", String(port)]
+        process.arguments = [launcher, "-H", "127.0.0.1", "-p", String(port)]
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "INITIAL_NO_AUTH_ACTION_COUNT")
         process.environment = environment

@@ -36,6 +36,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -88,11 +89,9 @@ def boto_client(service: str, **kwargs):
 
 
 def _moto_server_command() -> list[str]:
-    exe = shutil.which("moto_server")
-    if exe:
-        return [exe]
-    # Same program, for environments where the console script is not on PATH.
-    return [os.environ.get("PYTHON", "python3"), "-m", "moto.server"]
+    # moto_server with its SigV4 check fixed for listings (getmoto/moto#5948): see
+    # moto_server_fixed.py. The daemon's signer is never weakened for moto's sake.
+    return [os.environ.get("PYTHON", sys.executable or "python3"), str(Path(__file__).with_name("moto_server_fixed.py"))]
 
 
 class MotoServer:
