@@ -90,6 +90,7 @@ extension QueueDatabase {
             try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5])
             try db.execute(sql: "UPDATE file SET state = 'uploaded', lastError = NULL, updatedAt = ? WHERE md5 = ? AND state IN ('queued', 'uploading', 'failed')", arguments: [t, md5])
         }
+        QueueSignals.notify(signals.uploaded)
     }
 
     /// Back to the queue after a transient failure (or a stop): due again at `retryAt`.

@@ -71,6 +71,29 @@ enum QueueSchema {
                 CREATE INDEX file_inode ON file(inode, device) WHERE md5 IS NOT NULL;
                 """)
         }
+        m.registerMigration("v3-photos") { db in
+            // What the apps need of each uploaded object (app-catalog.md): the thumbnail
+            // stage takes objects `uploaded` with no row here and leaves one `ready`
+            // (thumbnail in the bucket, the catalog columns filled), `failed` (could not be
+            // decoded: backed up, but no thumbnail and no row; lastError says why) or
+            // `skipped` (a format the apps do not show: video, CR3, RW2, unknown). The
+            // catalog stage publishes the `ready` ones.
+            try db.execute(sql: """
+                CREATE TABLE photo (
+                    md5 TEXT PRIMARY KEY NOT NULL REFERENCES object(md5) ON DELETE CASCADE,
+                    state TEXT NOT NULL DEFAULT 'pending',
+                    headMD5 TEXT,
+                    size INTEGER,
+                    format TEXT,
+                    takenAt INTEGER,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    nextAttemptAt REAL,
+                    lastError TEXT,
+                    updatedAt REAL NOT NULL
+                );
+                CREATE INDEX photo_state ON photo(state, nextAttemptAt);
+                """)
+        }
         return m
     }
 }

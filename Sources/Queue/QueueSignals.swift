@@ -10,11 +10,17 @@ public struct QueueSignals: Sendable {
     public let needsHash = WakeSignal()
     /// Objects may be ready to upload: hashes recorded, `retry`, an upload given back.
     public let readyToUpload = WakeSignal()
+    /// Objects became `uploaded` (sent, found in the bucket): the stages that follow the
+    /// upload (thumbnails, the device manifest) look for work.
+    public let uploaded = WakeSignal()
+    /// Photos got their thumbnail and catalog columns (`photo.state = 'ready'`): the
+    /// catalog stage has rows to publish.
+    public let photosReady = WakeSignal()
 
     public init() {}
 
     /// After a commit; the transaction's caller never waits for the stage it wakes.
-    static func notify(_ signal: WakeSignal) {
+    public static func notify(_ signal: WakeSignal) {
         Task { await signal.notify() }
     }
 }
