@@ -138,6 +138,8 @@ extension IngestService {
             switch result {
             case .success(let digest):
                 hashMeter.add(digest.identity.size)
+                DaemonCounter.hashedFiles.increment()
+                DaemonCounter.hashedBytes.increment(by: digest.identity.size)
                 elapsed.append(digest.elapsed)
                 digests.append(HashedFile(path: path, identity: digest.identity, md5: digest.md5))
                 if let sha256 = digest.sha256 { payloadDigests.store(md5: digest.md5, identity: digest.identity, sha256: sha256) }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import PhotolalaCore
 
 /// One request on the wire: signed, its body streamed from a file, its answer read whole.
 extension S3Client {
@@ -82,6 +83,7 @@ extension S3Client {
             let body = try await response.body.collect(upTo: configuration.maximumResponseBytes)
             let result = Response(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
                                   body: Array(buffer: body))
+            Self.count(request, status: result.status)
             logger.debug("S3 request", metadata: [
                 "operation": "\(request.operation)", "key": "\(request.key ?? "-")",
                 "status": "\(result.status)", "request-id": "\(result.requestId ?? "-")",
@@ -90,11 +92,20 @@ extension S3Client {
             return result
         } catch {
             let failure = Self.transportError(error, operation: request.operation, key: request.key, timeout: timeout)
+            if failure.kind != .cancelled && failure.kind != .localFile { Self.count(request, status: nil) }
             logger.debug("S3 request failed", metadata: [
                 "operation": "\(request.operation)", "key": "\(request.key ?? "-")", "error": "\(failure.code)",
             ])
             throw failure
         }
+    }
+
+    /// Requests by operation and status class, 403s, and the bytes that went out (a
+    /// request that got no answer may still have sent its body).
+    static func count(_ request: Request, status: Int?) {
+        DaemonCounter.s3Requests.increment(request.operation, status.map(DaemonCounter.statusClass) ?? "error")
+        if status == 403 { DaemonCounter.s3ForbiddenResponses.increment(request.operation) }
+        DaemonCounter.s3SentBytes.increment(by: request.body.count)
     }
 
     static func transportError(_ error: any Error, operation: String, key: String?, timeout: TimeInterval) -> S3Error {
