@@ -115,16 +115,17 @@ let package = Package(
             "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
         .testTarget(name: "MetricsExportTests", dependencies: [
-            "MetricsExport", "PhotolalaCore",
-            .product(name: "CoreMetrics", package: "swift-metrics"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOPosix", package: "swift-nio"),
+            "MetricsExport", "PhotolalaCore", .product(name: "CoreMetrics", package: "swift-metrics"),
         ]),
         .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore"]),
         .testTarget(name: "HashingTests", dependencies: ["Hashing", "Digests", "CMultiMD5"]),
         .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "WatcherTests", dependencies: ["Watcher", "PhotolalaCore"]),
-        .testTarget(name: "S3Tests", dependencies: ["S3", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "WatcherTests", dependencies: [
+            "Watcher", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        ]),
+        .testTarget(name: "S3Tests", dependencies: [
+            "S3", "Digests", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        ]),
         .testTarget(name: "ControlTests", dependencies: [
             "Control",
             .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),

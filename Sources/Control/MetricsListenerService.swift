@@ -16,12 +16,13 @@ public actor MetricsListenerService: Service {
     private let limits: MetricsListener.Limits
     private let logger: Logger
     private let wake = WakeSignal()
-    static let retryInterval: Duration = .seconds(30)
+    private let retryInterval: Duration
 
-    public init(address: Settings.ListenAddress?, limits: MetricsListener.Limits = MetricsListener.Limits(), logger: Logger,
-                render: @escaping @Sendable () async -> [UInt8]) {
+    public init(address: Settings.ListenAddress?, limits: MetricsListener.Limits = MetricsListener.Limits(),
+                retryInterval: Duration = .seconds(30), logger: Logger, render: @escaping @Sendable () async -> [UInt8]) {
         self.address = address
         self.limits = limits
+        self.retryInterval = retryInterval
         self.logger = logger
         self.render = render
     }
@@ -44,7 +45,7 @@ public actor MetricsListenerService: Service {
             while !Task.isCancelled {
                 let since = await self.wake.current
                 await self.listen()
-                let retry: ContinuousClock.Instant? = await self.failure == nil ? nil : .now + Self.retryInterval
+                let retry: ContinuousClock.Instant? = await self.failure == nil ? nil : .now + self.retryInterval
                 await self.wake.wait(since: since, until: retry)
             }
         }
@@ -72,7 +73,7 @@ public actor MetricsListenerService: Service {
             failure = nil
             logger.notice("serving Prometheus metrics", metadata: ["address": "\(address.host)", "port": "\(bound.port)", "path": "/metrics"])
         } catch {
-            if failure != error.description { logger.error("\(error.description) (tried again every 30 s)") }
+            if failure != error.description { logger.error("\(error.description) (tried again every \(retryInterval))") }
             failure = error.description
         }
     }
