@@ -116,6 +116,8 @@ extension IngestService {
                     let file = digests[i]
                     switch outcome {
                     case .recorded(let state):
+                        // Same bytes as an object already in S3: backed up without an upload.
+                        if state == .uploaded { DaemonCounter.uploadedFiles.increment() }
                         // µs from open to the last stat: the benchmark's figure for the hasher.
                         let (seconds, attoseconds) = elapsed[i].components
                         logger.debug("hashed", metadata: ["path": "\(file.path)", "md5": "\(file.md5)", "state": "\(state.publicName)",
