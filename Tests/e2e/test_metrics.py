@@ -27,6 +27,7 @@ pytestmark = pytest.mark.skipif(not have_prometheus(), reason="Debian's promethe
 
 RULES = REPO / "packaging" / "prometheus" / "photolalad.rules.yml"
 RULE_TESTS = REPO / "Tests" / "prometheus" / "photolalad.rules.test.yml"
+DASHBOARD = REPO / "packaging" / "prometheus" / "photolalad-dashboard.json"
 MiB = 1 << 20
 
 
@@ -206,6 +207,13 @@ def test_prometheus_scrapes_the_listener_during_an_upload(world, tmp_path):
         assert any(0 < v < n for v in values), values
         uploaded = prom.query('photolala_files{job="photolalad",state="uploaded"}')
         assert float(uploaded[0]["value"][1]) == n == d.status()["queue"]["uploaded"]
+        # Every query of the Grafana dashboard is one this Prometheus accepts, and most have data.
+        exprs = [t["expr"] for p in json.loads(DASHBOARD.read_text())["panels"] for t in p["targets"]]
+        answered = 0
+        for expr in exprs:
+            result = prom.query(expr.replace("$__rate_interval", "1m").replace("$instance", ".*"))
+            answered += bool(result)
+        assert answered >= len(exprs) * 3 // 4, (answered, len(exprs))
     finally:
         prom.stop()
 
