@@ -154,6 +154,9 @@ def test_every_state_passes_promtool_agrees_with_status_and_counts_what_s3_saw(w
     s, m, text = snapshot(d)
     assert_agrees(s, m, text)
     assert value(m, "photolala_sts_credential_failures_total") >= 1
+    # No token, key or identity the backend ever handed out is in a scrape.
+    for secret in world.backend.all_secrets():
+        assert secret not in text
     assert value(m, "photolala_backend_requests_total", endpoint="/api/v1/auth/sts-token", status="403") >= 1
     world.backend.clear_faults()
 
