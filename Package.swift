@@ -15,6 +15,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C libraries, linked from the system.
@@ -27,7 +29,8 @@ let package = Package(
         .target(name: "CLinux"),
         .target(name: "CMultiMD5", dependencies: ["COpenSSL"]),
 
-        .target(name: "PhotolalaCore"),
+        // The counters' catalog is here so every part counts through swift-metrics' API alone.
+        .target(name: "PhotolalaCore", dependencies: [.product(name: "CoreMetrics", package: "swift-metrics")]),
         .target(name: "Config", dependencies: [
             "PhotolalaCore",
             .product(name: "TOMLKit", package: "TOMLKit"),
@@ -83,8 +86,20 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // Prometheus: the status snapshot and the parts' counters as text, on the socket and over TCP.
+        .target(name: "MetricsExport", dependencies: [
+            "PhotolalaCore",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "CSystemd", "CLinux",
+            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "MetricsExport", "CSystemd", "CLinux",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -96,12 +111,21 @@ let package = Package(
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),
 
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
-        .testTarget(name: "PhotolalaCoreTests", dependencies: ["PhotolalaCore"]),
+        .testTarget(name: "PhotolalaCoreTests", dependencies: [
+            "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        ]),
+        .testTarget(name: "MetricsExportTests", dependencies: [
+            "MetricsExport", "PhotolalaCore", .product(name: "CoreMetrics", package: "swift-metrics"),
+        ]),
         .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore"]),
         .testTarget(name: "HashingTests", dependencies: ["Hashing", "Digests", "CMultiMD5"]),
         .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "WatcherTests", dependencies: ["Watcher", "PhotolalaCore"]),
-        .testTarget(name: "S3Tests", dependencies: ["S3", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "WatcherTests", dependencies: [
+            "Watcher", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        ]),
+        .testTarget(name: "S3Tests", dependencies: [
+            "S3", "Digests", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        ]),
         .testTarget(name: "ControlTests", dependencies: [
             "Control",
             .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),

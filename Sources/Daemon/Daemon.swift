@@ -4,11 +4,13 @@ import Glibc
 #endif
 import CLinux
 import Control
+import CoreMetrics
 import Credentials
 import Foundation
 import Hashing
 import Ingest
 import Logging
+import MetricsExport
 import PhotolalaCore
 import Queue
 import ServiceLifecycle
@@ -30,8 +32,17 @@ public struct Daemon: Sendable {
         self.logger = Logger(label: "photolalad")
     }
 
+    /// The counters' registry, bootstrapped once per process before any part counts.
+    static let counters: CatalogMetricsFactory = {
+        let factory = CatalogMetricsFactory()
+        MetricsSystem.bootstrap(factory)
+        factory.seed()
+        return factory
+    }()
+
     public func run() async throws {
         Self.hardenProcess()
+        let counters = Self.counters
         try Self.prepareStateDirectory(settings.daemon.stateDir)
         let database = try openDatabase()
         let core = try DaemonCore(settings: settings, database: database, logger: logger)
@@ -47,7 +58,9 @@ public struct Daemon: Sendable {
                                    statusChanges: core.statusChanges, payloadDigests: payloadDigests)
         let uploader = UploaderService(database: database, account: account, gate: DaemonGate(core: core, account: account),
                                        options: .init(settings), logger: logger, payloadDigests: payloadDigests)
-        for part in [account, ingest, uploader] as [any StatusContributor] { await core.add(part) }
+        let scraper = MetricsScraper(core: core, exposition: MetricsExposition(counters: counters.registry))
+        let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
+        for part in [account, ingest, uploader, metricsListener] as [any StatusContributor] { await core.add(part) }
 
         // Trapped before the control socket listens (let alone READY=1): a client that can
         // connect may send SIGTERM at once (tests and scripts take a connectable socket for
@@ -56,7 +69,7 @@ public struct Daemon: Sendable {
         // the group runs still stops it cleanly).
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest))
+        let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, metrics: scraper))
 
         await core.markRunning()
         let status = await core.status()
@@ -69,12 +82,13 @@ public struct Daemon: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             // First, so it stops last: status answers while the others wind down.
             .init(service: ControlService(server: server), serviceName: "control"),
+            .init(service: metricsListener, serviceName: "metrics"),
             .init(service: account, serviceName: "account"),
             .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account], signals: hangups), serviceName: "reload"),
+                                         parts: [uploader, ingest, account, metricsListener], signals: hangups), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))

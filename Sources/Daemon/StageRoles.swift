@@ -1,3 +1,4 @@
+import Control
 import Credentials
 import Ingest
 import PhotolalaCore
@@ -25,4 +26,12 @@ extension UploaderService: StatusContributor, Reconfigurable {
 
 extension AccountService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { reconfigure(AccountService.Options(settings)) }
+}
+
+extension MetricsListenerService: StatusContributor, Reconfigurable {
+    func contribute(to status: inout DaemonStatus) async {
+        if let problem { status.problems.append(problem) }
+    }
+
+    func apply(_ settings: Settings) async { await apply(settings.metrics.listen) }
 }
