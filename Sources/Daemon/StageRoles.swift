@@ -1,6 +1,7 @@
 import Credentials
 import Ingest
 import PhotolalaCore
+import Thumbnails
 import Upload
 
 /// A part of the daemon that shows something in the status. Each fills in its own fields
@@ -25,4 +26,8 @@ extension UploaderService: StatusContributor, Reconfigurable {
 
 extension AccountService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { reconfigure(AccountService.Options(settings)) }
+}
+
+extension ThumbnailService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
