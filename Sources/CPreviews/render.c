@@ -170,6 +170,10 @@ ptm_image *ptm_open_pixels(const uint8_t *rgb, int width, int height, char *erro
     return image;
 }
 
+static int has_profile(VipsImage *image) {
+    return vips_image_get_typeof(image, VIPS_META_ICC_NAME) != 0;
+}
+
 // Applies an EXIF orientation to the pixels.
 static int orient(VipsImage *in, int orientation, VipsImage **out) {
     VipsImage *copy = NULL;
@@ -214,9 +218,15 @@ int ptm_render(ptm_image *image, const ptm_geometry *g, char *error, size_t size
             rc = vips_thumbnail_image(image->header, &t[0], w, "height", h, "size", VIPS_SIZE_FORCE, "no_rotate", TRUE, NULL);
         } else {
             rc = vips_source_rewind(image->source);
-            if (rc == 0) rc = vips_thumbnail_source(image->source, &t[0], w, "height", h, "size", VIPS_SIZE_FORCE,
-                                                    "no_rotate", TRUE, "export_profile", "srgb",
-                                                    "fail_on", VIPS_FAIL_ON_TRUNCATED, NULL);
+            // An embedded profile is converted to sRGB; without one the pixels already are
+            // sRGB, and asking for the conversion anyway shifts their colours.
+            // 8.14's thumbnail_source does not hand its own fail_on to the loader; the option string does.
+            if (rc == 0 && has_profile(image->header))
+                rc = vips_thumbnail_source(image->source, &t[0], w, "height", h, "size", VIPS_SIZE_FORCE, "no_rotate", TRUE,
+                                           "export_profile", "srgb", "option_string", "fail_on=truncated", NULL);
+            else if (rc == 0)
+                rc = vips_thumbnail_source(image->source, &t[0], w, "height", h, "size", VIPS_SIZE_FORCE, "no_rotate", TRUE,
+                                           "option_string", "fail_on=truncated", NULL);
             // vips_thumbnail_source picks its loader by the bytes: it must be the one the
             // daemon chose by the same bytes (the others are blocked anyway).
             const char *loader = NULL;
@@ -233,8 +243,12 @@ int ptm_render(ptm_image *image, const ptm_geometry *g, char *error, size_t size
         // the upright source first, then scale only that.
         rc = orient(image->header, image->orientation, &t[0]);
         if (rc == 0) rc = vips_extract_area(t[0], &t[1], g->source_x, g->source_y, g->source_width, g->source_height, NULL);
-        if (rc == 0) rc = vips_thumbnail_image(t[1], &t[2], g->crop_width, "height", g->crop_height,
-                                               "size", VIPS_SIZE_FORCE, "no_rotate", TRUE, "export_profile", "srgb", NULL);
+        if (rc == 0 && has_profile(image->header))
+            rc = vips_thumbnail_image(t[1], &t[2], g->crop_width, "height", g->crop_height,
+                                      "size", VIPS_SIZE_FORCE, "no_rotate", TRUE, "export_profile", "srgb", NULL);
+        else if (rc == 0)
+            rc = vips_thumbnail_image(t[1], &t[2], g->crop_width, "height", g->crop_height,
+                                      "size", VIPS_SIZE_FORCE, "no_rotate", TRUE, NULL);
     }
     if (rc != 0) {
         for (int i = 0; i < 4; i++) if (t[i]) g_object_unref(t[i]);
