@@ -134,7 +134,7 @@ let package = Package(
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
         .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Digests", "PhotolalaCore"]),
         .testTarget(name: "PreviewsTests", dependencies: ["Previews", "PhotolalaCore"]),
-        .testTarget(name: "ThumbnailsTests", dependencies: ["Thumbnails", "Previews", "Queue", "PhotolalaCore"]),
+        .testTarget(name: "ThumbnailsTests", dependencies: ["Thumbnails", "Previews", "Queue", "Digests", "PhotolalaCore"]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Credentials", "Ingest", "Upload", "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),
