@@ -40,6 +40,9 @@ int ptm_library_init(char *error, size_t size) {
     time_t now = time(NULL);
     struct tm local;
     localtime_r(&now, &local);
+    // No run-time code generation (orc) from the start: nothing executable may be written
+    // here (and systemd's MemoryDenyWriteExecute would refuse it anyway).
+    setenv("VIPS_NOVECTOR", "1", 1);
     if (VIPS_INIT("photolalad-preview")) {
         snprintf(error, size, "libvips did not start: %s", vips_error_buffer());
         return -1;
@@ -48,7 +51,6 @@ int ptm_library_init(char *error, size_t size) {
     vips_concurrency_set(1);
     vips_cache_set_max(0);
     vips_cache_set_max_mem(0);
-    // No run-time code generation (orc): nothing executable may be written in here.
     vips_vector_set_enabled(FALSE);
     // Only the loaders of the formats the apps show; every other one stays shut.
     vips_block_untrusted_set(TRUE);
