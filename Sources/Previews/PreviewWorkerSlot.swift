@@ -31,6 +31,8 @@ public actor PreviewWorkerSlot {
 
     private let options: Options
     private var process: WorkerProcess?
+    /// The process a read is waiting on (the actor is free meanwhile: `interrupt` reaches it).
+    private var current: WorkerProcess?
     private var served = 0
     private var restarts = Backoff(base: 0.25, cap: 30, jitter: .equal)
     private var notBefore: ContinuousClock.Instant?
@@ -65,6 +67,8 @@ public actor PreviewWorkerSlot {
         }
         guard let process else { return .unavailable("no preview worker") }
         let timeout = options.timeout
+        current = process
+        defer { current = nil }
         let answer: Result<WorkerMessage.Reply, WorkerProcess.Failure> = await Self.blocking {
             Result { () throws(WorkerProcess.Failure) in try process.exchange(request, fd: fd, timeout: timeout) }
         }
@@ -79,6 +83,15 @@ public actor PreviewWorkerSlot {
             noteDeath()
             return .crashed(Self.sentence(failure))
         }
+    }
+
+    /// Ends the photo being read now (a stop must not wait for a slow decoder).
+    public nonisolated func interrupt() async {
+        await interruptCurrent()
+    }
+
+    private func interruptCurrent() {
+        current?.interrupt()
     }
 
     /// Stops the worker (shutdown, or `catalog.enabled` turned off).

@@ -113,6 +113,12 @@ final class WorkerProcess: @unchecked Sendable {
         return .died(Self.describe(status: status))
     }
 
+    /// Kills the worker from another thread than the one waiting for its reply: that one
+    /// then sees the end of the stream and reaps it.
+    func interrupt() {
+        if !exited { kill(pid, SIGKILL) }
+    }
+
     /// Kills the worker (if still running) and reaps it.
     func stop() {
         guard !exited else { return }

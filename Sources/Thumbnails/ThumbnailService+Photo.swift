@@ -4,6 +4,7 @@ import PhotolalaCore
 import Previews
 import Queue
 import S3
+import ServiceLifecycle
 
 /// One photo: its live file, its head, its thumbnail and date from a worker, the
 /// thumbnail into the bucket, and the row's next state.
@@ -81,6 +82,8 @@ extension ThumbnailService {
             logger.error("no preview worker: \(why)")
             return .later("no preview worker: \(why)", after: 30)
         case .crashed(let why):
+            // Killed by our own stop: not the photo's fault.
+            if Task.isShuttingDownGracefully || Task.isCancelled { return .later("stopped", after: 0) }
             return .again(why, after: 5)
         case .read(let r):
             reply = r

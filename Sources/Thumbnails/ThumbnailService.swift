@@ -90,7 +90,11 @@ public actor ThumbnailService: Service {
                 }
             }
         } onGracefulShutdown: { [signal] in
-            Task { await signal.notify() }
+            // A photo in a decoder ends now: its preview is made again at the next start.
+            Task {
+                for slot in slots { await slot.interrupt() }
+                await signal.notify()
+            }
         }
         for slot in slots { await slot.stop() }
         for relay in relays { relay.cancel() }
