@@ -26,7 +26,13 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto",
                        providers: [.apt(["libssl-dev"])]),
 
+        .systemLibrary(name: "CVips", path: "Sources/CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+        .systemLibrary(name: "CLibRaw", path: "Sources/CLibRaw", providers: [.apt(["libraw-dev"])]),
+        .systemLibrary(name: "CSeccomp", path: "Sources/CSeccomp", pkgConfig: "libseccomp", providers: [.apt(["libseccomp-dev"])]),
+
         .target(name: "CLinux"),
+        // libvips/LibRaw rendering and the seccomp sandbox of the preview worker.
+        .target(name: "CPreviews", dependencies: ["CVips", "CLibRaw", "CSeccomp"], linkerSettings: [.linkedLibrary("raw")]),
         .target(name: "CMultiMD5", dependencies: ["COpenSSL"]),
 
         // The counters' catalog is here so every part counts through swift-metrics' API alone.
@@ -78,6 +84,19 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // Reading a photo for the apps: format, head MD5, date and the PTM-256 thumbnail,
+        // decoded only in the sandboxed worker process.
+        .target(name: "Previews", dependencies: [
+            "PhotolalaCore", "Digests", "CPreviews", "CLinux",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The thumbnail stage: uploaded objects → photo rows `ready` (thumbnail in the bucket).
+        .target(name: "Thumbnails", dependencies: [
+            "PhotolalaCore", "Queue", "S3", "Digests", "Credentials", "Previews", "Upload",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Control", dependencies: [
             "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),
@@ -98,14 +117,14 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "MetricsExport", "CSystemd", "CLinux",
+            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Thumbnails", "MetricsExport", "CSystemd", "CLinux",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CLI", dependencies: [
-            "PhotolalaCore", "Config", "Control", "Daemon",
+            "PhotolalaCore", "Config", "Control", "Daemon", "Previews",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),
@@ -138,6 +157,8 @@ let package = Package(
         ]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
         .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "PreviewsTests", dependencies: ["Previews", "PhotolalaCore"]),
+        .testTarget(name: "ThumbnailsTests", dependencies: ["Thumbnails", "Previews", "Queue", "Digests", "PhotolalaCore"]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Credentials", "Ingest", "Upload", "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),

@@ -14,6 +14,7 @@ import MetricsExport
 import PhotolalaCore
 import Queue
 import ServiceLifecycle
+import Thumbnails
 import Upload
 import UnixSignals
 
@@ -60,7 +61,10 @@ public struct Daemon: Sendable {
                                        options: .init(settings), logger: logger, payloadDigests: payloadDigests)
         let scraper = MetricsScraper(core: core, exposition: MetricsExposition(counters: counters.registry))
         let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
-        for part in [account, ingest, uploader, metricsListener] as [any StatusContributor] { await core.add(part) }
+        // After the upload: thumbnails and the photo rows the catalog stage publishes.
+        let thumbnails = ThumbnailService(database: database, account: account, gate: DaemonGate(core: core, account: account),
+                                          options: .init(settings), logger: logger)
+        for part in [account, ingest, uploader, thumbnails, metricsListener] as [any StatusContributor] { await core.add(part) }
 
         // Trapped before the control socket listens (let alone READY=1): a client that can
         // connect may send SIGTERM at once (tests and scripts take a connectable socket for
@@ -86,9 +90,10 @@ public struct Daemon: Sendable {
             .init(service: account, serviceName: "account"),
             .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
+            .init(service: thumbnails, serviceName: "thumbnails"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account, metricsListener], signals: hangups), serviceName: "reload"),
+                                         parts: [uploader, ingest, account, thumbnails, metricsListener], signals: hangups), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))

@@ -2,6 +2,7 @@ import Control
 import Credentials
 import Ingest
 import PhotolalaCore
+import Thumbnails
 import Upload
 
 /// A part of the daemon that shows something in the status. Each fills in its own fields
@@ -34,4 +35,8 @@ extension MetricsListenerService: StatusContributor, Reconfigurable {
     }
 
     func apply(_ settings: Settings) async { await apply(settings.metrics.listen) }
+}
+
+extension ThumbnailService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
