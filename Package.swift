@@ -15,6 +15,13 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        // Already in the graph through async-http-client and swift-nio-extras; named here
+        // because the TLS target uses them directly.
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.1.0"),
+        // Only the TLS tests use it (to make their own certificates).
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"6.0.0"),
     ],
     targets: [
         // C libraries, linked from the system.
@@ -45,22 +52,32 @@ let package = Package(
             "PhotolalaCore", "CInotifyTools", "CLinux",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // The trust (system store + tls.ca_file) both HTTP clients use, and certificate
+        // failures told as sentences.
+        .target(name: "TLS", dependencies: [
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOTLS", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+        ]),
         .target(name: "S3", dependencies: [
-            "PhotolalaCore", "Digests",
+            "PhotolalaCore", "Digests", "TLS",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Backend", dependencies: [
-            "PhotolalaCore",
+            "PhotolalaCore", "TLS",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Credentials", dependencies: [
-            "PhotolalaCore", "Backend",
+            "PhotolalaCore", "Backend", "TLS",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -70,7 +87,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Upload", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Hashing", "Backend", "Credentials",
+            "PhotolalaCore", "Queue", "S3", "Digests", "Hashing", "Backend", "Credentials", "TLS",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -102,6 +119,17 @@ let package = Package(
         .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher", "PhotolalaCore"]),
         .testTarget(name: "S3Tests", dependencies: ["S3", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "TLSTests", dependencies: [
+            "TLS",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         .testTarget(name: "ControlTests", dependencies: [
             "Control",
             .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),

@@ -59,6 +59,7 @@ extension S3Client {
 
         var http = HTTPClientRequest(url: target.origin + signature.requestTarget)
         http.method = request.method
+        if target.usesTLS { http.tlsConfiguration = configuration.trust.configuration }
         for header in signed + signature.headersToAdd {
             http.headers.add(name: header.name, value: header.value)
         }
@@ -89,7 +90,12 @@ extension S3Client {
             ])
             return result
         } catch {
-            let failure = Self.transportError(error, operation: request.operation, key: request.key, timeout: timeout)
+            var failure = Self.transportError(error, operation: request.operation, key: request.key, timeout: timeout)
+            if let why = await configuration.trust.explain(error, host: target.connectHost, port: target.connectPort) {
+                // Retried like any network failure: a certificate gets renewed, a clock fixed.
+                failure = S3Error(kind: .transient, code: "TLSFailure", message: why,
+                                  operation: request.operation, key: request.key)
+            }
             logger.debug("S3 request failed", metadata: [
                 "operation": "\(request.operation)", "key": "\(request.key ?? "-")", "error": "\(failure.code)",
             ])
