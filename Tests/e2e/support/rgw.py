@@ -1,7 +1,7 @@
 """A throw-away Ceph cluster on loopback with a RADOS Gateway in front: the second real
 S3 of the tests (Debian 12's `radosgw`, Ceph 16.2 "Pacific").
 
-One monitor, one OSD on memstore (RAM, 1 GiB at most), pools of one replica, no manager,
+One monitor, one OSD on memstore (RAM, 1 GiB at most unless told otherwise), pools of one replica, no manager,
 no authentication between the daemons, every file (config, keyring, logs, sockets, the
 monitor's store) in the temporary folder given. The gateway serves S3 and STS over plain
 HTTP and, with `tls=`, over HTTPS on its beast frontend; `dns_name=` sets `rgw dns name`
@@ -74,8 +74,9 @@ def boto_config(**extra) -> Config:
 
 class RadosGateway:
     def __init__(self, root: str | Path, *, tls=None, dns_name: str | None = None,
-                 bucket: str = BUCKET, region: str = REGION):
+                 bucket: str = BUCKET, region: str = REGION, memstore_bytes: int = 1 << 30):
         self.root = Path(root)
+        self.memstore_bytes = memstore_bytes   # RAM the OSD may fill (objects live there)
         self.tls = tls                     # a support.tls.ServerCert, or None
         self.ca_file: str | None = str(tls.ca_path) if tls else None
         self.dns_name = dns_name
@@ -139,7 +140,7 @@ class RadosGateway:
             "mon warn on pool no redundancy = false",
             "mon max pg per osd = 1000",
             "osd objectstore = memstore",
-            "memstore device bytes = 1073741824",
+            f"memstore device bytes = {self.memstore_bytes}",
             # Every path in the test's own folder: never /dev/null (see the module notes).
             f"run dir = {r / 'run'}",
             f"admin socket = {r / 'run'}/$name.$pid.asok",
