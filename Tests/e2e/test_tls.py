@@ -78,6 +78,28 @@ def test_a_daemon_without_the_ca_refuses_the_servers_and_uploads_nothing(world, 
 
 
 @HTTPS
+def test_a_daemon_without_the_ca_refuses_s3_too(world, scheme):
+    # Signed in through a plain-HTTP door to the backend (loopback may be plain HTTP),
+    # the daemon meets S3's certificate without the CA: refused, nothing sent.
+    door = FaultProxy(world.backend.url, upstream_ca=world.ca_file).start()
+    try:
+        d = world.daemon(config={"tls": {"ca_file": ""}, "account": {"api_url": door.url}})
+        uid = world.login(d)
+        write_photo(d.photos / "never.jpg", 30_000)
+        s = d.wait_for(lambda s: s["s3"]["state"] == "backoff" and s["s3"]["lastError"], timeout=30,
+                       what="S3 refused for its certificate")
+        assert REFUSED + "it was issued by CN=Photolala Test CA" in s["s3"]["lastError"], s["s3"]
+        assert "tls.ca_file (not set)" in s["s3"]["lastError"]
+        time.sleep(2)
+        stats = world.proxy.stats()
+        assert stats["total"] == 0 and stats["tls_refused"] >= 1, stats
+        assert world.objects(uid) == {}
+        assert d.status()["queue"]["failed"] == 0
+    finally:
+        door.stop()
+
+
+@HTTPS
 @pytest.mark.parametrize("kind", ["wrong-host", "expired", "unknown-ca"])
 def test_a_bad_s3_certificate_is_refused_with_a_clear_status_and_retried(world, scheme, kind, test_ca,
                                                                        loopback_cert, tmp_path):
