@@ -29,6 +29,7 @@ breaks the machine.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -70,6 +71,16 @@ def boto_config(**extra) -> Config:
     return Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1, "mode": "standard"},
                   request_checksum_calculation="when_required", response_checksum_validation="when_required",
                   **extra)
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)   # loaded here: nothing may be dlopen()ed between fork and exec
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies, however it dies, so
+    a killed test run leaves no cluster behind."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class RadosGateway:
@@ -170,7 +181,7 @@ class RadosGateway:
     def _spawn(self, name: str, *args: str) -> None:
         out = open(self._path("log", f"{name}.out"), "ab")
         self.procs[name] = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                            cwd=self.root, start_new_session=True)
+                                            cwd=self.root, start_new_session=True, preexec_fn=_die_with_parent)
         out.close()
 
     def start(self, timeout: float = 60.0) -> "RadosGateway":
