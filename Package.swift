@@ -17,6 +17,13 @@ let package = Package(
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Already in the graph through async-http-client and swift-nio-extras; named here
+        // because the TLS target uses them directly.
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.1.0"),
+        // Only the TLS tests use it (to make their own certificates).
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"6.0.0"),
     ],
     targets: [
         // C libraries, linked from the system.
@@ -54,22 +61,32 @@ let package = Package(
             "PhotolalaCore", "CInotifyTools", "CLinux",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // The trust (system store + tls.ca_file) both HTTP clients use, and certificate
+        // failures told as sentences.
+        .target(name: "TLS", dependencies: [
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOTLS", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+        ]),
         .target(name: "S3", dependencies: [
-            "PhotolalaCore", "Digests",
+            "PhotolalaCore", "Digests", "TLS",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Backend", dependencies: [
-            "PhotolalaCore",
+            "PhotolalaCore", "TLS",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Credentials", dependencies: [
-            "PhotolalaCore", "Backend",
+            "PhotolalaCore", "Backend", "TLS",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -79,7 +96,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Upload", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Hashing", "Backend", "Credentials",
+            "PhotolalaCore", "Queue", "S3", "Digests", "Hashing", "Backend", "Credentials", "TLS",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -92,7 +109,7 @@ let package = Package(
         ]),
         // The thumbnail stage: uploaded objects → photo rows `ready` (thumbnail in the bucket).
         .target(name: "Thumbnails", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Credentials", "Previews", "Upload",
+            "PhotolalaCore", "Queue", "S3", "Digests", "Credentials", "Previews", "Upload", "TLS",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -141,6 +158,17 @@ let package = Package(
         .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "WatcherTests", dependencies: [
             "Watcher", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        ]),
+        .testTarget(name: "TLSTests", dependencies: [
+            "TLS",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+            .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "S3Tests", dependencies: [
             "S3", "Digests", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),

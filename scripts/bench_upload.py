@@ -3,7 +3,16 @@
 `aws s3 cp --recursive` and Debian's `rclone copy` to the same moto in the same run;
 then the daemon's peak RSS while uploading one 2 GiB file.
 
+With --https everything goes over TLS with a test CA made for the run: moto serves HTTPS,
+the daemon gets the CA as tls.ca_file, `aws` as --ca-bundle and rclone as --ca-cert.
+With --target rgw the server is Ceph's RADOS Gateway on a throw-away one-node cluster
+(Tests/e2e/support/rgw.py; memstore, so the photos live in RAM) and the peer is `aws s3
+cp`. Every run also counts the TCP connections each tool opened to the server (from
+`ss`: every socket to or from the server's port seen during the run and in TIME_WAIT
+after it), printed per photo.
+
 Usage: scripts/bench upload [--photos 500] [--big-gib 2] [--concurrency 4] [--rounds 3] [--bin PATH]
+                            [--https] [--target moto|rgw]
 """
 from __future__ import annotations
 
@@ -26,7 +35,9 @@ sys.path.insert(0, str(REPO / "Tests" / "e2e"))
 
 from support.daemon import connectable, raw_request  # noqa: E402
 from support.fake_backend import FakeBackend, user_id_for  # noqa: E402
+from support.rgw import RadosGateway, unavailable  # noqa: E402
 from support.stack import MotoServer  # noqa: E402
+from support.tls import TestCA  # noqa: E402
 
 
 def release_binary() -> str:
@@ -67,6 +78,51 @@ def timed(cmd, env=None) -> float:
     return time.monotonic() - t0
 
 
+class ConnectionCounter:
+    """The TCP connections opened to `port` on loopback while it runs: `ss` every 100 ms,
+    every socket with the port on either end (a client's socket, or the server's side
+    of one that the server closed first and holds in TIME_WAIT), told apart by the
+    client's ephemeral port. A run lasts less than TIME_WAIT's 60 s, so none is missed."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.peers: set[int] = set()
+        self._stop = False
+        import threading
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self):
+        out = subprocess.run(["ss", "-Htan", f"( dport = :{self.port} or sport = :{self.port} )"],
+                             capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            cols = line.split()
+            if len(cols) < 5 or cols[0] == "LISTEN":
+                continue
+            local, peer = cols[3].rsplit(":", 1)[1], cols[4].rsplit(":", 1)[1]
+            self.peers.add(int(peer) if int(local) == self.port else int(local))
+
+    def _run(self):
+        while not self._stop:
+            self._sample()
+            time.sleep(0.1)
+
+    def __enter__(self):
+        self._sample()
+        self._before = set(self.peers)   # what was already there is not this run's
+        self.peers.clear()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop = True
+        self._thread.join()
+        self._sample()
+
+    @property
+    def opened(self) -> int:
+        return len(self.peers - self._before)
+
+
 def vm_hwm_kib(pid: int) -> int:
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmHWM:"):
@@ -86,7 +142,8 @@ def children_cpu_s() -> float:
 
 
 class DaemonRun:
-    def __init__(self, binary: str, root: Path, backend: FakeBackend, concurrency: int, sub: str):
+    def __init__(self, binary: str, root: Path, backend: FakeBackend, concurrency: int, sub: str,
+                 ca_file: str | None = None):
         self.root = root
         self.binary = binary
         self.watched = root / "watched"
@@ -105,7 +162,7 @@ state_dir = "{root / 'state'}"
 socket = "{self.socket}"
 socket_group = "users"
 log_level = "warning"
-""")
+""" + (f'[tls]\nca_file = "{ca_file}"\n' if ca_file else ""))
         self.log = open(root / "d.log", "wb")
         self.proc = subprocess.Popen([binary, "--config", str(root / "d.toml")], stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(200):
@@ -155,40 +212,63 @@ def main() -> int:
     ap.add_argument("--peer-credentials", choices=["sts", "iam"], default="sts",
                     help="sts: the peers use STS keys with a session token, as the daemon must (default); "
                          "iam: the backend's long-term IAM keys, which moto authenticates with less work")
+    ap.add_argument("--https", action="store_true", help="everything over TLS, trusting a test CA made for the run")
+    ap.add_argument("--target", choices=["moto", "rgw"], default="moto",
+                    help="rgw: Ceph's RADOS Gateway on a one-node cluster, against `aws s3 cp` only")
     args = ap.parse_args()
 
     binary = args.bin or release_binary()
-    ensure_rclone()
+    if args.target == "moto":
+        ensure_rclone()
+    elif unavailable():
+        sys.exit(unavailable())
     work = Path(tempfile.mkdtemp(prefix="photolala-bench-", dir="/var/tmp"))
-    moto = MotoServer().start()
-    backend = FakeBackend(moto).start()
+    ca = TestCA(work / "ca") if args.https else None
+    cert = ca.issue("loopback") if ca else None
+    ca_file = str(ca.path) if ca else None
+    if args.target == "rgw":
+        # memstore keeps every object in RAM: room for one tool's photos at a time.
+        server = RadosGateway(work / "rgw", tls=cert, memstore_bytes=6 << 30).start()
+        server_pids = lambda: [server.procs["rgw"].pid, server.procs["osd"].pid]
+        port = server.tls_port if cert else server.port
+    else:
+        server = MotoServer(tls=cert).start()
+        server_pids = lambda: [server.proc.pid]
+        port = server.port
+    backend = FakeBackend(server, tls=cert).start()
     sub = "bench-apple-subject"
     user = user_id_for(sub)
+    server_cpu_s = lambda: sum(proc_cpu_s(pid) for pid in server_pids())
     try:
         staging = work / "photos"
         total = make_photos(staging, args.photos)
         mb = total / 1e6
-        print(f"upload: {args.photos} photos, {mb:.0f} MB, into moto at {moto.endpoint}; {args.rounds} round(s); "
-              f"peers with {args.peer_credentials.upper()} credentials")
+        print(f"upload: {args.photos} photos, {mb:.0f} MB, into {args.target} at {server.endpoint}; "
+              f"{args.rounds} round(s); peers with {args.peer_credentials.upper()} credentials")
         subprocess.run(["cat", *map(str, staging.iterdir())], stdout=subprocess.DEVNULL)  # warm the page cache for everyone
 
         # The peers use the same kind of credentials as the daemon: STS keys with a session
         # token for the same user, vended by the backend, into the user's own prefix, so
-        # moto does the same authentication work for every tool.
+        # the server does the same authentication work for every tool.
         def peer_credentials() -> dict:
             if args.peer_credentials == "iam":
-                return {"accessKeyId": moto.backend_access_key, "secretAccessKey": moto.backend_secret_key,
+                return {"accessKeyId": server.backend_access_key, "secretAccessKey": server.backend_secret_key,
                         "sessionToken": ""}
             return backend._vend(user)["credentials"]
 
         def run_aws(r: int) -> float:
             c = peer_credentials()
             env = dict(os.environ, AWS_ACCESS_KEY_ID=c["accessKeyId"], AWS_SECRET_ACCESS_KEY=c["secretAccessKey"],
-                       AWS_DEFAULT_REGION=moto.region)
+                       AWS_DEFAULT_REGION=server.region)
             if c["sessionToken"]:
                 env["AWS_SESSION_TOKEN"] = c["sessionToken"]
-            return timed(["aws", "--endpoint-url", moto.endpoint, "s3", "cp", "--recursive", "--only-show-errors",
-                          str(staging), f"s3://{moto.bucket}/photos/{user}/aws-{r}/"], env=env)
+            if args.target == "rgw":
+                # Pacific does not take the CRC32 checksums newer botocore adds by default.
+                env.update(AWS_REQUEST_CHECKSUM_CALCULATION="when_required",
+                           AWS_RESPONSE_CHECKSUM_VALIDATION="when_required")
+            tls = ["--ca-bundle", ca_file] if ca_file else []
+            return timed(["aws", "--endpoint-url", server.endpoint, *tls, "s3", "cp", "--recursive",
+                          "--only-show-errors", str(staging), f"s3://{server.bucket}/photos/{user}/aws-{r}/"], env=env)
 
         def run_rclone(r: int) -> float:
             c = peer_credentials()
@@ -196,16 +276,17 @@ def main() -> int:
             renv.update(RCLONE_CONFIG_MOTO_TYPE="s3", RCLONE_CONFIG_MOTO_PROVIDER="Other",
                         RCLONE_CONFIG_MOTO_ACCESS_KEY_ID=c["accessKeyId"],
                         RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY=c["secretAccessKey"],
-                        RCLONE_CONFIG_MOTO_ENDPOINT=moto.endpoint, RCLONE_CONFIG_MOTO_REGION=moto.region)
+                        RCLONE_CONFIG_MOTO_ENDPOINT=server.endpoint, RCLONE_CONFIG_MOTO_REGION=server.region)
             if c["sessionToken"]:
                 renv["RCLONE_CONFIG_MOTO_SESSION_TOKEN"] = c["sessionToken"]
-            return timed(["rclone", "copy", "--no-traverse", "--s3-no-check-bucket", str(staging),
-                          f"moto:{moto.bucket}/photos/{user}/rclone-{r}/"], env=renv)
+            tls = ["--ca-cert", ca_file] if ca_file else []
+            return timed(["rclone", "copy", "--no-traverse", "--s3-no-check-bucket", *tls, str(staging),
+                          f"moto:{server.bucket}/photos/{user}/rclone-{r}/"], env=renv)
 
         daemon_cpu: list[float] = []
 
         def run_daemon(r: int) -> float:
-            run = DaemonRun(binary, work / f"daemon-{r}", backend, args.concurrency, sub)
+            run = DaemonRun(binary, work / f"daemon-{r}", backend, args.concurrency, sub, ca_file)
             cpu0 = proc_cpu_s(run.proc.pid)
             t0 = time.monotonic()
             os.rename(staging, run.watched / "photos")  # the drop: every file appears at once
@@ -216,29 +297,38 @@ def main() -> int:
             os.rename(run.watched / "photos", staging)
             return elapsed
 
-        tools = {"aws s3 cp --recursive": run_aws, "rclone copy": run_rclone, "photolalad": run_daemon}
+        tools = {"aws s3 cp --recursive": run_aws, "photolalad": run_daemon}
+        if args.target == "moto":
+            tools = {"aws s3 cp --recursive": run_aws, "rclone copy": run_rclone, "photolalad": run_daemon}
         names = list(tools)
         times: dict[str, list[float]] = {n: [] for n in names}
         cpu: dict[str, list[float]] = {n: [] for n in names}
-        moto_cpu: dict[str, list[float]] = {n: [] for n in names}
+        server_cpu: dict[str, list[float]] = {n: [] for n in names}
+        conns: dict[str, list[int]] = {n: [] for n in names}
         for r in range(args.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             for name in order:
-                c0, m0 = children_cpu_s(), proc_cpu_s(moto.proc.pid)
-                t = tools[name](r)
-                m1 = proc_cpu_s(moto.proc.pid)
+                c0, m0 = children_cpu_s(), server_cpu_s()
+                with ConnectionCounter(port) as counter:
+                    t = tools[name](r)
+                m1 = server_cpu_s()
                 times[name].append(t)
                 cpu[name].append(daemon_cpu[-1] if name == "photolalad" else children_cpu_s() - c0)
-                moto_cpu[name].append(m1 - m0)
+                server_cpu[name].append(m1 - m0)
+                conns[name].append(counter.opened)
                 print(f"  round {r + 1}  {name:<24} {t:7.2f} s  {mb / t:6.1f} MB/s  "
-                      f"CPU {cpu[name][-1]:5.1f} s, moto's {moto_cpu[name][-1]:5.1f} s", flush=True)
-                moto.empty_bucket()  # moto keeps objects in memory: every tool starts on an empty bucket
+                      f"CPU {cpu[name][-1]:5.1f} s, {args.target}'s {server_cpu[name][-1]:5.1f} s, "
+                      f"{counter.opened} connections ({counter.opened / args.photos:.2f} per photo)", flush=True)
+                server.empty_bucket()  # every tool starts on an empty bucket (and moto/memstore keep it in RAM)
         med = {n: statistics.median(times[n]) for n in names}
         print("medians:")
         for n in names:
             print(f"  {n:<24} {med[n]:7.2f} s  {mb / med[n]:6.1f} MB/s  CPU {statistics.median(cpu[n]):5.1f} s, "
-                  f"moto's {statistics.median(moto_cpu[n]):5.1f} s  (runs: {', '.join(f'{t:.2f}' for t in times[n])})")
-        faster = min(med["aws s3 cp --recursive"], med["rclone copy"])
+                  f"{args.target}'s {statistics.median(server_cpu[n]):5.1f} s, "
+                  f"{statistics.median(conns[n]) / args.photos:.2f} connections per photo  "
+                  f"(runs: {', '.join(f'{t:.2f}' for t in times[n])})")
+        peers = [n for n in names if n != "photolalad"]
+        faster = min(med[n] for n in peers)
         print(f"  ratio photolalad / faster peer = {med['photolalad'] / faster:.2f} (target <= 1.0; settle 1s included)")
 
         if args.big_gib > 0:
@@ -249,7 +339,7 @@ def main() -> int:
                 block = os.urandom(16 << 20)
                 for _ in range(size // len(block)):
                     f.write(os.urandom(4096) + block[4096:])
-            run = DaemonRun(binary, work / "daemon-big", backend, args.concurrency, sub)
+            run = DaemonRun(binary, work / "daemon-big", backend, args.concurrency, sub, ca_file)
             base = vm_hwm_kib(run.proc.pid)
             os.rename(big, run.watched / "big")
             run.wait_uploaded(1, timeout=3600)
@@ -258,7 +348,7 @@ def main() -> int:
             run.stop()
     finally:
         backend.stop()
-        moto.stop()
+        server.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import PhotolalaCore
+import TLS
 
 /// Talks to the Photolala backend over HTTPS (plain HTTP only for loopback, as config
 /// checks). Every call has a deadline; errors come back classified, never with a token.
@@ -12,15 +13,29 @@ public struct BackendClient: Sendable {
     let http: HTTPClient
     let timeout: TimeAmount
     let logger: Logger
+    /// What an https base URL's certificate is verified against (`tls.ca_file`).
+    public let trust: TLSTrust
 
-    public init(baseURL: String, http: HTTPClient = .shared, timeout: TimeAmount = .seconds(20), logger: Logger) {
+    public init(baseURL: String, trust: TLSTrust = .system, http: HTTPClient = BackendClient.sharedHTTP,
+                timeout: TimeAmount = .seconds(20), logger: Logger) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURL = base
+        self.trust = trust
         self.http = http
         self.timeout = timeout
         self.logger = logger
     }
+
+    /// One client for the process, kept alive like `HTTPClient.shared`, but one whose pool
+    /// fails a request at once when its connection cannot be made (refused, certificate
+    /// refused) instead of retrying until the deadline: the credentials machine retries
+    /// with its own backoff, and status says why in the meantime.
+    public static let sharedHTTP: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
 
     // MARK: section 1
 
@@ -98,6 +113,7 @@ public struct BackendClient: Sendable {
     func call<Body: Encodable, Answer: Decodable>(_ method: String, _ path: String, bearer: String? = nil, body: Body?, as: Answer.Type) async throws(BackendError) -> Answer {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = HTTPMethod(rawValue: method)
+        if baseURL.lowercased().hasPrefix("https:") { request.tlsConfiguration = trust.configuration }
         request.headers.add(name: "Accept", value: "application/json")
         request.headers.add(name: "User-Agent", value: "photolalad/\(PhotolalaVersion.current)")
         if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
@@ -118,6 +134,9 @@ public struct BackendClient: Sendable {
         } catch {
             if status == 0 { DaemonCounter.backendRequests.increment(path, "error") }
             logger.debug("backend call failed", metadata: ["call": "\(method) \(path)", "error": "\(type(of: error))"])
+            if let (host, port) = endpoint, let why = await trust.explain(error, host: host, port: port) {
+                throw .transient(why)
+            }
             throw .transient(Self.describe(error))
         }
         let data = Data(bytes.readableBytesView)
@@ -137,6 +156,13 @@ public struct BackendClient: Sendable {
         } catch {
             throw .transient("unexpected answer from \(path) (HTTP \(status))")
         }
+    }
+
+    /// The host and port the base URL connects to.
+    var endpoint: (String, Int)? {
+        guard let url = URL(string: baseURL), let host = url.host, !host.isEmpty else { return nil }
+        let bare = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        return (bare, url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))
     }
 
     static func describe(_ error: Error) -> String {

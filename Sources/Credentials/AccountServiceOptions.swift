@@ -1,6 +1,7 @@
 import Backend
 import Logging
 import PhotolalaCore
+import TLS
 
 extension AccountService {
     /// What the account service takes from the settings: the one mapping, used at start
@@ -11,24 +12,27 @@ extension AccountService {
         public var deviceName: String
         public var refreshBeforeExpiry: Duration
         public var appleCheckInterval: Duration
+        /// The system's CA store plus `tls.ca_file`, read now (so a reload re-reads it).
+        public var trust: TLSTrust
 
         public init(_ settings: Settings) {
             apiURL = settings.account.apiURL
             deviceName = settings.account.deviceName ?? HostName.current()
             refreshBeforeExpiry = settings.credentials.refreshBeforeExpiry
             appleCheckInterval = settings.credentials.appleCheckInterval
+            trust = TLSTrust(caFile: settings.tls.caFile)
         }
     }
 
     public init(stateDir: String, options: Options, logger: Logger, statusChanges: ChangeFeed = ChangeFeed()) {
-        self.init(stateDir: stateDir, backend: BackendClient(baseURL: options.apiURL, logger: logger), deviceName: options.deviceName,
+        self.init(stateDir: stateDir, backend: BackendClient(baseURL: options.apiURL, trust: options.trust, logger: logger), deviceName: options.deviceName,
                   refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval, logger: logger,
                   statusChanges: statusChanges)
     }
 
     /// New settings on reload: a new backend client, device name and timings.
     public func reconfigure(_ options: Options) {
-        reconfigure(backend: BackendClient(baseURL: options.apiURL, logger: logger), deviceName: options.deviceName,
+        reconfigure(backend: BackendClient(baseURL: options.apiURL, trust: options.trust, logger: logger), deviceName: options.deviceName,
                     refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval)
     }
 }

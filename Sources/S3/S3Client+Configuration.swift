@@ -1,4 +1,5 @@
 import Foundation
+import TLS
 
 /// Which bucket, where, and the limits every request is held to.
 extension S3Client {
@@ -21,6 +22,8 @@ extension S3Client {
         public var chunkSize: Int = 256 * 1024
         /// Largest response body read into memory (ListParts pages are the biggest, ~300 KB).
         public var maximumResponseBytes: Int = 16 << 20
+        /// What an https endpoint's certificate is verified against (`tls.ca_file`).
+        public var trust: TLSTrust = .system
 
         public init(bucket: String, region: String, endpoint: String? = nil, requiredKeyPrefix: String? = nil) {
             self.bucket = bucket

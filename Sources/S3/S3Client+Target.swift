@@ -9,6 +9,10 @@ extension S3Client {
         var hostHeader: String
         var pathPrefix: String
         var usesTLS: Bool
+        /// Where the connection goes (without brackets for IPv6): what a certificate
+        /// diagnosis connects to.
+        var connectHost: String
+        var connectPort: Int
 
         init(_ configuration: Configuration) throws(S3Error) {
             let bucket = configuration.bucket
@@ -18,14 +22,17 @@ extension S3Client {
             guard let endpoint = configuration.endpoint else {
                 let awsHost = "s3.\(configuration.region).amazonaws.com"
                 usesTLS = true
+                connectPort = 443
                 if bucket.contains(".") {
                     // A dotted bucket breaks the *.s3 wildcard certificate: path-style instead.
                     origin = "https://" + awsHost
                     hostHeader = awsHost
+                    connectHost = awsHost
                     pathPrefix = "/" + SigV4Signer.encodePath(bucket)
                 } else {
                     hostHeader = "\(bucket).\(awsHost)"
                     origin = "https://" + hostHeader
+                    connectHost = hostHeader
                     pathPrefix = ""
                 }
                 return
@@ -38,6 +45,8 @@ extension S3Client {
             usesTLS = scheme == "https"
             let host = rawHost.contains(":") && !rawHost.hasPrefix("[") ? "[\(rawHost)]" : rawHost
             let defaultPort = usesTLS ? 443 : 80
+            connectHost = rawHost.hasPrefix("[") ? String(rawHost.dropFirst().dropLast()) : rawHost
+            connectPort = url.port ?? defaultPort
             hostHeader = url.port.map { $0 == defaultPort ? host : "\(host):\($0)" } ?? host
             origin = "\(scheme)://\(hostHeader)"
             var basePath = url.path

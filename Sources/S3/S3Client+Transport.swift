@@ -82,6 +82,7 @@ extension S3Client {
 
         var http = HTTPClientRequest(url: target.origin + signature.requestTarget)
         http.method = request.method
+        if target.usesTLS { http.tlsConfiguration = configuration.trust.configuration }
         for header in signed + signature.headersToAdd {
             http.headers.add(name: header.name, value: header.value)
         }
@@ -102,7 +103,13 @@ extension S3Client {
             Self.count(request, status: Int(response.status.code))
             return response
         } catch {
-            throw failed(error, request, timeout: timeout)
+            var failure = failed(error, request, timeout: timeout)
+            if let why = await configuration.trust.explain(error, host: target.connectHost, port: target.connectPort) {
+                // Retried like any network failure: a certificate gets renewed, a clock fixed.
+                failure = S3Error(kind: .transient, code: "TLSFailure", message: why,
+                                  operation: request.operation, key: request.key)
+            }
+            throw failure
         }
     }
 

@@ -45,8 +45,12 @@ public struct S3Client: Sendable {
     /// An HTTP/1.1 client fit for S3: 10 s to connect, 60 s of silence tolerated while
     /// waiting for an answer or while the peer stops reading, redirects not followed (a
     /// streamed body cannot be replayed, and S3 only redirects on a wrong region).
+    /// Connections are kept alive and reused for 60 s. A connection that cannot be made
+    /// (refused, TLS refused) fails its requests at once instead of being retried by the
+    /// pool until their deadline: the uploader's own backoff retries, and status says why.
+    /// TLS trust comes with each request (`Configuration.trust`).
     public static func makeHTTPClient(connectTimeout: TimeInterval = 10, idleTimeout: TimeInterval = 60,
-                                      maximumConnectionsPerHost: Int = 8) -> HTTPClient {
+                                      maximumConnectionsPerHost: Int = 8, connectProxy: ConnectProxy? = nil) -> HTTPClient {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: .milliseconds(Int64(connectTimeout * 1000)),
@@ -56,6 +60,8 @@ public struct S3Client: Sendable {
                                   concurrentHTTP1ConnectionsPerHostSoftLimit: maximumConnectionsPerHost),
             decompression: .disabled)
         configuration.httpVersion = .http1Only
+        configuration.connectionPool.retryConnectionEstablishment = false
+        if let connectProxy { configuration.proxy = .server(host: connectProxy.host, port: connectProxy.port) }
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }
 

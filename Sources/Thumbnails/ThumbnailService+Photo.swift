@@ -61,9 +61,10 @@ extension ThumbnailService {
         let key = prefix + job.md5 + ".jpg"
         let client: S3Client
         do {
-            client = try S3Client(configuration: .init(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint,
-                                                        requiredKeyPrefix: prefix),
-                                  httpClient: http, clockOffset: clockOffset, logger: logger)
+            var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint,
+                                                       requiredKeyPrefix: prefix)
+            configuration.trust = options.trust
+            client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
         } catch {
             return .later("S3: \(error)", after: 60)
         }

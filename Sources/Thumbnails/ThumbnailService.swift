@@ -9,6 +9,7 @@ import Previews
 import Queue
 import S3
 import ServiceLifecycle
+import TLS
 import Upload
 
 /// The thumbnail stage: takes objects `uploaded` with no `photo` row, gives each a
@@ -25,11 +26,14 @@ public actor ThumbnailService: Service {
         public var concurrency: Int
         /// `watch.follow_symlinks`: a path may be a link, read through it as hashed.
         public var followSymlinks: Bool
+        /// The system's CAs plus `tls.ca_file`, as for the uploads.
+        public var trust: TLSTrust
 
         public init(_ settings: Settings) {
             enabled = settings.catalog.enabled
             concurrency = max(1, min(2, ProcessInfo.processInfo.activeProcessorCount / 2))
             followSymlinks = settings.watch.followSymlinks
+            trust = TLSTrust(caFile: settings.tls.caFile)
         }
     }
 

@@ -8,6 +8,7 @@ import PhotolalaCore
 import Queue
 import S3
 import ServiceLifecycle
+import TLS
 
 /// The upload stage: takes objects whose files are hashed (`queued`) and moves them to
 /// `uploaded`. `upload.concurrency` workers claim objects from the queue (one transaction
@@ -24,6 +25,9 @@ public actor UploaderService: Service {
         public var bandwidthLimit: Int64?
         /// `watch.follow_symlinks`: a queued path may be a link, read through it as hashed.
         public var followSymlinks: Bool
+        /// What an https endpoint's certificate is verified against: the system's store
+        /// plus `tls.ca_file`, read now (so a reload re-reads it).
+        public var trust: TLSTrust
 
         /// The one mapping from settings, at start and on reload.
         public init(_ settings: Settings) {
@@ -34,6 +38,7 @@ public actor UploaderService: Service {
             storageClass = s.storageClass
             bandwidthLimit = s.bandwidthLimit
             followSymlinks = settings.watch.followSymlinks
+            trust = TLSTrust(caFile: settings.tls.caFile)
         }
     }
 
@@ -65,7 +70,11 @@ public actor UploaderService: Service {
         self.payloadDigests = payloadDigests
         outage = policy.outage
         bandwidth = TokenBucket(bytesPerSecond: options.bandwidthLimit)
-        http = S3Client.makeHTTPClient(maximumConnectionsPerHost: max(8, options.concurrency * 2))
+        let proxy = ConnectProxy.debugOverride
+        if let proxy {
+            logger.warning("debug build: every S3 connection goes through the proxy \(proxy.host):\(proxy.port) (\(ConnectProxy.debugVariable))")
+        }
+        http = S3Client.makeHTTPClient(maximumConnectionsPerHost: max(8, options.concurrency * 2), connectProxy: proxy)
     }
 
     public func apply(_ new: Options) async {
@@ -254,6 +263,7 @@ public actor UploaderService: Service {
         let prefix = "photos/\(userId)/"
         var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint, requiredKeyPrefix: prefix)
         configuration.chunkSize = 256 << 10
+        configuration.trust = options.trust
         let client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
         let credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
                                         sessionToken: grant.sessionToken, expiration: grant.expiration)

@@ -28,6 +28,13 @@ import Upload
         #expect(o.appleCheckInterval == .seconds(3600))
     }
 
+    @Test func theAccountTrustsTLSCAFileForTheBackend() {
+        var s = settings()
+        #expect(AccountService.Options(s).trust.caFile == nil)
+        s.tls.caFile = "/etc/photolala/private-ca.pem"
+        #expect(AccountService.Options(s).trust.caFile == "/etc/photolala/private-ca.pem")
+    }
+
     @Test func noDeviceNameMeansTheHostName() {
         var s = settings()
         s.account.deviceName = nil

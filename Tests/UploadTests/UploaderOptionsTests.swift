@@ -20,6 +20,15 @@ import Testing
         #expect(o.followSymlinks)
     }
 
+    @Test func tlsCAFileBecomesTheTrustOfEveryRequest() {
+        var s = Settings()
+        #expect(UploaderService.Options(s).trust.caFile == nil)
+        s.tls.caFile = "/etc/photolala/private-ca.pem"
+        let o = UploaderService.Options(s)
+        #expect(o.trust.caFile == "/etc/photolala/private-ca.pem")
+        #expect(o != UploaderService.Options(Settings()))
+    }
+
     @Test func theDefaultsAreConfigMd() {
         let o = UploaderService.Options(Settings())
         #expect(o.concurrency == 4 && o.multipartThreshold == 64 << 20 && o.partSize == 16 << 20)

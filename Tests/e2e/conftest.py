@@ -1,5 +1,10 @@
 """Fixtures for the real test stack: moto (S3/STS/IAM with auth on), the fake Photolala
-backend and the fault proxy. All lazy: suites that do not ask for them start nothing."""
+backend and the fault proxy. All lazy: suites that do not ask for them start nothing.
+
+The stack speaks plain HTTP unless a test asks for HTTPS by parametrizing `scheme`
+(`@pytest.mark.parametrize("scheme", ["http", "https"])`): then moto, the backend and the
+proxy serve TLS with a certificate from a test CA made at run time (support/tls.py), and
+`World` gives the daemon that CA as `tls.ca_file`."""
 import time
 
 import pytest
@@ -8,29 +13,63 @@ from support import reliability as rel
 from support.fake_backend import FakeBackend
 from support.fault_proxy import FaultProxy
 from support.stack import MotoServer
+from support.tls import TestCA
 
 
 @pytest.fixture(scope="session")
-def moto():
+def test_ca(tmp_path_factory) -> TestCA:
+    """The CA of the HTTPS stack, made once per session; `test_ca.path` is its PEM."""
+    return TestCA(tmp_path_factory.mktemp("test-ca"))
+
+
+@pytest.fixture(scope="session")
+def loopback_cert(test_ca):
+    """The certificate every HTTPS server of the stack presents: 127.0.0.1 and localhost."""
+    return test_ca.issue("loopback")
+
+
+@pytest.fixture(scope="session")
+def moto_http():
     """One moto_server for the whole session (setup costs about a second)."""
     server = MotoServer().start()
     yield server
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def moto_https(loopback_cert):
+    """The same over TLS, started only by the first test that asks for HTTPS."""
+    server = MotoServer(tls=loopback_cert).start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def backend(moto):
+def scheme() -> str:
+    """"http"; a test parametrizes it to run over HTTPS too."""
+    return "http"
+
+
+@pytest.fixture
+def moto(request, scheme):
+    return request.getfixturevalue(f"moto_{scheme}")
+
+
+@pytest.fixture
+def backend(request, moto, scheme):
     """A fresh fake backend per test, against the shared moto, with an empty bucket."""
     moto.empty_bucket()
-    b = FakeBackend(moto).start()
+    tls = request.getfixturevalue("loopback_cert") if scheme == "https" else None
+    b = FakeBackend(moto, tls=tls).start()
     yield b
     b.stop()
 
 
 @pytest.fixture
-def proxy(moto):
-    """A fresh fault proxy in front of moto, no faults."""
-    p = FaultProxy(moto.endpoint).start()
+def proxy(request, moto, scheme):
+    """A fresh fault proxy in front of moto, no faults (over TLS when the stack is)."""
+    tls = request.getfixturevalue("loopback_cert") if scheme == "https" else None
+    p = FaultProxy(moto.endpoint, tls=tls, upstream_ca=moto.ca_file).start()
     yield p
     p.stop()
 
@@ -43,6 +82,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "packaging: builds the .deb or boots it under a real systemd (runs by default)")
     config.addinivalue_line("markers", "reliability(suite): a reliability suite of issue 7; writes its row to docs/reliability.md")
+    config.addinivalue_line("markers", "rgw: against a local Ceph RADOS Gateway (skipped, with the reason, when Ceph is not installed)")
     config._reliability_rows = []
 
 
@@ -58,7 +98,9 @@ def reliability(request):
     marker = request.node.get_closest_marker("reliability")
     assert marker, "a test using the reliability fixture needs @pytest.mark.reliability(suite)"
     variant = "long" if request.config.getoption("--long") else "short"
-    recorder = rel.Recorder(marker.args[0], request.node.name, variant)
+    # A test that gained an HTTPS variant keeps its row's name for the plain-HTTP one.
+    name = request.node.name.removesuffix("[http]")
+    recorder = rel.Recorder(marker.args[0], name, variant)
     request.node._reliability_row = recorder.row
     request.config._reliability_rows.append(recorder.row)
     started = time.monotonic()

@@ -211,7 +211,8 @@ def test_s3_refusing_every_credential_does_not_storm_the_backend(world, reliabil
 # ---- latency, then resets, 503s and truncated answers -------------------------------------------
 
 @pytest.mark.reliability("network")
-def test_latency_then_resets_503s_and_truncated_answers(world, reliability, long_run):
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_latency_then_resets_503s_and_truncated_answers(world, reliability, long_run, scheme):
     mixed_for = 90.0 if long_run else 30.0
     d = world.daemon(config={"upload": SMALL_MULTIPART})
     uid = world.login(d)
@@ -268,9 +269,9 @@ def test_latency_then_resets_503s_and_truncated_answers(world, reliability, long
     assert len(leftover) <= cut_creates, (leftover, cut_creates)
 
     reliability.describe(
-        injected=f"3 s latency on every request (9 photos, one multipart); then for {mixed_for:.0f} s 1 s latency with "
-                 "15% 503 SlowDown, 10% TCP resets and 10% answers cut off after S3 acted, while photos and two "
-                 "3-part videos arrived",
+        injected=f"over {scheme.upper()}: 3 s latency on every request (9 photos, one multipart); then for "
+                 f"{mixed_for:.0f} s 1 s latency with 15% 503 SlowDown, 10% TCP resets and 10% answers cut off after "
+                 "S3 acted, while photos and two 3-part videos arrived",
         times=f"{faults['slowdown']} 503s, {faults['reset']} resets, {faults['truncated']} truncated answers",
         checked="under latency: no request repeated, exactly the minimal requests, S3 reported ok, status answered; "
                 f"mixed: every photo uploaded with MD5 = key, nothing failed, requests ≤ 3 × minimal ({minimal}), "

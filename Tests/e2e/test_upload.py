@@ -1,7 +1,11 @@
 """Uploading, end to end: the real photolalad against moto (auth enforced) with real STS
 credentials from the fake backend, every S3 request passing through the fault proxy so
 it can be counted (and, where a test says so, broken). Every object is read back and its
-body's MD5 checked against its key; every daemon log line is checked for secrets."""
+body's MD5 checked against its key; every daemon log line is checked for secrets.
+
+Tests parametrized with `scheme` run twice: over plain HTTP, and over HTTPS end to end
+(backend, proxy and moto with a test CA's certificate, the daemon given that CA as
+`tls.ca_file`), where bodies must go with `UNSIGNED-PAYLOAD` signatures."""
 from __future__ import annotations
 
 import datetime as dt
@@ -40,9 +44,22 @@ def ops(world, **where) -> list[dict]:
     return [r for r in world.s3_ops() if all(r.get(k) == v for k, v in where.items())]
 
 
+BOTH = pytest.mark.parametrize("scheme", ["http", "https"])
+
+
+def assert_payload_signing(world, scheme: str):
+    """Over HTTPS every body goes unsigned (Content-MD5 guards it, s3-layout.md); over
+    plain HTTP the body's SHA-256 is signed."""
+    bodies = [r for r in world.s3_ops() if r["op"] in ("PutObject", "UploadPart")]
+    assert bodies
+    want = "UNSIGNED-PAYLOAD" if scheme == "https" else "sha256"
+    assert {r["payload"] for r in bodies} == {want}, {r["payload"] for r in bodies}
+
+
 # ---- a mixed folder -------------------------------------------------------------------
 
-def test_mixed_folder_small_photos_and_a_multipart_file(world):
+@BOTH
+def test_mixed_folder_small_photos_and_a_multipart_file(world, scheme):
     # A bandwidth limit keeps the large file on the wire long enough to see it in status.
     d = world.daemon(config={"upload": {"multipart_threshold": "5MiB", "part_size": "5MiB", "bandwidth_limit": "8MiB/s"}})
     uid = world.login(d)
@@ -92,6 +109,9 @@ def test_mixed_folder_small_photos_and_a_multipart_file(world):
     # Nothing outside the user's own prefix was ever addressed.
     for r in world.s3_ops():
         assert r["path"].startswith(f"/{world.moto.bucket}/photos/{uid}/"), r
+    assert_payload_signing(world, scheme)
+    # Kept alive: a handful of connections for all the requests (a few per worker).
+    assert world.proxy.stats()["connections"] <= 8, world.proxy.stats()["connections"]
 
     # Status: the stable fields of shared/spec/cli.md.
     s = d.status()
@@ -166,7 +186,8 @@ def test_object_already_in_s3_is_not_sent_again(world):
 
 # ---- credentials that expire while uploading ---------------------------------------------
 
-def test_short_sts_credentials_are_refreshed_while_uploads_go_on(world):
+@BOTH
+def test_short_sts_credentials_are_refreshed_while_uploads_go_on(world, scheme):
     world.backend.configure(sts_expires_in=15)
     # The proxy answers ExpiredToken to any request signed with keys past the expiration the
     # backend reported (moto itself would accept them): stale credentials cannot slip by.
@@ -241,7 +262,8 @@ def test_expired_access_token_is_refreshed_with_the_refresh_token(world):
 
 # ---- a hostile network ----------------------------------------------------------------
 
-def test_uploads_survive_slowdowns_resets_and_expired_tokens(world):
+@BOTH
+def test_uploads_survive_slowdowns_resets_and_expired_tokens(world, scheme):
     d = world.daemon(config=SMALL_MULTIPART)
     uid = world.login(d)
     world.proxy.set_faults(slowdown_rate=0.25, reset_rate=0.05, expired_token_count=2, seed=20261122)
@@ -294,7 +316,8 @@ def test_expired_token_on_head_is_not_a_failure(world):
     assert set(world.objects(uid)) == {world.key(uid, body)}
 
 
-def test_kill9_mid_multipart_resumes_without_resending_finished_parts(world):
+@BOTH
+def test_kill9_mid_multipart_resumes_without_resending_finished_parts(world, scheme):
     cfg = {"upload": {"multipart_threshold": "5MiB", "part_size": "5MiB", "bandwidth_limit": "5MiB/s"}}
     d = world.daemon(config=cfg)
     uid = world.login(d)
@@ -327,6 +350,7 @@ def test_kill9_mid_multipart_resumes_without_resending_finished_parts(world):
     assert len(ops(world, op="CreateMultipartUpload")) == 1
     assert set(world.objects(uid)) == {world.key(uid, body)}
     assert d.status()["queue"]["failed"] == 0
+    assert_payload_signing(world, scheme)
 
 
 # ---- quota -----------------------------------------------------------------------------

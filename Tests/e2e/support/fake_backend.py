@@ -16,6 +16,12 @@ methods. Every secret it issues or receives is recorded so tests can grep the da
 logs and files for them (`GET /_test/secrets`); its own log lines carry method, path and
 status only.
 
+Over HTTPS: `FakeBackend(moto, tls=ca.issue(...))` serves with that certificate
+(support/tls.py); it reaches an https:// STS (moto or RGW) verified against the stack's
+`ca_file`. Any object with moto's attributes (endpoint, backend keys, role_arn, region,
+bucket, ca_file) can stand behind it: support/rgw.py's gateway is one (RGW's STS wants
+the session policy as compact JSON, which is how it is always sent).
+
 In-process:
 
     backend = FakeBackend(moto).start()      # moto: a support.stack.MotoServer
@@ -185,8 +191,12 @@ class FakeBackend:
     def __init__(self, moto: MotoServer | None = None, *, moto_endpoint: str | None = None,
                  backend_access_key: str | None = None, backend_secret_key: str | None = None,
                  role_arn: str | None = None, region: str | None = None, bucket: str | None = None,
-                 host: str = "127.0.0.1", port: int = 0, client_id: str = DEFAULT_CLIENT_ID):
+                 host: str = "127.0.0.1", port: int = 0, client_id: str = DEFAULT_CLIENT_ID,
+                 tls=None, ca_file: str | None = None):
         self.moto_endpoint = moto_endpoint or (moto.endpoint if moto else None)
+        # What an https STS endpoint is verified against; this backend's own certificate.
+        self.ca_file = ca_file or (getattr(moto, "ca_file", None) if moto else None)
+        self.tls = tls
         self.backend_access_key = backend_access_key or (moto.backend_access_key if moto else None)
         self.backend_secret_key = backend_secret_key or (moto.backend_secret_key if moto else None)
         self.role_arn = role_arn or (moto.role_arn if moto else None)
@@ -205,7 +215,7 @@ class FakeBackend:
         self._sts = boto_client(
             "sts", endpoint_url=self.moto_endpoint, region_name=self.region,
             aws_access_key_id=self.backend_access_key, aws_secret_access_key=self.backend_secret_key,
-            config=BotoConfig(retries={"max_attempts": 2, "mode": "standard"}))
+            verify=self.ca_file, config=BotoConfig(retries={"max_attempts": 2, "mode": "standard"}))
         self._lock = threading.RLock()
         self._unhang = threading.Event()
         self._server = None
@@ -217,11 +227,12 @@ class FakeBackend:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def start(self) -> "FakeBackend":
         self._server = make_server(self.host, self.port, self.app, threaded=True,
-                                   request_handler=_QuietHandler)
+                                   request_handler=_QuietHandler,
+                                   ssl_context=self.tls.server_context() if self.tls else None)
         self.port = self._server.server_port
         # A short poll interval: shutdown() waits for it, and tests start and stop many.
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -348,7 +359,7 @@ class FakeBackend:
 
     def login(self, sub: str) -> dict:
         """Sign `sub` in through the real endpoint; returns the section-1 answer."""
-        r = requests.post(f"{self.url}/api/auth/apple", timeout=10,
+        r = requests.post(f"{self.url}/api/auth/apple", timeout=10, verify=str(self.tls.ca_path) if self.tls else True,
                           json={"identityToken": self.mint_identity_token(sub),
                                 "authorizationCode": "c_" + _secrets.token_hex(8), "deviceName": "test"})
         r.raise_for_status()
@@ -417,7 +428,9 @@ class FakeBackend:
         try:
             creds = self._sts.assume_role(
                 RoleArn=self.role_arn, RoleSessionName=f"photolala-{user_id}",
-                Policy=json.dumps(policy), DurationSeconds=self.config.sts_duration_seconds)["Credentials"]
+                # Compact: Ceph Pacific's STS refuses a policy with spaces in it.
+                Policy=json.dumps(policy, separators=(",", ":")),
+                DurationSeconds=self.config.sts_duration_seconds)["Credentials"]
         except Exception as e:  # moto down or refusing: the real backend would answer 5xx
             log.warning("AssumeRole failed: %s", type(e).__name__)
             raise ApiError(502, "sts_unavailable", "could not get credentials from STS")

@@ -20,6 +20,12 @@ Faults, evaluated per request in this order (control paths /_proxy/ are never fa
                          body (or none, with 64 declared, when the body is empty; for HEAD,
                          which has no body, close after 10 bytes of the status line)
 
+Over TLS: `FaultProxy(upstream, tls=server_cert, upstream_ca=ca_path)` serves HTTPS with that
+certificate (support/tls.py), so the daemon's TLS ends here (a handshake the client refuses
+is counted as `tls_refused`, nothing else happens), and an `https://` upstream is reached
+over TLS verified against `upstream_ca`. Each request's `payload` says how it was signed:
+"UNSIGNED-PAYLOAD", "sha256" (the body's hash) or "streaming".
+
 Python:  proxy = FaultProxy(moto.endpoint).start(); proxy.set_faults(slowdown_rate=0.2, seed=1)
 HTTP:    POST {proxy.url}/_proxy/faults {"slowdown_rate": 0.2, "seed": 1}
 Script:  python3 Tests/e2e/support/fault_proxy.py --upstream http://127.0.0.1:PORT [--port N]
@@ -36,6 +42,7 @@ import select
 import signal
 import socket
 import socketserver
+import ssl
 import struct
 import sys
 import threading
@@ -97,12 +104,30 @@ class _Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
     block_on_close = False
 
 
+def _payload_kind(value: str | None) -> str | None:
+    """How a request's body was signed, from its x-amz-content-sha256 header."""
+    if not value:
+        return None
+    if value.startswith("STREAMING-"):
+        return "streaming"
+    if value == "UNSIGNED-PAYLOAD":
+        return value
+    return "sha256" if len(value) == 64 else "other"
+
+
 class FaultProxy:
-    def __init__(self, upstream: str, port: int = 0, *, host: str = "127.0.0.1", seed: int | None = None):
+    def __init__(self, upstream: str, port: int = 0, *, host: str = "127.0.0.1", seed: int | None = None,
+                 tls=None, upstream_ca: str | None = None):
         u = urlsplit(upstream)
-        if u.scheme != "http" or not u.hostname:
-            raise ValueError(f"upstream must be http://host:port, not {upstream!r}")
-        self.upstream = (u.hostname, u.port or 80)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"upstream must be http(s)://host:port, not {upstream!r}")
+        self.upstream = (u.hostname, u.port or (443 if u.scheme == "https" else 80))
+        self.upstream_scheme = u.scheme
+        # TLS towards upstream is verified against the test CA, never switched off.
+        self._upstream_ctx = ssl.create_default_context(cafile=upstream_ca) if u.scheme == "https" else None
+        # A support.tls.ServerCert: the certificate this proxy presents to its clients.
+        self.tls = tls
+        self._server_ctx = tls.server_context() if tls else None
         self.host, self.port = host, port
         self._lock = threading.Lock()
         self._faults = Faults(seed=seed)
@@ -123,7 +148,7 @@ class FaultProxy:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def start(self) -> "FaultProxy":
         proxy = self
@@ -162,6 +187,22 @@ class FaultProxy:
         self.stop()
 
     # ---- controls --------------------------------------------------------------------
+
+    def set_certificate(self, tls) -> None:
+        """Present another certificate (a support.tls.ServerCert): a server whose
+        certificate expires or is replaced while the daemon runs. Connections open now are
+        closed, so the client's next request shakes hands again."""
+        if self._server_ctx is None:
+            raise ValueError("this proxy speaks plain HTTP; give it tls= to start with")
+        ctx = tls.server_context()
+        with self._lock:
+            self.tls, self._server_ctx = tls, ctx
+            clients = list(self._clients)
+        for c in clients:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     @property
     def expiry_lookup(self) -> Callable[[str], float | None] | None:
@@ -220,26 +261,45 @@ class FaultProxy:
 
     def reset_stats(self) -> None:
         with self._lock:
-            self._stats = {"total": 0, "connections": 0, "methods": {}, "writes_forwarded": 0, "bytes_forwarded": 0,
+            self._stats = {"total": 0, "connections": 0, "tls_refused": 0, "methods": {}, "writes_forwarded": 0,
+                           "bytes_forwarded": 0,
                            "faults": {"blackhole": 0, "expired_token": 0, "reset": 0, "slowdown": 0,
                                       "truncated": 0, "expired_enforced": 0, "upstream_error": 0},
                            "requests": []}
 
     def stats(self) -> dict:
-        """total (requests), connections (accepted), methods {METHOD: n}, writes_forwarded (PUT/POST/DELETE answered 2xx by
-        upstream), bytes_forwarded (request body bytes sent upstream), faults {kind: n},
-        requests [{time, method, path, status, fault, bytes}] (status None when no answer)."""
+        """total (requests), connections (accepted), tls_refused (handshakes that failed), methods {METHOD: n},
+        writes_forwarded (PUT/POST/DELETE answered 2xx by upstream), bytes_forwarded (request body bytes sent
+        upstream), faults {kind: n}, requests [{time, method, path, status, fault, bytes, payload}] (status None
+        when no answer)."""
         with self._lock:
             return json.loads(json.dumps(self._stats))
 
     # ---- the proxy -------------------------------------------------------------------
 
     def _serve_connection(self, client: socket.socket) -> None:
-        client.settimeout(300)
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._lock:
-            self._clients.add(client)
             self._stats["connections"] += 1
+        with self._lock:
+            server_ctx = self._server_ctx
+        if server_ctx is not None:
+            client.settimeout(10)
+            try:
+                client = server_ctx.wrap_socket(client, server_side=True)
+            except (ssl.SSLError, OSError) as e:
+                # The client refused our certificate (or hung up): nothing was sent.
+                with self._lock:
+                    self._stats["tls_refused"] += 1
+                log.info("TLS handshake refused: %s", getattr(e, "reason", None) or type(e).__name__)
+                try:
+                    client.close()
+                except OSError:
+                    pass
+                return
+        client.settimeout(300)
+        with self._lock:
+            self._clients.add(client)
         rfile = client.makefile("rb", buffering=CHUNK)
         upstream: socket.socket | None = None
         try:
@@ -332,7 +392,8 @@ class FaultProxy:
                 s["writes_forwarded"] += 1
             s["requests"].append({"time": time.time(), "method": req["method"],
                                   "path": _clean_path(req["target"]), "status": status,
-                                  "fault": fault, "bytes": sent})
+                                  "fault": fault, "bytes": sent,
+                                  "payload": _payload_kind(req["headers"].get("x-amz-content-sha256"))})
         log.info("%s %s %s%s", req["method"], urlsplit(req["target"]).path, status,
                  f" ({fault})" if fault else "")
 
@@ -493,6 +554,8 @@ class FaultProxy:
             sock.close()
         s = socket.create_connection(self.upstream, timeout=300)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._upstream_ctx is not None:
+            s = self._upstream_ctx.wrap_socket(s, server_hostname=self.upstream[0])
         return s
 
     # ---- /_proxy/ control endpoints ------------------------------------------------
@@ -514,7 +577,7 @@ class FaultProxy:
                 self.reset_stats()
                 status, out = 200, {}
             elif path == "/_proxy/health" and method == "GET":
-                status, out = 200, {"ok": True, "upstream": "http://%s:%d" % self.upstream}
+                status, out = 200, {"ok": True, "upstream": "%s://%s:%d" % ((self.upstream_scheme,) + self.upstream)}
             else:
                 status, out = 404, {"error": "not_found", "message": f"no control {method} {path}"}
         except (ValueError, TypeError) as e:

@@ -26,6 +26,10 @@ What moto does and does not check once setup is done (moto 5.2.1, measured):
   on the missing header); nothing is written.
 - It does not enforce session policies, credential expiry, Content-MD5, or the payload
   hash against the body; see `shared/design.md` ("Real parts, not mocks").
+
+Over HTTPS (`MotoServer(tls=ca.issue(...))`, see support/tls.py) it serves the same API
+with that certificate (`moto_server -c CERT -k KEY`); every client here then verifies it
+against the test CA (`ca_file`), never with verification off.
 - `/moto-api/` (reset, reset-auth, data.json) is open to anyone: a POST to
   `/moto-api/reset-auth` turns auth off again. Nothing in the daemon may call it.
 """
@@ -104,8 +108,12 @@ class MotoServer:
     """
 
     def __init__(self, port: int = 0, *, bucket: str = BUCKET, region: str = REGION,
-                 log_path: str | os.PathLike | None = None, setup_actions: int = SETUP_ACTIONS):
+                 log_path: str | os.PathLike | None = None, setup_actions: int = SETUP_ACTIONS,
+                 tls=None):
         self.port = port or free_port()
+        # A support.tls.ServerCert: serve HTTPS with it. `ca_file` is what clients trust.
+        self.tls = tls
+        self.ca_file: str | None = str(tls.ca_path) if tls else None
         self.host = "127.0.0.1"
         self.bucket = bucket
         self.region = region
@@ -125,8 +133,12 @@ class MotoServer:
         self.account_id: str | None = None
 
     @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    @property
     def endpoint(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -137,8 +149,9 @@ class MotoServer:
         for k in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
             env.pop(k, None)
         self._log_file = open(self.log_path, "ab")
+        tls_args = ["-c", str(self.tls.cert_path), "-k", str(self.tls.key_path)] if self.tls else []
         self.proc = subprocess.Popen(
-            _moto_server_command() + ["-H", self.host, "-p", str(self.port)],
+            _moto_server_command() + ["-H", self.host, "-p", str(self.port)] + tls_args,
             stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, env=env)
         try:
             self._wait_ready(timeout)
@@ -158,7 +171,7 @@ class MotoServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"moto_server exited with {self.proc.returncode}; see {self.log_path}")
             try:
-                r = requests.get(f"{self.endpoint}/moto-api/data.json", timeout=1)
+                r = requests.get(f"{self.endpoint}/moto-api/data.json", timeout=1, verify=self.ca_file or True)
                 if r.status_code == 200:
                     return
             except requests.RequestException as e:
@@ -170,6 +183,7 @@ class MotoServer:
         return boto_client(
             service, endpoint_url=self.endpoint, region_name=self.region,
             aws_access_key_id=key, aws_secret_access_key=secret, aws_session_token=token,
+            verify=self.ca_file,
             # No retries during setup: a retry would spend a second free action.
             config=Config(retries={"total_max_attempts": 1, "mode": "standard"},
                           s3={"addressing_style": "path"}),
@@ -268,7 +282,7 @@ class MotoServer:
             "s3", endpoint_url=endpoint or self.endpoint, region_name=self.region,
             aws_access_key_id=credentials["accessKeyId"],
             aws_secret_access_key=credentials["secretAccessKey"],
-            aws_session_token=credentials["sessionToken"],
+            aws_session_token=credentials["sessionToken"], verify=self.ca_file,
             config=Config(s3={"addressing_style": "path"}, **({"retries": {"total_max_attempts": 1, "mode": "standard"}} | config)),
         )
 

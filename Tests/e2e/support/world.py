@@ -44,16 +44,21 @@ class World:
 
     def __init__(self, tmp_path: Path, moto, backend, proxy):
         self.tmp_path, self.moto, self.backend, self.proxy = Path(tmp_path), moto, backend, proxy
+        # Over HTTPS the daemon trusts the stack's test CA through tls.ca_file.
+        self.ca_file: str | None = getattr(moto, "ca_file", None)
         # Every S3 request of the daemon goes through the proxy, so tests can count them.
         backend.configure(sts_endpoint=proxy.url)
         self.daemons: list[Daemon] = []
         self.extra_logs: list[str] = []
 
-    def daemon(self, name: str = "d", config: dict | None = None, start: bool = True) -> Daemon:
+    def daemon(self, name: str = "d", config: dict | None = None, start: bool = True,
+               env: dict | None = None) -> Daemon:
         cfg = {"account": {"api_url": self.backend.url}}
+        if self.ca_file:
+            cfg["tls"] = {"ca_file": self.ca_file}
         for section, keys in (config or {}).items():
             cfg.setdefault(section, {}).update(keys)
-        d = Daemon(self.tmp_path / name, config=cfg, name=name)
+        d = Daemon(self.tmp_path / name, config=cfg, name=name, env=env)
         self.daemons.append(d)
         if start:
             d.start()
