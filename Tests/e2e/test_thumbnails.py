@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageFilter
 
-from support import images
+from support import dng, images
 from support.daemon import binary
 from support.preview_worker import PreviewWorker
 from support.world import World, md5_hex
@@ -125,6 +125,13 @@ def test_every_shown_format_gets_an_upright_ptm256_thumbnail_and_its_row(world, 
     upright = images.upright_pattern(900, 1200)
     add("portrait6.jpg", images.encode(images.stored_for_orientation_6(upright), "JPEG", exif=images.exif(orientation=6)),
         "JPEG", mtime, "portrait")
+    # A RAW stand-in: a DNG that LibRaw reads as one (raw-identify: DNG 1.4, a 160 × 120
+    # mosaic, a 1200 × 900 thumb, flip 6), whose flat grey mosaic cannot make this thumbnail:
+    # only the embedded preview, turned by the DNG's orientation, can.
+    sensor = images.stored_for_orientation_6(upright)
+    add("camera.dng", dng.dng(images.encode(sensor, "JPEG", quality=90), sensor.size, orientation=6,
+                              date="2020:07:08 09:10:11"),
+        "RAW-DNG", int(time.mktime(time.strptime("2020:07:08 09:10:11", "%Y:%m:%d %H:%M:%S"))), "portrait")
     add("tall.png", images.encode(images.bands(300, 1200, vertical=False, size=75), "PNG"), "PNG", mtime, "tall")
     add("wide.webp", images.encode(images.bands(1200, 300, vertical=True, size=80), "WEBP", quality=95), "WEBP", mtime, "wide")
     rgba = pattern.convert("RGBA")
