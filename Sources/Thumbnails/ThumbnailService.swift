@@ -46,6 +46,9 @@ public actor ThumbnailService: Service {
     var seedWanted = true
     var lastSeed: ContinuousClock.Instant?
     var retries = Backoff(base: 5, cap: 300, jitter: .equal)
+    /// Why no preview worker could start (a decoder library missing, the sandbox refused),
+    /// until one does: a status problem, since no photo gets a thumbnail meanwhile.
+    var workerProblem: String?
     var clockOffset: TimeInterval = 0
 
     public init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger,
