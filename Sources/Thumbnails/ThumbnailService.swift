@@ -72,6 +72,7 @@ public actor ThumbnailService: Service {
     public func run() async throws {
         let gateChanges = gate.changes()
         let uploaded = database.signals.uploaded
+        let retried = database.signals.photosRetried
         let relays = [
             Task { [signal] in
                 for await _ in gateChanges { await signal.notify() }
@@ -82,6 +83,14 @@ public actor ThumbnailService: Service {
                     await uploaded.wait(since: since, until: nil as Date?)
                     since = await uploaded.current
                     await self.uploadsHappened()
+                }
+            },
+            Task { [signal] in
+                var since = await retried.current
+                while !Task.isCancelled {
+                    await retried.wait(since: since, until: nil as Date?)
+                    since = await retried.current
+                    await signal.notify()
                 }
             },
         ]

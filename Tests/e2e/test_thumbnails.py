@@ -207,6 +207,15 @@ def test_every_shown_format_gets_an_upright_ptm256_thumbnail_and_its_row(world, 
     # The queue listing names the photo without a preview, and why.
     listing = d.ctl("queue", "--json", check=True).stdout
     assert "cut.jpg" in listing and "no preview: " in listing, listing
+    # `retry` reads it again (its attempts start over), and says so; still truncated, it fails again.
+    cut = md5_hex(broken["cut.jpg"])
+    first = rows[cut]
+    r = d.ctl("retry", check=True)
+    assert "No failed files; 1 photo without a preview will be read again." in r.stdout, r.stdout
+    d.wait_for(lambda s: (row := photo_rows(d)[cut])["state"] == "failed" and row["updatedAt"] > first["updatedAt"]
+               and s["thumbnails"]["failed"] == 1, timeout=60, what="the retried photo read again")
+    again = photo_rows(d)[cut]
+    assert again["attempts"] == 1 and again["lastError"] == first["lastError"], (first, again)
 
 
 def test_hostile_images_cost_their_preview_never_the_daemon(world, tmp_path):
