@@ -159,6 +159,9 @@ def test_every_shown_format_gets_an_upright_ptm256_thumbnail_and_its_row(world, 
     rows = photo_rows(d)
     thumbs = thumbnails(world, uid)
     assert set(thumbs) == {e[0] for e in expect.values()}, "exactly one thumbnail per shown photo"
+    # Every key in the bucket is one the daemon may write, each thumbnail a photo's (World.objects).
+    assert {k.rsplit("/", 1)[1].removesuffix(".jpg") for k in world.objects(uid, prefix="thumbnails/")} == set(thumbs)
+    assert len(world.objects(uid)) == len(expect) + len(skipped) + len(broken)
     for name, (md5, body, fmt, taken, check) in expect.items():
         row = rows[md5]
         assert row["state"] == "ready", (name, row)
