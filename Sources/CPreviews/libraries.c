@@ -31,7 +31,8 @@ static int resolve(void *handle, const char *package, const char *name, void **s
     dlerror();
     void *address = dlsym(handle, name);
     if (!address) {
-        snprintf(error, size, "%s lacks %s (too old? photolalad needs Debian 12's or newer)", package, name);
+        snprintf(error, size, "%s lacks %s: it is older than photolalad needs (install Debian 12's %s or newer)",
+                 package, name, package);
         return -1;
     }
     *slot = address;

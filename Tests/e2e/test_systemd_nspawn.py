@@ -3,7 +3,9 @@ booted with systemd-nspawn, the package installed with apt as an admin would, th
 the life of the service: enabled but not started until configured, no crash loop,
 READY=1 before active (running), the STATUS= line, photolalactl for members and
 non-members of the group photolala, reload, the journal, a clean and quick stop,
-restart after a kill, the watchdog, an upgrade that keeps the queue, and purge.
+restart after a kill, the watchdog, an upgrade that keeps the queue, uploads and a
+thumbnail made by the preview worker inside the unit's sandbox, a missing decoder
+library that turns thumbnails off but not backups, and purge.
 
 The tests run in file order against one container (a module fixture); each leaves
 the service as the next expects. Later steps (uploads after login against the fake
