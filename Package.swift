@@ -1,6 +1,14 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+// GLib's headers, for vips.h (pkg-config's --cflags, without the --libs a systemLibrary would link).
+#if arch(arm64)
+let multiarch = "aarch64-linux-gnu"
+#else
+let multiarch = "x86_64-linux-gnu"
+#endif
+let glibHeaders = ["-I/usr/include/glib-2.0", "-I/usr/lib/\(multiarch)/glib-2.0/include"]
+
 let package = Package(
     name: "photolalad",
     platforms: [.macOS(.v14)],
@@ -33,13 +41,13 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto",
                        providers: [.apt(["libssl-dev"])]),
 
-        .systemLibrary(name: "CVips", path: "Sources/CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
-        .systemLibrary(name: "CLibRaw", path: "Sources/CLibRaw", providers: [.apt(["libraw-dev"])]),
         .systemLibrary(name: "CSeccomp", path: "Sources/CSeccomp", pkgConfig: "libseccomp", providers: [.apt(["libseccomp-dev"])]),
 
         .target(name: "CLinux"),
-        // libvips/LibRaw rendering and the seccomp sandbox of the preview worker.
-        .target(name: "CPreviews", dependencies: ["CVips", "CLibRaw", "CSeccomp"], linkerSettings: [.linkedLibrary("raw")]),
+        // libvips/LibRaw rendering and the seccomp sandbox of the preview worker. The decoders are
+        // loaded with dlopen by the worker alone (Sources/CPreviews/decoders.h), never linked:
+        // only their headers are used here (libvips-dev, libraw-dev), and vips.h needs GLib's.
+        .target(name: "CPreviews", dependencies: ["CSeccomp"], cSettings: [.unsafeFlags(glibHeaders)]),
         .target(name: "CMultiMD5", dependencies: ["COpenSSL"]),
 
         // The counters' catalog is here so every part counts through swift-metrics' API alone.

@@ -1,13 +1,11 @@
 // Starting libvips and LibRaw in the preview worker, before its sandbox goes on.
 #define _GNU_SOURCE
 #include "CPreviews.h"
+#include "decoders.h"
 
-#include <libraw/libraw.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <vips/vips.h>
-#include <vips/vector.h>
 
 // One tiny image through a loader, the thumbnail, the crop and the encoder: whatever a
 // library loads or builds on first use (a module, a codec, a table) is loaded now.
@@ -35,6 +33,7 @@ static void warm(VipsImage *sample, int kind, int (*save)(VipsImage *, void **, 
 }
 
 int ptm_library_init(char *error, size_t size) {
+    if (ptm_libraries_load(error, size) != 0) return -1;
     // The time zone is read once, now: localtime_r cannot open it later.
     tzset();
     time_t now = time(NULL);

@@ -2,16 +2,15 @@
 // Runs only in the sandboxed preview worker.
 #define _GNU_SOURCE
 #include "CPreviews.h"
+#include "decoders.h"
 
 #include <errno.h>
-#include <libraw/libraw.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <vips/vips.h>
 
 struct ptm_image {
     int kind;

@@ -53,15 +53,22 @@ struct DaemonControl: ControlHandler {
         }
     }
 
-    /// `photolalactl retry`: the queue wakes the stages that take the files back.
+    /// `photolalactl retry`: the queue wakes the stages that take the files and photos back.
     private func retry() -> ControlResponse {
         do {
-            let (count, _) = try database.retryFailed()
+            let (files, photos, _) = try database.retryFailed()
             core.changed()
-            return .json(ControlReply(ok: true, message: count == 0 ? "No failed files." : "\(count) failed file\(count == 1 ? "" : "s") put back in the queue."))
+            return .json(ControlReply(ok: true, message: Self.retried(files: files, photos: photos)))
         } catch {
             return .error(500, "internal", "could not retry: \(error)")
         }
+    }
+
+    static func retried(files: Int, photos: Int) -> String {
+        let filesPart = files == 0 ? "No failed files" : "\(files) failed file\(files == 1 ? "" : "s") put back in the queue"
+        let photosPart = photos == 0 ? "no photo without a preview"
+            : "\(photos) photo\(photos == 1 ? "" : "s") without a preview will be read again"
+        return "\(filesPart); \(photosPart)."
     }
 
     /// `photolalactl queue [--failed] [--limit N]`.

@@ -21,7 +21,7 @@ public enum PreviewWorker {
         let selfTest = arguments.contains("--self-test")
         var error = [CChar](repeating: 0, count: 512)
         if ptm_library_init(&error, error.count) != 0 {
-            exit(refuse("the image libraries did not start: \(CText.string(error))", code: 70))
+            exit(refuse(CText.string(error), code: 70))
         }
         // Nothing the libraries print after this reaches the journal; reasons travel in replies.
         if !selfTest { dup2(1, 2) }

@@ -43,19 +43,23 @@ extension QueueDatabase {
     }
 
     /// Puts every failed file back: unreadable ones are read again, rejected uploads are
-    /// tried again. Returns the paths to hash.
-    public func retryFailed(now: Date = Date()) throws -> (files: Int, needHash: [String]) {
-        let result: (files: Int, needHash: [String]) = try write { db in
+    /// tried again, and photos without a preview are read again (their attempts start over:
+    /// a decoder or library fixed since may read them now). Returns the paths to hash.
+    public func retryFailed(now: Date = Date()) throws -> (files: Int, photos: Int, needHash: [String]) {
+        let result: (files: Int, photos: Int, needHash: [String]) = try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: "UPDATE object SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])
             let needHash = try String.fetchAll(db, sql: "SELECT path FROM file WHERE state = 'failed' AND md5 IS NULL")
             try db.execute(sql: "UPDATE file SET state = 'pending', attempts = 0, lastError = NULL, updatedAt = ? WHERE state = 'failed' AND md5 IS NULL", arguments: [t])
             let unhashed = db.changesCount
             try db.execute(sql: "UPDATE file SET state = 'queued', attempts = 0, lastError = NULL, updatedAt = ? WHERE state = 'failed' AND md5 IS NOT NULL", arguments: [t])
-            return (unhashed + db.changesCount, needHash)
+            let files = unhashed + db.changesCount
+            try db.execute(sql: "UPDATE photo SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])
+            return (files, db.changesCount, needHash)
         }
         if !result.needHash.isEmpty { QueueSignals.notify(signals.needsHash) }
         QueueSignals.notify(signals.readyToUpload)
+        if result.photos > 0 { QueueSignals.notify(signals.photosRetried) }
         return result
     }
 }

@@ -13,6 +13,8 @@ public struct QueueSignals: Sendable {
     /// Objects became `uploaded` (sent, found in the bucket): the stages that follow the
     /// upload (thumbnails, the device manifest) look for work.
     public let uploaded = WakeSignal()
+    /// `retry` put photos without a preview back to `pending`: the thumbnail stage reads them again.
+    public let photosRetried = WakeSignal()
     /// Photos got their thumbnail and catalog columns (`photo.state = 'ready'`): the
     /// catalog stage has rows to publish.
     public let photosReady = WakeSignal()

@@ -80,13 +80,19 @@ extension ThumbnailService {
         let reply: WorkerMessage.Reply
         switch await slot.read(fd: file.fd, .init(format: head.format, wantThumbnail: present != true)) {
         case .unavailable(let why):
-            logger.error("no preview worker: \(why)")
+            // Said once, not at every retry: the slot keeps trying (and succeeds once the
+            // library is installed again) while the photos wait, uncounted.
+            if workerProblem != why { logger.error("thumbnails are off, backups go on: \(why)") }
+            workerProblem = why
             return .later("no preview worker: \(why)", after: 30)
         case .crashed(let why):
+            workerProblem = nil
             // Killed by our own stop: not the photo's fault.
             if Task.isShuttingDownGracefully || Task.isCancelled { return .later("stopped", after: 0) }
             return .again(why, after: 5)
         case .read(let r):
+            if workerProblem != nil { logger.notice("a preview worker started again: thumbnails resume") }
+            workerProblem = nil
             reply = r
         }
         if let why = reply.failure { return .failed(columns, why) }
@@ -156,5 +162,8 @@ extension ThumbnailService {
         guard let counts = try? database.photoCounts() else { return }
         s.thumbnails = DaemonStatus.Thumbnails(done: counts.ready, pending: options.enabled ? counts.pending + counts.unseen : 0,
                                                failed: counts.failed)
+        if options.enabled, let workerProblem {
+            s.problems.append("Thumbnails are off: \(workerProblem). Backups go on; thumbnails resume by themselves once a preview worker can start.")
+        }
     }
 }

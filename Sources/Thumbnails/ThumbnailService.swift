@@ -50,6 +50,9 @@ public actor ThumbnailService: Service {
     var seedWanted = true
     var lastSeed: ContinuousClock.Instant?
     var retries = Backoff(base: 5, cap: 300, jitter: .equal)
+    /// Why no preview worker could start (a decoder library missing, the sandbox refused),
+    /// until one does: a status problem, since no photo gets a thumbnail meanwhile.
+    var workerProblem: String?
     var clockOffset: TimeInterval = 0
 
     public init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger,
@@ -73,6 +76,7 @@ public actor ThumbnailService: Service {
     public func run() async throws {
         let gateChanges = gate.changes()
         let uploaded = database.signals.uploaded
+        let retried = database.signals.photosRetried
         let relays = [
             Task { [signal] in
                 for await _ in gateChanges { await signal.notify() }
@@ -83,6 +87,14 @@ public actor ThumbnailService: Service {
                     await uploaded.wait(since: since, until: nil as Date?)
                     since = await uploaded.current
                     await self.uploadsHappened()
+                }
+            },
+            Task { [signal] in
+                var since = await retried.current
+                while !Task.isCancelled {
+                    await retried.wait(since: since, until: nil as Date?)
+                    since = await retried.current
+                    await signal.notify()
                 }
             },
         ]

@@ -137,7 +137,9 @@ import Testing
         Self.evict(file.path)
         hasher.dropCacheAbove = 64 << 20
         #expect(try hasher.hash(path: file.path).md5 == expected)
-        #expect(Self.residentFraction(file.path) > 0.9)
+        // Kept (a dropped file is under 0.2); not all of it: with every suite reading at
+        // once, the kernel reclaims some of a freshly read file on its own (0.75 seen).
+        #expect(Self.residentFraction(file.path) > 0.5)
     }
 
     @Test func missingFileIsVanished() throws {

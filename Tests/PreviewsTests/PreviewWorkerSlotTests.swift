@@ -8,8 +8,7 @@ import Testing
 @Suite(.serialized) struct PreviewWorkerSlotTests {
     /// Says it is ready, then does `onRequest` with the first request.
     static func script(_ onRequest: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("fake-worker-\(UUID().uuidString)").path
-        let text = """
+        try file("""
             #!/usr/bin/env python3
             import os, signal, socket, struct, time
             s = socket.socket(fileno=3)
@@ -17,7 +16,25 @@ import Testing
             s.sendall(struct.pack(">I", len(hello)) + hello)
             s.recvmsg(4096, 64)
             \(onRequest)
-            """
+            """)
+    }
+
+    /// Refuses to start as the real worker does when a library is missing: a hello that
+    /// carries the reason, then exit 70.
+    static func refusing(_ why: String) throws -> String {
+        try file("""
+            #!/usr/bin/env python3
+            import os, socket, struct
+            s = socket.socket(fileno=3)
+            why = \(String(reflecting: why)).encode()
+            hello = bytes([1]) + bytes(8) + bytes([0, 0, 0, 1]) + struct.pack(">I", len(why)) + why + bytes([0])
+            s.sendall(struct.pack(">I", len(hello)) + hello)
+            os._exit(70)
+            """)
+    }
+
+    static func file(_ text: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("fake-worker-\(UUID().uuidString)").path
         // Close-on-exec: a process another test starts meanwhile must not inherit the file
         // open for writing (its exec would then fail with "Text file busy").
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o755)
@@ -74,6 +91,15 @@ import Testing
         defer { close(fd) }
         guard case .crashed(let why) = await s.read(fd: fd, request) else { Issue.record("accepted nonsense"); return }
         #expect(why.contains("nonsense"))
+    }
+
+    @Test func aMissingLibraryIsSaidAsTheWorkerSaysIt() async throws {
+        let why = "libvips42 is not installed: libvips.so.42: cannot open shared object file: No such file or directory (apt-get install libvips42)"
+        let s = slot(try Self.refusing(why))
+        let fd = open("/dev/null", O_RDONLY)
+        defer { close(fd) }
+        let r = await s.read(fd: fd, request)
+        #expect(r == .unavailable(why), "\(r)")
     }
 
     @Test func aWorkerThatCannotStartIsNotThePhotosFault() async {

@@ -80,6 +80,27 @@ import Testing
         #expect(counts.failed == 1 && counts.pending == 1)
     }
 
+    @Test func retryReadsPhotosWithoutAPreviewAgainWithTheirAttemptsReset() async throws {
+        try object("a", state: "uploaded", path: "/p/a.jpg")
+        try object("b", state: "uploaded", path: "/p/b.jpg")
+        try seedAll()
+        try db.postponePhoto(md5: "a", until: Date().addingTimeInterval(5), error: "the decoder crashed (SIGSEGV)", countAttempt: true)
+        try db.markPhotoFailed(md5: "a", columns: nil, reason: "the decoder crashed (SIGSEGV)")
+        try db.markPhotoReady(md5: "b", columns: PhotoColumns(headMD5: "h", size: 10, format: "JPEG"), takenAt: 1)
+        let since = await db.signals.photosRetried.current
+        let retried = try db.retryFailed()
+        #expect(retried.files == 0 && retried.photos == 1)
+        await db.signals.photosRetried.wait(since: since, until: Date().addingTimeInterval(5))
+        #expect(await db.signals.photosRetried.current > since, "the thumbnail stage is woken")
+        let jobs = try db.duePhotos(excluding: [], limit: 10)
+        #expect(jobs.map(\.md5) == ["a"] && jobs.first?.attempts == 0)
+        let row = try db.pool.read { try Row.fetchOne($0, sql: "SELECT state, lastError FROM photo WHERE md5 = 'a'") }
+        let state: String? = row?["state"], lastError: String? = row?["lastError"]
+        #expect(state == "pending" && lastError == nil)
+        #expect(try db.photoCounts().failed == 0 && db.photoCounts().ready == 1, "a ready photo stays ready")
+        #expect(try db.retryFailed().photos == 0)
+    }
+
     @Test func uploadedObjectsWithoutARowAreCountedUnseen() throws {
         try object("a", state: "uploaded", path: "/p/a.jpg")
         try object("b", state: "uploaded", path: "/p/b.jpg")

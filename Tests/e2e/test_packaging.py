@@ -124,6 +124,10 @@ def test_control_fields(control):
     for lib in ("libc6", "libsystemd0", "libssl3", "libsqlite3-0"):
         assert re.search(rf"\b{re.escape(lib)}\b", depends), f"{lib} missing from Depends: {depends}"
     assert "swift" not in depends.lower() and "foundation" not in depends.lower(), depends
+    # The preview worker's decoders, named by hand in debian/control: it loads them with
+    # dlopen, so dpkg-shlibdeps cannot see them. Its sandbox (libseccomp2) is linked.
+    for lib in ("libvips42", "libraw20", "libseccomp2"):
+        assert re.search(rf"\b{re.escape(lib)}\b", depends), f"{lib} missing from Depends: {depends}"
     # dh_installsysusers: systemd-sysusers must be there to create the user.
     assert "systemd" in depends, depends
 
@@ -140,6 +144,13 @@ def test_binary_links_no_swift_runtime(extracted):
     assert ".debug_info" not in sections
     version = run([str(binary), "--version"], check=True).stdout.strip()
     assert version == "0.1.0"
+
+
+def test_binary_links_no_image_decoder(extracted):
+    """Only the preview worker loads the decoders: the daemon, which holds the
+    credentials, never maps them (nor the ~90 libraries they bring)."""
+    needed = re.findall(r"NEEDED\s+(\S+)", run(["objdump", "-p", str(extracted / "usr/bin/photolalad")], check=True).stdout)
+    assert not [n for n in needed if re.match(r"lib(vips|raw|heif|glib|gobject|gio|tiff|png|jpeg|webp)", n)], needed
 
 
 def test_contents_are_exactly_the_expected_files(deb):

@@ -3,19 +3,27 @@ booted with systemd-nspawn, the package installed with apt as an admin would, th
 the life of the service: enabled but not started until configured, no crash loop,
 READY=1 before active (running), the STATUS= line, photolalactl for members and
 non-members of the group photolala, reload, the journal, a clean and quick stop,
-restart after a kill, the watchdog, an upgrade that keeps the queue, and purge.
+restart after a kill, the watchdog, an upgrade that keeps the queue, uploads and a
+thumbnail made by the preview worker inside the unit's sandbox, a missing decoder
+library that turns thumbnails off but not backups, and purge.
 
 The tests run in file order against one container (a module fixture); each leaves
 the service as the next expects. Later steps (uploads after login against the fake
 backend on the host's loopback) can use ct.run_in_container(cmd)."""
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
 import re
 import time
 
 import pytest
+from PIL import Image
 
+from support import images
+from support.fake_backend import user_id_for
 from support.nspawn import Container, Unavailable, built_deb, prerequisites
 
 pytestmark = pytest.mark.packaging
@@ -315,10 +323,16 @@ def test_upgrade_restarts_the_daemon_and_keeps_the_queue(ct):
     assert 'folders = ["/srv/photos"' in ct.read_file(CONFIG)  # the conffile was kept
 
 
-def test_login_and_uploads_reach_the_hosts_moto(ct, moto):
-    """The container shares the host's loopback: the fake backend and moto run on the host."""
-    import hashlib
+def restart(ct):
+    # These tests restart the service more often than StartLimitBurst= allows in its
+    # interval (an admin's restarts count as much as crashes): start the count afresh.
+    ct.sh("systemctl reset-failed photolalad && systemctl restart photolalad")
 
+
+@contextlib.contextmanager
+def signed_in(ct, moto):
+    """The service signed in against a fake backend on the host (the container shares the
+    host's loopback, so it reaches the backend and moto there); signed out afterwards."""
     from support.fake_backend import FakeBackend
 
     moto.empty_bucket()
@@ -327,30 +341,13 @@ def test_login_and_uploads_reach_the_hosts_moto(ct, moto):
     try:
         text = re.sub(r"^#?api_url = .*$", f'api_url = "{backend.url}"', good, count=1, flags=re.M)
         ct.write_file(CONFIG, text)
-        ct.sh("systemctl restart photolalad")
+        restart(ct)
         ct.wait_for("the restarted service", lambda: active(ct) == ("active", "running"), timeout=30)
         token = backend.mint_identity_token("nspawn-apple-subject")
         r = ct.run(["photolalactl", "login", "--identity-token", token])
         assert r.returncode == 0, r.stderr
         assert "Signed in" in r.stdout
-        ct.sh("head -c 300000 /dev/urandom > /srv/photos/from-the-nas.jpg && chmod 644 /srv/photos/from-the-nas.jpg")
-        inside = ct.sh("md5sum /srv/photos/from-the-nas.jpg").split()[0]
-        s3 = moto.s3_admin()
-
-        def done():
-            q = status_json(ct)["queue"]
-            listed = [o["Key"] for o in s3.list_objects_v2(Bucket=moto.bucket).get("Contents", [])]
-            return (any(k.endswith(inside + ".dat") for k in listed) and q["failed"] == 0
-                    and q["pending"] + q["hashing"] + q["uploading"] == 0)
-
-        # The daemon's default settle (5 s) runs first.
-        ct.wait_for("the new photo uploaded", done, timeout=90)
-        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=moto.bucket).get("Contents", [])]
-        assert keys, "nothing reached the host's moto"
-        for key in keys:
-            body = s3.get_object(Bucket=moto.bucket, Key=key)["Body"].read()
-            assert key.startswith("photos/") and key.endswith(hashlib.md5(body).hexdigest() + ".dat"), key
-        assert any(k.endswith(inside + ".dat") for k in keys)
+        yield backend, user_id_for("nspawn-apple-subject")
         # No secret in the journal.
         journal = ct.journal("-u", "photolalad", "-o", "cat")
         for secret in backend.all_secrets():
@@ -358,8 +355,112 @@ def test_login_and_uploads_reach_the_hosts_moto(ct, moto):
     finally:
         ct.run(["photolalactl", "logout"])
         ct.write_file(CONFIG, good)
-        ct.sh("systemctl restart photolalad")
+        restart(ct)
         backend.stop()
+
+
+def bucket(moto) -> dict[str, bytes]:
+    s3 = moto.s3_admin()
+    return {o["Key"]: s3.get_object(Bucket=moto.bucket, Key=o["Key"])["Body"].read()
+            for o in s3.list_objects_v2(Bucket=moto.bucket).get("Contents", [])}
+
+
+def add_photo(ct, tmp_path, name: str, body: bytes) -> str:
+    """Puts a photo into /srv/photos as a user would (readable by photolala through the
+    share's ACL); returns its MD5."""
+    staged = tmp_path / name
+    staged.write_bytes(body)
+    inside = ct.copy_in(staged, f"/var/cache/photolala-test/{name}")
+    ct.sh(f"install -m 644 {inside} /srv/photos/{name}")
+    return hashlib.md5(body).hexdigest()
+
+
+def test_login_and_uploads_reach_the_hosts_moto(ct, moto):
+    with signed_in(ct, moto) as (backend, uid):
+        ct.sh("head -c 300000 /dev/urandom > /srv/photos/from-the-nas.jpg && chmod 644 /srv/photos/from-the-nas.jpg")
+        inside = ct.sh("md5sum /srv/photos/from-the-nas.jpg").split()[0]
+
+        def done():
+            q = status_json(ct)["queue"]
+            return (f"photos/{uid}/{inside}.dat" in bucket(moto) and q["failed"] == 0
+                    and q["pending"] + q["hashing"] + q["uploading"] == 0)
+
+        # The daemon's default settle (5 s) runs first.
+        ct.wait_for("the new photo uploaded", done, timeout=90)
+        keys = bucket(moto)
+        assert keys, "nothing reached the host's moto"
+        for key, body in keys.items():
+            assert key == f"photos/{uid}/{hashlib.md5(body).hexdigest()}.dat", key
+
+
+def test_the_preview_worker_makes_a_thumbnail_inside_the_units_sandbox(ct, moto, tmp_path):
+    """A real JPEG: uploaded, then its PTM-256 thumbnail made by the worker under the
+    unit's own sandbox (SystemCallFilter, MemoryDenyWriteExecute, NoNewPrivileges …) plus
+    its seccomp filter, and put next to it in the host's moto."""
+    since = ct.sh("date +%s").strip()
+    with signed_in(ct, moto) as (backend, uid):
+        photo = images.encode(images.upright_pattern(1200, 900), "JPEG", exif=images.exif("2021:05:06 07:08:09"))
+        md5 = add_photo(ct, tmp_path, "shot.jpg", photo)
+        thumbnail = f"thumbnails/{uid}/{md5}.jpg"
+        ct.wait_for("the thumbnail in the host's moto", lambda: thumbnail in bucket(moto)
+                    and status_json(ct)["thumbnails"]["done"] == 1, timeout=120)
+        keys = bucket(moto)
+        assert keys[f"photos/{uid}/{md5}.dat"] == photo
+        img = Image.open(io.BytesIO(keys[thumbnail]))
+        assert img.format == "JPEG" and img.size == (341, 256) and len(keys[thumbnail]) <= 50_000, img.size
+        r, _, b = img.getpixel((170, 4))
+        assert b > 150 and r < 100, f"upright: blue along the top, not {(r, b)}"
+
+        # The worker runs as the daemon's child in the unit (its filters stacked on the
+        # unit's), and only it maps the decoders.
+        daemon = main_pid(ct)
+        worker = int(ct.sh("pgrep -u photolala -f '^photolalad __preview-worker'").split()[0])
+        assert ct.sh(f"ps -o ppid= -p {worker}").strip() == str(daemon)
+        d_status, w_status = ct.sh(f"cat /proc/{daemon}/status"), ct.sh(f"cat /proc/{worker}/status")
+        filters = [int(re.search(r"^Seccomp_filters:\s+(\d+)$", t, re.M).group(1)) for t in (d_status, w_status)]
+        assert filters[1] > filters[0] >= 1, filters
+        assert re.search(r"^NoNewPrivs:\s+1$", w_status, re.M) and re.search(r"^CapEff:\s+0+$", w_status, re.M)
+        assert "libvips.so.42" in ct.sh(f"cat /proc/{worker}/maps")
+        assert "libvips" not in ct.sh(f"cat /proc/{daemon}/maps"), "the daemon maps a decoder"
+
+    log = ct.journal("-u", "photolalad", "-o", "cat", "--since", f"@{since}")
+    for failure in ("no preview", "thumbnails are off", "decoder", "Bad system call", "SIGSYS", "sandbox could not"):
+        assert failure not in log, f"{failure!r} in the journal:\n{log[-3000:]}"
+
+
+def test_a_missing_decoder_library_turns_thumbnails_off_never_backups(ct, moto, tmp_path):
+    """libvips42 gone (as if removed with dpkg --force-depends): status says so and what
+    to do, the photo is still backed up; once the library is back, its thumbnail comes
+    without a restart."""
+    hidden = "/root/hidden-libvips"
+    ct.sh(f"mkdir -p {hidden} && mv /usr/lib/*-linux-gnu/libvips.so.42* {hidden}/ && ldconfig")
+    try:
+        with signed_in(ct, moto) as (backend, uid):
+            photo = images.encode(images.upright_pattern(900, 1200), "JPEG")
+            md5 = add_photo(ct, tmp_path, "while-missing.jpg", photo)
+
+            def problem():
+                s = status_json(ct)
+                return (f"photos/{uid}/{md5}.dat" in bucket(moto) and s["queue"]["failed"] == 0
+                        and [p for p in s["problems"] if p.startswith("Thumbnails are off:")])
+
+            said = ct.wait_for("the problem in status", problem, timeout=120)[0]
+            assert "libvips42 is not installed: libvips.so.42: cannot open shared object file" in said, said
+            assert "apt-get install libvips42" in said and "Backups go on" in said, said
+            assert status_json(ct)["thumbnails"]["pending"] >= 1
+            human = ct.sh("photolalactl status")
+            assert "Thumbnails are off: libvips42 is not installed" in human, human
+            assert active(ct) == ("active", "running")
+
+            ct.sh(f"mv {hidden}/* $(dirname $(ls -d /usr/lib/*-linux-gnu/libraw.so.20)) && ldconfig")
+            ct.wait_for("the thumbnail once libvips is back", lambda: f"thumbnails/{uid}/{md5}.jpg" in bucket(moto)
+                        and not [p for p in status_json(ct)["problems"] if p.startswith("Thumbnails are off:")],
+                        timeout=120)
+            log = ct.journal("-u", "photolalad", "-o", "cat", "--since", "-5min")
+            assert log.count("thumbnails are off, backups go on: libvips42 is not installed") == 1, log[-3000:]
+            assert "thumbnails resume" in log
+    finally:
+        ct.run(f"test -z \"$(ls -A {hidden} 2>/dev/null)\" || mv {hidden}/* $(dirname $(ls -d /usr/lib/*-linux-gnu/libraw.so.20)); ldconfig")
 
 
 def test_purge_removes_the_state(ct):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageFilter
 
-from support import images
+from support import dng, images
 from support.daemon import binary
 from support.preview_worker import PreviewWorker
 from support.world import World, md5_hex
@@ -125,6 +125,13 @@ def test_every_shown_format_gets_an_upright_ptm256_thumbnail_and_its_row(world, 
     upright = images.upright_pattern(900, 1200)
     add("portrait6.jpg", images.encode(images.stored_for_orientation_6(upright), "JPEG", exif=images.exif(orientation=6)),
         "JPEG", mtime, "portrait")
+    # A RAW stand-in: a DNG that LibRaw reads as one (raw-identify: DNG 1.4, a 160 × 120
+    # mosaic, a 1200 × 900 thumb, flip 6), whose flat grey mosaic cannot make this thumbnail:
+    # only the embedded preview, turned by the DNG's orientation, can.
+    sensor = images.stored_for_orientation_6(upright)
+    add("camera.dng", dng.dng(images.encode(sensor, "JPEG", quality=90), sensor.size, orientation=6,
+                              date="2020:07:08 09:10:11"),
+        "RAW-DNG", int(time.mktime(time.strptime("2020:07:08 09:10:11", "%Y:%m:%d %H:%M:%S"))), "portrait")
     add("tall.png", images.encode(images.bands(300, 1200, vertical=False, size=75), "PNG"), "PNG", mtime, "tall")
     add("wide.webp", images.encode(images.bands(1200, 300, vertical=True, size=80), "WEBP", quality=95), "WEBP", mtime, "wide")
     rgba = pattern.convert("RGBA")
@@ -152,6 +159,9 @@ def test_every_shown_format_gets_an_upright_ptm256_thumbnail_and_its_row(world, 
     rows = photo_rows(d)
     thumbs = thumbnails(world, uid)
     assert set(thumbs) == {e[0] for e in expect.values()}, "exactly one thumbnail per shown photo"
+    # Every key in the bucket is one the daemon may write, each thumbnail a photo's (World.objects).
+    assert {k.rsplit("/", 1)[1].removesuffix(".jpg") for k in world.objects(uid, prefix="thumbnails/")} == set(thumbs)
+    assert len(world.objects(uid)) == len(expect) + len(skipped) + len(broken)
     for name, (md5, body, fmt, taken, check) in expect.items():
         row = rows[md5]
         assert row["state"] == "ready", (name, row)
@@ -200,6 +210,15 @@ def test_every_shown_format_gets_an_upright_ptm256_thumbnail_and_its_row(world, 
     # The queue listing names the photo without a preview, and why.
     listing = d.ctl("queue", "--json", check=True).stdout
     assert "cut.jpg" in listing and "no preview: " in listing, listing
+    # `retry` reads it again (its attempts start over), and says so; still truncated, it fails again.
+    cut = md5_hex(broken["cut.jpg"])
+    first = rows[cut]
+    r = d.ctl("retry", check=True)
+    assert "No failed files; 1 photo without a preview will be read again." in r.stdout, r.stdout
+    d.wait_for(lambda s: (row := photo_rows(d)[cut])["state"] == "failed" and row["updatedAt"] > first["updatedAt"]
+               and s["thumbnails"]["failed"] == 1, timeout=60, what="the retried photo read again")
+    again = photo_rows(d)[cut]
+    assert again["attempts"] == 1 and again["lastError"] == first["lastError"], (first, again)
 
 
 def test_hostile_images_cost_their_preview_never_the_daemon(world, tmp_path):

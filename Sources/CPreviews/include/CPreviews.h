@@ -38,8 +38,10 @@ enum {
 
 typedef struct ptm_image ptm_image;
 
-// Starts libvips and LibRaw and runs every loader once on a tiny image, so that nothing
-// they load lazily (modules, codecs, tables) is left for after the sandbox is on.
+// Loads libvips and LibRaw (dlopen: the binary does not link them, so the daemon never
+// maps them), starts them and runs every loader once on a tiny image, so that nothing
+// they load lazily (modules, codecs, tables) is left for after the sandbox is on. The
+// error is a sentence for the user ("libvips42 is not installed: …").
 int ptm_library_init(char *error, size_t error_size);
 
 // Reads the header of the photo behind `fd` with the loader of `kind` (for PTM_RAW: the

@@ -77,18 +77,34 @@ class World:
 
     # ---- S3 -------------------------------------------------------------------------
 
-    def objects(self, user_id: str) -> dict[str, dict]:
-        """Every object in the bucket, read back: key -> {body, head}. Asserts that each
-        key is photos/{user_id}/{md5}.dat with the body's MD5."""
+    def objects(self, user_id: str, prefix: str = "photos/") -> dict[str, dict]:
+        """The objects under `prefix` (the photos unless told), read back: key -> {body, head}.
+        Every key in the bucket is checked to be one the daemon may write for `user_id`
+        (s3-layout.md): photos/{user_id}/{md5}.dat holding bytes with that MD5,
+        thumbnails/{user_id}/{md5}.jpg a JPEG of a photo that is there, or a key under
+        catalogs/{user_id}/ or metadata/{user_id}/."""
         s3 = self.moto.s3_admin()
+        keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.moto.bucket)
+                for o in page.get("Contents", [])]
         out = {}
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.moto.bucket):
-            for o in page.get("Contents", []):
-                key = o["Key"]
-                body = s3.get_object(Bucket=self.moto.bucket, Key=key)["Body"].read()
-                head = s3.head_object(Bucket=self.moto.bucket, Key=key)
+        for key in keys:
+            family = key.split("/", 1)[0] + "/"
+            if family in ("catalogs/", "metadata/"):
+                assert key.startswith(f"{family}{user_id}/"), f"{key} is not under {family}{user_id}/"
+            elif family not in ("photos/", "thumbnails/"):
+                raise AssertionError(f"{key} is outside photos/, thumbnails/, catalogs/ and metadata/")
+            if family not in ("photos/", "thumbnails/") and not key.startswith(prefix):
+                continue
+            body = s3.get_object(Bucket=self.moto.bucket, Key=key)["Body"].read()
+            if family == "photos/":
                 assert key == f"photos/{user_id}/{md5_hex(body)}.dat", f"{key} holds bytes with MD5 {md5_hex(body)}"
-                out[key] = {"body": body, "head": head}
+            elif family == "thumbnails/":
+                m = re.fullmatch(rf"thumbnails/{re.escape(user_id)}/([0-9a-f]{{32}})\.jpg", key)
+                assert m, f"{key} is not thumbnails/{user_id}/{{md5}}.jpg"
+                assert f"photos/{user_id}/{m.group(1)}.dat" in keys, f"{key} is the thumbnail of no photo in the bucket"
+                assert body[:3] == b"\xff\xd8\xff", f"{key} is not a JPEG"
+            if key.startswith(prefix):
+                out[key] = {"body": body, "head": s3.head_object(Bucket=self.moto.bucket, Key=key)}
         return out
 
     def key(self, user_id: str, body: bytes) -> str:
