@@ -8,6 +8,7 @@ import Credentials
 import Foundation
 import Hashing
 import Ingest
+import Inventory
 import Logging
 import PhotolalaCore
 import Queue
@@ -47,7 +48,10 @@ public struct Daemon: Sendable {
                                    statusChanges: core.statusChanges, payloadDigests: payloadDigests)
         let uploader = UploaderService(database: database, account: account, gate: DaemonGate(core: core, account: account),
                                        options: .init(settings), logger: logger, payloadDigests: payloadDigests)
-        for part in [account, ingest, uploader] as [any StatusContributor] { await core.add(part) }
+        // What the bucket holds: the uploader trusts it instead of asking one key at a time.
+        let inventory = InventoryService(database: database, account: account, options: .init(settings), logger: logger,
+                                         statusChanges: core.statusChanges)
+        for part in [account, ingest, uploader, inventory] as [any StatusContributor] { await core.add(part) }
 
         // Trapped before the control socket listens (let alone READY=1): a client that can
         // connect may send SIGTERM at once (tests and scripts take a connectable socket for
@@ -56,7 +60,7 @@ public struct Daemon: Sendable {
         // the group runs still stops it cleanly).
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest))
+        let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory))
 
         await core.markRunning()
         let status = await core.status()
@@ -72,9 +76,10 @@ public struct Daemon: Sendable {
             .init(service: account, serviceName: "account"),
             .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
+            .init(service: inventory, serviceName: "inventory"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account], signals: hangups), serviceName: "reload"),
+                                         parts: [uploader, ingest, account, inventory], signals: hangups), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))

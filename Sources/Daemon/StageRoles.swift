@@ -1,5 +1,6 @@
 import Credentials
 import Ingest
+import Inventory
 import PhotolalaCore
 import Upload
 
@@ -25,4 +26,8 @@ extension UploaderService: StatusContributor, Reconfigurable {
 
 extension AccountService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { reconfigure(AccountService.Options(settings)) }
+}
+
+extension InventoryService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { apply(Options(settings)) }
 }
