@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from support.fake_backend import user_id_for
-from support.world import World, apple_subject, md5_hex, part_number, write_photo
+from support.world import LISTING, World, apple_subject, md5_hex, part_number, write_photo
 
 MiB = 1 << 20
 # Small multipart settings keep the large files small (S3's minimum part is 5 MiB).
@@ -155,12 +155,14 @@ def test_object_already_in_s3_is_not_sent_again(world):
     fresh = write_photo(d.photos / "new.jpg", 10_000)
     d.wait_for(lambda s: settled(s, 3), timeout=30, what="3 files backed up")
 
-    heads = ops(world, op="HeadObject")
-    assert {r["path"] for r in heads if r["status"] == 200} >= {
-        f"/{world.moto.bucket}/{world.key(uid, small)}", f"/{world.moto.bucket}/{world.key(uid, large)}"}
-    # Only the new file was written; nothing at all for the two already present.
+    # The listing after the sign-in found both: not even a HEAD was sent for them.
+    assert ops(world, op="HeadObject") == []
+    assert [r["status"] for r in ops(world, op="ListObjectsV2")] == [200, 200]   # photos/, thumbnails/
+    # Only the new file was written, once and only if the key was free; nothing at all for
+    # the two already present.
     writes = [r for r in world.s3_ops() if r["method"] in ("PUT", "POST", "DELETE")]
-    assert [(r["op"], r["path"]) for r in writes] == [("PutObject", f"/{world.moto.bucket}/{world.key(uid, fresh)}")]
+    assert [(r["op"], r["path"], r["ifNoneMatch"]) for r in writes] == [
+        ("PutObject", f"/{world.moto.bucket}/{world.key(uid, fresh)}", "*")]
     assert len(world.objects(uid)) == 3
 
 
@@ -281,9 +283,15 @@ def test_uploads_survive_slowdowns_resets_and_expired_tokens(world):
 
 def test_expired_token_on_head_is_not_a_failure(world):
     # HEAD answers have no body: S3's 400 ExpiredToken arrives as a bare 400. Twice in a
-    # row here (before and after fresh credentials): the file must still go up.
+    # row here (before and after fresh credentials): the file must still go up. HEADs are
+    # sent only where listing is refused: the proxy answers the daemon's listing 403, as S3
+    # does for a policy without s3:ListBucket (moto does not enforce session policies).
+    world.proxy.set_faults(access_denied=True, match=LISTING)
     d = world.daemon()
     uid = world.login(d)
+    d.wait_for(lambda s: s["inventory"]["state"] == "refused", timeout=20, what="the listing refused")
+    world.proxy.clear_faults()
+    world.proxy.reset_stats()
     world.proxy.set_faults(expired_token_count=2)
     body = write_photo(d.photos / "x.jpg", 33_333)
     d.wait_for(lambda s: settled(s, 1) or s["queue"]["failed"] > 0, timeout=20)

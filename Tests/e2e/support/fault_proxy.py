@@ -8,10 +8,18 @@ bodies may be large (tens of MB) and are streamed, never buffered.
 
 Faults, evaluated per request in this order (control paths /_proxy/ are never faulted):
 
+    match                a regular expression searched in "METHOD target" (the request
+                         line's path and query, e.g. "^GET [^?]*[?&]list-type=2"):
+                         when set, every fault below (but expiry enforcement) applies only
+                         to matching requests (counted ones are used up only by those)
     blackhole            read the request head, then never answer (until cleared)
     expiry enforcement   400 ExpiredToken if the request's STS key is past the expiration
                          the backend reported (moto itself accepts expired keys)
     expired_token_count  the next N requests: 400 ExpiredToken (S3 XML)
+    access_denied        403 AccessDenied (S3 XML), as S3 answers what the session policy
+                         does not allow: moto does not enforce session policies, so this
+                         stands in for S3's policy check (e.g. ListObjectsV2 without
+                         s3:ListBucket)
     reset_rate           probability: read the request, then close with a TCP RST
     slowdown_rate        probability: read the request, answer 503 SlowDown (S3 XML)
     latency              seconds to wait before forwarding
@@ -32,6 +40,7 @@ import http.client
 import json
 import logging
 import random
+import re
 import select
 import signal
 import socket
@@ -67,6 +76,8 @@ class Faults:
     seed: int | None = None
     # Base URL of a FakeBackend: enforce the `expiration` it reported for each STS key.
     enforce_expiry_from: str | None = None
+    access_denied: bool = False
+    match: str | None = None
 
 
 def _s3_error(status: int, reason: str, code: str, message: str, head_only: bool) -> bytes:
@@ -222,13 +233,14 @@ class FaultProxy:
         with self._lock:
             self._stats = {"total": 0, "connections": 0, "methods": {}, "writes_forwarded": 0, "bytes_forwarded": 0,
                            "faults": {"blackhole": 0, "expired_token": 0, "reset": 0, "slowdown": 0,
-                                      "truncated": 0, "expired_enforced": 0, "upstream_error": 0},
+                                      "truncated": 0, "expired_enforced": 0, "upstream_error": 0,
+                                      "access_denied": 0},
                            "requests": []}
 
     def stats(self) -> dict:
         """total (requests), connections (accepted), methods {METHOD: n}, writes_forwarded (PUT/POST/DELETE answered 2xx by
         upstream), bytes_forwarded (request body bytes sent upstream), faults {kind: n},
-        requests [{time, method, path, status, fault, bytes}] (status None when no answer)."""
+        requests [{time, method, path, status, fault, bytes, ifNoneMatch}] (status None when no answer)."""
         with self._lock:
             return json.loads(json.dumps(self._stats))
 
@@ -332,7 +344,9 @@ class FaultProxy:
                 s["writes_forwarded"] += 1
             s["requests"].append({"time": time.time(), "method": req["method"],
                                   "path": _clean_path(req["target"]), "status": status,
-                                  "fault": fault, "bytes": sent})
+                                  "fault": fault, "bytes": sent,
+                                  # A conditional write (If-None-Match: *) says so.
+                                  "ifNoneMatch": req["headers"].get("if-none-match")})
         log.info("%s %s %s%s", req["method"], urlsplit(req["target"]).path, status,
                  f" ({fault})" if fault else "")
 
@@ -376,6 +390,9 @@ class FaultProxy:
         """Handle one request; returns (keep the client connection?, upstream socket)."""
         method, head_only = req["method"], req["method"] == "HEAD"
         f, r_reset, r_slow, r_trunc = self._draw()
+        if f.match and not re.search(f.match, f"{method} {req['target']}"):
+            # Not a request the faults are aimed at: none applies, none is used up.
+            f = Faults(seed=f.seed, enforce_expiry_from=f.enforce_expiry_from)
 
         if f.blackhole:
             self._record(req, None, "blackhole")
@@ -404,9 +421,11 @@ class FaultProxy:
         if self._expired_by_backend(req, f):
             return error_reply(400, "Bad Request", "ExpiredToken",
                                "The provided token has expired.", "expired_enforced")
-        if self._take("expired_token_count"):
+        if f.expired_token_count and self._take("expired_token_count"):
             return error_reply(400, "Bad Request", "ExpiredToken",
                                "The provided token has expired.", "expired_token")
+        if f.access_denied:
+            return error_reply(403, "Forbidden", "AccessDenied", "Access Denied", "access_denied")
         if r_reset < f.reset_rate:
             drain()
             self._record(req, None, "reset")
@@ -418,7 +437,7 @@ class FaultProxy:
         if f.latency > 0:
             self._stopping.wait(f.latency)
 
-        truncate = self._take("truncate_count") or r_trunc < f.truncate_rate
+        truncate = (f.truncate_count > 0 and self._take("truncate_count")) or r_trunc < f.truncate_rate
 
         # -- forward
         try:
