@@ -23,6 +23,9 @@ Faults, evaluated per request in this order (control paths /_proxy/ are never fa
     reset_rate           probability: read the request, then close with a TCP RST
     slowdown_rate        probability: read the request, answer 503 SlowDown (S3 XML)
     latency              seconds to wait before forwarding
+    corrupt_body         forward, then flip the bits of the answer's first body byte: the
+                         bytes a client reads back are not the stored ones, their size is
+                         (what only reading back and checking an MD5 finds)
     truncate_rate/_count forward to upstream (the request takes effect), then send the
                          status and headers with a Content-Length and close early: half the
                          body (or none, with 64 declared, when the body is empty; for HEAD,
@@ -77,6 +80,7 @@ class Faults:
     # Base URL of a FakeBackend: enforce the `expiration` it reported for each STS key.
     enforce_expiry_from: str | None = None
     access_denied: bool = False
+    corrupt_body: bool = False
     match: str | None = None
 
 
@@ -234,7 +238,7 @@ class FaultProxy:
             self._stats = {"total": 0, "connections": 0, "methods": {}, "writes_forwarded": 0, "bytes_forwarded": 0,
                            "faults": {"blackhole": 0, "expired_token": 0, "reset": 0, "slowdown": 0,
                                       "truncated": 0, "expired_enforced": 0, "upstream_error": 0,
-                                      "access_denied": 0},
+                                      "access_denied": 0, "corrupted": 0},
                            "requests": []}
 
     def stats(self) -> dict:
@@ -487,12 +491,16 @@ class FaultProxy:
             keep = False  # body delimited by close: we must close too
         if not keep:
             headers.append(("Connection", "close"))
-        self._record(req, resp.status, None, sent)
+        corrupt = f.corrupt_body and not head_only
+        self._record(req, resp.status, "corrupted" if corrupt else None, sent)
         client.sendall((status_line + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n").encode("latin-1"))
         while True:
             data = resp.read(CHUNK)
             if not data:
                 break
+            if corrupt:
+                data = bytes([data[0] ^ 0xFF]) + data[1:]
+                corrupt = False
             client.sendall(b"%x\r\n%s\r\n" % (len(data), data) if resp.chunked else data)
         if resp.chunked:
             client.sendall(b"0\r\n\r\n")
