@@ -2,6 +2,7 @@ import Backend
 import Foundation
 import PhotolalaCore
 import S3
+import ServiceLifecycle
 
 /// S3 requests with the account's credentials: refreshed once when S3 refuses them,
 /// signed with S3's clock once when it says ours is off, and tried again in place a few
@@ -24,7 +25,8 @@ extension InventoryService {
         var skewRetries = 0
         var transientRetries = 0
         while true {
-            if Task.isCancelled { throw Interrupted.unavailable }
+            // A stop does not wait for the rest of a long listing: it starts over next time.
+            if Task.isCancelled || Task.isShuttingDownGracefully { throw Interrupted.unavailable }
             let grant: STSGrant
             do {
                 grant = try await account.credentials()

@@ -109,8 +109,13 @@ public actor InventoryService: Service {
             if let deep = verifyAsked {
                 verifyAsked = nil
                 await runVerify(userId: userId, deepPercent: deep > 0 ? deep : nil)
+            } else if case .complete = await listEverything(userId: userId, checkETags: false) {
+                continue
             } else {
-                _ = await listEverything(userId: userId, checkETags: false)
+                // A pass that could not record its end (a full disk) would be due again at
+                // once: never more often than this.
+                let settle = await wake.current
+                await wake.wait(since: settle, until: Date().addingTimeInterval(5))
             }
         }
     }
