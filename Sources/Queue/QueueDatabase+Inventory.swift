@@ -49,6 +49,20 @@ extension QueueDatabase {
         }
     }
 
+    /// Another stage wrote `key` (a thumbnail, a catalog snapshot): the inventory knows it
+    /// is there without waiting for the next listing (which would otherwise say `absent`).
+    public func recordStored(key: String, size: Int64, etag: String, storageClass: String = "STANDARD", now: Date = Date()) throws {
+        try write { db in try recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now) }
+    }
+
+    func recordStored(_ db: Database, key: String, size: Int64, etag: String, storageClass: String, now: Date) throws {
+        try db.execute(sql: """
+            INSERT INTO inventory(key, size, etag, storageClass, seenAt) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(key) DO UPDATE SET size = excluded.size, etag = excluded.etag,
+              storageClass = excluded.storageClass, seenAt = excluded.seenAt
+            """, arguments: [key, size, etag, storageClass, now.timeIntervalSince1970])
+    }
+
     // MARK: listing passes
 
     /// A pass over `prefix` begins. Rows of prefixes not in `keep` are forgotten: another

@@ -100,11 +100,7 @@ extension QueueDatabase {
     public func recordUpload(md5: String, key: String, size: Int64, etag: String, storageClass: String, now: Date = Date()) throws {
         try write { db in
             try markUploaded(db, md5: md5, etag: etag, uploadedAt: now, now: now)
-            try db.execute(sql: """
-                INSERT INTO inventory(key, size, etag, storageClass, seenAt) VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT(key) DO UPDATE SET size = excluded.size, etag = excluded.etag,
-                  storageClass = excluded.storageClass, seenAt = excluded.seenAt
-                """, arguments: [key, size, etag, storageClass, now.timeIntervalSince1970])
+            try recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now)
         }
         QueueSignals.notify(signals.uploaded)
     }

@@ -108,6 +108,15 @@ import Testing
         #expect(try db.inventoryListing(prefix: "thumbnails/U/")?.state == .failed)
     }
 
+    @Test func whatAnotherStageWroteIsPresentBeforeTheNextListing() throws {
+        let thumb = "thumbnails/U/" + a + ".jpg"
+        try db.beginListing(prefix: "thumbnails/U/", keep: ["thumbnails/U/"], now: t0)
+        _ = try db.finishListing(prefix: "thumbnails/U/", startedAt: t0, now: t0)
+        #expect(try db.inventoryPresence(key: thumb) == .absent)
+        try db.recordStored(key: thumb, size: 4000, etag: b, now: t0.addingTimeInterval(1))
+        #expect(try db.inventoryPresence(key: thumb) == .present(InventoryEntry(key: thumb, size: 4000, etag: b, seenAt: t0.addingTimeInterval(1))))
+    }
+
     @Test func anotherUsersInventoryIsForgottenWhenAPassBegins() throws {
         try db.beginListing(prefix: "photos/OLD/", keep: ["photos/OLD/"], now: t0)
         try db.recordListingPage(prefix: "photos/OLD/", keys: [ListedKey(key: "photos/OLD/\(a).dat", size: 1, etag: a)],
