@@ -111,3 +111,34 @@ import Testing
         #expect(FilesCommand.quoted("a \"b\"") == #""a \"b\"""#)
     }
 }
+
+/// What `status` says about the bucket's listing and the last verify.
+@Suite struct StatusInventoryLinesTests {
+    func lines(_ s: DaemonStatus) -> [String] {
+        StatusRenderer.inventoryLines(s, tint: { text, _ in text })
+    }
+
+    @Test func aListedBucketAndACleanVerify() {
+        var s = DaemonStatus(state: .running)
+        s.inventory = .init(objects: 60212, listedAt: "2026-11-22T03:00:00Z", state: .ok, nextListingAt: "2026-11-23T03:00:00Z")
+        s.verify = .init(checkedAt: "2026-11-22T04:00:00Z", checked: 58113)
+        #expect(lines(s) == ["Bucket     60212 objects, listed 2026-11-22T03:00:00Z, next 2026-11-23T03:00:00Z",
+                             "Verified   2026-11-22T04:00:00Z: 58113 checked, 0 missing, 0 with other bytes or size"])
+    }
+
+    @Test func aRefusedListingSaysUploadsAskWithHead() {
+        var s = DaemonStatus(state: .running)
+        s.inventory = .init(state: .refused, uploadsCheck: .head, lastError: "S3 refused to list photos/U/ (403 AccessDenied)")
+        #expect(lines(s) == ["Bucket     listing refused (403): uploads ask S3 about each object with a HEAD",
+                             "           S3 refused to list photos/U/ (403 AccessDenied)"])
+    }
+
+    @Test func theFirstListingHoldsUploadsBack() {
+        var s = DaemonStatus(state: .running)
+        s.inventory = .init(state: .listing, seen: 3000, uploadsCheck: .waiting)
+        s.verify = .init(running: true)
+        #expect(lines(s) == ["Bucket     listing: 3000 objects so far",
+                             "           uploads wait for the first listing (so nothing already there is sent)",
+                             "Verify     under way (`photolalactl verify` shows its progress)"])
+    }
+}
