@@ -95,8 +95,9 @@ public actor UploaderService: Service {
         let drops = account.credentialDrops.changes()
         let ready = database.signals.readyToUpload
         let listed = database.signals.inventoryChanged
-        // Two sources of "look again" fold into the workers' one signal; dropped
-        // credentials stop what is on the wire (logout, Apple ID revoked, a backend pause).
+        // The gate, new work and the inventory's listings fold into the workers' one "look
+        // again"; dropped credentials stop what is on the wire (logout, Apple ID revoked, a
+        // backend pause).
         let relays = [
             Task { [signal] in
                 for await _ in gateChanges { await signal.notify() }
