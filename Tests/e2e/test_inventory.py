@@ -94,6 +94,16 @@ def test_photos_already_in_the_bucket_cost_no_put_and_no_head(world):
     assert set(world.objects(uid)) == {world.key(uid, b) for b in bodies + [fresh]}
     print(f"{n} photos already there: requests {dict(counted)}")
 
+    # Put there by the phone after the listing: the conditional PUT is refused with 412,
+    # which means backed up; what the phone stored stays.
+    late = os.urandom(5555)
+    seed(world, uid, [late])
+    t = time.time()
+    write_photo(d.photos / "late.jpg", 0, late)
+    d.wait_for(settled(len(bodies) + 2), timeout=30, what="the late photo backed up")
+    assert [(r["op"], r["status"], r["ifNoneMatch"]) for r in world.s3_ops(t)] == [("PutObject", 412, "*")]
+    assert "already backed up" in d.log()
+
 
 def test_listing_refused_falls_back_to_head_and_everything_is_uploaded(world):
     # A stricter backend leaves s3:ListBucket out of the session policy. moto does not
