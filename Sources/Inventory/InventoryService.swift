@@ -122,7 +122,7 @@ public actor InventoryService: Service {
 
     /// `photolalactl verify [--deep P]`: begins one (or answers the one under way).
     public func requestVerify(deepPercent: Double?) -> VerifyProgress {
-        if verify.phase == .queued || !verify.isFinished { return verify }
+        if !verify.isFinished { return verify }
         verifyAsked = deepPercent ?? 0
         verify = VerifyProgress(phase: .queued, startedAt: Timestamp.string(Date()),
                                 result: DaemonStatus.Verify(running: true, deepPercent: deepPercent))
