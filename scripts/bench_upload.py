@@ -143,8 +143,9 @@ def children_cpu_s() -> float:
 
 class DaemonRun:
     def __init__(self, binary: str, root: Path, backend: FakeBackend, concurrency: int, sub: str,
-                 ca_file: str | None = None):
+                 ca_file: str | None = None, sign_in: bool = True):
         self.root = root
+        self.backend, self.sub = backend, sub
         self.binary = binary
         self.watched = root / "watched"
         self.watched.mkdir(parents=True)
@@ -169,13 +170,19 @@ log_level = "warning"
             if connectable(self.socket):
                 break
             time.sleep(0.05)
-        token = backend.mint_identity_token(sub)
-        self.ctl("login", "--identity-token", token)
-        # Signed in means credentials fetched: wait for them so no run pays for it.
-        for _ in range(200):
-            if self.status().get("credentials", {}).get("state") == "valid":
-                break
-            time.sleep(0.05)
+        if sign_in:
+            self.sign_in()
+            # Signed in means credentials fetched and the bucket listed (a build that
+            # lists): wait for both so no run pays for them, as a NAS signed in long ago.
+            for _ in range(200):
+                s = self.status()
+                if s.get("credentials", {}).get("state") == "valid" and \
+                        s.get("inventory", {}).get("state", "ok") in ("ok", "refused", "failed"):
+                    break
+                time.sleep(0.05)
+
+    def sign_in(self):
+        self.ctl("login", "--identity-token", self.backend.mint_identity_token(self.sub))
 
     def ctl(self, *args, check=True):
         return subprocess.run([self.binary, "ctl", *args, "--socket", self.socket], capture_output=True, text=True, check=check)
@@ -329,7 +336,7 @@ def main() -> int:
                   f"(runs: {', '.join(f'{t:.2f}' for t in times[n])})")
         peers = [n for n in names if n != "photolalad"]
         faster = min(med[n] for n in peers)
-        print(f"  ratio photolalad / faster peer = {med['photolalad'] / faster:.2f} (target <= 1.0; settle 1s included)")
+        print(f"  ratio photolalad / faster peer = {med['photolalad'] / faster:.2f} (target <= 0.95, issue 14; settle 1s included)")
 
         if args.big_gib > 0:
             big = work / "big"

@@ -61,6 +61,7 @@ enum StatusRenderer {
             out.append(tint(line, "33"))
             if let e = h.lastError { out.append("           last error: \(e)") }
         }
+        if s.account.signedIn { out += inventoryLines(s, tint: tint) }
         out.append("")
         out.append("Watching   \(s.watch.folders) folder\(s.watch.folders == 1 ? "" : "s"), \(s.watch.directories) directories" + (s.watch.scanning ? " (scanning)" : ""))
         for p in s.watch.paths {
@@ -73,6 +74,37 @@ enum StatusRenderer {
         out.append("")
         out.append("photolalad \(s.version), state \(s.state.rawValue)" + (s.startedAt.map { ", up since \($0)" } ?? ""))
         return out.joined(separator: "\n") + "\n"
+    }
+
+    /// What the bucket is known to hold, how uploads learn it, and the last verify.
+    static func inventoryLines(_ s: DaemonStatus, tint: (String, String) -> String) -> [String] {
+        let i = s.inventory
+        var out: [String] = []
+        switch i.state {
+        case .notListed:
+            out.append("Bucket     not listed yet")
+        case .listing:
+            out.append("Bucket     listing: \(i.seen) objects so far" + (i.listedAt.map { " (last complete listing \($0))" } ?? ""))
+        case .ok:
+            out.append("Bucket     \(i.objects) objects, listed \(i.listedAt ?? "?")" + (i.nextListingAt.map { ", next \($0)" } ?? ""))
+        case .refused:
+            out.append(tint("Bucket     listing refused (403): uploads ask S3 about each object with a HEAD", "33"))
+        case .failed:
+            out.append(tint("Bucket     the last listing failed; trying again" + (i.nextListingAt.map { " at \($0)" } ?? ""), "33"))
+        }
+        if i.state == .failed || i.state == .refused, let e = i.lastError { out.append("           \(e)") }
+        if i.uploadsCheck == .waiting { out.append("           uploads wait for the first listing (so nothing already there is sent)") }
+        let v = s.verify
+        if v.running {
+            out.append("Verify     under way (`photolalactl verify` shows its progress)")
+        } else if let at = v.checkedAt {
+            var line = "Verified   \(at): \(v.checked) checked, \(v.missing) missing, \(v.mismatched) with other bytes or size"
+            if v.deepPercent != nil { line += ", \(v.readBack) read back" }
+            out.append(v.missing + v.mismatched > 0 ? tint(line, "33") : line)
+            if v.sseKms { out.append("           SSE-KMS bucket: ETags prove nothing; `photolalactl verify --deep 100` reads every object back") }
+            if let e = v.lastError { out.append("           \(e)") }
+        }
+        return out
     }
 
     static func bar(_ fraction: Double, width: Int) -> String {

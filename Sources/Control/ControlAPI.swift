@@ -18,12 +18,16 @@ public enum ControlRoute: String, Sendable, CaseIterable {
     case loginDeviceStart = "POST /v1/login/device"
     case loginDevicePoll = "GET /v1/login/device"
     case loginDeviceCancel = "DELETE /v1/login/device"
+    case verify = "POST /v1/verify"
+    case verifyProgress = "GET /v1/verify"
+    /// A read with a body (the path and where the page starts), hence POST.
+    case files = "POST /v1/files"
 
     public enum Access: Sendable { case read, write }
 
     public var access: Access {
         switch self {
-        case .status, .queue, .metrics: .read
+        case .status, .queue, .metrics, .verifyProgress, .files: .read
         default: .write
         }
     }

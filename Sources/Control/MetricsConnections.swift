@@ -17,4 +17,7 @@ final class MetricsConnections: Sendable {
     }
 
     func release() { open.withLock { $0 -= 1 } }
+
+    /// Connections held now (tests wait on it instead of guessing a delay).
+    var count: Int { open.withLock { $0 } }
 }

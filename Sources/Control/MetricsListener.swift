@@ -31,12 +31,14 @@ public final class MetricsListener: Sendable {
     }
 
     private let channel: Channel
+    let connections: MetricsConnections
     public let address: Settings.ListenAddress
     /// The port bound (the one asked for, or the kernel's choice for port 0).
     public let port: Int
 
-    private init(channel: Channel, address: Settings.ListenAddress) {
+    private init(channel: Channel, connections: MetricsConnections, address: Settings.ListenAddress) {
         self.channel = channel
+        self.connections = connections
         self.address = address
         self.port = channel.localAddress?.port ?? address.port
     }
@@ -66,7 +68,7 @@ public final class MetricsListener: Sendable {
             }
         do {
             let channel = try await bootstrap.bind(host: address.host, port: address.port).get()
-            return MetricsListener(channel: channel, address: address)
+            return MetricsListener(channel: channel, connections: open, address: address)
         } catch {
             throw .cannotBind(address, Self.describe(error))
         }

@@ -9,6 +9,7 @@ import Credentials
 import Foundation
 import Hashing
 import Ingest
+import Inventory
 import Logging
 import MetricsExport
 import PhotolalaCore
@@ -61,10 +62,13 @@ public struct Daemon: Sendable {
                                        options: .init(settings), logger: logger, payloadDigests: payloadDigests)
         let scraper = MetricsScraper(core: core, exposition: MetricsExposition(counters: counters.registry))
         let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
+        // What the bucket holds: the uploader trusts it instead of asking one key at a time.
+        let inventory = InventoryService(database: database, account: account, options: .init(settings), logger: logger,
+                                         statusChanges: core.statusChanges)
         // After the upload: thumbnails and the photo rows the catalog stage publishes.
         let thumbnails = ThumbnailService(database: database, account: account, gate: DaemonGate(core: core, account: account),
                                           options: .init(settings), logger: logger)
-        for part in [account, ingest, uploader, thumbnails, metricsListener] as [any StatusContributor] { await core.add(part) }
+        for part in [account, ingest, uploader, inventory, thumbnails, metricsListener] as [any StatusContributor] { await core.add(part) }
 
         // Trapped before the control socket listens (let alone READY=1): a client that can
         // connect may send SIGTERM at once (tests and scripts take a connectable socket for
@@ -73,7 +77,8 @@ public struct Daemon: Sendable {
         // the group runs still stops it cleanly).
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, metrics: scraper))
+        let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory,
+                                                                metrics: scraper))
 
         await core.markRunning()
         let status = await core.status()
@@ -90,10 +95,11 @@ public struct Daemon: Sendable {
             .init(service: account, serviceName: "account"),
             .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
+            .init(service: inventory, serviceName: "inventory"),
             .init(service: thumbnails, serviceName: "thumbnails"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account, thumbnails, metricsListener], signals: hangups), serviceName: "reload"),
+                                         parts: [uploader, ingest, account, inventory, thumbnails, metricsListener], signals: hangups), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))

@@ -2,6 +2,7 @@ import Control
 import Credentials
 import Foundation
 import Ingest
+import Inventory
 import MetricsExport
 import PhotolalaCore
 import Queue
@@ -13,6 +14,7 @@ struct DaemonControl: ControlHandler {
     let core: DaemonCore
     let account: AccountService
     let ingest: IngestService
+    let inventory: InventoryService
     let metrics: MetricsScraper
 
     var database: QueueDatabase { core.database }
@@ -50,6 +52,12 @@ struct DaemonControl: ControlHandler {
             return .json(ControlReply(ok: true, message: "Signed out. The saved sign-in was erased and uploads stopped; run `photolalactl login` to sign in again."))
         case .loginIdentityToken, .loginDeviceStart, .loginDevicePoll, .loginDeviceCancel:
             return await login(request)
+        case .verify:
+            return await verify(request)
+        case .verifyProgress:
+            return await verifyProgress()
+        case .files:
+            return await files(request)
         }
     }
 

@@ -1,6 +1,7 @@
 import Control
 import Credentials
 import Ingest
+import Inventory
 import PhotolalaCore
 import Thumbnails
 import Upload
@@ -39,4 +40,8 @@ extension MetricsListenerService: StatusContributor, Reconfigurable {
 
 extension ThumbnailService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { await apply(Options(settings)) }
+}
+
+extension InventoryService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { apply(Options(settings)) }
 }

@@ -41,25 +41,94 @@ extension DaemonStatus {
     }
 
     public struct Inventory: Codable, Sendable, Equatable {
+        public enum State: String, Codable, Sendable {
+            /// Not signed in, or no listing yet.
+            case notListed
+            /// A listing is under way (`seen` keys so far).
+            case listing
+            /// The last listing saw every key.
+            case ok
+            /// S3 refused to list (403: the backend's policy leaves out s3:ListBucket).
+            case refused
+            /// The last listing failed; it is tried again (`nextListingAt`).
+            case failed
+        }
+
+        /// How uploads learn whether an object is already in the bucket.
+        public enum Check: String, Codable, Sendable {
+            /// From the inventory: nothing asked, `If-None-Match: *` on what is sent.
+            case inventory
+            /// A HEAD per object (no listing to trust).
+            case head
+            /// Uploads wait for the first listing after a sign-in.
+            case waiting
+        }
+
         /// Objects the last listing found under this user's prefixes.
         public var objects: Int
         @Null public var listedAt: String?
-        public init(objects: Int = 0, listedAt: String? = nil) {
+        public var state: State
+        /// Keys the listing under way has seen so far.
+        public var seen: Int
+        public var uploadsCheck: Check
+        @Null public var nextListingAt: String?
+        @Null public var lastError: String?
+        public init(objects: Int = 0, listedAt: String? = nil, state: State = .notListed, seen: Int = 0,
+                    uploadsCheck: Check = .inventory, nextListingAt: String? = nil, lastError: String? = nil) {
             self.objects = objects
             self.listedAt = listedAt
+            self.state = state
+            self.seen = seen
+            self.uploadsCheck = uploadsCheck
+            self.nextListingAt = nextListingAt
+            self.lastError = lastError
         }
     }
 
+    /// The last `photolalactl verify` (kept across restarts), or the one under way.
     public struct Verify: Codable, Sendable, Equatable {
         @Null public var checkedAt: String?
+        /// Objects backed up before the verify's listing began, compared with it.
         public var checked: Int
+        /// Not in the bucket (or, read back, not found).
         public var missing: Int
+        /// In the bucket with other bytes: `wrongSize` + `wrongETag` + `readBackWrong`.
         public var mismatched: Int
-        public init(checkedAt: String? = nil, checked: Int = 0, missing: Int = 0, mismatched: Int = 0) {
+        public var running: Bool
+        public var wrongSize: Int
+        public var wrongETag: Int
+        /// Objects whose ETag proves nothing about their bytes (multipart uploads by other
+        /// tools, or every object of an SSE-KMS bucket): only `--deep` checks them.
+        public var unproven: Int
+        /// The bucket encrypts with SSE-KMS: its ETags are not MD5s.
+        public var sseKms: Bool
+        /// `--deep`: the share asked for, objects read back, and how many had other bytes.
+        @Null public var deepPercent: Double?
+        public var readBack: Int
+        public var readBackWrong: Int
+        /// Missing or wrong objects put back in the queue to be sent again.
+        public var requeued: Int
+        /// Missing or wrong, but no file holds their bytes any more to send them again from.
+        public var lost: Int
+        @Null public var lastError: String?
+        public init(checkedAt: String? = nil, checked: Int = 0, missing: Int = 0, mismatched: Int = 0, running: Bool = false,
+                    wrongSize: Int = 0, wrongETag: Int = 0, unproven: Int = 0, sseKms: Bool = false, deepPercent: Double? = nil,
+                    readBack: Int = 0, readBackWrong: Int = 0, requeued: Int = 0, lost: Int = 0, lastError: String? = nil) {
             self.checkedAt = checkedAt
             self.checked = checked
             self.missing = missing
             self.mismatched = mismatched
+            self.running = running
+            self.wrongSize = wrongSize
+            self.wrongETag = wrongETag
+            self.unproven = unproven
+            self.sseKms = sseKms
+            self.deepPercent = deepPercent
+            self.readBack = readBack
+            self.readBackWrong = readBackWrong
+            self.requeued = requeued
+            self.lost = lost
+            self.lastError = lastError
         }
     }
 }

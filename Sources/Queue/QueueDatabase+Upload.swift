@@ -12,6 +12,9 @@ public struct UploadJob: Sendable, Equatable {
     /// A multipart upload begun earlier (resumed, not restarted).
     public var uploadId: String?
     public var partSize: Int64?
+    /// The object in the bucket is known to be wrong (`verify`): send it again without
+    /// asking whether it is there and without `If-None-Match`.
+    public var overwrite = false
 }
 
 /// A part S3 already has, recorded so a restart resumes instead of resending.
@@ -42,7 +45,7 @@ extension QueueDatabase {
         try write { db in
             let t = now.timeIntervalSince1970
             let candidates = try Row.fetchAll(db, sql: """
-                SELECT md5, size, attempts, uploadId, partSize FROM object
+                SELECT md5, size, attempts, uploadId, partSize, overwrite FROM object
                 WHERE state = 'pending' AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?)
                 ORDER BY nextAttemptAt IS NOT NULL, updatedAt LIMIT 16
                 """, arguments: [t])
@@ -62,7 +65,8 @@ extension QueueDatabase {
                 return UploadJob(md5: md5, size: o["size"], path: f["path"],
                                  identity: FileIdentity(device: UInt64(bitPattern: f["device"]), inode: UInt64(bitPattern: f["inode"]),
                                                         size: f["size"], mtimeSec: f["mtimeSec"], mtimeNsec: f["mtimeNsec"]),
-                                 attempts: o["attempts"], uploadId: o["uploadId"], partSize: o["partSize"])
+                                 attempts: o["attempts"], uploadId: o["uploadId"], partSize: o["partSize"],
+                                 overwrite: o["overwrite"])
             }
             return nil
         }
@@ -83,18 +87,42 @@ extension QueueDatabase {
         }
     }
 
-    /// Returns how many files became `uploaded` with it (the metrics count them).
+    /// Found already in the bucket (listed, HEAD, or a 412 on `If-None-Match: *`): nothing
+    /// was sent, so no ETag of ours is recorded. Returns how many files became `uploaded`
+    /// with it (the metrics count them).
     @discardableResult
     public func markUploaded(md5: String, now: Date = Date()) throws -> Int {
+        let files = try write { db in try markUploaded(db, md5: md5, etag: nil, uploadedAt: now, now: now) }
+        QueueSignals.notify(signals.uploaded)
+        return files
+    }
+
+    /// Sent: the object is `uploaded` with the ETag S3 lists for what was sent, and the
+    /// inventory learns the key at once (so `files`, the thumbnail stage and the next
+    /// upload of the same bytes need not wait for a listing), in one transaction.
+    /// Returns how many files became `uploaded` with it.
+    @discardableResult
+    public func recordUpload(md5: String, key: String, size: Int64, etag: String, storageClass: String, now: Date = Date()) throws -> Int {
         let files = try write { db in
-            let t = now.timeIntervalSince1970
-            try db.execute(sql: "UPDATE object SET state = 'uploaded', uploadId = NULL, lastError = NULL, nextAttemptAt = NULL, updatedAt = ? WHERE md5 = ?", arguments: [t, md5])
-            try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5])
-            try db.execute(sql: "UPDATE file SET state = 'uploaded', lastError = NULL, updatedAt = ? WHERE md5 = ? AND state IN ('queued', 'uploading', 'failed')", arguments: [t, md5])
-            return db.changesCount
+            let files = try markUploaded(db, md5: md5, etag: etag, uploadedAt: now, now: now)
+            try recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now)
+            return files
         }
         QueueSignals.notify(signals.uploaded)
         return files
+    }
+
+    /// - Parameter uploadedAt: when it went up (now, or when S3 says it was written).
+    @discardableResult
+    func markUploaded(_ db: Database, md5: String, etag: String?, uploadedAt: Date, now: Date) throws -> Int {
+        let t = now.timeIntervalSince1970
+        try db.execute(sql: """
+            UPDATE object SET state = 'uploaded', uploadId = NULL, lastError = NULL, nextAttemptAt = NULL, etag = ?,
+              uploadedAt = ?, overwrite = 0, updatedAt = ? WHERE md5 = ?
+            """, arguments: [etag, uploadedAt.timeIntervalSince1970, t, md5])
+        try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5])
+        try db.execute(sql: "UPDATE file SET state = 'uploaded', lastError = NULL, updatedAt = ? WHERE md5 = ? AND state IN ('queued', 'uploading', 'failed')", arguments: [t, md5])
+        return db.changesCount
     }
 
     /// Back to the queue after a transient failure (or a stop): due again at `retryAt`.

@@ -104,6 +104,46 @@ enum QueueSchema {
                 CREATE INDEX object_state_updated ON object(state, updatedAt);
                 """)
         }
+        m.registerMigration("v4-inventory") { db in
+            // What the bucket holds, from listing it (s3-layout.md, "Knowing what is already
+            // there"): one row per key under the user's prefixes, and one row per prefix for
+            // the listing passes. A pass stamps `seenAt` on every key it sees; at its end the
+            // keys it did not see since it started are gone from the bucket.
+            //
+            // On `object`: `etag` is the ETag S3 must list for an object this daemon sent (the
+            // MD5 of a single PUT, the MD5 of the parts' MD5s + "-N" of a multipart upload;
+            // null when it was found already there), `uploadedAt` when it went up or was found
+            // there, `deepCheckedAt` when `verify --deep` last read it back, and `overwrite`
+            // that the object in the bucket is wrong (verify): it is sent again without any
+            // condition and without asking whether it is there.
+            try db.execute(sql: """
+                CREATE TABLE inventory (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    size INTEGER NOT NULL,
+                    etag TEXT NOT NULL,
+                    storageClass TEXT NOT NULL DEFAULT 'STANDARD',
+                    seenAt REAL NOT NULL
+                ) WITHOUT ROWID;
+
+                CREATE TABLE inventory_listing (
+                    prefix TEXT PRIMARY KEY NOT NULL,
+                    state TEXT NOT NULL,
+                    startedAt REAL,
+                    listedAt REAL,
+                    objects INTEGER NOT NULL DEFAULT 0,
+                    seen INTEGER NOT NULL DEFAULT 0,
+                    failures INTEGER NOT NULL DEFAULT 0,
+                    lastError TEXT,
+                    updatedAt REAL NOT NULL
+                );
+
+                ALTER TABLE object ADD COLUMN etag TEXT;
+                ALTER TABLE object ADD COLUMN uploadedAt REAL;
+                ALTER TABLE object ADD COLUMN deepCheckedAt REAL;
+                ALTER TABLE object ADD COLUMN overwrite INTEGER NOT NULL DEFAULT 0;
+                UPDATE object SET uploadedAt = updatedAt WHERE state = 'uploaded';
+                """)
+        }
         return m
     }
 }

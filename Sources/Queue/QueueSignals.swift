@@ -18,6 +18,9 @@ public struct QueueSignals: Sendable {
     /// Photos got their thumbnail and catalog columns (`photo.state = 'ready'`): the
     /// catalog stage has rows to publish.
     public let photosReady = WakeSignal()
+    /// A listing of the bucket began, completed or failed: the uploader (waiting for the
+    /// first listing after a sign-in) and whoever asks `inventoryPresence` look again.
+    public let inventoryChanged = WakeSignal()
 
     public init() {}
 

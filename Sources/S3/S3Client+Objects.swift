@@ -14,17 +14,27 @@ extension S3Client {
         /// For an object in an archive class: whether a copy was asked back (`RestoreObject`)
         /// and whether it can be read now (`x-amz-restore`).
         public var restore: Restore?
+        /// `x-amz-server-side-encryption`: `AES256`, `aws:kms`, `aws:kms:dsse`; nil when S3
+        /// says nothing. Under `aws:kms*` the ETag is not the MD5 of the bytes.
+        public var serverSideEncryption: String?
 
         public enum Restore: Sendable, Equatable {
             case inProgress
             case available
         }
 
-        public init(size: Int64, etag: String, storageClass: String? = nil, restore: Restore? = nil) {
+        public init(size: Int64, etag: String, storageClass: String? = nil, restore: Restore? = nil,
+                    serverSideEncryption: String? = nil) {
             self.size = size
             self.etag = etag
             self.storageClass = storageClass
             self.restore = restore
+            self.serverSideEncryption = serverSideEncryption
+        }
+
+        /// SSE-KMS: the ETag is not an MD5, so only reading the bytes back proves them.
+        public var etagIsNotMD5: Bool {
+            serverSideEncryption?.lowercased().hasPrefix("aws:kms") ?? false
         }
 
         /// GLACIER and DEEP_ARCHIVE objects cannot be read until a copy is brought back.
@@ -94,7 +104,8 @@ extension S3Client {
             }
             return ObjectInfo(size: size, etag: Self.unquoted(response.header("ETag") ?? ""),
                               storageClass: response.header("x-amz-storage-class"),
-                              restore: response.header("x-amz-restore").map(Self.restoreState))
+                              restore: response.header("x-amz-restore").map(Self.restoreState),
+                              serverSideEncryption: response.header("x-amz-server-side-encryption"))
         case 404:
             return nil
         default:

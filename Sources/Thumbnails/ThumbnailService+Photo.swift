@@ -72,7 +72,7 @@ extension ThumbnailService {
                                         sessionToken: grant.sessionToken, expiration: grant.expiration)
         let present: Bool?
         do {
-            present = try await ThumbnailPresence().exists(key: key, client: client, credentials: credentials)
+            present = try await ThumbnailPresence(database: database).exists(key: key, client: client, credentials: credentials)
         } catch {
             return s3Trouble(error, grant: grant)
         }
@@ -102,8 +102,9 @@ extension ThumbnailService {
         if present != true {
             guard let jpeg = reply.jpeg else { return .failed(columns, "the decoder made no thumbnail") }
             do {
-                _ = try await client.putObject(key: key, bytes: jpeg, contentType: "image/jpeg", ifNoneMatch: true,
-                                               credentials: credentials)
+                let etag = try await client.putObject(key: key, bytes: jpeg, contentType: "image/jpeg", ifNoneMatch: true,
+                                                      credentials: credentials)
+                ThumbnailPresence(database: database).stored(key: key, size: Int64(jpeg.count), etag: etag)
             } catch where error.kind == .preconditionFailed {
                 // Another device put one there meanwhile: theirs is kept.
             } catch {

@@ -1,3 +1,4 @@
+import Digests
 import Foundation
 import PhotolalaCore
 import Queue
@@ -46,6 +47,10 @@ extension ObjectUploader {
             return source.outcome(error, job)
         }
         var completed: [S3Client.Part] = []
+        // Each part's MD5, from the read that sends it (or that compares it with the part
+        // S3 already has): the object's ETag is the MD5 of these, which `verify` checks.
+        var partMD5s: [[UInt8]] = []
+        partMD5s.reserveCapacity(parts.partCount)
         var sent: Int64 = 0
         for number in 1...parts.partCount {
             if Task.isCancelled { return .cancelled }
@@ -59,6 +64,7 @@ extension ObjectUploader {
                 await abort(uploadId: uploadId, md5: job.md5)
                 return source.outcome(error, job)
             }
+            partMD5s.append(Hex.bytes(digest.md5Hex) ?? [])
             if let have, have.size == length, have.etag.lowercased() == digest.md5Hex {
                 completed.append(S3Client.Part(partNumber: number, etag: have.etag, size: length))
                 continue
@@ -90,7 +96,7 @@ extension ObjectUploader {
         _ = try await retrying { () async throws(S3Error) in
             try await client.completeMultipartUpload(key: key, uploadId: uploadId, parts: completed, credentials: credentials)
         }
-        return .uploaded(sent: sent)
+        return .uploaded(sent: sent, etag: ETag.multipart(partMD5s: partMD5s), key: key)
     }
 
     /// An upload we abandon is aborted so S3 does not keep (and bill) its parts.

@@ -5,9 +5,10 @@ import PhotolalaCore
 import Queue
 import S3
 
-/// Sends one object: HEAD first (same size: already there), then one PUT up to the
-/// threshold or a resumable multipart upload above it (`+Multipart`). Made for one
-/// attempt with one set of credentials; what an error means is `UploadPolicy`'s call.
+/// Sends one object: first whether it is already there (the inventory, or a HEAD where
+/// there is no listing to trust: `PresenceCheck`), then one PUT up to the threshold or a
+/// resumable multipart upload above it (`+Multipart`). Made for one attempt with one set
+/// of credentials; what an error means is `UploadPolicy`'s call.
 struct ObjectUploader: Sendable {
     let client: S3Client
     let credentials: S3Credentials
@@ -18,31 +19,37 @@ struct ObjectUploader: Sendable {
     let bandwidth: TokenBucket
     let meter: RateMeter
     let payloadDigests: PayloadDigests
+    let presence: PresenceCheck
     let logger: Logger
 
     var source: SourceCheck { SourceCheck(followSymlinks: options.followSymlinks) }
 
-    /// - Parameter freshCredentials: this attempt already refreshed its credentials once.
-    func upload(_ job: UploadJob, freshCredentials: Bool) async -> Result<UploadOutcome, S3Error> {
-        do {
-            if let info = try await retrying({ () async throws(S3Error) in try await client.headObject(key: key, credentials: credentials) }),
-               info.size == job.size {
-                return .success(.alreadyPresent)
-            }
-        } catch {
-            switch policy.headVerdict(error, freshCredentials: freshCredentials) {
-            case .unknown: break
-            case .staleCredentials:
-                var stale = error
-                stale.kind = .credentialsExpired
-                return .failure(stale)
-            case .fail: return .failure(error)
+    /// - Parameters:
+    ///   - mode: how presence is found out for now (the inventory or a HEAD).
+    ///   - freshCredentials: this attempt already refreshed its credentials once.
+    func upload(_ job: UploadJob, mode: PresenceCheck.Mode, freshCredentials: Bool) async -> Result<UploadOutcome, S3Error> {
+        let known = mode == .inventory ? ((try? database.inventoryPresence(key: key)) ?? .unknown) : .unknown
+        var step = presence.step(mode: mode, presence: known, size: job.size, overwrite: job.overwrite)
+        if step == .head {
+            do {
+                let info = try await retrying { () async throws(S3Error) in try await client.headObject(key: key, credentials: credentials) }
+                step = presence.afterHead(listedSize: info?.size, size: job.size)
+            } catch {
+                switch policy.headVerdict(error, freshCredentials: freshCredentials) {
+                case .unknown: step = .put(ifNoneMatch: true)
+                case .staleCredentials:
+                    var stale = error
+                    stale.kind = .credentialsExpired
+                    return .failure(stale)
+                case .fail: return .failure(error)
+                }
             }
         }
+        guard case .put(let ifNoneMatch) = step else { return .success(.alreadyPresent) }
         let plan = PartPlan(fileSize: job.size, multipartThreshold: options.multipartThreshold, configuredPartSize: options.partSize)
         do {
             if plan.partSize == nil && job.uploadId == nil {
-                return .success(try await single(job))
+                return .success(try await single(job, ifNoneMatch: ifNoneMatch))
             }
             return .success(try await multipart(job, plan: plan))
         } catch {
@@ -54,7 +61,7 @@ struct ObjectUploader: Sendable {
 
     var storageClass: String? { options.storageClass == "STANDARD" ? nil : options.storageClass }
 
-    private func single(_ job: UploadJob) async throws(S3Error) -> UploadOutcome {
+    private func single(_ job: UploadJob, ifNoneMatch: Bool) async throws(S3Error) -> UploadOutcome {
         let signs = client.signsPayload
         let follow = options.followSymlinks
         // Taken in the hashing pass for exactly this identity: no second read to sign.
@@ -87,14 +94,24 @@ struct ObjectUploader: Sendable {
         }
         let type = MediaType.forPath(job.path)
         await bandwidth.take(Int(job.size))
-        _ = try await retrying { () async throws(S3Error) in
-            try await client.putObject(key: key, path: job.path, contentMD5: contentMD5, contentType: type.contentType,
-                                       metadata: metadata(type), storageClass: storageClass,
-                                       payloadSHA256: check.0?.sha256Hex, expected: job.identity, followSymlinks: follow,
-                                       credentials: credentials)
+        func put(_ condition: Bool) async throws(S3Error) -> String {
+            try await retrying { () async throws(S3Error) in
+                try await client.putObject(key: key, path: job.path, contentMD5: contentMD5, contentType: type.contentType,
+                                           metadata: metadata(type), storageClass: storageClass,
+                                           payloadSHA256: check.0?.sha256Hex, expected: job.identity, followSymlinks: follow,
+                                           ifNoneMatch: condition, credentials: credentials)
+            }
+        }
+        do {
+            _ = try await put(ifNoneMatch)
+        } catch where ifNoneMatch && error.status == 501 {
+            // A store that does not implement conditional writes: the inventory said the key
+            // was free, and the key names the bytes, so an unconditional PUT is just as safe.
+            _ = try await put(false)
         }
         meter.add(job.size)
-        return .uploaded(sent: job.size)
+        // A single PUT's ETag is its body's MD5, which the key names: what `verify` expects.
+        return .uploaded(sent: job.size, etag: job.md5, key: key)
     }
 
     /// One S3 request, tried again in place while `policy` says so (see

@@ -26,8 +26,8 @@ extension UploaderService {
 
     private func recordOnce(_ outcome: UploadOutcome, for job: UploadJob) throws {
         switch outcome {
-        case .uploaded(let sent):
-            let files = try database.markUploaded(md5: job.md5)
+        case let .uploaded(sent, etag, key):
+            let files = try database.recordUpload(md5: job.md5, key: key, size: job.size, etag: etag, storageClass: options.storageClass)
             DaemonCounter.uploadedObjects.increment()
             DaemonCounter.uploadedBytes.increment(by: job.size)
             DaemonCounter.uploadedFiles.increment(by: Int64(files))
@@ -56,12 +56,18 @@ extension UploaderService {
         }
     }
 
-    /// The upload stage's part of the status: S3's health, the rate and the time left.
+    /// The upload stage's part of the status: S3's health, the rate and the time left, and
+    /// how it learns whether an object is already there.
     public func contribute(to s: inout DaemonStatus) {
         s.s3 = outage.isActive
             ? DaemonStatus.S3Health(state: .backoff, failures: outage.failures, since: outage.since.map(Timestamp.string),
                                     nextAttemptAt: outage.until.map(Timestamp.string), lastError: outage.lastError)
             : DaemonStatus.S3Health(state: .ok)
+        switch presenceMode {
+        case .inventory?, nil: s.inventory.uploadsCheck = .inventory
+        case .head?: s.inventory.uploadsCheck = .head
+        case .wait?: s.inventory.uploadsCheck = .waiting
+        }
         let rate = meter.rate()
         s.queue.uploadRate = rate
         if rate > 0, s.queue.pendingBytes > 0 {

@@ -58,9 +58,16 @@ public actor UploaderService: Service {
     var outage: OutageBackoff
     /// SHA-256s the hasher took for signed payloads (plain-HTTP endpoints): see `PayloadDigests`.
     let payloadDigests: PayloadDigests
+    /// Whether objects are already there: the inventory, a HEAD, or wait for the first listing.
+    let presence: PresenceCheck
+    /// The user uploads are for, and when the workers first wanted to upload for them.
+    var waitingForListing: (userId: String, since: Date)?
+    /// The last mode, so a change is logged once.
+    var presenceMode: PresenceCheck.Mode?
 
     public init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger,
-                policy: UploadPolicy = UploadPolicy(), payloadDigests: PayloadDigests = PayloadDigests()) {
+                policy: UploadPolicy = UploadPolicy(), payloadDigests: PayloadDigests = PayloadDigests(),
+                presence: PresenceCheck = PresenceCheck()) {
         self.database = database
         self.account = account
         self.gate = gate
@@ -68,6 +75,7 @@ public actor UploaderService: Service {
         self.logger = logger
         self.policy = policy
         self.payloadDigests = payloadDigests
+        self.presence = presence
         outage = policy.outage
         bandwidth = TokenBucket(bytesPerSecond: options.bandwidthLimit)
         let proxy = ConnectProxy.debugOverride
@@ -95,8 +103,10 @@ public actor UploaderService: Service {
         let gateChanges = gate.changes()
         let drops = account.credentialDrops.changes()
         let ready = database.signals.readyToUpload
-        // Two sources of "look again" fold into the workers' one signal; dropped
-        // credentials stop what is on the wire (logout, Apple ID revoked, a backend pause).
+        let listed = database.signals.inventoryChanged
+        // The gate, new work and the inventory's listings fold into the workers' one "look
+        // again"; dropped credentials stop what is on the wire (logout, Apple ID revoked, a
+        // backend pause).
         let relays = [
             Task { [signal] in
                 for await _ in gateChanges { await signal.notify() }
@@ -109,6 +119,15 @@ public actor UploaderService: Service {
                 while !Task.isCancelled {
                     await ready.wait(since: since, until: nil as Date?)
                     since = await ready.current
+                    await signal.notify()
+                }
+            },
+            // The first listing after a sign-in ended (or failed): waiting workers go on.
+            Task { [signal] in
+                var since = await listed.current
+                while !Task.isCancelled {
+                    await listed.wait(since: since, until: nil as Date?)
+                    since = await listed.current
                     await signal.notify()
                 }
             },
@@ -140,6 +159,11 @@ public actor UploaderService: Service {
                 await signal.wait(since: since, until: nil as Date?)
                 continue
             }
+            let mode = await currentPresenceMode()
+            if case .wait(let until) = mode {
+                await signal.wait(since: since, until: until)
+                continue
+            }
             let admission = outage.admit(now: Date())
             if case .wait(let until) = admission {
                 await signal.wait(since: since, until: until)
@@ -162,7 +186,7 @@ public actor UploaderService: Service {
                 continue
             }
             let epoch = outage.epoch
-            let task = Task { await self.upload(job) }
+            let task = Task { await self.upload(job, mode: mode) }
             inFlight[worker] = task
             // The upload is an unstructured task (so it can be cancelled by itself): a
             // cancelled worker must pass its cancellation on rather than wait it out.
@@ -197,7 +221,25 @@ public actor UploaderService: Service {
 
     // MARK: one object
 
-    private func upload(_ job: UploadJob) async -> UploadOutcome {
+    /// How presence is found out now (`PresenceCheck`): the listing of the signed-in
+    /// user's photos, as the inventory stage left it in the queue.
+    private func currentPresenceMode() async -> PresenceCheck.Mode {
+        guard let userId = await account.userId else { return .head }
+        if waitingForListing?.userId != userId { waitingForListing = (userId, Date()) }
+        let listing = try? database.inventoryListing(prefix: "photos/\(userId)/")
+        let mode = presence.mode(listing: listing, waitingSince: waitingForListing?.since ?? Date(), now: Date())
+        if mode != presenceMode {
+            switch mode {
+            case .inventory: logger.info("uploads ask the inventory whether each object is already in the bucket")
+            case .head: logger.notice("no listing of the bucket to trust (\(listing?.lastError ?? "none yet")): uploads ask S3 about each object with a HEAD")
+            case .wait: if presenceMode == nil || presenceMode == .inventory { logger.info("uploads wait for the first listing of the bucket") }
+            }
+            presenceMode = mode
+        }
+        return mode
+    }
+
+    private func upload(_ job: UploadJob, mode: PresenceCheck.Mode) async -> UploadOutcome {
         var credentialRetries = 0
         var skewRetries = 0
         while true {
@@ -211,7 +253,8 @@ public actor UploaderService: Service {
             guard let userId = await account.userId else { return .cancelled }
             let result: Result<UploadOutcome, S3Error>
             do throws(S3Error) {
-                result = try await uploader(for: job, grant: grant, userId: userId).upload(job, freshCredentials: credentialRetries > 0)
+                result = try await uploader(for: job, grant: grant, userId: userId)
+                    .upload(job, mode: mode, freshCredentials: credentialRetries > 0)
             } catch {
                 result = .failure(error)
             }
@@ -270,6 +313,6 @@ public actor UploaderService: Service {
         if payloadDigests.wanted != client.signsPayload { payloadDigests.setWanted(client.signsPayload) }
         return ObjectUploader(client: client, credentials: credentials, key: prefix + job.md5 + ".dat", options: options,
                               policy: policy, database: database, bandwidth: bandwidth, meter: meter,
-                              payloadDigests: payloadDigests, logger: logger)
+                              payloadDigests: payloadDigests, presence: presence, logger: logger)
     }
 }

@@ -19,12 +19,14 @@ import Testing
         case let c as ResumeCommand: c.options
         case let c as RescanCommand: c.options
         case let c as RetryCommand: c.options
+        case let c as FilesCommand: c.options
+        case let c as VerifyCommand: c.options
         default: nil
         }
         return (command, try #require(options, "\(type(of: command)) is not a photolalactl command"))
     }
 
-    static let commands = ["status", "login", "logout", "pause", "resume", "rescan", "queue", "retry"]
+    static let commands = ["status", "login", "logout", "pause", "resume", "rescan", "queue", "retry", "files", "verify"]
 
     @Test func socketBeforeTheCommand() throws {
         let (command, options) = try parse(["--socket", "/run/s.sock", "status", "--json"])

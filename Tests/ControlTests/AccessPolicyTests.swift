@@ -33,10 +33,13 @@ import Testing
     @Test func routesAreVersionedAndClassified() {
         #expect(ControlRoute(method: "GET", path: "/v1/status") == .status)
         #expect(ControlRoute(method: "POST", path: "/v1/status") == nil)
-        #expect(ControlRoute.status.access == .read && ControlRoute.queue.access == .read && ControlRoute.metrics.access == .read)
-        for route in ControlRoute.allCases where ![.status, .queue, .metrics].contains(route) {
-            #expect(route.access == .write, "\(route)")
+        // Reads: status, queue, metrics, files and the progress of a verify; everything else changes
+        // something (verify puts objects back in the queue).
+        let reads: Set<ControlRoute> = [.status, .queue, .metrics, .files, .verifyProgress]
+        for route in ControlRoute.allCases {
+            #expect(route.access == (reads.contains(route) ? .read : .write), "\(route)")
         }
+        #expect(ControlRoute(method: "POST", path: "/v1/verify") == .verify && ControlRoute.verify.access == .write)
         for route in ControlRoute.allCases { #expect(route.path.hasPrefix("/v1/")) }
     }
 

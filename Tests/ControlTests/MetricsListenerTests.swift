@@ -10,7 +10,9 @@ import Testing
 
 /// The TCP metrics listener: only `/metrics`, the control socket's bounds, and a port it
 /// cannot use never stopping anything.
-@Suite struct MetricsListenerTests {
+// Serialized: a test that checks a released port is closed must not see another of these
+// listeners bound to it by the kernel's reuse of ephemeral ports.
+@Suite(.serialized) struct MetricsListenerTests {
     static let body = Array("# HELP photolala_up x\n# TYPE photolala_up gauge\nphotolala_up 1.0\n".utf8)
 
     static func start(_ limits: MetricsListener.Limits = MetricsListener.Limits()) async throws -> MetricsListener {
@@ -108,7 +110,7 @@ import Testing
         let listener = try await Self.start(limits)
         // Two clients that connect and say nothing hold both slots until their deadline.
         let idle = (0..<2).map { _ in Task { await Self.exchange(port: listener.port, []) } }
-        try await Task.sleep(for: .milliseconds(300))
+        try await waitUntil { listener.connections.count == 2 }
         let turnedAway = await Self.exchange(port: listener.port, Self.get("/metrics"))
         #expect(turnedAway.hasPrefix("HTTP/1.1 503"))
         for t in idle { #expect(await t.value.hasPrefix("HTTP/1.1 408")) }

@@ -1,6 +1,7 @@
 import Credentials
 import Foundation
 import Ingest
+import Inventory
 import PhotolalaCore
 import Testing
 import Upload
@@ -51,5 +52,14 @@ import Upload
         other.upload.concurrency = 3
         #expect(UploaderService.Options(other) != UploaderService.Options(s))
         #expect(IngestService.Options(other, hashWorkers: 2) == IngestService.Options(s, hashWorkers: 2))
+    }
+
+    @Test func theInventoryListsAtTheConfiguredIntervalAndReadsBackAsManyAsUploadsRun() {
+        var s = settings()
+        s.upload.inventoryInterval = .seconds(6 * 3600)
+        let o = InventoryService.Options(s)
+        #expect(o.interval == .seconds(6 * 3600) && o.readBackConcurrency == 2)
+        s.upload.concurrency = 64
+        #expect(InventoryService.Options(s).readBackConcurrency == 8)
     }
 }

@@ -248,7 +248,7 @@ def test_every_write_command_from_a_non_member_or_member_changes_nothing(world, 
     os.chmod(d.socket, 0o666)
     refused = Counter()
     for user, groups in ((ATTACKER_UID, None), (OTHER_MEMBER_UID, "users")):
-        for cmd in (["pause"], ["resume"], ["rescan"], ["retry"], ["logout"],
+        for cmd in (["pause"], ["resume"], ["rescan"], ["retry"], ["logout"], ["verify"],
                     ["login", "--identity-token", token, "--authorization-code", "ac_x"]):
             cmd_line = as_user(user, groups) + [binary(), "ctl", *cmd, "--socket", d.socket]
             r = subprocess.run(cmd_line, capture_output=True, text=True, timeout=30)
@@ -277,6 +277,7 @@ def test_every_write_command_from_a_non_member_or_member_changes_nothing(world, 
         assert calls[name]["count"] == calls_before[name]["count"], (name, calls[name], calls_before[name])
     log = d.log()[log_before:]
     assert "photolalactl rescan" not in log and "signed out" not in log and "paused by the user" not in log
+    assert "verify:" not in log
     # Refusals are logged, but a flood of them must not flood the journal.
     refusals = log.count("refused a control request")
     assert refusals >= 1
@@ -287,7 +288,7 @@ def test_every_write_command_from_a_non_member_or_member_changes_nothing(world, 
     assert world.key(uid, more) in world.objects(uid)
 
     reliability.describe(
-        injected="every write command (pause, resume, rescan, retry, logout, login with a valid identity token for "
+        injected="every write command (pause, resume, rescan, retry, logout, verify, login with a valid identity token for "
                  "another Apple ID, pairing start and cancel) from a non-member uid and from a member, through "
                  f"photolalactl and raw for {seconds:.0f} s with forged identity headers; the socket made 0666 so the "
                  "daemon's own check decides",

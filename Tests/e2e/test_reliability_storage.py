@@ -178,7 +178,7 @@ def test_truncated_database_is_quarantined_and_rebuilt_from_a_scan(world, reliab
     assert s["queue"]["failed"] == 0
     assert d.stop() == 0
     assert integrity(d) == "ok"
-    # Nothing already in S3 was sent again: the rebuilt queue found each object with HEAD.
+    # Nothing already in S3 was sent again: the rebuilt queue found each object in the listing.
     assert len([r for r in world.s3_ops() if r["op"] == "PutObject"]) == n_puts + len(more)
     assert set(world.objects(uid)) == {world.key(uid, b) for b in bodies + more}
     reliability.describe(

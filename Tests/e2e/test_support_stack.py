@@ -281,13 +281,17 @@ def test_sts_credentials_put_under_user_prefix(moto, backend, proxy):
     assert c["accessKeyId"].startswith("ASIA") and c["secretAccessKey"] and c["sessionToken"]
     assert 3500 < (parse_time(c["expiration"]) - dt.datetime.now(dt.timezone.utc)).total_seconds() <= 3600
 
-    # The session policy covers exactly the user's three prefixes (moto does not enforce it).
+    # The session policy covers exactly the user's four prefixes, and listing only inside
+    # them (backend-api.md section 4; moto does not enforce it).
     (session,) = backend.sts_sessions()
     resources = json.dumps(session["policy"])
-    for prefix in ("photos", "thumbnails", "metadata"):
+    prefixes = ("photos", "thumbnails", "catalogs", "metadata")
+    for prefix in prefixes:
         assert f"arn:aws:s3:::photolala/{prefix}/{uid}/*" in resources
-    assert session["policy"]["Statement"][0]["Resource"] == [
-        f"arn:aws:s3:::photolala/{p}/{uid}/*" for p in ("photos", "thumbnails", "metadata")]
+    assert session["policy"]["Statement"][0]["Resource"] == [f"arn:aws:s3:::photolala/{p}/{uid}/*" for p in prefixes]
+    listing = session["policy"]["Statement"][1]
+    assert listing["Action"] == "s3:ListBucket" and listing["Resource"] == "arn:aws:s3:::photolala"
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"{p}/{uid}/*" for p in prefixes]}}
 
     body = os.urandom(4096)
     key, md5 = md5_key(uid, body)
@@ -460,10 +464,38 @@ def test_proxy_faults(moto, proxy, via_proxy):
 
     st = proxy.stats()
     assert st["faults"] == {"blackhole": 1, "expired_token": 2, "reset": 1, "slowdown": 1, "truncated": 2,
-                            "expired_enforced": 0, "upstream_error": 0}
+                            "expired_enforced": 0, "upstream_error": 0, "access_denied": 0, "corrupted": 0}
     # Forwarded and answered 2xx: the good PUT, the truncated PUT (it reached moto), the slow PUT.
     assert st["writes_forwarded"] == 3
     assert [r["status"] for r in st["requests"]] == [503, None, 400, 400, 200, 200, 200, 200, None, 200]
+
+
+def test_proxy_aims_faults_denies_and_corrupts(moto, backend, proxy, via_proxy):
+    uid, _ = via_proxy
+    # botocore would refuse the corrupted body by its checksum before the test could see it.
+    s3 = moto.s3_with(backend._vend(uid)["credentials"], endpoint=proxy.url, response_checksum_validation="when_required")
+    body = os.urandom(1000)
+    key = f"photos/{uid}/aimed.dat"
+    s3.put_object(Bucket="photolala", Key=key, Body=body)
+    # Aimed at listings only: a listing is refused as S3 refuses what a policy leaves out,
+    # while reads and writes go through, and a counted fault waits for a matching request.
+    proxy.set_faults(access_denied=True, truncate_count=1, match=r"^GET [^?]*[?&]list-type=2")
+    with pytest.raises(ClientError) as e:
+        s3.list_objects_v2(Bucket="photolala", Prefix=f"photos/{uid}/")
+    assert (e.value.response["ResponseMetadata"]["HTTPStatusCode"], e.value.response["Error"]["Code"]) == (403, "AccessDenied")
+    assert s3.get_object(Bucket="photolala", Key=key)["Body"].read() == body
+    assert proxy.faults()["truncate_count"] == 1
+    # The first body byte of a matching answer is flipped: same size, other bytes.
+    proxy.clear_faults()
+    proxy.set_faults(corrupt_body=True, match=rf"^GET /photolala/{key}$")
+    got = s3.get_object(Bucket="photolala", Key=key)["Body"].read()
+    assert len(got) == len(body) and got != body and got[1:] == body[1:]
+    st = proxy.stats()
+    assert st["faults"]["access_denied"] == 1 and st["faults"]["corrupted"] == 1
+    # A conditional write is recorded as such.
+    proxy.clear_faults()
+    s3.put_object(Bucket="photolala", Key=f"photos/{uid}/cond.dat", Body=b"x", IfNoneMatch="*")
+    assert proxy.stats()["requests"][-1]["ifNoneMatch"] == "*"
 
 
 def test_proxy_http_controls_and_seed(proxy, via_proxy):

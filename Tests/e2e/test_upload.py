@@ -13,11 +13,12 @@ import json
 import os
 import time
 from collections import Counter
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from support.fake_backend import user_id_for
-from support.world import World, apple_subject, md5_hex, part_number, write_photo
+from support.world import LISTING, World, apple_subject, md5_hex, part_number, write_photo
 
 MiB = 1 << 20
 # Small multipart settings keep the large files small (S3's minimum part is 5 MiB).
@@ -106,9 +107,13 @@ def test_mixed_folder_small_photos_and_a_multipart_file(world, scheme):
     assert sorted(part_number(r["path"]) for r in parts) == [1, 2, 3, 4]
     assert sorted(r["bytes"] for r in parts)[0] == 12_345
     assert ops(world, op="AbortMultipartUpload") == []
-    # Nothing outside the user's own prefix was ever addressed.
+    # Nothing outside the user's own prefix was ever addressed, nor listed.
     for r in world.s3_ops():
-        assert r["path"].startswith(f"/{world.moto.bucket}/photos/{uid}/"), r
+        if r["op"] == "ListObjectsV2":
+            prefix = parse_qs(urlsplit(r["path"]).query)["prefix"][0]
+            assert prefix in (f"photos/{uid}/", f"thumbnails/{uid}/"), r
+        else:
+            assert r["path"].startswith(f"/{world.moto.bucket}/photos/{uid}/"), r
     assert_payload_signing(world, scheme)
     # Kept alive: a handful of connections for all the requests (a few per worker).
     assert world.proxy.stats()["connections"] <= 8, world.proxy.stats()["connections"]
@@ -175,12 +180,14 @@ def test_object_already_in_s3_is_not_sent_again(world):
     fresh = write_photo(d.photos / "new.jpg", 10_000)
     d.wait_for(lambda s: settled(s, 3), timeout=30, what="3 files backed up")
 
-    heads = ops(world, op="HeadObject")
-    assert {r["path"] for r in heads if r["status"] == 200} >= {
-        f"/{world.moto.bucket}/{world.key(uid, small)}", f"/{world.moto.bucket}/{world.key(uid, large)}"}
-    # Only the new file was written; nothing at all for the two already present.
+    # The listing after the sign-in found both: not even a HEAD was sent for them.
+    assert ops(world, op="HeadObject") == []
+    assert [r["status"] for r in ops(world, op="ListObjectsV2")] == [200, 200]   # photos/, thumbnails/
+    # Only the new file was written, once and only if the key was free; nothing at all for
+    # the two already present.
     writes = [r for r in world.s3_ops() if r["method"] in ("PUT", "POST", "DELETE")]
-    assert [(r["op"], r["path"]) for r in writes] == [("PutObject", f"/{world.moto.bucket}/{world.key(uid, fresh)}")]
+    assert [(r["op"], r["path"], r["ifNoneMatch"]) for r in writes] == [
+        ("PutObject", f"/{world.moto.bucket}/{world.key(uid, fresh)}", "*")]
     assert len(world.objects(uid)) == 3
 
 
@@ -281,19 +288,20 @@ def test_uploads_survive_slowdowns_resets_and_expired_tokens(world, scheme):
     st = world.proxy.stats()
     faults = st["faults"]
     assert faults["expired_token"] == 2 and faults["slowdown"] > 0 and faults["reset"] > 0, faults
-    # Bounded: without faults this is 2 requests a small file (HEAD, PUT) and about 7 for
-    # the multipart one. Each request fails ~30% of the time, so ~1.5 tries each are
-    # expected; a tight retry loop would show as hundreds.
-    minimal = 2 * 20 + 7
+    # Bounded: without faults this is 2 listings (photos/, thumbnails/), a PUT a small file
+    # and about 6 requests for the multipart one. Each request fails ~30% of the time, so
+    # ~1.5 tries each are expected; a tight retry loop would show as hundreds.
+    minimal = 2 + 20 + 6
     assert st["total"] <= 3 * minimal, (st["total"], Counter(r["op"] for r in world.s3_ops()))
     # No tight loop in time either: a failed request is tried again only after a pause
-    # (at least 0.1 s), and no single request is tried more than a handful of times.
-    last: dict[tuple, float] = {}
+    # (at least 0.1 s), unless S3 refused its credentials (new ones are fetched first), and
+    # no single request is tried more than a handful of times.
+    last: dict[tuple, tuple[float, int | None]] = {}
     for r in world.s3_ops():
         k = (r["op"], r["path"])
-        if k in last and r["op"] not in ("HeadObject", "ListParts"):
-            assert r["time"] - last[k] >= 0.1, (k, r["time"] - last[k])
-        last[k] = r["time"]
+        if k in last and r["op"] not in ("HeadObject", "ListParts") and last[k][1] != 400:
+            assert r["time"] - last[k][0] >= 0.1, (k, r["time"] - last[k][0])
+        last[k] = (r["time"], r["status"])
     tries = Counter((r["op"], r["path"]) for r in world.s3_ops() if r["op"] in ("PutObject", "UploadPart"))
     assert max(tries.values()) <= 6, tries.most_common(3)
     # The credentials were renewed after the ExpiredToken answers.
@@ -303,9 +311,15 @@ def test_uploads_survive_slowdowns_resets_and_expired_tokens(world, scheme):
 
 def test_expired_token_on_head_is_not_a_failure(world):
     # HEAD answers have no body: S3's 400 ExpiredToken arrives as a bare 400. Twice in a
-    # row here (before and after fresh credentials): the file must still go up.
+    # row here (before and after fresh credentials): the file must still go up. HEADs are
+    # sent only where listing is refused: the proxy answers the daemon's listing 403, as S3
+    # does for a policy without s3:ListBucket (moto does not enforce session policies).
+    world.proxy.set_faults(access_denied=True, match=LISTING)
     d = world.daemon()
     uid = world.login(d)
+    d.wait_for(lambda s: s["inventory"]["state"] == "refused", timeout=20, what="the listing refused")
+    world.proxy.clear_faults()
+    world.proxy.reset_stats()
     world.proxy.set_faults(expired_token_count=2)
     body = write_photo(d.photos / "x.jpg", 33_333)
     d.wait_for(lambda s: settled(s, 1) or s["queue"]["failed"] > 0, timeout=20)

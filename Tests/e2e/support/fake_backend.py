@@ -85,7 +85,7 @@ ENDPOINTS = {
 }
 
 # The prefixes a user's STS session may reach (shared/spec/s3-layout.md).
-USER_PREFIXES = ("photos", "thumbnails", "metadata")
+USER_PREFIXES = ("photos", "thumbnails", "catalogs", "metadata")
 
 
 def user_id_for(sub: str) -> str:
@@ -99,19 +99,27 @@ def allowed_prefixes(user_id: str) -> list[str]:
     return [f"{p}/{user_id}/" for p in USER_PREFIXES]
 
 
-def session_policy(bucket: str, user_id: str) -> dict:
-    """The per-user session policy passed to AssumeRole. moto ignores it; tests that want
-    the scoping enforced check written keys against `allowed_prefixes()`."""
+def session_policy(bucket: str, user_id: str, list_bucket: bool = True) -> dict:
+    """The per-user session policy passed to AssumeRole (backend-api.md section 4): the
+    object actions on the user's four prefixes, and listing the bucket only with a prefix
+    inside them. `list_bucket=False` is the stricter backend the spec allows, which leaves
+    listing out. moto ignores session policies; tests that want the scoping enforced check
+    written keys against `allowed_prefixes()`, and the fault proxy answers 403 to listings
+    where a test needs S3 to refuse them (`FaultProxy.set_faults(access_denied=True,
+    match=...)`)."""
     objects = [f"arn:aws:s3:::{bucket}/{p}*" for p in allowed_prefixes(user_id)]
-    return {"Version": "2012-10-17", "Statement": [
+    statements = [
         {"Sid": "OwnObjects", "Effect": "Allow",
-         "Action": ["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload",
-                    "s3:ListMultipartUploadParts"],
+         "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:RestoreObject",
+                    "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
          "Resource": objects},
-        {"Sid": "ListOwnPrefixes", "Effect": "Allow", "Action": "s3:ListBucket",
-         "Resource": f"arn:aws:s3:::{bucket}",
-         "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in allowed_prefixes(user_id)]}}},
-    ]}
+    ]
+    if list_bucket:
+        statements.append(
+            {"Sid": "ListOwnPrefixes", "Effect": "Allow", "Action": "s3:ListBucket",
+             "Resource": f"arn:aws:s3:::{bucket}",
+             "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in allowed_prefixes(user_id)]}}})
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def _now() -> dt.datetime:
@@ -139,6 +147,7 @@ class BackendConfig:
     sts_endpoint: str | None = None      # `endpoint` answered; None: the moto endpoint
     omit_endpoint: bool = False          # leave `endpoint` out (daemon would use AWS)
     fractional_seconds: bool = False     # timestamps with milliseconds (the spec allows both)
+    list_bucket: bool = True             # grant s3:ListBucket on the user's prefixes (backend-api.md 4)
 
     @staticmethod
     def camel(name: str) -> str:
@@ -424,7 +433,7 @@ class FakeBackend:
     # ---- STS -------------------------------------------------------------------------
 
     def _vend(self, user_id: str) -> dict:
-        policy = session_policy(self.bucket, user_id)
+        policy = session_policy(self.bucket, user_id, list_bucket=self.config.list_bucket)
         try:
             creds = self._sts.assume_role(
                 RoleArn=self.role_arn, RoleSessionName=f"photolala-{user_id}",

@@ -8,13 +8,24 @@ bodies may be large (tens of MB) and are streamed, never buffered.
 
 Faults, evaluated per request in this order (control paths /_proxy/ are never faulted):
 
+    match                a regular expression searched in "METHOD target" (the request
+                         line's path and query, e.g. "^GET [^?]*[?&]list-type=2"):
+                         when set, every fault below (but expiry enforcement) applies only
+                         to matching requests (counted ones are used up only by those)
     blackhole            read the request head, then never answer (until cleared)
     expiry enforcement   400 ExpiredToken if the request's STS key is past the expiration
                          the backend reported (moto itself accepts expired keys)
     expired_token_count  the next N requests: 400 ExpiredToken (S3 XML)
+    access_denied        403 AccessDenied (S3 XML), as S3 answers what the session policy
+                         does not allow: moto does not enforce session policies, so this
+                         stands in for S3's policy check (e.g. ListObjectsV2 without
+                         s3:ListBucket)
     reset_rate           probability: read the request, then close with a TCP RST
     slowdown_rate        probability: read the request, answer 503 SlowDown (S3 XML)
     latency              seconds to wait before forwarding
+    corrupt_body         forward, then flip the bits of the answer's first body byte: the
+                         bytes a client reads back are not the stored ones, their size is
+                         (what only reading back and checking an MD5 finds)
     truncate_rate/_count forward to upstream (the request takes effect), then send the
                          status and headers with a Content-Length and close early: half the
                          body (or none, with 64 declared, when the body is empty; for HEAD,
@@ -38,6 +49,7 @@ import http.client
 import json
 import logging
 import random
+import re
 import select
 import signal
 import socket
@@ -74,6 +86,9 @@ class Faults:
     seed: int | None = None
     # Base URL of a FakeBackend: enforce the `expiration` it reported for each STS key.
     enforce_expiry_from: str | None = None
+    access_denied: bool = False
+    corrupt_body: bool = False
+    match: str | None = None
 
 
 def _s3_error(status: int, reason: str, code: str, message: str, head_only: bool) -> bytes:
@@ -264,14 +279,15 @@ class FaultProxy:
             self._stats = {"total": 0, "connections": 0, "tls_refused": 0, "methods": {}, "writes_forwarded": 0,
                            "bytes_forwarded": 0,
                            "faults": {"blackhole": 0, "expired_token": 0, "reset": 0, "slowdown": 0,
-                                      "truncated": 0, "expired_enforced": 0, "upstream_error": 0},
+                                      "truncated": 0, "expired_enforced": 0, "upstream_error": 0,
+                                      "access_denied": 0, "corrupted": 0},
                            "requests": []}
 
     def stats(self) -> dict:
         """total (requests), connections (accepted), tls_refused (handshakes that failed), methods {METHOD: n},
         writes_forwarded (PUT/POST/DELETE answered 2xx by upstream), bytes_forwarded (request body bytes sent
-        upstream), faults {kind: n}, requests [{time, method, path, status, fault, bytes, payload}] (status None
-        when no answer)."""
+        upstream), faults {kind: n}, requests [{time, method, path, status, fault, bytes, payload, ifNoneMatch}]
+        (status None when no answer)."""
         with self._lock:
             return json.loads(json.dumps(self._stats))
 
@@ -393,7 +409,9 @@ class FaultProxy:
             s["requests"].append({"time": time.time(), "method": req["method"],
                                   "path": _clean_path(req["target"]), "status": status,
                                   "fault": fault, "bytes": sent,
-                                  "payload": _payload_kind(req["headers"].get("x-amz-content-sha256"))})
+                                  "payload": _payload_kind(req["headers"].get("x-amz-content-sha256")),
+                                  # A conditional write (If-None-Match: *) says so.
+                                  "ifNoneMatch": req["headers"].get("if-none-match")})
         log.info("%s %s %s%s", req["method"], urlsplit(req["target"]).path, status,
                  f" ({fault})" if fault else "")
 
@@ -437,6 +455,9 @@ class FaultProxy:
         """Handle one request; returns (keep the client connection?, upstream socket)."""
         method, head_only = req["method"], req["method"] == "HEAD"
         f, r_reset, r_slow, r_trunc = self._draw()
+        if f.match and not re.search(f.match, f"{method} {req['target']}"):
+            # Not a request the faults are aimed at: none applies, none is used up.
+            f = Faults(seed=f.seed, enforce_expiry_from=f.enforce_expiry_from)
 
         if f.blackhole:
             self._record(req, None, "blackhole")
@@ -465,9 +486,11 @@ class FaultProxy:
         if self._expired_by_backend(req, f):
             return error_reply(400, "Bad Request", "ExpiredToken",
                                "The provided token has expired.", "expired_enforced")
-        if self._take("expired_token_count"):
+        if f.expired_token_count and self._take("expired_token_count"):
             return error_reply(400, "Bad Request", "ExpiredToken",
                                "The provided token has expired.", "expired_token")
+        if f.access_denied:
+            return error_reply(403, "Forbidden", "AccessDenied", "Access Denied", "access_denied")
         if r_reset < f.reset_rate:
             drain()
             self._record(req, None, "reset")
@@ -479,7 +502,7 @@ class FaultProxy:
         if f.latency > 0:
             self._stopping.wait(f.latency)
 
-        truncate = self._take("truncate_count") or r_trunc < f.truncate_rate
+        truncate = (f.truncate_count > 0 and self._take("truncate_count")) or r_trunc < f.truncate_rate
 
         # -- forward
         try:
@@ -529,12 +552,16 @@ class FaultProxy:
             keep = False  # body delimited by close: we must close too
         if not keep:
             headers.append(("Connection", "close"))
-        self._record(req, resp.status, None, sent)
+        corrupt = f.corrupt_body and not head_only
+        self._record(req, resp.status, "corrupted" if corrupt else None, sent)
         client.sendall((status_line + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n").encode("latin-1"))
         while True:
             data = resp.read(CHUNK)
             if not data:
                 break
+            if corrupt:
+                data = bytes([data[0] ^ 0xFF]) + data[1:]
+                corrupt = False
             client.sendall(b"%x\r\n%s\r\n" % (len(data), data) if resp.chunked else data)
         if resp.chunked:
             client.sendall(b"0\r\n\r\n")

@@ -10,7 +10,7 @@ Modes (each keeps going until the time is up and prints one JSON line of counts)
     oversized  a 2 MB request line, 100,000 headers, 20 MB of body after a declared 1 GB
     slowloris  N connections, each sending one byte every second, reopened when closed
     flood      N connections opened at once and held silent, reopened when closed
-    writes     every write call of the API (pause, resume, rescan, retry, logout, logins),
+    writes     every write call of the API (pause, resume, rescan, retry, logout, logins, verify),
                over and over; counts the status codes answered
     unread     N clients asking for the largest answer (the queue listing) and never reading it
     stream     N clients that send one request, never read the answer and then keep sending
@@ -195,6 +195,7 @@ WRITES = [
     b"POST /v1/logout HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
     b"POST /v1/login/device HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
     b"DELETE /v1/login/device HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+    b"POST /v1/verify HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
 ]
 
 

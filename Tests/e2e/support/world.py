@@ -126,6 +126,10 @@ class World:
         assert_no_secrets_in_logs(self.backend, [d.log() for d in self.daemons] + self.extra_logs)
 
 
+# A fault-proxy `match` for the daemon's listings (ListObjectsV2) and nothing else.
+LISTING = r"^GET [^?]*[?&]list-type=2"
+
+
 def s3_operation(method: str, path: str) -> str:
     q = parse_qs(urlsplit(path).query, keep_blank_values=True)
     if method == "HEAD":
@@ -139,7 +143,9 @@ def s3_operation(method: str, path: str) -> str:
             return "CompleteMultipartUpload"
         return "POST?"
     if method == "GET":
-        return "ListParts" if "uploadId" in q else "GET"
+        if "uploadId" in q:
+            return "ListParts"
+        return "ListObjectsV2" if "list-type" in q else "GetObject"
     if method == "DELETE":
         return "AbortMultipartUpload" if "uploadId" in q else "DeleteObject"
     return method
