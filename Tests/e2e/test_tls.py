@@ -162,7 +162,7 @@ def test_a_bad_backend_certificate_shows_in_the_credentials_status(world, scheme
 @BOTH
 def test_connections_are_kept_alive(world, scheme):
     """Connections opened per photo: a pooled keep-alive client opens a few per worker,
-    not one per request (each photo is a HEAD and a PUT)."""
+    not one per request (each photo is a PUT; the bucket's listing comes before them)."""
     photos = 60
     d = world.daemon(config={"upload": {"concurrency": 4}})
     uid = world.login(d)
@@ -173,6 +173,6 @@ def test_connections_are_kept_alive(world, scheme):
     per_photo = st["connections"] / photos
     print(f"keep-alive over {scheme}: {st['connections']} connections for {st['total']} requests, "
           f"{per_photo:.3f} per photo")
-    assert st["total"] >= 2 * photos
+    assert st["total"] >= photos
     # At most the pool's limit (2 × concurrency) when nothing breaks.
     assert st["connections"] <= 8, st["connections"]
