@@ -75,6 +75,13 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // The device manifest: its format and replay, and the stage that writes it.
+        .target(name: "Manifest", dependencies: [
+            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "Credentials", "Upload",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Control", dependencies: [
             "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),
@@ -114,6 +121,7 @@ let package = Package(
         ]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
         .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "ManifestTests", dependencies: ["Manifest", "Queue", "PhotolalaCore", "Digests"]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Credentials", "Ingest", "Upload", "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),

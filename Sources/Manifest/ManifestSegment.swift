@@ -1,0 +1,212 @@
+import Digests
+import Foundation
+import PhotolalaCore
+
+/// One object of the manifest: a log segment, a part of a snapshot, or a snapshot's
+/// index. Self-checking: the SHA-256 of everything after it sits right behind the magic,
+/// so a reader trusts only what matches, and a write cut short (or a byte flipped at
+/// rest) can never pass for a complete segment. Layout (docs/manifest.md):
+///
+///     "PLMANIF" 0x01 | SHA-256 of the rest (32) | header length (u32 BE) | header (JSON) | records
+public struct ManifestSegment: Sendable, Equatable {
+    public static let magic: [UInt8] = Array("PLMANIF".utf8) + [1]
+    public static let formatVersion = 1
+
+    public var header: ManifestHeader
+    public var entries: [ManifestEntry]
+
+    public init(header: ManifestHeader, entries: [ManifestEntry]) {
+        self.header = header
+        self.entries = entries
+    }
+
+    /// The object's bytes. The header's `folders` (and, but for an index, `entries`) are filled from `entries`.
+    public func encoded() -> [UInt8] {
+        var header = self.header
+        var folderIndex = ExactKeyed<Int>()
+        var folders: [String] = []
+        for entry in entries where folderIndex[entry.folder] == nil {
+            folderIndex[entry.folder] = folders.count
+            folders.append(entry.folder)
+        }
+        header.folders = folders
+        // An index counts the records of its parts; everything else its own.
+        if header.kind != .snapshotIndex { header.entries = entries.count }
+        var body = ManifestByteWriter()
+        body.bytes.reserveCapacity(entries.count * 48)
+        var previousPath: [UInt8] = []
+        var previousTime: Int64 = 0
+        for entry in entries {
+            Self.encode(entry, folder: folderIndex[entry.folder]!, previousPath: previousPath, previousTime: previousTime, into: &body)
+            previousPath = entry.path
+            previousTime = entry.time
+        }
+        let headerBytes = Array((try? Self.headerEncoder.encode(header)) ?? Data())
+        var rest = ManifestByteWriter()
+        rest.u32(UInt32(headerBytes.count))
+        rest.append(headerBytes)
+        rest.append(body.bytes)
+        return Self.magic + SHA256.digest(rest.bytes) + rest.bytes
+    }
+
+    /// The SHA-256 an object carries (bytes 8..<40), as hex: how an index names its parts.
+    public static func digestHex(of object: [UInt8]) -> String? {
+        guard object.count >= 40 else { return nil }
+        return Hex.string(Array(object[8..<40]))
+    }
+
+    /// Reads and checks an object: magic, digest, header, then every record.
+    public static func decode(_ object: [UInt8]) throws(ManifestFormatError) -> ManifestSegment {
+        guard object.count >= 44 else { throw .truncated }
+        guard Array(object[0..<8]) == magic else { throw .notAManifest }
+        let rest = Array(object[40...])
+        guard SHA256.digest(rest) == Array(object[8..<40]) else { throw .digestMismatch }
+        var reader = ManifestByteReader(rest)
+        guard let length = reader.u32(), let headerBytes = reader.take(Int(length)) else { throw .badHeader("header length beyond the end") }
+        let header: ManifestHeader
+        do {
+            header = try JSONDecoder().decode(ManifestHeader.self, from: Data(headerBytes))
+        } catch {
+            throw .badHeader("\(error)")
+        }
+        guard header.format == formatVersion else { throw .badHeader("format \(header.format) is not \(formatVersion)") }
+        var entries: [ManifestEntry] = []
+        entries.reserveCapacity(min(header.entries, 1 << 20))
+        var previousPath: [UInt8] = []
+        var previousTime: Int64 = 0
+        for index in 0..<header.entries {
+            guard let entry = decodeEntry(&reader, folders: header.folders, previousPath: previousPath, previousTime: previousTime) else {
+                throw .badRecord(index)
+            }
+            entries.append(entry)
+            previousPath = entry.path
+            previousTime = entry.time
+        }
+        guard reader.atEnd else { throw .trailingBytes }
+        return ManifestSegment(header: header, entries: entries)
+    }
+
+    // MARK: records
+
+    /// folder, shared prefix, suffix, kind, time delta, then (unless gone) size, MD5, mtime.
+    static func encode(_ e: ManifestEntry, folder: Int, previousPath: [UInt8], previousTime: Int64, into w: inout ManifestByteWriter) {
+        var shared = 0
+        let limit = min(previousPath.count, e.path.count)
+        while shared < limit && previousPath[shared] == e.path[shared] { shared += 1 }
+        w.uvarint(UInt64(folder))
+        w.uvarint(UInt64(shared))
+        w.uvarint(UInt64(e.path.count - shared))
+        w.append(e.path[shared...])
+        w.bytes.append(e.kind.rawValue)
+        w.svarint(e.time &- previousTime)
+        if let v = e.version {
+            w.uvarint(UInt64(max(0, v.size)))
+            w.append(v.md5.bytes)
+            w.svarint(v.mtimeSec)
+            w.uvarint(UInt64(max(0, v.mtimeNsec)))
+        }
+    }
+
+    static func decodeEntry(_ r: inout ManifestByteReader, folders: [String], previousPath: [UInt8], previousTime: Int64) -> ManifestEntry? {
+        guard let folder = r.uvarint(), folder < UInt64(folders.count),
+              let shared = r.uvarint(), shared <= UInt64(previousPath.count),
+              let suffixLength = r.uvarint(), suffixLength <= UInt64(r.bytes.count), let suffix = r.take(Int(suffixLength)),
+              let rawKind = r.byte(), let kind = ManifestEntry.Kind(rawValue: rawKind),
+              let delta = r.svarint() else { return nil }
+        let path = Array(previousPath[0..<Int(shared)]) + suffix
+        guard !path.isEmpty else { return nil }
+        var version: FileVersion?
+        if kind != .gone {
+            guard let size = r.uvarint(), size <= UInt64(Int64.max), let md5Bytes = r.take(16), let md5 = MD5Value(bytes: md5Bytes),
+                  let mtimeSec = r.svarint(), let nsec = r.uvarint(), nsec < 1_000_000_000 else { return nil }
+            version = FileVersion(size: Int64(size), md5: md5, mtimeSec: mtimeSec, mtimeNsec: Int64(nsec))
+        }
+        return ManifestEntry(kind: kind, folder: folders[Int(folder)], path: path, time: previousTime &+ delta, version: version)
+    }
+
+    static var headerEncoder: JSONEncoder {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return e
+    }
+}
+
+/// The JSON header of a manifest object.
+public struct ManifestHeader: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable {
+        case log
+        case snapshot
+        case snapshotIndex = "snapshot-index"
+    }
+
+    /// A snapshot part as its index names it.
+    public struct Part: Codable, Sendable, Equatable {
+        public var part: Int
+        /// The SHA-256 the part carries (its bytes 8..<40), hex.
+        public var sha256: String
+        public var entries: Int
+        public init(part: Int, sha256: String, entries: Int) {
+            self.part = part
+            self.sha256 = sha256
+            self.entries = entries
+        }
+    }
+
+    public var format: Int
+    public var kind: Kind
+    /// The device id the manifest belongs to.
+    public var device: String
+    /// A log segment's number (1, 2, …); for a snapshot (part or index) the last log
+    /// segment it covers.
+    public var seq: Int64
+    /// A snapshot part's number (1, 2, …).
+    public var part: Int?
+    /// Records in this object (for an index: in all its parts).
+    public var entries: Int
+    /// The watched folders the records refer to, by index.
+    public var folders: [String]
+    public var createdAt: String
+    /// A snapshot index's parts, in order.
+    public var parts: [Part]?
+    /// The writer's own bookkeeping (which local database wrote it and how far its change
+    /// list was consumed): lets a restarted daemon take back a segment it wrote but did
+    /// not get to record. Readers ignore both.
+    public var writer: String?
+    public var through: Int64?
+
+    public init(kind: Kind, device: String, seq: Int64, part: Int? = nil, createdAt: String, parts: [Part]? = nil,
+                writer: String? = nil, through: Int64? = nil) {
+        format = ManifestSegment.formatVersion
+        self.kind = kind
+        self.device = device
+        self.seq = seq
+        self.part = part
+        entries = 0
+        folders = []
+        self.createdAt = createdAt
+        self.parts = parts
+        self.writer = writer
+        self.through = through
+    }
+}
+
+/// Why an object is not a manifest segment a reader may trust.
+public enum ManifestFormatError: Error, Equatable, Sendable, CustomStringConvertible {
+    case truncated
+    case notAManifest
+    case digestMismatch
+    case badHeader(String)
+    case badRecord(Int)
+    case trailingBytes
+
+    public var description: String {
+        switch self {
+        case .truncated: "it is too short to be a manifest segment (cut short?)"
+        case .notAManifest: "it does not start with the manifest's magic bytes"
+        case .digestMismatch: "its bytes do not match the SHA-256 it carries (damaged or cut short)"
+        case .badHeader(let why): "its header cannot be read: \(why)"
+        case .badRecord(let index): "record \(index) cannot be read"
+        case .trailingBytes: "it has bytes after its last record"
+        }
+    }
+}
