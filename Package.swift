@@ -90,14 +90,23 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // Restoring: the daemon's network side and the command's plan and file writing.
+        .target(name: "Restore", dependencies: [
+            "PhotolalaCore", "Manifest", "Control", "S3", "Digests", "Backend", "Credentials", "Upload", "CLinux",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "CSystemd", "CLinux",
+            "Manifest", "Restore",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CLI", dependencies: [
-            "PhotolalaCore", "Config", "Control", "Daemon",
+            "PhotolalaCore", "Config", "Control", "Daemon", "Manifest", "Restore", "Digests",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),
@@ -122,6 +131,7 @@ let package = Package(
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
         .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Digests", "PhotolalaCore"]),
         .testTarget(name: "ManifestTests", dependencies: ["Manifest", "Queue", "PhotolalaCore", "Digests"]),
+        .testTarget(name: "RestoreTests", dependencies: ["Restore", "Manifest", "Control", "PhotolalaCore", "Digests"]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Credentials", "Ingest", "Upload", "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),

@@ -9,8 +9,10 @@ import Foundation
 import Hashing
 import Ingest
 import Logging
+import Manifest
 import PhotolalaCore
 import Queue
+import Restore
 import ServiceLifecycle
 import Upload
 import UnixSignals
@@ -47,7 +49,12 @@ public struct Daemon: Sendable {
                                    statusChanges: core.statusChanges, payloadDigests: payloadDigests)
         let uploader = UploaderService(database: database, account: account, gate: DaemonGate(core: core, account: account),
                                        options: .init(settings), logger: logger, payloadDigests: payloadDigests)
-        for part in [account, ingest, uploader] as [any StatusContributor] { await core.add(part) }
+        // After the upload: this NAS's manifest in the bucket (paths, names, times).
+        let manifest = ManifestService(database: database, account: account, options: .init(settings), logger: logger,
+                                       statusChanges: core.statusChanges)
+        // A side service: reading devices, manifests and objects back for `photolalactl restore`.
+        let restore = RestoreService(account: account, options: .init(settings), logger: logger)
+        for part in [account, ingest, uploader, manifest, restore] as [any StatusContributor] { await core.add(part) }
 
         // Trapped before the control socket listens (let alone READY=1): a client that can
         // connect may send SIGTERM at once (tests and scripts take a connectable socket for
@@ -56,7 +63,7 @@ public struct Daemon: Sendable {
         // the group runs still stops it cleanly).
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest))
+        let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, restore: restore))
 
         await core.markRunning()
         let status = await core.status()
@@ -72,9 +79,11 @@ public struct Daemon: Sendable {
             .init(service: account, serviceName: "account"),
             .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
+            .init(service: manifest, serviceName: "manifest"),
+            .init(service: restore, serviceName: "restore"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account], signals: hangups), serviceName: "reload"),
+                                         parts: [uploader, ingest, account, manifest, restore], signals: hangups), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))

@@ -4,6 +4,7 @@ import Foundation
 import Ingest
 import PhotolalaCore
 import Queue
+import Restore
 
 /// Answers the control socket's calls by asking the part each belongs to. Changes go
 /// through the queue (retry) or the part itself (rescan, sign-in); whatever a change
@@ -12,6 +13,7 @@ struct DaemonControl: ControlHandler {
     let core: DaemonCore
     let account: AccountService
     let ingest: IngestService
+    let restore: RestoreService
 
     var database: QueueDatabase { core.database }
 
@@ -46,6 +48,8 @@ struct DaemonControl: ControlHandler {
             return .json(ControlReply(ok: true, message: "Signed out. The saved sign-in was erased and uploads stopped; run `photolalactl login` to sign in again."))
         case .loginIdentityToken, .loginDeviceStart, .loginDevicePoll, .loginDeviceCancel:
             return await login(request)
+        case .devices, .manifest, .restoreObjects, .restoreThaw, .restoreObject, .restoreSession:
+            return await restoring(request)
         }
     }
 

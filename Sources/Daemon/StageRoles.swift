@@ -1,5 +1,7 @@
 import Credentials
 import Ingest
+import Manifest
+import Restore
 import PhotolalaCore
 import Upload
 
@@ -25,4 +27,12 @@ extension UploaderService: StatusContributor, Reconfigurable {
 
 extension AccountService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { reconfigure(AccountService.Options(settings)) }
+}
+
+extension ManifestService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { apply(Options(settings)) }
+}
+
+extension RestoreService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
