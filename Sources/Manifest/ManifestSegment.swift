@@ -74,7 +74,10 @@ public struct ManifestSegment: Sendable, Equatable {
         entries.reserveCapacity(min(header.entries, 1 << 20))
         var previousPath: [UInt8] = []
         var previousTime: Int64 = 0
-        for index in 0..<header.entries {
+        // An index counts its parts' records and holds none itself.
+        let records = header.kind == .snapshotIndex ? 0 : header.entries
+        guard records >= 0 else { throw .badHeader("a negative record count") }
+        for index in 0..<records {
             guard let entry = decodeEntry(&reader, folders: header.folders, previousPath: previousPath, previousTime: previousTime) else {
                 throw .badRecord(index)
             }
