@@ -114,6 +114,27 @@ public actor ManifestService: Service {
             setState(.off)
             return nil
         }
+        // Another account or device than the mirror's (a first start, a new sign-in): every
+        // file backed up becomes a change to write under this one. Nothing goes to the
+        // bucket until there is something to write: a NAS with nothing backed up yet
+        // neither asks for credentials nor lists anything.
+        if ledger?.userId != userId || ledger?.deviceId != deviceId {
+            do {
+                let fresh = ManifestLedger(userId: userId, deviceId: deviceId, writer: ledger?.writer ?? UUID().uuidString.lowercased())
+                try database.resetManifest(fresh)
+                ledger = fresh
+                synced = false
+            } catch {
+                lastError = "cannot start the manifest in the queue database: \(error)"
+                setState(.backoff)
+                return now.addingTimeInterval(retry.fail(random: .random(in: 0..<1)))
+            }
+        }
+        let pending = (try? database.hasManifestChanges()) ?? true
+        guard pending || needsSnapshot || (recordStale && (ledger?.seq ?? 0) > 0) else {
+            setState(.idle)
+            return nil
+        }
         let grant: STSGrant
         do {
             grant = try await account.credentials()
@@ -123,13 +144,13 @@ public actor ManifestService: Service {
         do {
             let store = try ManifestStore(grant: grant, userId: userId, http: http, clockOffset: clockOffset, logger: logger)
             let keys = ManifestKeys(userId: userId, deviceId: deviceId)
-            if !synced || ledger?.userId != userId || ledger?.deviceId != deviceId {
+            if !synced {
                 try await sync(store, keys)
                 synced = true
             }
             if needsSnapshot { try await compact(store, keys) }
             let wait = try await writeDue(store, keys, now: now)
-            if recordStale { try await writeRecord(store, keys) }
+            if recordStale && (ledger?.seq ?? 0) > 0 { try await writeRecord(store, keys) }
             retry.reset()
             lastError = nil
             return wait

@@ -39,7 +39,7 @@ public enum AsOfTime {
                     j += 1
                 }
                 guard digits > 0 else { return nil }
-                for _ in digits..<3 where digits < 3 { millis *= 10 }
+                if digits < 3 { for _ in digits..<3 { millis *= 10 } }
                 i = j
             }
         }

@@ -34,9 +34,13 @@ import Testing
         #expect(ControlRoute(method: "GET", path: "/v1/status") == .status)
         #expect(ControlRoute(method: "POST", path: "/v1/status") == nil)
         #expect(ControlRoute.status.access == .read && ControlRoute.queue.access == .read)
-        for route in ControlRoute.allCases where route != .status && route != .queue {
+        // What `restore --dry-run` needs is a read; restoring itself (a session, the bytes,
+        // asking archived objects back) is a write.
+        let reads: Set<ControlRoute> = [.status, .queue, .devices, .manifest, .restoreObjects]
+        for route in ControlRoute.allCases where !reads.contains(route) {
             #expect(route.access == .write, "\(route)")
         }
+        for route in reads { #expect(route.access == .read, "\(route)") }
         for route in ControlRoute.allCases { #expect(route.path.hasPrefix("/v1/")) }
     }
 

@@ -228,7 +228,7 @@ class FaultProxy:
         with self._lock:
             self._stats = {"total": 0, "connections": 0, "methods": {}, "writes_forwarded": 0, "bytes_forwarded": 0,
                            "faults": {"blackhole": 0, "expired_token": 0, "reset": 0, "slowdown": 0,
-                                      "truncated": 0, "expired_enforced": 0, "upstream_error": 0, "archive_delay": 0},
+                                      "truncated": 0, "expired_enforced": 0, "upstream_error": 0},
                            "requests": []}
 
     def stats(self) -> dict:
@@ -332,7 +332,7 @@ class FaultProxy:
             s["methods"][req["method"]] = s["methods"].get(req["method"], 0) + 1
             s["bytes_forwarded"] += sent
             if fault:
-                s["faults"][fault] += 1
+                s["faults"][fault] = s["faults"].get(fault, 0) + 1
             if (not fault or fault == "truncated") and req["method"] in WRITE_METHODS \
                     and status is not None and 200 <= status < 300:
                 s["writes_forwarded"] += 1

@@ -73,13 +73,16 @@ class World:
     # ---- S3 -------------------------------------------------------------------------
 
     def objects(self, user_id: str) -> dict[str, dict]:
-        """Every object in the bucket, read back: key -> {body, head}. Asserts that each
-        key is photos/{user_id}/{md5}.dat with the body's MD5."""
+        """Every photo object in the bucket, read back: key -> {body, head}. Asserts that
+        each key is photos/{user_id}/{md5}.dat with the body's MD5. The device manifests
+        under metadata/ are left out (test_restore.py reads and checks them)."""
         s3 = self.moto.s3_admin()
         out = {}
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.moto.bucket):
             for o in page.get("Contents", []):
                 key = o["Key"]
+                if key.startswith("metadata/"):
+                    continue
                 body = s3.get_object(Bucket=self.moto.bucket, Key=key)["Body"].read()
                 head = s3.head_object(Bucket=self.moto.bucket, Key=key)
                 assert key == f"photos/{user_id}/{md5_hex(body)}.dat", f"{key} holds bytes with MD5 {md5_hex(body)}"
@@ -89,10 +92,13 @@ class World:
     def key(self, user_id: str, body: bytes) -> str:
         return f"photos/{user_id}/{md5_hex(body)}.dat"
 
-    def s3_ops(self, since: float = 0.0) -> list[dict]:
-        """The proxy's requests (not /_proxy/ controls) with an `op` name, oldest first."""
+    def s3_ops(self, since: float = 0.0, manifest: bool = False) -> list[dict]:
+        """The proxy's requests (not /_proxy/ controls) with an `op` name, oldest first.
+        The device manifest's own requests (metadata/ keys and listings) only with
+        `manifest=True`: the upload suites count the photos' requests."""
         return [r | {"op": s3_operation(r["method"], r["path"])}
-                for r in self.proxy.stats()["requests"] if r["time"] >= since]
+                for r in self.proxy.stats()["requests"] if r["time"] >= since
+                and (manifest or not is_manifest_request(r["path"]))]
 
     # ---- teardown -------------------------------------------------------------------
 
@@ -103,6 +109,13 @@ class World:
             except Exception:
                 d.kill9()
         assert_no_secrets_in_logs(self.backend, [d.log() for d in self.daemons] + self.extra_logs)
+
+
+def is_manifest_request(path: str) -> bool:
+    """A request of the manifest stage: a metadata/ key, or a listing of that prefix."""
+    parts = urlsplit(path)
+    prefix = parse_qs(parts.query).get("prefix", [""])[0]
+    return "/metadata/" in parts.path or prefix.startswith("metadata/")
 
 
 def s3_operation(method: str, path: str) -> str:
