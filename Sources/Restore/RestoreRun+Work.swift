@@ -156,7 +156,7 @@ extension RestoreRun {
         var lastError = ""
         for attempt in 0..<3 {
             if attempt > 0 { sleep(UInt32(attempt)) }
-            let incoming: Incoming
+            let incoming: IncomingFile
             do {
                 incoming = try writer.incoming(in: parent)
             } catch {

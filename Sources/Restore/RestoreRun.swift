@@ -61,7 +61,6 @@ public final class RestoreRun: Sendable {
         var queue: [RestoreItem] = []
         var next = 0
         var problems: [RestoreSummary.Problem] = []
-        var requeued: [RestoreItem] = []
         var folders: Set<String> = []
         var sessionId: String?
         var finished = false
