@@ -229,9 +229,9 @@ extension RestoreRun {
     }
 
     func report(finished: Bool) {
-        let (p, id) = state.withLock { ($0.progress, $0.sessionId) }
+        let (p, id, device) = state.withLock { ($0.progress, $0.sessionId, $0.device) }
         guard let id else { return }
-        let r = RestoreReport(id: id, device: "", filesDone: p.filesDone, filesTotal: p.filesTotal, bytesDone: max(p.bytesDone, p.bytesMoved),
+        let r = RestoreReport(id: id, device: device, filesDone: p.filesDone, filesTotal: p.filesTotal, bytesDone: max(p.bytesDone, p.bytesMoved),
                               bytesTotal: p.bytesTotal, waitingArchived: p.waitingArchived, archiveClass: p.archiveClass, finished: finished)
         _ = try? client.send(.restoreSession, body: (try? ControlJSON.encode(r)) ?? [])
     }

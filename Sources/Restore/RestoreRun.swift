@@ -63,6 +63,8 @@ public final class RestoreRun: Sendable {
         var problems: [RestoreSummary.Problem] = []
         var folders: Set<String> = []
         var sessionId: String?
+        /// The device's name (or id), as the session shows it.
+        var device = ""
         var finished = false
     }
 
@@ -124,7 +126,10 @@ public final class RestoreRun: Sendable {
     private func openSession(device: String) throws(Stop) {
         do {
             let reply = try client.call(.restoreSession, body: try ControlJSON.encode(RestoreReport(device: device)), as: RestoreSessionReply.self)
-            state.withLock { $0.sessionId = reply.id }
+            state.withLock {
+                $0.sessionId = reply.id
+                $0.device = device
+            }
         } catch let failure as ControlClient.Failure {
             if case .permissionDenied = failure {
                 throw .control(.permissionDenied(hint: "permission denied: restoring writes files, which needs root or the daemon's user (try sudo photolalactl restore ...); members of the group may only use --dry-run"))

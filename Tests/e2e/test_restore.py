@@ -331,7 +331,7 @@ def test_kill9_of_the_command_then_of_the_daemon_mid_restore(lost):
         cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         dest = to / "photos"
         seen_status = wait_files(lost, dest, 4, cli, need_status=True)
-        assert seen_status and seen_status["filesTotal"] == len(TREE) - 1, seen_status
+        assert seen_status and seen_status["filesTotal"] == len(TREE) - 1 and seen_status["device"] == "nas-old", seen_status
         cli.kill()
         cli.wait(10)
         assert_no_partial(lost, dest)
@@ -403,7 +403,8 @@ def test_an_object_in_deep_archive_is_restored_after_the_wait(lost):
         cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         waiting = lost.b.wait_for(lambda s: (s.get("restore") or {}).get("waitingArchived") == 1, timeout=20,
                                   what="status showing the wait")
-        assert waiting["restore"]["archiveClass"] == "DEEP_ARCHIVE"
+        assert waiting["restore"]["archiveClass"] == "DEEP_ARCHIVE" and "12 hours" in waiting["restore"]["archiveWait"]
+        assert "DEEP_ARCHIVE" in lost.b.ctl("status", check=True).stdout
         out, err = cli.communicate(timeout=60)
     finally:
         lost.proxy.clear_faults()
