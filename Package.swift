@@ -77,7 +77,7 @@ let package = Package(
         ]),
         // The device manifest: its format and replay, and the stage that writes it.
         .target(name: "Manifest", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "Credentials", "Upload",
+            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "Credentials", "Upload", "CLinux",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

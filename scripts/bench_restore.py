@@ -42,6 +42,9 @@ from support.fault_proxy import FaultProxy  # noqa: E402
 from support.stack import MotoServer  # noqa: E402
 
 
+RUNNING: list["Nas"] = []
+
+
 class Nas:
     """One photolalad with a watched folder, signed in."""
 
@@ -70,6 +73,7 @@ log_level = "warning"
         self.log = open(root / "d.log", "ab")
         self.proc = subprocess.Popen([binary, "--config", str(root / "d.toml")], stdout=self.log, stderr=subprocess.STDOUT,
                                      env=dict(os.environ, **(env or {})))
+        RUNNING.append(self)
         for _ in range(400):
             if connectable(self.socket):
                 break
@@ -94,9 +98,12 @@ log_level = "warning"
         raise TimeoutError(f"{what}: last status {json.dumps(self.status())[:2000]}")
 
     def stop(self):
-        self.proc.terminate()
-        self.proc.wait(60)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(60)
         self.log.close()
+        if self in RUNNING:
+            RUNNING.remove(self)
 
 
 def manifest_idle(s: dict, files: int) -> bool:
@@ -150,7 +157,7 @@ def bench_restore(args, binary: str, work: Path, moto: MotoServer, backend: Fake
         peaks.append(vm_hwm_kib(nas.proc.pid) / 1024)
         cpus.append(proc_cpu_s(nas.proc.pid) - cpu0)
         if r == 0:
-            print(f"  restored tree checked: {check_tree(nas.watched, out)} files, names, bytes and mtimes equal")
+            print(f"  restored tree checked: {check_tree(nas.watched, out / nas.watched.name)} files, names, bytes and mtimes equal")
         shutil.rmtree(out)
         return t
 
@@ -294,6 +301,8 @@ def main() -> int:
         if args.only in (None, "library") and args.library > 0:
             bench_library(args, binary, work, moto, backend, proxy)
     finally:
+        for nas in list(RUNNING):
+            nas.stop()
         proxy.stop()
         backend.stop()
         moto.stop()

@@ -5,9 +5,10 @@ import PhotolalaCore
 /// changes waiting are written as a segment, when the log is compacted into a snapshot,
 /// and how long to wait after a failure.
 public struct ManifestPolicy: Sendable, Equatable {
-    /// Most records in one log segment, and in one snapshot part (~2–3 MB either way).
-    public var maxEntriesPerSegment = 20_000
-    public var maxEntriesPerPart = 50_000
+    /// Most records in one log segment, and in one snapshot part (under 1 MB each): what
+    /// the stage holds in memory at once, whatever the library's size.
+    public var maxEntriesPerSegment = 5_000
+    public var maxEntriesPerPart = 20_000
     /// While uploads go on, changes are gathered this long into one segment…
     public var busyDelay: TimeInterval = 60
     /// …and once nothing waits to be uploaded, written after this short pause.

@@ -22,31 +22,9 @@ public struct ManifestSegment: Sendable, Equatable {
 
     /// The object's bytes. The header's `folders` (and, but for an index, `entries`) are filled from `entries`.
     public func encoded() -> [UInt8] {
-        var header = self.header
-        var folderIndex = ExactKeyed<Int>()
-        var folders: [String] = []
-        for entry in entries where folderIndex[entry.folder] == nil {
-            folderIndex[entry.folder] = folders.count
-            folders.append(entry.folder)
-        }
-        header.folders = folders
-        // An index counts the records of its parts; everything else its own.
-        if header.kind != .snapshotIndex { header.entries = entries.count }
-        var body = ManifestByteWriter()
-        body.bytes.reserveCapacity(entries.count * 48)
-        var previousPath: [UInt8] = []
-        var previousTime: Int64 = 0
-        for entry in entries {
-            Self.encode(entry, folder: folderIndex[entry.folder]!, previousPath: previousPath, previousTime: previousTime, into: &body)
-            previousPath = entry.path
-            previousTime = entry.time
-        }
-        let headerBytes = Array((try? Self.headerEncoder.encode(header)) ?? Data())
-        var rest = ManifestByteWriter()
-        rest.u32(UInt32(headerBytes.count))
-        rest.append(headerBytes)
-        rest.append(body.bytes)
-        return Self.magic + SHA256.digest(rest.bytes) + rest.bytes
+        var encoder = ManifestSegmentEncoder(header: header)
+        for entry in entries { encoder.append(entry) }
+        return encoder.finish()
     }
 
     /// The SHA-256 an object carries (bytes 8..<40), as hex: how an index names its parts.

@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import PhotolalaCore
 import Queue
@@ -9,10 +10,12 @@ extension ManifestService {
     func writeLog(_ records: [ManifestRecord], through: Int64, _ store: ManifestStore, _ keys: ManifestKeys) async throws {
         guard var current = ledger else { return }
         let seq = current.seq + 1
-        let entries = records.compactMap(ManifestChanges.entry)
-        let header = ManifestHeader(kind: .log, device: keys.deviceId, seq: seq, createdAt: Timestamp.string(Date()),
-                                    writer: current.writer, through: through)
-        let bytes = ManifestSegment(header: header, entries: entries).encoded()
+        var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .log, device: keys.deviceId, seq: seq, createdAt: Timestamp.string(Date()),
+                                                                    writer: current.writer, through: through))
+        for record in records {
+            if let entry = ManifestChanges.entry(record) { encoder.append(entry) }
+        }
+        let bytes = encoder.finish()
         // If-None-Match: a number is written once. A 412 means a write of ours got there
         // before its answer did (or before a kill -9): the next step takes it back.
         try await store.put(keys.log(seq), bytes, ifNoneMatch: true)
@@ -45,17 +48,21 @@ extension ManifestService {
         var total = 0
         var bytesWritten = 0
         while true {
-            let page = try database.manifestRecords(after: after, limit: options.policy.maxEntriesPerPart)
-            if page.isEmpty && !parts.isEmpty { break }
-            let entries = page.compactMap { ManifestChanges.entry($0.record) }
             let number = parts.count + 1
-            let header = ManifestHeader(kind: .snapshot, device: keys.deviceId, seq: seq, part: number, createdAt: Timestamp.string(Date()))
-            let bytes = ManifestSegment(header: header, entries: entries).encoded()
+            var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .snapshot, device: keys.deviceId, seq: seq, part: number,
+                                                                        createdAt: Timestamp.string(Date())))
+            var last: StoredManifestRecord?
+            let read = try database.manifestRecords(after: after, limit: options.policy.maxEntriesPerPart) { stored in
+                if let entry = ManifestChanges.entry(stored.record) { encoder.append(entry) }
+                last = stored
+            }
+            if read == 0 && !parts.isEmpty { break }
+            let bytes = encoder.finish()
             try await store.put(keys.snapshotPart(seq, part: number), bytes)
-            parts.append(.init(part: number, sha256: ManifestSegment.digestHex(of: bytes) ?? "", entries: entries.count))
-            total += entries.count
+            parts.append(.init(part: number, sha256: ManifestSegment.digestHex(of: bytes) ?? "", entries: encoder.count))
+            total += encoder.count
             bytesWritten += bytes.count
-            guard let last = page.last, page.count == options.policy.maxEntriesPerPart else { break }
+            guard let last, read == options.policy.maxEntriesPerPart else { break }
             after = (last.record.path, last.seq, last.ord)
         }
         var index = ManifestHeader(kind: .snapshotIndex, device: keys.deviceId, seq: seq, createdAt: Timestamp.string(Date()), parts: parts)
@@ -71,6 +78,8 @@ extension ManifestService {
         recordStale = true
         logger.info("manifest compacted into a snapshot", metadata: ["seq": "\(seq)", "entries": "\(total)", "parts": "\(parts.count)", "bytes": "\(bytesWritten)"])
         try await removeSuperseded(store, keys)
+        // A compaction is a burst: what it freed goes back to the system now.
+        photolala_trim_malloc()
     }
 
     /// Deletes what the newest complete snapshot makes useless: the logs it covers, older

@@ -93,15 +93,16 @@ public actor ManifestService: Service {
                 for await _ in accountChanges { await wake.notify() }
             },
         ]
-        await withGracefulShutdownHandler {
-            while !Task.isCancelled && !Task.isShuttingDownGracefully {
-                let since = await wake.current
-                let next = await step()
-                let poll = Date().addingTimeInterval(options.policy.pollInterval)
-                await wake.wait(since: since, until: min(next ?? poll, poll))
+        // A step may wait on credentials or S3 for a long time (the backend down, a slow
+        // link): a stop cancels it rather than waiting. A segment cut off on the wire is
+        // in the bucket whole or not at all; the next start takes it back or writes it.
+        try? await cancelOnGracefulShutdown {
+            while !Task.isCancelled {
+                let since = await self.wake.current
+                let next = await self.step()
+                let poll = Date().addingTimeInterval(await self.options.policy.pollInterval)
+                await self.wake.wait(since: since, until: min(next ?? poll, poll))
             }
-        } onGracefulShutdown: { [wake] in
-            Task { await wake.notify() }
         }
         for relay in relays { relay.cancel() }
         try? await http.shutdown()

@@ -29,12 +29,13 @@ extension QueueDatabase {
     /// nil when nothing changed.
     public func manifestCandidates(limit: Int) throws -> (through: Int64, candidates: [ManifestCandidate])? {
         try pool.read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT seq, path FROM manifest_change ORDER BY seq LIMIT ?", arguments: [limit])
-            guard let last = rows.last else { return nil }
+            let rows = try Row.fetchCursor(db, sql: "SELECT seq, path FROM manifest_change ORDER BY seq LIMIT ?", arguments: [limit])
+            var last: Int64?
             var seen = Set<ExactPath>()
             var candidates: [ManifestCandidate] = []
             let fileSQL = "SELECT state, size, md5, mtimeSec, mtimeNsec, updatedAt FROM file WHERE path = ?"
-            for row in rows {
+            while let row = try rows.next() {
+                last = row["seq"]
                 let path: String = row["path"]
                 guard seen.insert(ExactPath(path)).inserted else { continue }
                 let file = try Row.fetchOne(db, sql: fileSQL, arguments: [path]).map { f in
@@ -43,7 +44,7 @@ extension QueueDatabase {
                 }
                 candidates.append(ManifestCandidate(path: path, file: file, current: try Self.lastRecord(db, path: path)))
             }
-            return (last["seq"], candidates)
+            return last.map { ($0, candidates) }
         }
     }
 
@@ -122,29 +123,35 @@ extension QueueDatabase {
         }
     }
 
-    /// Up to `limit` mirrored entries after `after`, in (path, seq, ord) order: a snapshot
-    /// is written from these pages, each file's history together and in order.
-    public func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int) throws -> [StoredManifestRecord] {
+    /// Hands over up to `limit` mirrored entries after `after`, in (path, seq, ord) order,
+    /// one at a time from a cursor: a snapshot is written from these pages, each file's
+    /// history together and in order, without a page ever held as a list. Returns how many.
+    @discardableResult
+    public func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int,
+                                _ each: (StoredManifestRecord) throws -> Void) throws -> Int {
         try pool.read { db in
             let columns = "e.path, e.seq, e.ord, e.kind, e.time, e.size, e.md5, e.mtimeSec, e.mtimeNsec, f.path AS folder"
-            let rows: [Row]
-            if let after {
-                rows = try Row.fetchAll(db, sql: """
-                    SELECT \(columns) FROM manifest_entry e JOIN manifest_folder f ON f.id = e.folder
-                    WHERE (e.path, e.seq, e.ord) > (?, ?, ?) ORDER BY e.path, e.seq, e.ord LIMIT ?
-                    """, arguments: [after.path, after.seq, after.ord, limit])
-            } else {
-                rows = try Row.fetchAll(db, sql: """
-                    SELECT \(columns) FROM manifest_entry e JOIN manifest_folder f ON f.id = e.folder
-                    ORDER BY e.path, e.seq, e.ord LIMIT ?
-                    """, arguments: [limit])
-            }
-            return rows.map { r in
-                StoredManifestRecord(seq: r["seq"], ord: r["ord"], record: ManifestRecord(
+            let from = "FROM manifest_entry e JOIN manifest_folder f ON f.id = e.folder"
+            let cursor = try after.map { a in
+                try Row.fetchCursor(db, sql: "SELECT \(columns) \(from) WHERE (e.path, e.seq, e.ord) > (?, ?, ?) ORDER BY e.path, e.seq, e.ord LIMIT ?",
+                                    arguments: [a.path, a.seq, a.ord, limit])
+            } ?? Row.fetchCursor(db, sql: "SELECT \(columns) \(from) ORDER BY e.path, e.seq, e.ord LIMIT ?", arguments: [limit])
+            var n = 0
+            while let r = try cursor.next() {
+                try each(StoredManifestRecord(seq: r["seq"], ord: r["ord"], record: ManifestRecord(
                     kind: r["kind"], path: r["path"], folder: r["folder"], time: r["time"], size: r["size"], md5: r["md5"],
-                    mtimeSec: r["mtimeSec"], mtimeNsec: r["mtimeNsec"]))
+                    mtimeSec: r["mtimeSec"], mtimeNsec: r["mtimeNsec"])))
+                n += 1
             }
+            return n
         }
+    }
+
+    /// The same, collected (for tests and small pages).
+    public func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int) throws -> [StoredManifestRecord] {
+        var out: [StoredManifestRecord] = []
+        try manifestRecords(after: after, limit: limit) { out.append($0) }
+        return out
     }
 
     /// Whether any file still waits to be hashed or uploaded: the manifest gathers changes
