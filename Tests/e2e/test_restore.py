@@ -26,7 +26,7 @@ from support import manifest_reader
 from support.daemon import Daemon, binary
 from support.fake_backend import FakeBackend, user_id_for
 from support.fault_proxy import FaultProxy
-from support.world import apple_subject, assert_no_secrets_in_logs
+from support.world import PairingLogin, apple_subject, assert_no_secrets_in_logs
 
 MiB = 1 << 20
 
@@ -229,6 +229,26 @@ def test_the_manifest_and_the_device_id(lost):
     sent = [h for calls in lost.headers.values() for h in calls]
     assert sent and set(sent) <= {lost.device_id, None}
     assert all(h == lost.device_id for name in ("sts-token", "credential-state") for h in lost.headers[name])
+
+
+def test_pairing_sends_the_device_id(lost):
+    """A NAS signed in by pairing sends its id in the pairing body and on every poll."""
+    lost.backend.configure(pairing_interval=1)
+    p = Daemon(lost.root / "p", name="p", config={"account": {"api_url": lost.backend.url}})
+    lost.daemons.append(p)
+    p.start()
+    login = PairingLogin(p)
+    try:
+        lost.backend.approve_pairing(login.code(), apple_subject("paired"))
+        rc, out, err = login.wait(30)
+    finally:
+        login.kill()
+    assert rc == 0, (out, err)
+    device = (p.state_dir / "device-id").read_text().strip()
+    stats = lost.backend.stats()
+    assert {"endpoint": "device", "deviceId": device} in stats["bodyDeviceIds"]
+    assert device in stats["deviceHeaders"]["device-token"]
+    assert p.stop() == 0
 
 
 def test_a_new_nas_lists_the_old_one(lost):
