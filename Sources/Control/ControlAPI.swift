@@ -20,6 +20,7 @@ public enum ControlRoute: String, Sendable, CaseIterable {
     case devices = "GET /v1/devices"
     case manifest = "GET /v1/manifest"
     case restoreObjects = "POST /v1/restore/objects"
+    case restoreListing = "GET /v1/restore/listing"
     case restoreThaw = "POST /v1/restore/thaw"
     case restoreObject = "GET /v1/restore/object"
     case restoreSession = "POST /v1/restore/session"
@@ -30,7 +31,7 @@ public enum ControlRoute: String, Sendable, CaseIterable {
         switch self {
         case .status, .queue: .read
         // `restore --dry-run` is a read: the group may see what a restore would bring back.
-        case .devices, .manifest, .restoreObjects: .read
+        case .devices, .manifest, .restoreObjects, .restoreListing: .read
         default: .write
         }
     }

@@ -15,6 +15,8 @@ extension DaemonControl {
                 return .error(400, "bad_request", "expected {\"md5s\": [...]}")
             }
             return await restore.objects(query, thaw: request.route == .restoreThaw)
+        case .restoreListing:
+            return await restore.listing()
         case .restoreObject:
             return await restore.object(md5: request.query["md5"] ?? "", expectedSize: request.query["size"].flatMap { Int64($0) })
         case .restoreSession:

@@ -48,7 +48,7 @@ struct DaemonControl: ControlHandler {
             return .json(ControlReply(ok: true, message: "Signed out. The saved sign-in was erased and uploads stopped; run `photolalactl login` to sign in again."))
         case .loginIdentityToken, .loginDeviceStart, .loginDevicePoll, .loginDeviceCancel:
             return await login(request)
-        case .devices, .manifest, .restoreObjects, .restoreThaw, .restoreObject, .restoreSession:
+        case .devices, .manifest, .restoreObjects, .restoreListing, .restoreThaw, .restoreObject, .restoreSession:
             return await restoring(request)
         }
     }

@@ -111,7 +111,8 @@ public final class RestoreRun: Sendable {
         summary.bytes = items.reduce(0) { $0 + $1.version.size }
         say("\(request.dryRun ? "Would restore" : "Restoring") \(items.count) file\(items.count == 1 ? "" : "s") (\(Units.humanBytes(summary.bytes))) of \(label)"
             + (request.asOfText.map { " as of \($0)" } ?? "") + (request.to.map { " into \($0)" } ?? " to their original folders"))
-        let statuses = try objectStatuses(Set(items.map(\.version.md5.hex)), thaw: !request.dryRun)
+        let bucket = devices.devices.reduce(Int64(0)) { $0 + $1.files }
+        let statuses = try objectStatuses(Set(items.map(\.version.md5.hex)), thaw: !request.dryRun, bucketEstimate: bucket)
         if request.dryRun {
             dryRun(items, statuses: statuses, into: &summary)
         } else {
@@ -180,29 +181,6 @@ public final class RestoreRun: Sendable {
             return (replay, report.problems)
         }
         throw .plan("the manifest kept changing while it was read; run the command again")
-    }
-
-    /// Where each object stands, a batch at a time; `thaw` asks archived ones back.
-    func objectStatuses(_ md5s: Set<String>, thaw: Bool) throws(Stop) -> [String: ObjectStatus] {
-        var out: [String: ObjectStatus] = [:]
-        let all = md5s.sorted()
-        var start = 0
-        var streaming = client
-        streaming.timeout = 300
-        while start < all.count {
-            let batch = Array(all[start..<min(all.count, start + ObjectQuery.maxBatch)])
-            start += batch.count
-            do {
-                let list = try streaming.call(thaw ? .restoreThaw : .restoreObjects, body: try ControlJSON.encode(ObjectQuery(md5s: batch)),
-                                              as: ObjectStatusList.self)
-                for s in list.objects { out[s.md5] = s }
-            } catch let failure as ControlClient.Failure {
-                throw .control(failure)
-            } catch {
-                throw .plan("\(error)")
-            }
-        }
-        return out
     }
 
     /// A line of the human output (stdout); nothing with `--json`.

@@ -36,7 +36,7 @@ import Testing
         #expect(ControlRoute.status.access == .read && ControlRoute.queue.access == .read)
         // What `restore --dry-run` needs is a read; restoring itself (a session, the bytes,
         // asking archived objects back) is a write.
-        let reads: Set<ControlRoute> = [.status, .queue, .devices, .manifest, .restoreObjects]
+        let reads: Set<ControlRoute> = [.status, .queue, .devices, .manifest, .restoreObjects, .restoreListing]
         for route in ControlRoute.allCases where !reads.contains(route) {
             #expect(route.access == .write, "\(route)")
         }

@@ -272,9 +272,14 @@ def test_a_new_nas_lists_the_old_one(lost):
 
 def test_losing_the_nas_rebuilds_the_tree_byte_for_byte(lost):
     to = lost.root / "rebuilt"
+    since = time.time()
     r = restore(lost, "--to", str(to))
     assert r.returncode == 0, r.stdout + r.stderr
     assert_tree(lost, to / "photos")
+    # The whole device: the objects were found in one listing, not asked after one by one.
+    ops = [q for q in lost.proxy.stats()["requests"] if q["time"] >= since]
+    assert not [q for q in ops if q["method"] == "HEAD"], "a HEAD per object instead of a listing"
+    assert [q for q in ops if q["method"] == "GET" and "list-type=2" in q["path"] and "prefix=photos" in q["path"]]
     assert f"Restored {len(TREE) - 1} files" in r.stdout
     r = restore(lost, "--to", str(to), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
