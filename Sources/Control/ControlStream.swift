@@ -62,12 +62,18 @@ public final class ControlStreamWriter: Sendable {
         headers.add(name: "Content-Type", value: contentType)
         if let contentLength { headers.add(name: "Content-Length", value: "\(contentLength)") }
         headers.add(name: "Connection", value: "close")
+        try? await channel.setOption(ChannelOptions.writeBufferWaterMark, value: .init(low: 256 << 10, high: 1 << 20)).get()
         try await send(.head(HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)))
     }
 
     public func write(_ buffer: ByteBuffer) async throws {
         guard phase.withLock({ $0 == .streaming }) else { throw Failure.misuse("write before begin or after finish") }
-        try await send(.body(.byteBuffer(buffer)))
+        // Queued without waiting while the channel's buffer is under its high-water mark
+        // (a megabyte): waiting for every write to reach the socket left the pipe idle
+        // between buffers. Past the mark, the write is waited for, and the producer with it.
+        let future = queue(.body(.byteBuffer(buffer)))
+        if channel.isWritable { return }
+        try await wait(future)
     }
 
     public func write(_ bytes: [UInt8]) async throws {
@@ -94,11 +100,21 @@ public final class ControlStreamWriter: Sendable {
     }
 
     private func send(_ part: HTTPServerResponsePart) async throws {
+        try await wait(queue(part))
+    }
+
+    private func queue(_ part: HTTPServerResponsePart) -> EventLoopFuture<Void> {
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        channel.writeAndFlush(part, promise: promise)
+        return promise.futureResult
+    }
+
+    private func wait(_ future: EventLoopFuture<Void>) async throws {
         let channel = self.channel
         let timer = channel.eventLoop.scheduleTask(in: stallTimeout) { channel.close(promise: nil) }
         defer { timer.cancel() }
         do {
-            try await channel.writeAndFlush(part).get()
+            try await future.get()
         } catch {
             throw Failure.closed
         }
