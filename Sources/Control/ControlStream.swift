@@ -62,14 +62,14 @@ public final class ControlStreamWriter: Sendable {
         headers.add(name: "Content-Type", value: contentType)
         if let contentLength { headers.add(name: "Content-Length", value: "\(contentLength)") }
         headers.add(name: "Connection", value: "close")
-        try? await channel.setOption(ChannelOptions.writeBufferWaterMark, value: .init(low: 256 << 10, high: 1 << 20)).get()
+        try? await channel.setOption(ChannelOptions.writeBufferWaterMark, value: .init(low: 128 << 10, high: 512 << 10)).get()
         try await send(.head(HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)))
     }
 
     public func write(_ buffer: ByteBuffer) async throws {
         guard phase.withLock({ $0 == .streaming }) else { throw Failure.misuse("write before begin or after finish") }
         // Queued without waiting while the channel's buffer is under its high-water mark
-        // (a megabyte): waiting for every write to reach the socket left the pipe idle
+        // (512 KiB): waiting for every write to reach the socket left the pipe idle
         // between buffers. Past the mark, the write is waited for, and the producer with it.
         let future = queue(.body(.byteBuffer(buffer)))
         if channel.isWritable { return }

@@ -25,7 +25,7 @@ public final class RestoreRun: Sendable {
         public var workers: Int
 
         public init(device: String?, asOf: Int64?, asOfText: String?, to: String?, paths: [String], overwrite: Bool, dryRun: Bool,
-                    json: Bool, workers: Int = 12) {
+                    json: Bool, workers: Int = 10) {
             self.device = device
             self.asOf = asOf
             self.asOfText = asOfText
