@@ -96,7 +96,7 @@ public actor ManifestService: Service {
         // A step may wait on credentials or S3 for a long time (the backend down, a slow
         // link): a stop cancels it rather than waiting. A segment cut off on the wire is
         // in the bucket whole or not at all; the next start takes it back or writes it.
-        try? await cancelOnGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 let since = await self.wake.current
                 let next = await self.step()

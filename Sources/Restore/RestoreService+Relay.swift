@@ -143,7 +143,7 @@ extension RestoreService {
                 let (client, credentials) = try client(grant, prefix: "photos/\(userId)/")
                 let head = try await client.getObject(key: key, range: range, credentials: credentials) { buffer in
                     var b = buffer
-                    collected.withLock { $0.writeBuffer(&b) }
+                    collected.withLock { _ = $0.writeBuffer(&b) }
                     meter.add(Int64(buffer.readableBytes))
                 }
                 return .success((head, collected.withLock { $0 }))
