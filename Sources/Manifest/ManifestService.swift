@@ -194,6 +194,8 @@ public actor ManifestService: Service {
     /// A failure: the uploader's rule says what it means; the step is tried again after
     /// the manifest's own backoff.
     private func failed(_ error: any Error, grant: STSGrant) async -> Date {
+        // Stopping: the step was cut off on purpose; nothing to report.
+        if Task.isCancelled || (error as? S3Error)?.kind == .cancelled { return Date() }
         var immediate = false
         if let s3 = error as? S3Error {
             switch uploadPolicy.action(for: s3, credentialRetries: retry.failures == 0 ? 0 : 1, skewRetries: 0) {
