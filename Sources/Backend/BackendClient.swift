@@ -15,6 +15,9 @@ public struct BackendClient: Sendable {
     let logger: Logger
     /// What an https base URL's certificate is verified against (`tls.ca_file`).
     public let trust: TLSTrust
+    /// This NAS's id (s3-layout.md): in the sign-in and pairing bodies, and as
+    /// `X-Device-ID` on every call, so the backend can list and revoke the device.
+    public var deviceId: String?
 
     public init(baseURL: String, trust: TLSTrust = .system, http: HTTPClient = BackendClient.sharedHTTP,
                 timeout: TimeAmount = .seconds(20), logger: Logger) {
@@ -42,13 +45,16 @@ public struct BackendClient: Sendable {
     public func signInWithApple(identityToken: String, authorizationCode: String?, deviceName: String) async throws(BackendError) -> SignIn {
         var body: [String: String] = ["identityToken": identityToken, "deviceName": deviceName]
         if let authorizationCode { body["authorizationCode"] = authorizationCode }
+        if let deviceId { body["deviceId"] = deviceId }
         return try await call("POST", "/api/auth/apple", body: body, as: SignIn.self)
     }
 
     // MARK: section 2
 
     public func startPairing(deviceName: String) async throws(BackendError) -> DeviceAuthorization {
-        try await call("POST", "/api/v1/auth/device", body: ["deviceName": deviceName], as: DeviceAuthorization.self)
+        var body = ["deviceName": deviceName]
+        if let deviceId { body["deviceId"] = deviceId }
+        return try await call("POST", "/api/v1/auth/device", body: body, as: DeviceAuthorization.self)
     }
 
     public func pollPairing(deviceCode: String) async throws(BackendError) -> SignIn {
@@ -117,6 +123,7 @@ public struct BackendClient: Sendable {
         request.headers.add(name: "Accept", value: "application/json")
         request.headers.add(name: "User-Agent", value: "photolalad/\(PhotolalaVersion.current)")
         if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
+        if let deviceId { request.headers.add(name: "X-Device-ID", value: deviceId) }
         if let body {
             guard let data = try? JSONEncoder().encode(body) else { throw .transient("could not encode the request") }
             request.headers.add(name: "Content-Type", value: "application/json")

@@ -15,7 +15,8 @@ struct Ctl: ParsableCommand {
         discussion: "The global options --socket and --config may come before or after the command.",
         version: PhotolalaVersion.current,
         subcommands: [StatusCommand.self, LoginCommand.self, LogoutCommand.self, PauseCommand.self, ResumeCommand.self,
-                      RescanCommand.self, QueueCommand.self, RetryCommand.self, FilesCommand.self, VerifyCommand.self])
+                      RescanCommand.self, QueueCommand.self, RetryCommand.self, FilesCommand.self, VerifyCommand.self,
+                      DevicesCommand.self, RestoreCommand.self])
 
     @OptionGroup(title: "Global options") var options: CtlOptions
 }

@@ -19,6 +19,9 @@ final class InterruptFlag {
 
     var isSet: Bool { flag.value }
 
+    /// The flag alone, for threads and `@Sendable` closures.
+    var shared: Flag { flag }
+
     final class Flag: Sendable {
         private let state = Mutex(false)
         func set() { state.withLock { $0 = true } }

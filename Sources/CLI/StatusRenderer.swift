@@ -62,6 +62,25 @@ enum StatusRenderer {
             if let e = h.lastError { out.append("           last error: \(e)") }
         }
         if s.account.signedIn { out += inventoryLines(s, tint: tint) }
+        if let m = s.manifest, m.state != .off {
+            var line = "Manifest   \(m.files) files (\(Units.humanBytes(m.bytes))) listed in the bucket, segment \(m.segments)"
+            switch m.state {
+            case .pending: line += "; changes waiting to be written"
+            case .writing: line += "; writing"
+            case .backoff: line += "; writing failed, retrying" + (m.lastError.map { ": \($0)" } ?? "")
+            default: break
+            }
+            out.append(line)
+        }
+        if let r = s.restore {
+            var line = "Restore    from \(r.device): \(r.filesDone)/\(r.filesTotal) files, \(Units.humanBytes(r.bytesDone))/\(Units.humanBytes(r.bytesTotal))"
+            if r.rate > 0 { line += ", \(Units.humanBytes(Int64(r.rate)))/s" }
+            if let eta = r.etaSeconds { line += ", ETA \(duration(eta))" }
+            out.append(line)
+            if r.waitingArchived > 0, let c = r.archiveClass {
+                out.append("           \(r.waitingArchived) waiting in \(c), asked back from the archive (\(r.archiveWait ?? "it can take hours"))")
+            }
+        }
         out.append("")
         out.append("Watching   \(s.watch.folders) folder\(s.watch.folders == 1 ? "" : "s"), \(s.watch.directories) directories" + (s.watch.scanning ? " (scanning)" : ""))
         for p in s.watch.paths {

@@ -22,12 +22,22 @@ public enum ControlRoute: String, Sendable, CaseIterable {
     case verifyProgress = "GET /v1/verify"
     /// A read with a body (the path and where the page starts), hence POST.
     case files = "POST /v1/files"
+    // Restoring (cli.md): what the bucket holds of this account's devices, and the bytes.
+    case devices = "GET /v1/devices"
+    case manifest = "GET /v1/manifest"
+    case restoreObjects = "POST /v1/restore/objects"
+    case restoreListing = "GET /v1/restore/listing"
+    case restoreThaw = "POST /v1/restore/thaw"
+    case restoreObject = "GET /v1/restore/object"
+    case restoreSession = "POST /v1/restore/session"
 
     public enum Access: Sendable { case read, write }
 
     public var access: Access {
         switch self {
         case .status, .queue, .metrics, .verifyProgress, .files: .read
+        // `restore --dry-run` is a read: the group may see what a restore would bring back.
+        case .devices, .manifest, .restoreObjects, .restoreListing: .read
         default: .write
         }
     }
@@ -59,11 +69,20 @@ public struct ControlResponse: Sendable {
     public var status: Int
     public var body: [UInt8]
     public var contentType: String
+    /// A body produced while it is sent (see `ControlStream`); `status` and `body` are then unused.
+    public var stream: ControlStream?
 
     public init(status: Int, body: [UInt8], contentType: String = "application/json") {
         self.status = status
         self.body = body
         self.contentType = contentType
+        self.stream = nil
+    }
+
+    public static func stream(_ produce: @escaping @Sendable (ControlStreamWriter) async -> Void) -> ControlResponse {
+        var r = ControlResponse(status: 200, body: [])
+        r.stream = ControlStream(produce)
+        return r
     }
 
     public static func json<T: Encodable>(_ value: T, status: Int = 200) -> ControlResponse {

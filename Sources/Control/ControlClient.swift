@@ -68,9 +68,32 @@ public struct ControlClient: Sendable {
     }
 
     private func sendOnce(_ route: ControlRoute, query: [String: String], body: [UInt8]) throws(Failure) -> (Int, [UInt8]) {
+        let fd = try connectAndSend(route, query: query, body: body, timeout: timeout)
+        defer { close(fd) }
+        var response: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n == 0 { break }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw .timedOut(path: socketPath) }
+                if response.isEmpty { throw .notRunning(path: socketPath) }
+                break
+            }
+            response += chunk[0..<n]
+            if response.count > 64 << 20 { throw .protocolError("answer too large") }
+        }
+        return try Self.parse(response)
+    }
+
+    /// Connects and sends the whole request; returns the socket, for the caller to read
+    /// the answer from and close.
+    func connectAndSend(_ route: ControlRoute, query: [String: String], body: [UInt8], timeout: TimeInterval) throws(Failure) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .protocolError("socket(): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
+        var ok = false
+        defer { if !ok { close(fd) } }
         var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
@@ -102,21 +125,8 @@ public struct ControlClient: Sendable {
             }
             sent += n
         }
-        var response: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let n = read(fd, &chunk, chunk.count)
-            if n == 0 { break }
-            if n < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { throw .timedOut(path: socketPath) }
-                if response.isEmpty { throw .notRunning(path: socketPath) }
-                break
-            }
-            response += chunk[0..<n]
-            if response.count > 64 << 20 { throw .protocolError("answer too large") }
-        }
-        return try Self.parse(response)
+        ok = true
+        return fd
     }
 
     /// The group the socket file belongs to: the one to join, whatever the config says.

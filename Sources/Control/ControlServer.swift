@@ -30,6 +30,9 @@ public final class ControlServer: Sendable {
         /// unprivileged ones; past it a new answer is refused with 503. Bounds the memory
         /// that clients asking for big queue listings and never reading them can pin.
         public var maxPendingResponseBytes = 16 << 20
+        /// A streamed answer (an object being restored) whose client takes nothing for this
+        /// long is dropped with its connection; it holds no more than one buffer meanwhile.
+        public var streamStallTimeout: TimeAmount = .seconds(60)
         public init() {}
     }
 

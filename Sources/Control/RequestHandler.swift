@@ -155,6 +155,15 @@ final class RequestHandler: ChannelInboundHandler {
         answered = true
         deadline?.cancel()
         stopReading(context)
+        if let stream = response.stream {
+            // The producer writes through the channel from its own task, paced by the socket.
+            let writer = ControlStreamWriter(channel: context.channel, stallTimeout: limits.streamStallTimeout)
+            Task {
+                await stream.produce(writer)
+                await writer.close()
+            }
+            return
+        }
         var response = response
         if !privileged && response.body.count > 64 * 1024 {
             if connections.tryReserveResponse(response.body.count) {

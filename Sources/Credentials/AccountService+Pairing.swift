@@ -9,6 +9,12 @@ extension AccountService {
     public func startPairing() async -> PairingView {
         pairingTask?.cancel()
         do {
+            _ = try ensureDeviceId()
+        } catch {
+            logger.error("\(error)")
+            return PairingView(outcome: "failed", message: "cannot save this NAS's device id in the state directory: \(error)")
+        }
+        do {
             let auth = try await backend.startPairing(deviceName: deviceName)
             let session = PairingSession(authorization: auth, expiresAt: Date().addingTimeInterval(TimeInterval(auth.expiresIn)),
                                          interval: TimeInterval(max(1, auth.interval ?? 5)))

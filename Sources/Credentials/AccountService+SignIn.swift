@@ -8,6 +8,12 @@ import PhotolalaCore
 extension AccountService {
     public func loginWithIdentityToken(_ token: String, authorizationCode: String?) async -> (userId: String?, error: String?) {
         do {
+            _ = try ensureDeviceId()
+        } catch {
+            logger.error("\(error)")
+            return (nil, "cannot save this NAS's device id in the state directory: \(error)")
+        }
+        do {
             let result = try await backend.signInWithApple(identityToken: token, authorizationCode: authorizationCode, deviceName: deviceName)
             await adopt(result, persist: true)
             logger.notice("signed in with an identity token", metadata: ["user": "\(result.userId)"])

@@ -26,6 +26,9 @@ public actor AccountService: Service {
     public nonisolated let credentialDrops = ChangeFeed()
 
     let store: AccountStore
+    let deviceIdentity: DeviceIdentity
+    /// This NAS's id, once made (at the first sign-in); every backend call carries it.
+    public private(set) var deviceId: String?
     var backend: BackendClient
     let logger: Logger
     var deviceName: String
@@ -45,8 +48,12 @@ public actor AccountService: Service {
     public init(stateDir: String, backend: BackendClient, deviceName: String, refreshBeforeExpiry: Duration,
                 appleCheckInterval: Duration, logger: Logger, statusChanges: ChangeFeed = ChangeFeed()) {
         store = AccountStore(stateDir: stateDir)
+        deviceIdentity = DeviceIdentity(stateDir: stateDir)
+        let deviceId = deviceIdentity.load()
+        self.deviceId = deviceId
         self.statusChanges = statusChanges
         self.backend = backend
+        self.backend.deviceId = deviceId
         self.deviceName = deviceName
         self.logger = logger
         creds = CredentialsMachine(config: .init(refreshBeforeExpiry: Units.seconds(refreshBeforeExpiry)))
@@ -56,6 +63,7 @@ public actor AccountService: Service {
     /// Settings that can change on reload.
     public func reconfigure(backend: BackendClient, deviceName: String, refreshBeforeExpiry: Duration, appleCheckInterval: Duration) {
         self.backend = backend
+        self.backend.deviceId = deviceId
         self.deviceName = deviceName
         var credsConfig = creds.config
         credsConfig.refreshBeforeExpiry = Units.seconds(refreshBeforeExpiry)
@@ -67,6 +75,13 @@ public actor AccountService: Service {
     public func restore() async {
         guard signIn == nil, let saved = store.load() else { return }
         logger.notice("restored the saved sign-in", metadata: ["user": "\(saved.userId)"])
+        // A sign-in saved by a version without device ids gets its id now: the NAS's
+        // manifest needs one, and a signed-in NAS may never sign in again.
+        do {
+            _ = try ensureDeviceId()
+        } catch {
+            logger.error("cannot save this NAS's device id in the state directory: \(error)")
+        }
         await adopt(saved, persist: false)
     }
 
@@ -105,6 +120,17 @@ public actor AccountService: Service {
         if apple.blocksUploads || apple.lastError != nil {
             perform(apple.handle(.wake, now: .distantFuture))
         }
+    }
+
+    /// The device id, made and saved at the first sign-in; a sign-in without it would
+    /// register a device the manifest could not be found under again.
+    func ensureDeviceId() throws(AccountStore.Failure) -> String {
+        if let deviceId { return deviceId }
+        let id = try deviceIdentity.loadOrCreate()
+        deviceId = id
+        backend.deviceId = id
+        logger.notice("this NAS's device id was made", metadata: ["device": "\(id)"])
+        return id
     }
 
     // MARK: timers

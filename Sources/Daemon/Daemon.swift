@@ -12,8 +12,10 @@ import Ingest
 import Inventory
 import Logging
 import MetricsExport
+import Manifest
 import PhotolalaCore
 import Queue
+import Restore
 import ServiceLifecycle
 import Thumbnails
 import Upload
@@ -68,7 +70,14 @@ public struct Daemon: Sendable {
         // After the upload: thumbnails and the photo rows the catalog stage publishes.
         let thumbnails = ThumbnailService(database: database, account: account, gate: DaemonGate(core: core, account: account),
                                           options: .init(settings), logger: logger)
-        for part in [account, ingest, uploader, inventory, thumbnails, metricsListener] as [any StatusContributor] { await core.add(part) }
+        // After the upload: this NAS's manifest in the bucket (paths, names, times).
+        let manifest = ManifestService(database: database, account: account, options: .init(settings), logger: logger,
+                                       statusChanges: core.statusChanges)
+        // A side service: reading devices, manifests and objects back for `photolalactl restore`.
+        let restore = RestoreService(account: account, options: .init(settings), logger: logger)
+        for part in [account, ingest, uploader, inventory, thumbnails, manifest, restore, metricsListener] as [any StatusContributor] {
+            await core.add(part)
+        }
 
         // Trapped before the control socket listens (let alone READY=1): a client that can
         // connect may send SIGTERM at once (tests and scripts take a connectable socket for
@@ -78,7 +87,7 @@ public struct Daemon: Sendable {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory,
-                                                                metrics: scraper))
+                                                                restore: restore, metrics: scraper))
 
         await core.markRunning()
         let status = await core.status()
@@ -97,9 +106,12 @@ public struct Daemon: Sendable {
             .init(service: uploader, serviceName: "uploader"),
             .init(service: inventory, serviceName: "inventory"),
             .init(service: thumbnails, serviceName: "thumbnails"),
+            .init(service: manifest, serviceName: "manifest"),
+            .init(service: restore, serviceName: "restore"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account, inventory, thumbnails, metricsListener], signals: hangups), serviceName: "reload"),
+                                         parts: [uploader, ingest, account, inventory, thumbnails, manifest, restore, metricsListener],
+                                         signals: hangups), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))

@@ -6,6 +6,7 @@ import Inventory
 import MetricsExport
 import PhotolalaCore
 import Queue
+import Restore
 
 /// Answers the control socket's calls by asking the part each belongs to. Changes go
 /// through the queue (retry) or the part itself (rescan, sign-in); whatever a change
@@ -15,6 +16,7 @@ struct DaemonControl: ControlHandler {
     let account: AccountService
     let ingest: IngestService
     let inventory: InventoryService
+    let restore: RestoreService
     let metrics: MetricsScraper
 
     var database: QueueDatabase { core.database }
@@ -58,6 +60,8 @@ struct DaemonControl: ControlHandler {
             return await verifyProgress()
         case .files:
             return await files(request)
+        case .devices, .manifest, .restoreObjects, .restoreListing, .restoreThaw, .restoreObject, .restoreSession:
+            return await restoring(request)
         }
     }
 

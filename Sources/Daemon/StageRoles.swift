@@ -2,6 +2,8 @@ import Control
 import Credentials
 import Ingest
 import Inventory
+import Manifest
+import Restore
 import PhotolalaCore
 import Thumbnails
 import Upload
@@ -44,4 +46,12 @@ extension ThumbnailService: StatusContributor, Reconfigurable {
 
 extension InventoryService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { apply(Options(settings)) }
+}
+
+extension ManifestService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { apply(Options(settings)) }
+}
+
+extension RestoreService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }

@@ -19,11 +19,11 @@ extension InventoryService {
 
     /// The share `percent` of the uploaded objects (at least one), those never read back
     /// first, `readBackConcurrency` at a time.
-    func readBack(userId: String, percent: Double, into result: inout DaemonStatus.Verify) async {
+    func readBack(userId: String, percent: Double, verifyStartedAt: Date, into result: inout DaemonStatus.Verify) async {
         let prefix = Self.photosPrefix(userId)
         let total = (try? database.uploadedObjectCount()) ?? 0
         let count = total == 0 ? 0 : max(1, Int((Double(total) * percent / 100).rounded(.up)))
-        guard let picks = try? database.objectsToReadBack(count: count, keyPrefix: prefix), !picks.isEmpty else { return }
+        guard let picks = try? database.objectsToReadBack(count: count, keyPrefix: prefix, uploadedBefore: verifyStartedAt), !picks.isEmpty else { return }
         verify.phase = .readingBack
         verify.done = 0
         verify.total = picks.count

@@ -9,6 +9,7 @@ extension InventoryService {
     func runVerify(userId: String, deepPercent: Double?) async {
         passRunning = true
         defer { passRunning = false }
+        let startedAt = Date()
         var result = DaemonStatus.Verify(running: true, deepPercent: deepPercent)
         verify.phase = .listing
         verify.done = 0
@@ -43,7 +44,7 @@ extension InventoryService {
         }
 
         if let deepPercent {
-            await readBack(userId: userId, percent: deepPercent, into: &result)
+            await readBack(userId: userId, percent: deepPercent, verifyStartedAt: startedAt, into: &result)
         }
         result.running = false
         result.checkedAt = Timestamp.string(Date())

@@ -145,6 +145,10 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var thumbnails: Thumbnails
     public var inventory: Inventory
     public var verify: Verify
+    /// This NAS's manifest in the bucket; nil from a daemon without one.
+    @Null public var manifest: Manifest?
+    /// A restore under way, nil when none is.
+    @Null public var restore: Restore?
 
     public init(version: String = PhotolalaVersion.current, state: State = .starting) {
         self.version = version
@@ -163,6 +167,8 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         self.thumbnails = Thumbnails()
         self.inventory = Inventory()
         self.verify = Verify()
+        self.manifest = nil
+        self.restore = nil
     }
 }
 

@@ -62,13 +62,16 @@ extension QueueDatabase {
     /// first, then those read longest ago, in random order among equals, so repeated
     /// small shares cover the whole bucket. Objects listed in an archive class (GLACIER,
     /// DEEP_ARCHIVE) cannot be read without a restore and are left out.
-    public func objectsToReadBack(count: Int, keyPrefix: String) throws -> [(md5: String, size: Int64)] {
+    /// Objects sent again after `uploadedBefore` (the verify's start: what its own listing
+    /// found wrong, re-sent at once) are left to the next verify, so a verify reads back
+    /// what it found, whatever the uploader's pace.
+    public func objectsToReadBack(count: Int, keyPrefix: String, uploadedBefore: Date = .distantFuture) throws -> [(md5: String, size: Int64)] {
         try pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.md5, o.size FROM object o LEFT JOIN inventory i ON i.key = ? || o.md5 || '.dat'
-                WHERE o.state = 'uploaded' AND coalesce(i.storageClass, 'STANDARD') NOT IN ('GLACIER', 'DEEP_ARCHIVE')
+                WHERE o.state = 'uploaded' AND coalesce(o.uploadedAt, 0) < ? AND coalesce(i.storageClass, 'STANDARD') NOT IN ('GLACIER', 'DEEP_ARCHIVE')
                 ORDER BY o.deepCheckedAt IS NOT NULL, o.deepCheckedAt, random() LIMIT ?
-                """, arguments: [keyPrefix, max(0, count)]).map { ($0["md5"], $0["size"]) }
+                """, arguments: [keyPrefix, uploadedBefore.timeIntervalSince1970, max(0, count)]).map { ($0["md5"], $0["size"]) }
         }
     }
 

@@ -144,6 +144,53 @@ enum QueueSchema {
                 UPDATE object SET uploadedAt = updatedAt WHERE state = 'uploaded';
                 """)
         }
+        m.registerMigration("v6-manifest") { db in
+            // The device manifest (docs/manifest.md). `manifest_change` lists the paths whose
+            // backed-up state may have changed, filled by triggers in the same transaction
+            // as the change, whichever stage made it: a file became uploaded (appeared or
+            // changed), went away, or moved. The manifest stage turns them into entries and
+            // deletes them in the transaction that records the segment, after its PUT.
+            // `manifest_entry` mirrors every entry written to the bucket (the manifest's
+            // whole history, so a snapshot can be written from here in path order).
+            try db.execute(sql: """
+                CREATE TABLE manifest_change (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    path TEXT NOT NULL
+                );
+                CREATE TABLE manifest_folder (
+                    id INTEGER PRIMARY KEY,
+                    path TEXT NOT NULL UNIQUE
+                );
+                CREATE TABLE manifest_entry (
+                    path TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    ord INTEGER NOT NULL,
+                    folder INTEGER NOT NULL,
+                    kind INTEGER NOT NULL,
+                    time INTEGER NOT NULL,
+                    size INTEGER,
+                    md5 TEXT,
+                    mtimeSec INTEGER,
+                    mtimeNsec INTEGER,
+                    PRIMARY KEY (path, seq, ord)
+                ) WITHOUT ROWID;
+                CREATE TRIGGER manifest_file_inserted AFTER INSERT ON file WHEN new.state = 'uploaded'
+                BEGIN
+                    INSERT INTO manifest_change(path) VALUES (new.path);
+                END;
+                CREATE TRIGGER manifest_file_updated AFTER UPDATE ON file
+                WHEN new.state IN ('uploaded', 'gone') OR old.path IS NOT new.path
+                BEGIN
+                    INSERT INTO manifest_change(path) VALUES (old.path);
+                    INSERT INTO manifest_change(path) SELECT new.path WHERE new.path IS NOT old.path;
+                END;
+                CREATE TRIGGER manifest_file_deleted AFTER DELETE ON file
+                BEGIN
+                    INSERT INTO manifest_change(path) VALUES (old.path);
+                END;
+                INSERT INTO manifest_change(path) SELECT path FROM file WHERE state = 'uploaded';
+                """)
+        }
         return m
     }
 }

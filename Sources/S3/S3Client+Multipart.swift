@@ -130,7 +130,8 @@ extension S3Client {
                       operation: operation, key: key)
     }
 
-    /// Assembles the object from `parts` (sorted here) and returns its ETag.
+    /// Assembles the object from `parts` (sorted here) and returns its ETag (empty when the
+    /// store does not say).
     ///
     /// S3 may answer 200 and still fail: the status goes out before the assembly ends,
     /// and the failure arrives as an `<Error>` body. That is detected and thrown like any
@@ -160,10 +161,9 @@ extension S3Client {
             throw malformed(response, operation: operation, key: key, expected: "CompleteMultipartUploadResult")
         }
         if root.name == "Error" { throw response.error(operation: operation, key: key) }
-        guard let etag = root.childText("ETag"), !etag.isEmpty else {
-            throw malformed(response, operation: operation, key: key, expected: "an ETag in CompleteMultipartUploadResult")
-        }
-        return Self.unquoted(etag)
+        // Ceph RGW 16 (Pacific) answers `<ETag></ETag>` for an upload it did assemble: an
+        // empty ETag is not a failure, and the caller knows the ETag from the parts it sent.
+        return Self.unquoted(root.childText("ETag") ?? "")
     }
 
     /// Discards an upload and its parts. An upload that is already gone counts as aborted.

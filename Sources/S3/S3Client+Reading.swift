@@ -46,8 +46,11 @@ extension S3Client {
     ///   `requestTimeout`); the range's length when a range is given.
     /// - Throws: `.notFound` for a missing key; `.localFile` (code `ConsumerFailed`) when
     ///   `consume` throws, with its error in the message; the transfer errors of `execute`.
+    ///   - onHead: told the answer's head (the range's length, the object's size) before
+    ///     the first byte, so a relay can announce the length it is about to send.
     public func getObject(key: String, range: ClosedRange<Int64>? = nil, expectedBytes: Int64 = 0,
                           credentials: S3Credentials,
+                          onHead: (@Sendable (ObjectHead) async throws -> Void)? = nil,
                           consume: @Sendable (ByteBuffer) async throws -> Void) async throws(S3Error) -> ObjectHead {
         let operation = "GetObject"
         try checkKey(key, operation: operation)
@@ -70,6 +73,13 @@ extension S3Client {
         let size = header("Content-Range").flatMap { $0.split(separator: "/").last }.flatMap { Int64($0) } ?? length
         var received: Int64 = 0
         do {
+            if let onHead {
+                do {
+                    try await onHead(ObjectHead(etag: Self.unquoted(header("ETag") ?? ""), contentLength: length, objectSize: size))
+                } catch {
+                    throw ConsumerFailure(underlying: error)
+                }
+            }
             for try await buffer in response.body {
                 received += Int64(buffer.readableBytes)
                 do {

@@ -33,9 +33,11 @@ import Testing
     @Test func routesAreVersionedAndClassified() {
         #expect(ControlRoute(method: "GET", path: "/v1/status") == .status)
         #expect(ControlRoute(method: "POST", path: "/v1/status") == nil)
-        // Reads: status, queue, metrics, files and the progress of a verify; everything else changes
-        // something (verify puts objects back in the queue).
-        let reads: Set<ControlRoute> = [.status, .queue, .metrics, .files, .verifyProgress]
+        // Reads: status, queue, metrics, files, the progress of a verify, and what `restore
+        // --dry-run` needs. Everything else changes something: verify puts objects back in the
+        // queue; restoring itself (a session, the bytes, asking archived objects back) is a write.
+        let reads: Set<ControlRoute> = [.status, .queue, .metrics, .files, .verifyProgress,
+                                        .devices, .manifest, .restoreObjects, .restoreListing]
         for route in ControlRoute.allCases {
             #expect(route.access == (reads.contains(route) ? .read : .write), "\(route)")
         }

@@ -184,6 +184,10 @@ import Testing
         try db.markReadBack(md5: a, now: t0)
         #expect(try db.objectsToReadBack(count: 1, keyPrefix: prefix).map(\.md5) == [b])
         #expect(try Set(db.objectsToReadBack(count: 5, keyPrefix: prefix).map(\.md5)) == [a, b])
+        // Sent again while a verify runs (what its listing found wrong): left to the next one.
+        try db.recordUpload(md5: b, key: prefix + b + ".dat", size: 100, etag: b, storageClass: "STANDARD",
+                            now: t0.addingTimeInterval(60))
+        #expect(try db.objectsToReadBack(count: 5, keyPrefix: prefix, uploadedBefore: t0.addingTimeInterval(30)).map(\.md5) == [a])
     }
 
     @Test func filesAtAPathAndUnderAFolderAPageAtATime() throws {
@@ -224,6 +228,6 @@ import Testing
         #expect(rows[0] == (a, 1234, nil, false))
         #expect(rows[1] == (b, nil, nil, false))
         let names = try migrated.pool.read { d in try String.fetchAll(d, sql: "SELECT identifier FROM grdb_migrations") }
-        #expect(names.last == "v4-inventory")
+        #expect(names.contains("v4-inventory"))
     }
 }

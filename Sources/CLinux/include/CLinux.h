@@ -18,6 +18,13 @@ static inline int photolala_disable_core_dumps(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
+// Renames without replacing (renameat2 with RENAME_NOREPLACE, which glibc hides behind
+// _GNU_SOURCE): fails with EEXIST when `newpath` exists, so a restore never overwrites a
+// file that appeared meanwhile. EINVAL where the filesystem cannot do it.
+static inline int photolala_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, 1u);
+}
+
 static inline long photolala_gettid(void) {
     return syscall(SYS_gettid);
 }

@@ -271,12 +271,17 @@ class FakeBackend:
             self.config = BackendConfig()
             self._access: dict[str, dict] = {}     # token -> {userId, expiresAt}
             self._refresh: dict[str, str] = {}     # live refresh token -> userId
+            self._refresh_device: dict[str, str | None] = {}  # refresh token -> deviceId it was issued to
             self._pairings: dict[str, dict] = {}   # deviceCode -> pairing record
             self._apple_state_all = "authorized"
             self._apple_state: dict[str, str] = {}  # userId -> state
             self._faults: dict[str, Fault] = {}
             self._calls: dict[str, list] = {name: [] for name in ENDPOINTS}
             self._sts_sessions: list[dict] = []
+            # X-Device-ID of every API call, by endpoint (None when absent), and the
+            # deviceId of every sign-in or pairing body (backend-api.md).
+            self._device_headers: dict[str, list] = {name: [] for name in ENDPOINTS}
+            self._body_device_ids: list[dict] = []
             self._secrets: dict[str, list[str]] = {k: [] for k in (
                 "identityTokens", "authorizationCodes", "appleSubjects", "deviceCodes",
                 "accessTokens", "refreshTokens", "stsAccessKeyIds", "stsSecretKeys", "stsSessionTokens")}
@@ -340,14 +345,17 @@ class FakeBackend:
             return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
         return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def _issue_session(self, user_id: str, keep_refresh: str | None = None) -> dict:
-        """A new access token, and a new refresh token unless `keep_refresh` is reused."""
+    def _issue_session(self, user_id: str, keep_refresh: str | None = None, device_id: str | None = None) -> dict:
+        """A new access token, and a new refresh token unless `keep_refresh` is reused.
+        A session issued to a device (`deviceId` in the sign-in body) must be used with
+        that device's `X-Device-ID` from then on."""
         with self._lock:
             access = "plt_" + _secrets.token_urlsafe(32)
             refresh = keep_refresh or "plr_" + _secrets.token_urlsafe(32)
             expires = _now() + dt.timedelta(seconds=self.config.access_token_ttl)
-            self._access[access] = {"userId": user_id, "expiresAt": expires}
+            self._access[access] = {"userId": user_id, "expiresAt": expires, "deviceId": device_id}
             self._refresh[refresh] = user_id
+            self._refresh_device[refresh] = device_id
             self._record_secret("accessTokens", access)
             self._record_secret("refreshTokens", refresh)
         return {"userId": user_id, "accessToken": access,
@@ -364,7 +372,30 @@ class FakeBackend:
                 raise ApiError(401, "invalid_token", "unknown access token")
             if _now() >= entry["expiresAt"]:
                 raise ApiError(401, "invalid_token", "access token expired")
+            self._check_device(entry.get("deviceId"))
             return entry["userId"]
+
+    @staticmethod
+    def _body_device_id(body: dict) -> str | None:
+        """`deviceId` of a sign-in or pairing body: absent, or a UUID (backend-api.md)."""
+        value = body.get("deviceId")
+        if value is None:
+            return None
+        try:
+            if not isinstance(value, str) or str(uuid.UUID(value)) != value.lower():
+                raise ValueError
+        except ValueError:
+            raise ApiError(400, "invalid_request", "deviceId must be a UUID")
+        return value.lower()
+
+    @staticmethod
+    def _check_device(expected: str | None) -> None:
+        """A session issued to a device is only used by that device."""
+        if expected is None:
+            return
+        sent = (request.headers.get("X-Device-ID") or "").lower()
+        if sent != expected:
+            raise ApiError(400, "invalid_request", "X-Device-ID missing or not the device this session was issued to")
 
     def login(self, sub: str) -> dict:
         """Sign `sub` in through the real endpoint; returns the section-1 answer."""
@@ -527,7 +558,9 @@ class FakeBackend:
                                      "statuses": [s for _, s in c]}
                               for name, c in self._calls.items()},
                     "pairings": self.pairings(),
-                    "stsSessions": len(self._sts_sessions)}
+                    "stsSessions": len(self._sts_sessions),
+                    "deviceHeaders": {name: list(h) for name, h in self._device_headers.items()},
+                    "bodyDeviceIds": list(self._body_device_ids)}
 
     def secrets(self) -> dict[str, list[str]]:
         """Every secret issued or received so far, by kind."""
@@ -585,6 +618,8 @@ class FakeBackend:
             def view():
                 started = time.time()
                 status = 500
+                with self._lock:
+                    self._device_headers[name].append(request.headers.get("X-Device-ID"))
                 try:
                     fault = self._take_fault(name)
                     if fault and fault.hang:
@@ -613,9 +648,12 @@ class FakeBackend:
             self._record_secret("identityTokens", body["identityToken"])
             if body.get("authorizationCode"):
                 self._record_secret("authorizationCodes", body["authorizationCode"])
+            device_id = self._body_device_id(body)
             sub = self._verify_identity_token(body["identityToken"])
             self._record_secret("appleSubjects", sub)
-            return self._issue_session(user_id_for(sub))
+            with self._lock:
+                self._body_device_ids.append({"endpoint": "apple", "deviceId": device_id})
+            return self._issue_session(user_id_for(sub), device_id=device_id)
 
         # -- 2. Pairing (RFC 8628)
         def device_authorization():
@@ -623,12 +661,14 @@ class FakeBackend:
             name = body.get("deviceName", "")
             if not isinstance(name, str):
                 raise ApiError(400, "invalid_request", "deviceName must be a string")
+            device_id = self._body_device_id(body)
             with self._lock:
+                self._body_device_ids.append({"endpoint": "device", "deviceId": device_id})
                 device_code = _secrets.token_urlsafe(32)
                 user_code = self._new_user_code()
                 interval, expires_in = self.config.pairing_interval, self.config.pairing_expires_in
                 self._pairings[device_code] = {
-                    "deviceCode": device_code, "userCode": user_code, "deviceName": name,
+                    "deviceCode": device_code, "userCode": user_code, "deviceName": name, "deviceId": device_id,
                     "status": "pending", "userId": None, "createdAt": time.time(),
                     "expiresAt": time.time() + expires_in, "interval": interval, "polls": [],
                     "answers": []}
@@ -669,7 +709,7 @@ class FakeBackend:
                 p["answers"].append("paired")
                 del self._pairings[body["deviceCode"]]
                 self._pairings["used:" + body["deviceCode"]] = p
-            return self._issue_session(p["userId"])
+            return self._issue_session(p["userId"], device_id=p.get("deviceId"))
 
         # -- 3. Refresh
         def refresh():
@@ -678,11 +718,13 @@ class FakeBackend:
                 user_id = self._refresh.get(body["refreshToken"])
                 if user_id is None:
                     raise ApiError(401, "invalid_grant", "refresh token unknown, rotated or revoked")
+                device_id = self._refresh_device.get(body["refreshToken"])
+                self._check_device(device_id)
                 if self.config.rotate_refresh_tokens:
                     del self._refresh[body["refreshToken"]]  # the old one dies now
-                    session = self._issue_session(user_id)
+                    session = self._issue_session(user_id, device_id=device_id)
                 else:
-                    session = self._issue_session(user_id, keep_refresh=body["refreshToken"])
+                    session = self._issue_session(user_id, keep_refresh=body["refreshToken"], device_id=device_id)
             session.pop("userId")
             return session
 

@@ -30,6 +30,9 @@ Faults, evaluated per request in this order (control paths /_proxy/ are never fa
                          status and headers with a Content-Length and close early: half the
                          body (or none, with 64 declared, when the body is empty; for HEAD,
                          which has no body, close after 10 bytes of the status line)
+    archive_delay        seconds an object asked back with RestoreObject stays "being
+                         restored" (moto makes it readable at once): HEAD says
+                         ongoing-request="true", GET answers 403 InvalidObjectState
 
 Over TLS: `FaultProxy(upstream, tls=server_cert, upstream_ca=ca_path)` serves HTTPS with that
 certificate (support/tls.py), so the daemon's TLS ends here (a handshake the client refuses
@@ -62,7 +65,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, fields
 from typing import Callable, Iterator
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 import requests
 
@@ -83,6 +86,7 @@ class Faults:
     latency: float = 0.0
     truncate_rate: float = 0.0
     truncate_count: int = 0
+    archive_delay: float = 0.0
     seed: int | None = None
     # Base URL of a FakeBackend: enforce the `expiration` it reported for each STS key.
     enforce_expiry_from: str | None = None
@@ -157,6 +161,8 @@ class FaultProxy:
         # answer has been handed to the client: a crash test kills the daemon there,
         # "right after a completed PUT".
         self.on_response: Callable[[dict], None] | None = None
+        # Object path -> when RestoreObject was first answered 2xx for it (archive_delay).
+        self._thawing: dict[str, float] = {}
         self.reset_stats()
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -402,7 +408,7 @@ class FaultProxy:
             s["methods"][req["method"]] = s["methods"].get(req["method"], 0) + 1
             s["bytes_forwarded"] += sent
             if fault:
-                s["faults"][fault] += 1
+                s["faults"][fault] = s["faults"].get(fault, 0) + 1
             if (not fault or fault == "truncated") and req["method"] in WRITE_METHODS \
                     and status is not None and 200 <= status < 300:
                 s["writes_forwarded"] += 1
@@ -499,6 +505,13 @@ class FaultProxy:
             return False, upstream
         if r_slow < f.slowdown_rate:
             return error_reply(503, "Slow Down", "SlowDown", "Please reduce your request rate.", "slowdown")
+        object_path = urlsplit(req["target"]).path
+        with self._lock:
+            asked_back = self._thawing.get(object_path)
+        thawing = f.archive_delay > 0 and asked_back is not None and time.time() - asked_back < f.archive_delay
+        if thawing and method == "GET":
+            return error_reply(403, "Forbidden", "InvalidObjectState",
+                               "The operation is not valid for the object's storage class", "archive_delay")
         if f.latency > 0:
             self._stopping.wait(f.latency)
 
@@ -527,6 +540,12 @@ class FaultProxy:
         upstream_closes = resp.will_close
         headers = [(k, v) for k, v in resp.msg.items()
                    if k.lower() not in ("connection", "keep-alive", "transfer-encoding")]
+        if thawing and head_only:
+            headers = [(k, 'ongoing-request="true"' if k.lower() == "x-amz-restore" else v) for k, v in headers]
+        if method == "POST" and "restore" in parse_qs(urlsplit(req["target"]).query, keep_blank_values=True) \
+                and 200 <= resp.status < 300:
+            with self._lock:
+                self._thawing.setdefault(object_path, time.time())
         status_line = f"HTTP/1.1 {resp.status} {resp.reason}\r\n"
 
         if truncate:

@@ -110,10 +110,13 @@ class World:
     def key(self, user_id: str, body: bytes) -> str:
         return f"photos/{user_id}/{md5_hex(body)}.dat"
 
-    def s3_ops(self, since: float = 0.0) -> list[dict]:
-        """The proxy's requests (not /_proxy/ controls) with an `op` name, oldest first."""
+    def s3_ops(self, since: float = 0.0, manifest: bool = False) -> list[dict]:
+        """The proxy's requests (not /_proxy/ controls) with an `op` name, oldest first.
+        The device manifest's own requests (metadata/ keys and listings) only with
+        `manifest=True`: the upload suites count the photos' requests."""
         return [r | {"op": s3_operation(r["method"], r["path"])}
-                for r in self.proxy.stats()["requests"] if r["time"] >= since]
+                for r in self.proxy.stats()["requests"] if r["time"] >= since
+                and (manifest or not is_manifest_request(r["path"]))]
 
     # ---- teardown -------------------------------------------------------------------
 
@@ -128,6 +131,13 @@ class World:
 
 # A fault-proxy `match` for the daemon's listings (ListObjectsV2) and nothing else.
 LISTING = r"^GET [^?]*[?&]list-type=2"
+
+
+def is_manifest_request(path: str) -> bool:
+    """A request of the manifest stage: a metadata/ key, or a listing of that prefix."""
+    parts = urlsplit(path)
+    prefix = parse_qs(parts.query).get("prefix", [""])[0]
+    return "/metadata/" in parts.path or prefix.startswith("metadata/")
 
 
 def s3_operation(method: str, path: str) -> str:

@@ -1,0 +1,85 @@
+import ArgumentParser
+import Control
+import Foundation
+import PhotolalaCore
+import Restore
+
+/// `photolalactl restore`: brings files back from the cloud with their paths, names and
+/// modification times (cli.md). The daemon reads the bucket; this command writes the
+/// files, with the rights of whoever runs it.
+struct RestoreCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore",
+        abstract: "Bring files back from the cloud, with their paths, names and modification times.",
+        discussion: """
+            Restores the files the manifest of --device (default: this NAS) lists as present at --as-of \
+            (default: now), limited to the PATHs given. Without --to, at their original paths; with \
+            --to DIR, under DIR/<watched folder's last name>/. A file already there with the same bytes \
+            is skipped, so running it again resumes; a different file there is kept and reported unless \
+            --overwrite. Exit 0 if every file was restored or already there, 1 otherwise. Restoring needs \
+            root or the daemon's user; members of the socket's group may use --dry-run.
+            """)
+    @OptionGroup(title: "Global options") var options: CtlOptions
+    @Option(name: .long, help: ArgumentHelp("The device to restore from: its name or id (photolalactl devices).", valueName: "name|id"))
+    var device: String?
+    @Option(name: .customLong("as-of"), help: ArgumentHelp("As the folders were at this time (ISO 8601, e.g. 2026-11-22T07:00:00Z) or at the end of this date (2026-11-22).", valueName: "time|date"))
+    var asOf: String?
+    @Option(name: .long, help: ArgumentHelp("Restore under DIR/<watched folder's last name>/ instead of the original folders.", valueName: "dir"))
+    var to: String?
+    @Flag(name: .long, help: "Replace a different file found at a file's place.") var overwrite = false
+    @Flag(name: .customLong("dry-run"), help: "List what would be restored; write nothing.") var dryRun = false
+    @Flag(name: .long, help: "One JSON object at the end (counts, problems; with --dry-run every file).") var json = false
+    @Argument(help: ArgumentHelp("Files or folders to restore, as they were named on that device.", valueName: "path"))
+    var paths: [String] = []
+
+    func validate() throws {
+        if let asOf, AsOfTime.parse(asOf) == nil {
+            throw ValidationError("--as-of takes an ISO 8601 time (2026-11-22T07:00:00Z, or local without a zone) or a date (2026-11-22), not '\(asOf)'")
+        }
+        if let to, to.isEmpty { throw ValidationError("--to needs a folder") }
+    }
+
+    func run() throws {
+        let interrupt = InterruptFlag()
+        let flag = interrupt.shared
+        let request = RestoreRun.Request(device: device, asOf: asOf.flatMap { AsOfTime.parse($0) }, asOfText: asOf, to: to, paths: paths,
+                                         overwrite: overwrite, dryRun: dryRun, json: json)
+        let summary: RestoreSummary
+        do {
+            summary = try RestoreRun(client: options.client(), request: request, interrupted: { flag.value }).run()
+        } catch {
+            switch error {
+            case .control(let failure): throw CtlFailure.exit(failure)
+            case .plan(let why):
+                StandardError.print("photolalactl: \(why)")
+                throw ExitCode(1)
+            }
+        }
+        print(Self.render(summary, json: json), terminator: "")
+        withExtendedLifetime(interrupt) {}
+        if summary.exitCode != 0 { throw ExitCode(summary.exitCode) }
+    }
+
+    static func render(_ s: RestoreSummary, json: Bool) -> String {
+        if json {
+            return String(decoding: (try? ControlJSON.encode(s, pretty: true)) ?? [], as: UTF8.self) + "\n"
+        }
+        var out: [String] = []
+        if !s.problems.isEmpty {
+            out.append("Problems:")
+            for p in s.problems { out.append("  \(p.kind.padding(toLength: 8, withPad: " ", startingAt: 0)) \(p.message)") }
+        }
+        if s.dryRun {
+            let would = s.files - s.alreadyThere - s.kept - s.failed
+            var line = "Dry run: \(would) file\(would == 1 ? "" : "s") would be restored, \(s.alreadyThere) already there, \(s.kept) kept, \(s.failed) missing"
+            if s.waitingArchived > 0 { line += "; \(s.waitingArchived) object\(s.waitingArchived == 1 ? "" : "s") wait in an archive class and would be asked back first" }
+            out.append(line + ". Nothing was written.")
+        } else {
+            var line = "Restored \(s.restored) file\(s.restored == 1 ? "" : "s") of \(s.files), \(s.alreadyThere) already there, \(s.kept) kept, \(s.failed) failed"
+            if s.waitingArchived > 0 { line += ", \(s.waitingArchived) still waiting in an archive class (run the command again later)" }
+            if s.interrupted { line += "; interrupted: run the same command again to resume" }
+            out.append(line + ".")
+        }
+        return out.joined(separator: "\n") + "\n"
+    }
+}

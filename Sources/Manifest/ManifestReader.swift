@@ -1,0 +1,77 @@
+import Foundation
+
+/// Reads a device's manifest from the bucket in replay order — the newest complete
+/// snapshot's parts, each checked against its index, then the log segments after it —
+/// and hands over every segment checked, with its bytes. What it cannot use it reports.
+public struct ManifestReader: Sendable {
+    public struct Report: Codable, Sendable, Equatable {
+        public var segments: Int = 0
+        public var entries: Int = 0
+        /// The last log segment replayed (0: none).
+        public var lastSeq: Int64 = 0
+        /// Everything the reader could not use, in words; empty when the manifest was read whole.
+        public var problems: [String] = []
+        /// Read to its end.
+        public var complete = true
+        /// An object went away while it was read (compaction): read again.
+        public var retry = false
+        public init() {}
+    }
+
+    public let store: ManifestStore
+    public let keys: ManifestKeys
+
+    public init(store: ManifestStore, keys: ManifestKeys) {
+        self.store = store
+        self.keys = keys
+    }
+
+    public func read(_ each: (ManifestSegment, [UInt8]) async throws -> Void) async throws -> Report {
+        var report = Report()
+        let chain = ManifestChain(keys: try await store.keys(under: keys.prefix), layout: keys)
+        func deliver(_ segment: ManifestSegment, _ bytes: [UInt8]) async throws {
+            try await each(segment, bytes)
+            report.segments += 1
+            report.entries += segment.entries.count
+        }
+        do {
+            if let seq = chain.snapshot {
+                let (index, indexBytes) = try await store.segment(keys.snapshotIndex(seq))
+                guard index.header.kind == .snapshotIndex, index.header.seq == seq, let parts = index.header.parts else {
+                    throw ManifestReadError.damaged(keys.snapshotIndex(seq), "it is not the index of snapshot \(seq)")
+                }
+                try await each(index, indexBytes)
+                for part in parts {
+                    let key = keys.snapshotPart(seq, part: part.part)
+                    let (segment, bytes) = try await store.segment(key, digest: part.sha256)
+                    guard segment.header.kind == .snapshot, segment.header.seq == seq else {
+                        throw ManifestReadError.damaged(key, "it is not a part of snapshot \(seq)")
+                    }
+                    try await deliver(segment, bytes)
+                }
+                report.lastSeq = seq
+            }
+            for seq in chain.logs {
+                let key = keys.log(seq)
+                let (segment, bytes) = try await store.segment(key)
+                guard segment.header.kind == .log, segment.header.seq == seq else {
+                    throw ManifestReadError.damaged(key, "it is not log segment \(seq)")
+                }
+                try await deliver(segment, bytes)
+                report.lastSeq = seq
+            }
+            if let gap = chain.gapAt {
+                report.problems.append("log segment \(gap) of the manifest is missing: it was read up to segment \(gap - 1), later changes are not in this restore")
+                report.complete = false
+            }
+        } catch ManifestReadError.missing(let key) {
+            report.problems.append("\(key) went away while it was read (the manifest was being compacted)")
+            report.complete = false
+            report.retry = true
+        } catch let ManifestReadError.damaged(key, why) {
+            report.problems.append("\(key) cannot be trusted (\(why)): the manifest was read up to segment \(report.lastSeq), later changes are not in this restore")
+            report.complete = false
+        }
+        return report
+    }
+}

@@ -1,0 +1,78 @@
+import PhotolalaCore
+
+/// Replays a manifest up to a moment: which file stood at which path with which bytes.
+/// Entries are applied in the order the chain gives them (snapshot parts, then log
+/// segments by number); for each file the last entry recorded at or before `asOf` wins,
+/// so a file that went away later is still there, and one that appeared later is not.
+public struct ManifestReplay: Sendable {
+    /// A file present at `asOf`.
+    public struct File: Sendable, Equatable {
+        public var folder: String
+        public var path: [UInt8]
+        public var version: FileVersion
+        /// When this version was recorded.
+        public var time: Int64
+
+        public init(folder: String, path: [UInt8], version: FileVersion, time: Int64) {
+            self.folder = folder
+            self.path = path
+            self.version = version
+            self.time = time
+        }
+    }
+
+    struct Key: Hashable {
+        var folder: Int
+        var path: [UInt8]
+    }
+
+    /// Milliseconds since the epoch; nil replays everything.
+    public let asOf: Int64?
+    private var folders = ExactKeyed<Int>()
+    private var folderNames: [String] = []
+    private var latest: [Key: (version: FileVersion?, time: Int64)] = [:]
+    /// Entries seen, whether or not they were before `asOf`.
+    public private(set) var entriesRead = 0
+    /// The newest time of any entry applied (what the replay reflects).
+    public private(set) var newestApplied: Int64?
+
+    public init(asOf: Int64?) {
+        self.asOf = asOf
+    }
+
+    public mutating func apply(_ entries: [ManifestEntry]) {
+        for e in entries { apply(e) }
+    }
+
+    public mutating func apply(_ e: ManifestEntry) {
+        entriesRead += 1
+        if let asOf, e.time > asOf { return }
+        let folder: Int
+        if let known = folders[e.folder] {
+            folder = known
+        } else {
+            folder = folderNames.count
+            folders[e.folder] = folder
+            folderNames.append(e.folder)
+        }
+        latest[Key(folder: folder, path: e.path)] = (e.kind == .gone ? nil : e.version, e.time)
+        newestApplied = max(newestApplied ?? e.time, e.time)
+    }
+
+    /// The files present, sorted by folder then path bytes (a stable order to restore in).
+    public var files: [File] {
+        var out: [File] = []
+        out.reserveCapacity(latest.count)
+        for (key, value) in latest {
+            if let v = value.version {
+                out.append(File(folder: folderNames[key.folder], path: key.path, version: v, time: value.time))
+            }
+        }
+        return out.sorted { a, b in
+            a.folder.utf8.elementsEqual(b.folder.utf8) ? a.path.lexicographicallyPrecedes(b.path) : a.folder.utf8.lexicographicallyPrecedes(b.folder.utf8)
+        }
+    }
+
+    /// Every folder the replayed entries name, in the order first seen.
+    public var folderList: [String] { folderNames }
+}

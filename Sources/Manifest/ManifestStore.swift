@@ -1,0 +1,77 @@
+import AsyncHTTPClient
+import Backend
+import Foundation
+import Logging
+import S3
+import TLS
+
+/// The manifest's objects in the bucket, for one account: listing, reading (checked),
+/// writing and deleting under `metadata/{userId}/`. Made per grant, as the uploader makes
+/// its clients, over one shared connection pool.
+public struct ManifestStore: Sendable {
+    public let client: S3Client
+    public let credentials: S3Credentials
+    public let userId: String
+
+    public init(grant: STSGrant, userId: String, trust: TLSTrust, http: HTTPClient, clockOffset: TimeInterval,
+                logger: Logger) throws(S3Error) {
+        var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint,
+                                                   requiredKeyPrefix: ManifestKeys.userPrefix(userId))
+        configuration.trust = trust
+        client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
+        credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
+                                    sessionToken: grant.sessionToken, expiration: grant.expiration)
+        self.userId = userId
+    }
+
+    /// Every key under `prefix`, page after page.
+    public func keys(under prefix: String) async throws(S3Error) -> [String] {
+        var keys: [String] = []
+        var token: String?
+        repeat {
+            let page = try await client.listObjects(prefix: prefix, continuationToken: token, credentials: credentials)
+            keys += page.objects.map(\.key)
+            token = page.nextContinuationToken
+        } while token != nil
+        return keys
+    }
+
+    /// The object's bytes, nil when there is no such key.
+    public func bytes(_ key: String) async throws(S3Error) -> [UInt8]? {
+        try await client.getObjectIfPresent(key: key, credentials: credentials)?.bytes
+    }
+
+    /// A segment, read and checked; `digest` (hex) must match when given (a snapshot part
+    /// against its index).
+    public func segment(_ key: String, digest: String? = nil) async throws -> (segment: ManifestSegment, bytes: [UInt8]) {
+        guard let bytes = try await bytes(key) else { throw ManifestReadError.missing(key) }
+        if let digest, ManifestSegment.digestHex(of: bytes) != digest { throw ManifestReadError.damaged(key, "it is not the part its index names") }
+        do {
+            return (try ManifestSegment.decode(bytes), bytes)
+        } catch {
+            throw ManifestReadError.damaged(key, error.description)
+        }
+    }
+
+    public func put(_ key: String, _ bytes: [UInt8], contentType: String = "application/octet-stream", ifNoneMatch: Bool = false) async throws(S3Error) {
+        _ = try await client.putObject(key: key, bytes: bytes, contentType: contentType, ifNoneMatch: ifNoneMatch, credentials: credentials)
+    }
+
+    public func delete(_ key: String) async throws(S3Error) {
+        try await client.deleteObject(key: key, credentials: credentials)
+    }
+}
+
+/// Why a manifest could not be read as the listing promised.
+public enum ManifestReadError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Listed but gone when fetched: compacted away meanwhile; read again.
+    case missing(String)
+    case damaged(String, String)
+
+    public var description: String {
+        switch self {
+        case .missing(let key): "\(key) went away while it was being read (the manifest was being compacted); read it again"
+        case let .damaged(key, why): "\(key) cannot be trusted: \(why)"
+        }
+    }
+}

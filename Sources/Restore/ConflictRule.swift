@@ -1,0 +1,38 @@
+/// What to do about what already stands at a file's destination (cli.md): nothing there,
+/// write it; a file with the same bytes, leave it (a re-run resumes); anything else is
+/// kept and reported unless `--overwrite`, except a folder, which is never replaced.
+public enum ConflictRule {
+    public enum Existing: Sendable, Equatable {
+        case nothing
+        case file(size: Int64)
+        case folder
+        case link
+        case other
+    }
+
+    public enum Decision: Sendable, Equatable {
+        case write
+        /// Same size: read it to see whether it holds the same bytes.
+        case compare
+        case alreadyThere
+        case replace
+        case keep(String)
+    }
+
+    public static func decide(_ existing: Existing, size: Int64, overwrite: Bool) -> Decision {
+        switch existing {
+        case .nothing: return .write
+        case .file(let s) where s == size: return .compare
+        case .file(let s): return overwrite ? .replace : .keep("a different file (\(s) bytes) is there; --overwrite replaces it")
+        case .link: return overwrite ? .replace : .keep("a symbolic link is there; --overwrite replaces it")
+        case .folder: return .keep("a folder is there")
+        case .other: return .keep("something that is not a regular file is there")
+        }
+    }
+
+    /// After reading a same-size file.
+    public static func compared(sameBytes: Bool, overwrite: Bool) -> Decision {
+        if sameBytes { return .alreadyThere }
+        return overwrite ? .replace : .keep("a different file of the same size is there; --overwrite replaces it")
+    }
+}

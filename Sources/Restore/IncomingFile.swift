@@ -1,0 +1,93 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import Digests
+import Foundation
+import Manifest
+
+/// One file's bytes on their way in: written to the temporary file while its MD5 is
+/// taken, then checked and put in place, or thrown away.
+public final class IncomingFile {
+    let parent: RestoreWriter.Parent
+    let temp: [UInt8]
+    private var fd: Int32
+    private var md5 = MD5()
+    public private(set) var written: Int64 = 0
+
+    init(parent: RestoreWriter.Parent, temp: [UInt8], fd: Int32) {
+        self.parent = parent
+        self.temp = temp
+        self.fd = fd
+    }
+
+    deinit {
+        if fd >= 0 { discard() }
+    }
+
+    public func append(_ bytes: UnsafeRawBufferPointer) throws(RestoreWriter.Failure) {
+        md5.update(bytes)
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 {
+                if Glibc.errno == EINTR { continue }
+                throw RestoreWriter.Failure("cannot write in \(parent.path): \(RestoreWriter.errno())")
+            }
+            offset += n
+        }
+        written += Int64(bytes.count)
+    }
+
+    /// Checks the bytes against `version`, sets the modification time, syncs, and renames
+    /// into place (replacing what is there only when `replace`). Returns false when a file
+    /// appeared at the name meanwhile and was left alone.
+    public func commit(_ version: FileVersion, replace: Bool) throws(RestoreWriter.Failure) -> Bool {
+        let digest = MD5Value(bytes: md5.finalize())
+        guard written == version.size, digest == version.md5 else {
+            discard()
+            throw RestoreWriter.Failure("the object photos/…/\(version.md5.hex).dat holds other bytes than its name says (\(written) bytes, MD5 \(digest?.hex ?? "?")): it changed in the bucket; not restored")
+        }
+        var times = [timespec(tv_sec: Int(version.mtimeSec), tv_nsec: Int(version.mtimeNsec)),
+                     timespec(tv_sec: Int(version.mtimeSec), tv_nsec: Int(version.mtimeNsec))]
+        guard futimens(fd, &times) == 0 else {
+            let why = RestoreWriter.errno()
+            discard()
+            throw RestoreWriter.Failure("cannot set the modification time in \(parent.path): \(why)")
+        }
+        guard fdatasync(fd) == 0 else {
+            let why = RestoreWriter.errno()
+            discard()
+            throw RestoreWriter.Failure("cannot write in \(parent.path): \(why)")
+        }
+        close(fd)
+        fd = -1
+        let renamed: Int32 = RestoreWriter.withCString(temp) { t in
+            RestoreWriter.withCString(parent.name) { n in
+                if replace { return renameat(parent.fd, t, parent.fd, n) }
+                let r = photolala_rename_noreplace(parent.fd, t, parent.fd, n)
+                // A filesystem without RENAME_NOREPLACE: a hard link cannot replace either.
+                if r != 0 && (Glibc.errno == EINVAL || Glibc.errno == ENOSYS) {
+                    let l = linkat(parent.fd, t, parent.fd, n, 0)
+                    if l == 0 { unlinkat(parent.fd, t, 0) }
+                    return l
+                }
+                return r
+            }
+        }
+        if renamed == 0 { return true }
+        let err = Glibc.errno
+        _ = RestoreWriter.withCString(temp) { unlinkat(parent.fd, $0, 0) }
+        if err == EEXIST { return false }
+        throw RestoreWriter.Failure("cannot put the file in place in \(parent.path): \(String(cString: strerror(err)))")
+    }
+
+    /// Closes and removes the temporary file.
+    public func discard() {
+        if fd >= 0 {
+            close(fd)
+            fd = -1
+        }
+        _ = RestoreWriter.withCString(temp) { unlinkat(parent.fd, $0, 0) }
+    }
+}

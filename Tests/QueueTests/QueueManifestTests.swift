@@ -1,0 +1,109 @@
+import Foundation
+import GRDB
+import PhotolalaCore
+import Testing
+@testable import Queue
+
+@Suite struct QueueManifestTests {
+    let db: QueueDatabase
+    let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+
+    init() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("queue-manifest-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        db = try QueueDatabase.open(path: dir.appendingPathComponent("queue.db").path)
+        try db.resetManifest(ManifestLedger(userId: "U", deviceId: "d", writer: "w"))
+    }
+
+    func id(_ inode: UInt64, size: Int64 = 100) -> FileIdentity {
+        FileIdentity(device: 1, inode: inode, size: size, mtimeSec: 1, mtimeNsec: 2)
+    }
+
+    func uploaded(_ path: String, _ inode: UInt64, md5: String) throws {
+        try db.observe([ObservedFile(path: path, identity: id(inode))], now: t0)
+        _ = try db.recordHash(path: path, identity: id(inode), md5: md5, now: t0)
+        while let job = try db.claimObject(now: t0) { try db.markUploaded(md5: job.md5, now: t0) }
+    }
+
+    func changedPaths() throws -> [String] {
+        try db.manifestCandidates(limit: 100)?.candidates.map(\.path) ?? []
+    }
+
+    func record(_ kind: Int, _ path: String, size: Int64? = 100) -> ManifestRecord {
+        ManifestRecord(kind: kind, path: path, folder: "/p", time: 1, size: kind == 3 ? nil : size, md5: kind == 3 ? nil : "aa",
+                       mtimeSec: kind == 3 ? nil : 1, mtimeNsec: kind == 3 ? nil : 2)
+    }
+
+    @Test func onlyBackedUpFilesBecomeChanges() throws {
+        try db.observe([ObservedFile(path: "/p/a.jpg", identity: id(1))], now: t0)
+        #expect(try changedPaths().isEmpty)
+        _ = try db.recordHash(path: "/p/a.jpg", identity: id(1), md5: "aa", now: t0)
+        #expect(try changedPaths().isEmpty)
+        let job = try #require(try db.claimObject(now: t0))
+        #expect(try changedPaths().isEmpty)
+        try db.markUploaded(md5: job.md5, now: t0)
+        let batch = try #require(try db.manifestCandidates(limit: 100))
+        #expect(batch.candidates.map(\.path) == ["/p/a.jpg"])
+        #expect(batch.candidates[0].file?.state == .uploaded && batch.candidates[0].file?.md5 == "aa" && batch.candidates[0].current == nil)
+    }
+
+    @Test func goneAndMovedFilesBecomeChanges() throws {
+        try uploaded("/p/a.jpg", 1, md5: "aa")
+        try uploaded("/p/d/b.jpg", 2, md5: "bb")
+        let first = try #require(try db.manifestCandidates(limit: 100))
+        try db.dropManifestChanges(through: first.through)
+        try db.markGone(path: "/p/a.jpg", now: t0)
+        #expect(try changedPaths() == ["/p/a.jpg"])
+        #expect(try db.manifestCandidates(limit: 100)?.candidates.first?.file?.state == .gone)
+        try db.renameDirectory(from: "/p/d", to: "/p/e", now: t0)
+        #expect(Set(try changedPaths()) == ["/p/a.jpg", "/p/d/b.jpg", "/p/e/b.jpg"])
+        let moved = try #require(try db.manifestCandidates(limit: 100)?.candidates.first { $0.path == "/p/d/b.jpg" })
+        #expect(moved.file == nil)
+    }
+
+    @Test func aSegmentConsumesItsChangesAndMovesTheTotals() throws {
+        try uploaded("/p/a.jpg", 1, md5: "aa")
+        try uploaded("/p/b.jpg", 2, md5: "bb")
+        let batch = try #require(try db.manifestCandidates(limit: 100))
+        // A change that comes while the segment is on its way stays for the next one.
+        try db.markGone(path: "/p/b.jpg", now: t0)
+        let ledger = try db.recordManifestSegment(seq: 1, records: [record(1, "/p/a.jpg"), record(1, "/p/b.jpg", size: 50)],
+                                                  through: batch.through) { $0.seq = 1 }
+        #expect(ledger.seq == 1 && ledger.files == 2 && ledger.bytes == 150)
+        #expect(try db.manifestLedger() == ledger)
+        let next = try #require(try db.manifestCandidates(limit: 100))
+        #expect(next.candidates.map(\.path) == ["/p/b.jpg"])
+        #expect(next.candidates[0].current?.size == 50 && next.candidates[0].current?.folder == "/p")
+        let after = try db.recordManifestSegment(seq: 2, records: [record(3, "/p/b.jpg"), record(2, "/p/a.jpg", size: 70)],
+                                                 through: next.through) { $0.seq = 2 }
+        #expect(after.files == 1 && after.bytes == 70)
+        #expect(try db.manifestCandidates(limit: 100) == nil)
+    }
+
+    @Test func aSnapshotReadsEachFileHistoryInOrder() throws {
+        _ = try db.recordManifestSegment(seq: 1, records: [record(1, "/p/b.jpg"), record(1, "/p/a.jpg")], through: nil) { _ in }
+        _ = try db.recordManifestSegment(seq: 2, records: [record(3, "/p/b.jpg"), record(2, "/p/a.jpg")], through: nil) { _ in }
+        let all = try db.manifestRecords(after: nil, limit: 100)
+        #expect(all.map { "\($0.record.path)@\($0.seq):\($0.record.kind)" } == ["/p/a.jpg@1:1", "/p/a.jpg@2:2", "/p/b.jpg@1:1", "/p/b.jpg@2:3"])
+        let page1 = try db.manifestRecords(after: nil, limit: 3)
+        let last = try #require(page1.last)
+        let page2 = try db.manifestRecords(after: (last.record.path, last.seq, last.ord), limit: 3)
+        #expect((page1 + page2).map(\.record) == all.map(\.record))
+    }
+
+    @Test func startingOverMakesEveryBackedUpFileAChange() throws {
+        try uploaded("/p/a.jpg", 1, md5: "aa")
+        let batch = try #require(try db.manifestCandidates(limit: 100))
+        _ = try db.recordManifestSegment(seq: 1, records: [record(1, "/p/a.jpg")], through: batch.through) { $0.seq = 1 }
+        try db.resetManifest(ManifestLedger(userId: "V", deviceId: "d", writer: "w"))
+        #expect(try changedPaths() == ["/p/a.jpg"])
+        #expect(try db.manifestRecords(after: nil, limit: 10).isEmpty)
+        #expect(try db.manifestLedger()?.userId == "V")
+    }
+
+    @Test func uploadsInFlightAreSeen() throws {
+        #expect(try !db.hasUploadsInFlight())
+        try db.observe([ObservedFile(path: "/p/a.jpg", identity: id(1))], now: t0)
+        #expect(try db.hasUploadsInFlight())
+    }
+}

@@ -1,0 +1,92 @@
+import Control
+import Foundation
+import Manifest
+import PhotolalaCore
+import Testing
+@testable import Restore
+
+@Suite struct RestoreDaemonSideTests {
+    let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+
+    @Test func smallObjectsInOneGetBigOnesInRanges() {
+        let whole: [ClosedRange<Int64>] = [0...((16 << 20) - 1)]
+        #expect(RangePlan(size: 16 << 20, threshold: 16 << 20, rangeSize: 8 << 20).ranges == whole)
+        let mib: Int64 = 1 << 20
+        let big = RangePlan(size: 20 * mib + 5, threshold: 16 * mib, rangeSize: 8 * mib)
+        #expect(big.isRanged)
+        let expected: [ClosedRange<Int64>] = [0...(8 * mib - 1), (8 * mib)...(16 * mib - 1), (16 * mib)...(20 * mib + 4)]
+        #expect(big.ranges == expected)
+        #expect(RangePlan(size: 0, threshold: 16, rangeSize: 8).ranges.isEmpty)
+    }
+
+    @Test func statusShowsTheLatestLiveRestore() {
+        var s = RestoreSessions()
+        #expect(s.current(now: t0, rate: 0) == nil)
+        let id = s.update(RestoreReport(device: "nas-old", filesTotal: 10, bytesTotal: 1000), now: t0)
+        _ = s.update(RestoreReport(id: id, device: "nas-old", filesDone: 4, filesTotal: 10, bytesDone: 400, bytesTotal: 1000), now: t0.addingTimeInterval(1))
+        let shown = s.current(now: t0.addingTimeInterval(2), rate: 100)
+        #expect(shown?.filesDone == 4 && shown?.etaSeconds == 6 && shown?.device == "nas-old")
+        #expect(shown?.startedAt == Timestamp.string(t0))
+        // A command killed stops reporting: its restore leaves status after a minute.
+        #expect(s.current(now: t0.addingTimeInterval(62), rate: 0) == nil)
+        _ = s.update(RestoreReport(id: id, device: "nas-old", filesDone: 10, filesTotal: 10, finished: true), now: t0.addingTimeInterval(3))
+        #expect(s.current(now: t0.addingTimeInterval(3), rate: 0) == nil)
+    }
+
+    @Test func anArchivedRestoreShowsItsWait() {
+        var s = RestoreSessions()
+        _ = s.update(RestoreReport(device: "d", filesTotal: 1, bytesTotal: 10, waitingArchived: 1, archiveClass: "GLACIER"), now: t0)
+        let shown = s.current(now: t0, rate: 5)
+        #expect(shown?.etaSeconds == nil && shown?.archiveWait == "usually 3 to 5 hours" && shown?.waitingArchived == 1)
+        #expect(ArchiveClass.needsThaw("DEEP_ARCHIVE") && ArchiveClass.needsThaw("GLACIER"))
+        #expect(!ArchiveClass.needsThaw("GLACIER_IR") && !ArchiveClass.needsThaw("STANDARD") && !ArchiveClass.needsThaw(nil))
+    }
+
+    @Test func devicesAreChosenByIdPrefixOrUniqueName() {
+        func device(_ id: String, _ name: String?, current: Bool = false) -> DeviceList.Device {
+            DeviceList.Device(id: id, name: name, folders: [], lastBackupAt: nil, files: 0, bytes: 0, current: current, updatedAt: nil)
+        }
+        let list = DeviceList(devices: [device("aaaaaaaa-1111", "nas", current: true), device("bbbbbbbb-2222", "old"),
+                                        device("bbbbbbbb-3333", "twin"), device("cccccccc-4444", "twin")])
+        let ids = [nil, "old", "BBBBBBBB-3333", "cccccccc"].map { (try? DeviceChoice.pick($0, from: list).get())?.id }
+        #expect(ids == ["aaaaaaaa-1111", "bbbbbbbb-2222", "bbbbbbbb-3333", "cccccccc-4444"])
+        #expect(throws: DeviceChoice.Failure.self) { try DeviceChoice.pick("twin", from: list).get() }
+        #expect(throws: DeviceChoice.Failure.self) { try DeviceChoice.pick("bbbbbbbb", from: list).get() }
+        #expect(throws: DeviceChoice.Failure.self) { try DeviceChoice.pick("bbb", from: list).get() }
+        #expect(throws: DeviceChoice.Failure.self) { try DeviceChoice.pick(nil, from: DeviceList(devices: [device("x", "y")])).get() }
+    }
+
+    @Test func manifestFramesSurviveAnySplit() throws {
+        var report = ManifestReader.Report()
+        report.segments = 2
+        report.problems = ["p"]
+        let stream = ManifestFrames.segment([1, 2, 3]) + ManifestFrames.segment(Array(repeating: 9, count: 300)) + ManifestFrames.report(report)
+        for cut in [1, 3, 5, 7, 64, stream.count] {
+            var reader = ManifestFrames.Reader()
+            var frames: [ManifestFrames.Frame] = []
+            var i = 0
+            while i < stream.count {
+                let piece = Array(stream[i..<min(stream.count, i + cut)])
+                frames += try piece.withUnsafeBytes { try reader.feed($0) }
+                i += cut
+            }
+            #expect(frames == [.segment([1, 2, 3]), .segment(Array(repeating: 9, count: 300)), .report(report)])
+        }
+        var bad = ManifestFrames.Reader(maxFrame: 10)
+        #expect(throws: ManifestFrames.FrameError.self) { try ManifestFrames.segment(Array(repeating: 0, count: 11)).withUnsafeBytes { try bad.feed($0) } }
+    }
+
+    @Test func theExitCodeSaysWhetherEveryFileIsThere() {
+        var s = RestoreSummary(device: .init(id: "d", name: nil), asOf: nil, dryRun: false, files: 3, bytes: 3, restored: 2, alreadyThere: 1,
+                               kept: 0, failed: 0, waitingArchived: 0, problems: [], items: nil, interrupted: false)
+        #expect(s.exitCode == 0)
+        s.kept = 1
+        s.restored = 1
+        #expect(s.exitCode == 1)
+        s.kept = 0
+        s.waitingArchived = 1
+        #expect(s.exitCode == 1)
+        s.dryRun = true
+        #expect(s.exitCode == 0)
+    }
+}
