@@ -1,0 +1,90 @@
+import Foundation
+import GRDB
+
+/// What the catalog stage keeps in the queue: whether each photo's row is in the user's
+/// catalog (`photo.catalog`, migration "v5-catalog") and, in the `setting` table, what it
+/// last saw of the catalog. The merge reads the photo table from its own scratch database
+/// (`ATTACH`), so a million rows never pass through memory; what it found comes back here
+/// in one transaction.
+extension QueueDatabase {
+    /// Photos ready for the apps whose rows are not in the catalog yet.
+    public func catalogPending() throws -> Int {
+        try pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM photo WHERE state = 'ready' AND catalog IS NULL") ?? 0
+        }
+    }
+
+    /// Nothing left to read, upload or preview: the moment to publish without waiting for
+    /// `catalog.publish_interval`.
+    public func catalogQueueDrained() throws -> Bool {
+        try pool.read { db in
+            try Bool.fetchOne(db, sql: """
+                SELECT NOT EXISTS (SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))
+                   AND NOT EXISTS (SELECT 1 FROM photo WHERE state = 'pending')
+                """) ?? false
+        }
+    }
+
+    /// Our photos whose rows were in the catalog when it was last published or read.
+    public func catalogListed() throws -> Int {
+        try pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM photo WHERE catalog = 'listed'") ?? 0
+        }
+    }
+
+    /// After the catalog was published or read, in one transaction: the photos in the
+    /// scratch database's `present(md5)` are in it, those in `withdrawn(md5)` were removed
+    /// by an app together with the photo itself (an unstar: not ours to put back), those
+    /// in `rejected(md5)` cannot be, and `settings` (nil removes a key) say what was seen.
+    /// A crash before this commit costs one more read of the catalog, never a row.
+    public func recordCatalog(scratch path: String, settings: [String: String?]) throws {
+        try pool.writeWithoutTransaction { db in
+            // ATTACH cannot run inside a transaction, hence the explicit one below.
+            try db.execute(sql: "ATTACH DATABASE ? AS work", arguments: [path])
+            defer { try? db.execute(sql: "DETACH DATABASE work") }
+            try db.inTransaction {
+                try db.execute(sql: """
+                    UPDATE photo SET catalog = 'listed'
+                    WHERE md5 IN (SELECT md5 FROM work.present) AND catalog IS NOT 'listed'
+                    """)
+                try db.execute(sql: "UPDATE photo SET catalog = 'withdrawn' WHERE md5 IN (SELECT md5 FROM work.withdrawn)")
+                try db.execute(sql: "UPDATE photo SET catalog = 'rejected' WHERE md5 IN (SELECT md5 FROM work.rejected)")
+                try Self.store(settings, in: db)
+                return .commit
+            }
+        }
+    }
+
+    /// Signed in as another user: nothing of ours is in their catalog yet.
+    public func forgetCatalog(settings: [String: String?]) throws {
+        try write { db in
+            try db.execute(sql: "UPDATE photo SET catalog = NULL WHERE catalog IS NOT NULL")
+            try Self.store(settings, in: db)
+        }
+    }
+
+    /// Several settings at once (nil removes a key).
+    public func setSettings(_ settings: [String: String?]) throws {
+        try write { db in try Self.store(settings, in: db) }
+    }
+
+    /// Every setting whose key starts with `prefix`.
+    public func settings(prefix: String) throws -> [String: String] {
+        try pool.read { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM setting WHERE substr(key, 1, ?) = ?",
+                                        arguments: [prefix.count, prefix])
+            return Dictionary(rows.map { ($0["key"], $0["value"]) }, uniquingKeysWith: { a, _ in a })
+        }
+    }
+
+    private static func store(_ settings: [String: String?], in db: Database) throws {
+        for (key, value) in settings.sorted(by: { $0.key < $1.key }) {
+            if let value {
+                try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                               arguments: [key, value])
+            } else {
+                try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [key])
+            }
+        }
+    }
+}
