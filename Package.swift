@@ -75,6 +75,15 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // The apps' catalog: merge our ready photos into the user's catalog and publish it (app-catalog.md).
+        .target(name: "Catalog", dependencies: [
+            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "Credentials",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Control", dependencies: [
             "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),
@@ -84,7 +93,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "CSystemd", "CLinux",
+            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Catalog", "CSystemd", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -114,6 +123,12 @@ let package = Package(
         ]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
         .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "CatalogTests", dependencies: [
+            "Catalog", "Queue", "S3", "Digests", "Backend", "Credentials", "PhotolalaCore",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+        ]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Credentials", "Ingest", "Upload", "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),

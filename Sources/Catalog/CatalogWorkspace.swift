@@ -1,0 +1,68 @@
+import Foundation
+import GRDB
+
+/// The catalog stage's scratch space, `{state_dir}/catalog/`: the snapshot read from the
+/// bucket, the one being built, and a scratch SQLite database that holds what a merge of
+/// a million rows must remember (which of our photos the catalog already lists) on disk
+/// instead of in memory. Nothing in it outlives one sync: it is emptied before each and
+/// after it, and a crash leaves only files the next sync removes.
+public struct CatalogWorkspace: Sendable {
+    public let directory: String
+
+    public init(stateDir: String) {
+        directory = stateDir + "/catalog"
+    }
+
+    /// The snapshot as downloaded from the bucket.
+    public var currentPath: String { directory + "/current.csv" }
+    /// The snapshot being built.
+    public var nextPath: String { directory + "/next.csv" }
+    public var scratchPath: String { directory + "/scratch.db" }
+
+    /// An empty workspace (created if needed, 0700: catalog rows are the user's data).
+    public func reset() throws {
+        let fm = FileManager.default
+        try fm.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        for name in (try? fm.contentsOfDirectory(atPath: directory)) ?? [] {
+            try fm.removeItem(atPath: directory + "/" + name)
+        }
+    }
+
+    /// Removes what a sync left (two snapshots can be 170 MB).
+    public func clear() {
+        try? reset()
+    }
+
+    /// A fresh scratch database with the queue database attached as `q` (read only by
+    /// convention: what the sync learns goes back through `QueueDatabase.recordCatalog`).
+    func openScratch(queuePath: String) throws -> DatabaseQueue {
+        var config = Configuration()
+        config.busyMode = .timeout(10)
+        config.prepareDatabase { db in
+            // Disposable: no journal, no syncs. A small page cache keeps memory flat; the
+            // OS keeps the file's pages warm anyway.
+            try db.execute(sql: "PRAGMA journal_mode = OFF")
+            try db.execute(sql: "PRAGMA synchronous = OFF")
+            try db.execute(sql: "PRAGMA cache_size = -4096")
+            try db.execute(sql: "PRAGMA temp_store = FILE")
+            try db.execute(sql: "ATTACH DATABASE ? AS q", arguments: [queuePath])
+        }
+        let scratch = try DatabaseQueue(path: scratchPath, configuration: config)
+        try scratch.write { db in
+            try db.execute(sql: """
+                -- Our photos the catalog lists (by photo_md5), and after a build those it added.
+                CREATE TABLE present(md5 TEXT PRIMARY KEY) WITHOUT ROWID;
+                CREATE TABLE added(md5 TEXT PRIMARY KEY) WITHOUT ROWID;
+                -- Rows of ours an app removed together with the photo: not put back.
+                CREATE TABLE withdrawn(md5 TEXT PRIMARY KEY) WITHOUT ROWID;
+                -- Ready photos whose columns the apps could not read.
+                CREATE TABLE rejected(md5 TEXT PRIMARY KEY) WITHOUT ROWID;
+                -- Photo MD5s in the bucket, when many rows were dropped at once.
+                CREATE TABLE inBucket(md5 TEXT PRIMARY KEY) WITHOUT ROWID;
+                -- The lines of a snapshot that was not in date order, to be sorted.
+                CREATE TABLE lines(seq INTEGER PRIMARY KEY, date REAL, line BLOB NOT NULL);
+                """)
+        }
+        return scratch
+    }
+}
