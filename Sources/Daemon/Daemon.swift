@@ -2,6 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Catalog
 import CLinux
 import Control
 import Credentials
@@ -47,7 +48,10 @@ public struct Daemon: Sendable {
                                    statusChanges: core.statusChanges, payloadDigests: payloadDigests)
         let uploader = UploaderService(database: database, account: account, gate: DaemonGate(core: core, account: account),
                                        options: .init(settings), logger: logger, payloadDigests: payloadDigests)
-        for part in [account, ingest, uploader] as [any StatusContributor] { await core.add(part) }
+        // uploaded → ready (thumbnails) → in the apps' catalog.
+        let catalog = CatalogService(database: database, access: CatalogGate(core: core, account: account),
+                                     options: .init(settings), logger: logger, statusChanges: core.statusChanges)
+        for part in [account, ingest, uploader, catalog] as [any StatusContributor] { await core.add(part) }
 
         // Trapped before the control socket listens (let alone READY=1): a client that can
         // connect may send SIGTERM at once (tests and scripts take a connectable socket for
@@ -72,9 +76,10 @@ public struct Daemon: Sendable {
             .init(service: account, serviceName: "account"),
             .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
+            .init(service: catalog, serviceName: "catalog"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account], signals: hangups), serviceName: "reload"),
+                                         parts: [uploader, ingest, account, catalog], signals: hangups), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))

@@ -1,3 +1,4 @@
+import Catalog
 import Credentials
 import Ingest
 import PhotolalaCore
@@ -25,4 +26,8 @@ extension UploaderService: StatusContributor, Reconfigurable {
 
 extension AccountService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { reconfigure(AccountService.Options(settings)) }
+}
+
+extension CatalogService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { apply(Options(settings)) }
 }
