@@ -126,6 +126,7 @@ let package = Package(
         .testTarget(name: "CatalogTests", dependencies: [
             "Catalog", "Queue", "S3", "Digests", "Backend", "Credentials", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
         ]),
