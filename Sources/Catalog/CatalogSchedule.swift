@@ -9,7 +9,8 @@ import PhotolalaCore
 ///   waits `drainSpacing` after the previous one: a trickle of single photos must not
 ///   rewrite an 85 MB catalog every few seconds.
 /// - With nothing waiting, the catalog is read every `checkInterval` to put back rows of
-///   ours an app dropped (a publish reads it too, so it counts as a check).
+///   ours an app dropped (a publish reads it too, so it counts as a check). With no row
+///   of ours in it either there is nothing to look after: the bucket is left alone.
 /// - A failed attempt (S3 unreachable, the catalog unreadable, races lost) is retried
 ///   after a backoff, whatever the intervals say, until one succeeds.
 ///
@@ -21,6 +22,8 @@ public struct CatalogSchedule: Sendable, Equatable {
         /// Nothing is waiting: read the catalog and put back what an app dropped.
         case check
         case wait(until: Date)
+        /// Nothing of ours to publish or to look after: wait for rows to become ready.
+        case idle
     }
 
     public var publishInterval: TimeInterval
@@ -46,9 +49,10 @@ public struct CatalogSchedule: Sendable, Equatable {
     /// publish interval if that is shorter.
     public var drainSpacing: TimeInterval { min(publishInterval, 60) }
 
-    /// What to do now, given how many photos wait for their rows and whether nothing is
-    /// left to read, upload or preview.
-    public func next(now: Date, pending: Int, drained: Bool) -> Decision {
+    /// What to do now, given how many photos wait for their rows, how many of ours the
+    /// catalog held when last read, and whether nothing is left to read, upload or preview.
+    public func next(now: Date, pending: Int, listed: Int, drained: Bool) -> Decision {
+        if pending == 0 && listed == 0 { return .idle }
         if let retryAt {
             guard now >= retryAt else { return .wait(until: retryAt) }
             return pending > 0 ? .publish : .check

@@ -122,9 +122,11 @@ public actor CatalogService: Service {
                 continue
             }
             refreshCounts()
-            switch schedule.next(now: Date(), pending: pending, drained: drained) {
+            switch schedule.next(now: Date(), pending: pending, listed: ledger.rows, drained: drained) {
             case .publish, .check:
                 await sync()
+            case .idle:
+                await wake.wait(since: since, until: nil as Date?)
             case .wait(let until):
                 // A photo that ends failed or skipped sends no signal: while rows wait for
                 // the drain, look again now and then.
