@@ -145,3 +145,29 @@ def test_kill9_at_every_step_of_a_publish_leaves_the_catalog_readable_and_comple
     assert d.stop() == 0
     # The scratch space is emptied after each sync.
     assert not any((d.state_dir / "catalog").iterdir())
+
+
+def test_a_store_refusing_if_match_that_holds_gets_the_pointer_written_and_read_back(world):
+    """Ceph Pacific answers 412 to a quoted If-Match even when it matches. Starting over
+    would loop forever: the daemon sees the pointer did not change, says so, and falls
+    back to writing the pointer and reading it back (app-catalog.md)."""
+    d = world.daemon(config=CATALOG)
+    uid = world.login(d)
+    s3, bucket = world.moto.s3_admin(), world.moto.bucket
+    phone = [fake_row(f"phone {i}", 1_600_000_000 + i, "HEIF").line for i in range(50)]
+    publish_as_app(s3, bucket, uid, phone)
+    assert d.stop() == 0
+    ours = [fake_row(f"nas {i}", 1_600_000_025 + 2 * i) for i in range(20)]
+    seed_ready_photos(d.state_dir, ours)
+    world.proxy.set_faults(refuse_if_match=True)
+    d.start()
+    s = d.wait_for(lambda s: s["catalog"]["state"] == "published" and s["catalog"]["rows"] == 20, timeout=30,
+                   what="the publish through a store that refuses If-Match")
+    assert s["catalog"]["conditionalWrites"] is False
+    final = read_catalog(s3, bucket, uid)
+    assert sorted(final.lines) == sorted(phone + [r.line for r in ours]) and newest_first(final.lines)
+    pointer_puts = [r for r in world.s3_ops() if r["op"] == "PutObject" and r["path"].endswith(".photolala.md5")]
+    assert [r["status"] for r in pointer_puts] == [412, 200], "one refusal, then one plain write: no loop"
+    assert world.proxy.stats()["faults"]["refused_if_match"] == 1
+    assert "cannot replace objects conditionally" in d.log()
+    assert "the store ignores conditional writes" in d.ctl("status", check=True).stdout

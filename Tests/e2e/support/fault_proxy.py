@@ -15,6 +15,8 @@ Faults, evaluated per request in this order (control paths /_proxy/ are never fa
     reset_rate           probability: read the request, then close with a TCP RST
     slowdown_rate        probability: read the request, answer 503 SlowDown (S3 XML)
     latency              seconds to wait before forwarding
+    refuse_if_match      412 PreconditionFailed to any request with If-Match, not forwarded,
+                         whether or not it holds (Ceph Pacific does this to a quoted If-Match)
     truncate_rate/_count forward to upstream (the request takes effect), then send the
                          status and headers with a Content-Length and close early: half the
                          body (or none, with 64 declared, when the body is empty; for HEAD,
@@ -64,6 +66,7 @@ class Faults:
     latency: float = 0.0
     truncate_rate: float = 0.0
     truncate_count: int = 0
+    refuse_if_match: bool = False
     seed: int | None = None
     # Base URL of a FakeBackend: enforce the `expiration` it reported for each STS key.
     enforce_expiry_from: str | None = None
@@ -222,7 +225,8 @@ class FaultProxy:
         with self._lock:
             self._stats = {"total": 0, "connections": 0, "methods": {}, "writes_forwarded": 0, "bytes_forwarded": 0,
                            "faults": {"blackhole": 0, "expired_token": 0, "reset": 0, "slowdown": 0,
-                                      "truncated": 0, "expired_enforced": 0, "upstream_error": 0},
+                                      "truncated": 0, "expired_enforced": 0, "upstream_error": 0,
+                                      "refused_if_match": 0},
                            "requests": []}
 
     def stats(self) -> dict:
@@ -415,6 +419,9 @@ class FaultProxy:
             return False, upstream
         if r_slow < f.slowdown_rate:
             return error_reply(503, "Slow Down", "SlowDown", "Please reduce your request rate.", "slowdown")
+        if f.refuse_if_match and "if-match" in req["headers"]:
+            return error_reply(412, "Precondition Failed", "PreconditionFailed",
+                               "At least one of the pre-conditions you specified did not hold", "refused_if_match")
         if f.latency > 0:
             self._stopping.wait(f.latency)
 
