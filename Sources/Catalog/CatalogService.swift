@@ -202,11 +202,14 @@ public actor CatalogService: Service {
         var publisher = CatalogPublisher(store: store, workspace: workspace, database: database, logger: logger,
                                          conditionalWrites: conditionalWrites)
         var seen = ledger
+        var took = Duration.zero
         do {
+            let started = ContinuousClock.now
             let outcome = try await publisher.sync(ledger: &seen, pending: pending)
+            took = ContinuousClock.now - started
             conditionalWrites = publisher.conditionalWrites
             ledger = seen
-            record(outcome)
+            record(outcome, took: took)
         } catch let error as S3Error {
             conditionalWrites = publisher.conditionalWrites
             switch error.kind {
@@ -225,7 +228,7 @@ public actor CatalogService: Service {
         }
     }
 
-    private func record(_ outcome: SyncOutcome) {
+    private func record(_ outcome: SyncOutcome, took: Duration) {
         let now = Date()
         switch outcome {
         case .unchanged:
@@ -242,7 +245,7 @@ public actor CatalogService: Service {
             noteRejections(report)
             logger.notice("catalog published: the apps show this NAS's photos", metadata: [
                 "added": "\(report.added)", "ours": "\(report.rows)", "rows": "\(report.total)",
-                "snapshot": "\(report.pointer?.md5 ?? "")",
+                "snapshot": "\(report.pointer?.md5 ?? "")", "seconds": "\(Units.seconds(took).formatted(.number.precision(.fractionLength(2))))",
             ])
         case .blocked(let why):
             if blockedReason != why { logger.warning("the catalog is not published: \(why)") }
