@@ -51,8 +51,12 @@ struct S3CatalogStore: CatalogStore {
         } catch {
             throw S3Error(kind: .localFile, code: "LocalFileError", message: "\(error)", operation: "GetObject", key: key)
         }
+        // Its size first: the read's deadline grows with it (85 MB on a slow uplink).
+        guard let info = try await catalogs.headObject(key: key, credentials: credentials) else { return nil }
         do {
-            _ = try await catalogs.getObject(key: key, credentials: credentials) { buffer in try sink.write(buffer) }
+            _ = try await catalogs.getObject(key: key, expectedBytes: info.size, credentials: credentials) { buffer in
+                try sink.write(buffer)
+            }
         } catch where error.kind == .notFound {
             return nil
         }
