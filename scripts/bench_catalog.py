@@ -179,6 +179,8 @@ def main() -> int:
             peaks.append(vm_hwm_kib(pid) / 1024)
             d.stop()
             daemon_times.append(d.published_seconds())
+            line = [l for l in (d.root / "d.log").read_text().splitlines() if "catalog published" in l][-1]
+            print(f"  the daemon's log: {line}", flush=True)
             cat = read_catalog(s3, bucket, uid)
             assert len(cat.lines) == args.theirs + args.ours
             if r == 0:

@@ -37,6 +37,7 @@ struct CatalogPublisher {
     mutating func sync(ledger: inout CatalogLedger, pending: Int, now: @Sendable () -> Date = Date.init) async throws -> SyncOutcome {
         let userId = store.userId
         for round in 1...maximumRounds {
+            var phases = SyncPhases()
             let pointer = try await store.readPointer()
             var named: String?
             if let pointer {
@@ -59,6 +60,7 @@ struct CatalogPublisher {
                     return .blocked("the catalog snapshot \(key) is damaged (its bytes have MD5 \(got)); " + Self.notPublishing)
                 }
             }
+            phases.lap("download")
             let existing = named.map { _ in workspace.currentPath }
             let scratch = try workspace.openScratch(queuePath: database.path)
             let index: SnapshotIndexer.Result
@@ -69,8 +71,10 @@ struct CatalogPublisher {
             } catch let unreadable as CatalogUnreadable {
                 return .blocked("the catalog snapshot \(CatalogFormat.snapshotKey(userId: userId, md5: named ?? "")) cannot be read: \(unreadable); " + Self.notPublishing)
             }
+            phases.lap("index")
             var report = SyncReport(pointer: seen, rows: 0, total: index.rows)
             report.withdrawn = try await findWithdrawn(scratch)
+            phases.lap("dropped")
 
             let toAdd = try await Blocking.run { try scratch.read { try SnapshotBuilder.countToAdd($0) } }
             var built: SnapshotBuilder.Result?
@@ -83,19 +87,27 @@ struct CatalogPublisher {
                 built = try await Blocking.run {
                     try scratch.write { try SnapshotBuilder.build(existing: existing, sorted: index.sorted, output: output, db: $0) }
                 }
+                phases.lap("merge")
                 report.rejected = built?.rejected ?? 0
                 report.firstRejection = built?.firstRejection
             }
-            report.rows = try await Blocking.run { try scratch.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM present") ?? 0 } }
+            report.rows = try await Blocking.run {
+                try scratch.read { try Int.fetchOne($0, sql: "SELECT (SELECT count(*) FROM present) + (SELECT count(*) FROM added)") ?? 0 }
+            }
             try scratch.close()
 
             guard let built, built.added > 0 else {
                 ledger.note(report, at: now(), published: false)
                 try database.recordCatalog(scratch: workspace.scratchPath, settings: ledger.settings)
+                phases.lap("record")
+                report.phases = phases.description
                 return .current(report)
             }
             try await store.uploadSnapshot(path: workspace.nextPath, md5: built.md5, size: built.size)
-            guard let etag = try await replacePointer(read: pointer, with: built.md5) else {
+            phases.lap("upload")
+            let replaced = try await replacePointer(read: pointer, with: built.md5)
+            phases.lap("pointer")
+            guard let etag = replaced else {
                 logger.info("someone published the catalog meanwhile; merging again from theirs", metadata: ["round": "\(round)"])
                 continue
             }
@@ -104,6 +116,8 @@ struct CatalogPublisher {
             report.added = built.added
             ledger.note(report, at: now(), published: true)
             try database.recordCatalog(scratch: workspace.scratchPath, settings: ledger.settings)
+            phases.lap("record")
+            report.phases = phases.description
             return .published(report)
         }
         return .contended(rounds: maximumRounds)

@@ -100,7 +100,6 @@ enum SnapshotBuilder {
             }
         }
         let md5 = try writer.finish()
-        try db.execute(sql: "INSERT OR IGNORE INTO present(md5) SELECT md5 FROM added")
         return Result(md5: md5, size: writer.size, rows: rows, added: added, rejected: rejected, firstRejection: firstRejection)
     }
 

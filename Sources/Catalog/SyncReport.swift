@@ -12,6 +12,8 @@ public struct SyncReport: Sendable, Equatable {
     /// Ready photos whose columns the apps could not read (not published).
     public var rejected = 0
     public var firstRejection: String?
+    /// Where the time went, step by step.
+    public var phases = ""
 
     public init(pointer: SeenPointer?, rows: Int, total: Int) {
         self.pointer = pointer
