@@ -15,6 +15,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C libraries, linked from the system.
@@ -24,10 +26,17 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto",
                        providers: [.apt(["libssl-dev"])]),
 
+        .systemLibrary(name: "CVips", path: "Sources/CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+        .systemLibrary(name: "CLibRaw", path: "Sources/CLibRaw", providers: [.apt(["libraw-dev"])]),
+        .systemLibrary(name: "CSeccomp", path: "Sources/CSeccomp", pkgConfig: "libseccomp", providers: [.apt(["libseccomp-dev"])]),
+
         .target(name: "CLinux"),
+        // libvips/LibRaw rendering and the seccomp sandbox of the preview worker.
+        .target(name: "CPreviews", dependencies: ["CVips", "CLibRaw", "CSeccomp"], linkerSettings: [.linkedLibrary("raw")]),
         .target(name: "CMultiMD5", dependencies: ["COpenSSL"]),
 
-        .target(name: "PhotolalaCore"),
+        // The counters' catalog is here so every part counts through swift-metrics' API alone.
+        .target(name: "PhotolalaCore", dependencies: [.product(name: "CoreMetrics", package: "swift-metrics")]),
         .target(name: "Config", dependencies: [
             "PhotolalaCore",
             .product(name: "TOMLKit", package: "TOMLKit"),
@@ -75,9 +84,22 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // Reading a photo for the apps: format, head MD5, date and the PTM-256 thumbnail,
+        // decoded only in the sandboxed worker process.
+        .target(name: "Previews", dependencies: [
+            "PhotolalaCore", "Digests", "CPreviews", "CLinux",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The thumbnail stage: uploaded objects → photo rows `ready` (thumbnail in the bucket).
+        .target(name: "Thumbnails", dependencies: [
+            "PhotolalaCore", "Queue", "S3", "Digests", "Credentials", "Previews", "Upload",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         // The apps' catalog: merge our ready photos into the user's catalog and publish it (app-catalog.md).
         .target(name: "Catalog", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "Credentials",
+            "PhotolalaCore", "Queue", "S3", "Digests", "Backend",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
@@ -92,25 +114,46 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // Prometheus: the status snapshot and the parts' counters as text, on the socket and over TCP.
+        .target(name: "MetricsExport", dependencies: [
+            "PhotolalaCore",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Catalog", "CSystemd", "CLinux",
+            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CLI", dependencies: [
-            "PhotolalaCore", "Config", "Control", "Daemon",
+            "PhotolalaCore", "Config", "Control", "Daemon", "Previews",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),
 
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
-        .testTarget(name: "PhotolalaCoreTests", dependencies: ["PhotolalaCore"]),
+        .testTarget(name: "PhotolalaCoreTests", dependencies: [
+            "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        ]),
+        .testTarget(name: "MetricsExportTests", dependencies: [
+            "MetricsExport", "PhotolalaCore", .product(name: "CoreMetrics", package: "swift-metrics"),
+        ]),
         .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore"]),
         .testTarget(name: "HashingTests", dependencies: ["Hashing", "Digests", "CMultiMD5"]),
         .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "WatcherTests", dependencies: ["Watcher", "PhotolalaCore"]),
-        .testTarget(name: "S3Tests", dependencies: ["S3", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "WatcherTests", dependencies: [
+            "Watcher", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        ]),
+        .testTarget(name: "S3Tests", dependencies: [
+            "S3", "Digests", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
+        ]),
         .testTarget(name: "ControlTests", dependencies: [
             "Control",
             .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
@@ -123,6 +166,8 @@ let package = Package(
         ]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
         .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "PreviewsTests", dependencies: ["Previews", "PhotolalaCore"]),
+        .testTarget(name: "ThumbnailsTests", dependencies: ["Thumbnails", "Previews", "Queue", "Digests", "PhotolalaCore"]),
         .testTarget(name: "CatalogTests", dependencies: [
             "Catalog", "Queue", "S3", "Digests", "Backend", "Credentials", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),

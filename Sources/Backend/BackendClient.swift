@@ -108,13 +108,15 @@ public struct BackendClient: Sendable {
         } else if method == "POST" {
             request.headers.add(name: "Content-Length", value: "0")
         }
-        let status: Int
+        var status = 0
         let bytes: ByteBuffer
         do {
             let response = try await http.execute(request, timeout: timeout)
             status = Int(response.status.code)
+            DaemonCounter.backendRequests.increment(path, "\(status)")
             bytes = try await response.body.collect(upTo: 1 << 20)
         } catch {
+            if status == 0 { DaemonCounter.backendRequests.increment(path, "error") }
             logger.debug("backend call failed", metadata: ["call": "\(method) \(path)", "error": "\(type(of: error))"])
             throw .transient(Self.describe(error))
         }

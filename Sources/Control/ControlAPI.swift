@@ -6,6 +6,8 @@ import PhotolalaCore
 /// or the daemon's own user may change anything.
 public enum ControlRoute: String, Sendable, CaseIterable {
     case status = "GET /v1/status"
+    /// The Prometheus text exposition of the same snapshot, plus the counters.
+    case metrics = "GET /v1/metrics"
     case queue = "GET /v1/queue"
     case pause = "POST /v1/pause"
     case resume = "POST /v1/resume"
@@ -21,7 +23,7 @@ public enum ControlRoute: String, Sendable, CaseIterable {
 
     public var access: Access {
         switch self {
-        case .status, .queue: .read
+        case .status, .queue, .metrics: .read
         default: .write
         }
     }
@@ -52,10 +54,12 @@ public struct ControlRequest: Sendable {
 public struct ControlResponse: Sendable {
     public var status: Int
     public var body: [UInt8]
+    public var contentType: String
 
-    public init(status: Int, body: [UInt8]) {
+    public init(status: Int, body: [UInt8], contentType: String = "application/json") {
         self.status = status
         self.body = body
+        self.contentType = contentType
     }
 
     public static func json<T: Encodable>(_ value: T, status: Int = 200) -> ControlResponse {

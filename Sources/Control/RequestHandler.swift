@@ -164,7 +164,7 @@ final class RequestHandler: ChannelInboundHandler {
             }
         }
         var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Type", value: response.contentType)
         headers.add(name: "Content-Length", value: "\(response.body.count)")
         headers.add(name: "Connection", value: "close")
         let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: response.status), headers: headers)

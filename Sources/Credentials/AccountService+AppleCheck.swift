@@ -38,6 +38,7 @@ extension AccountService {
         guard signIn != nil else { return }
         switch result {
         case .success(let answer):
+            DaemonCounter.appleChecks.increment(answer.state.rawValue)
             if answer.state != .authorized { logger.warning("Apple credential state: \(answer.state.rawValue)") }
             perform(apple.handle(.checked(answer.state), now: Date(), random: .random(in: 0..<1)))
         case .failure(.invalidToken) where !retried:
@@ -54,6 +55,7 @@ extension AccountService {
     }
 
     private func appleCheckFailed(_ error: BackendError) {
+        DaemonCounter.appleChecks.increment("error")
         if error == .invalidGrant {
             perform(creds.handle(.accessTokenRefreshFailed(.invalidGrant), now: Date()))
             return

@@ -84,6 +84,8 @@ extension AccountService {
         switch result {
         case .success(let grant):
             for secret in [grant.accessKeyId, grant.secretAccessKey, grant.sessionToken] { SecretRedactor.shared.register(secret) }
+            DaemonCounter.stsFetches.increment()
+            if let held = creds.grant, held.expiration > Date() { DaemonCounter.stsRefreshes.increment() }
             let blocked = apple.blocksUploads
             perform(creds.handle(.stsSucceeded(grant), now: Date(), random: .random(in: 0..<1)))
             if blocked {
@@ -94,6 +96,7 @@ extension AccountService {
                 wakeWaiters(creds.usable(now: Date()))
             }
         case .failure(let error):
+            DaemonCounter.stsFailures.increment()
             if !error.isTransient || error == .invalidToken {
                 logger.info("storage credentials refused: \(error)")
             } else {
@@ -130,9 +133,11 @@ extension AccountService {
                 let outcome: BackendError?
                 do throws(BackendError) {
                     let fresh = try await backend.refresh(refreshToken: current.refreshToken)
+                    DaemonCounter.accessTokenRefreshes.increment("ok")
                     self.storeRefreshed(fresh, basedOn: current)
                     outcome = nil
                 } catch {
+                    DaemonCounter.accessTokenRefreshes.increment("error")
                     outcome = self.refreshFailed(error, basedOn: current)
                 }
                 self.refreshFinished(id)

@@ -5,14 +5,17 @@ import Glibc
 import Catalog
 import CLinux
 import Control
+import CoreMetrics
 import Credentials
 import Foundation
 import Hashing
 import Ingest
 import Logging
+import MetricsExport
 import PhotolalaCore
 import Queue
 import ServiceLifecycle
+import Thumbnails
 import Upload
 import UnixSignals
 
@@ -31,8 +34,17 @@ public struct Daemon: Sendable {
         self.logger = Logger(label: "photolalad")
     }
 
+    /// The counters' registry, bootstrapped once per process before any part counts.
+    static let counters: CatalogMetricsFactory = {
+        let factory = CatalogMetricsFactory()
+        MetricsSystem.bootstrap(factory)
+        factory.seed()
+        return factory
+    }()
+
     public func run() async throws {
         Self.hardenProcess()
+        let counters = Self.counters
         try Self.prepareStateDirectory(settings.daemon.stateDir)
         let database = try openDatabase()
         let core = try DaemonCore(settings: settings, database: database, logger: logger)
@@ -48,10 +60,15 @@ public struct Daemon: Sendable {
                                    statusChanges: core.statusChanges, payloadDigests: payloadDigests)
         let uploader = UploaderService(database: database, account: account, gate: DaemonGate(core: core, account: account),
                                        options: .init(settings), logger: logger, payloadDigests: payloadDigests)
-        // uploaded → ready (thumbnails) → in the apps' catalog.
+        let scraper = MetricsScraper(core: core, exposition: MetricsExposition(counters: counters.registry))
+        let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
+        // After the upload: thumbnails and the photo rows the catalog stage publishes.
+        let thumbnails = ThumbnailService(database: database, account: account, gate: DaemonGate(core: core, account: account),
+                                          options: .init(settings), logger: logger)
+        // Photos the thumbnails left ready → rows in the apps' catalog.
         let catalog = CatalogService(database: database, access: CatalogGate(core: core, account: account),
                                      options: .init(settings), logger: logger, statusChanges: core.statusChanges)
-        for part in [account, ingest, uploader, catalog] as [any StatusContributor] { await core.add(part) }
+        for part in [account, ingest, uploader, thumbnails, catalog, metricsListener] as [any StatusContributor] { await core.add(part) }
 
         // Trapped before the control socket listens (let alone READY=1): a client that can
         // connect may send SIGTERM at once (tests and scripts take a connectable socket for
@@ -60,7 +77,7 @@ public struct Daemon: Sendable {
         // the group runs still stops it cleanly).
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest))
+        let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, metrics: scraper))
 
         await core.markRunning()
         let status = await core.status()
@@ -73,13 +90,15 @@ public struct Daemon: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             // First, so it stops last: status answers while the others wind down.
             .init(service: ControlService(server: server), serviceName: "control"),
+            .init(service: metricsListener, serviceName: "metrics"),
             .init(service: account, serviceName: "account"),
             .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
+            .init(service: thumbnails, serviceName: "thumbnails"),
             .init(service: catalog, serviceName: "catalog"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account, catalog], signals: hangups), serviceName: "reload"),
+                                         parts: [uploader, ingest, account, thumbnails, catalog, metricsListener], signals: hangups), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))

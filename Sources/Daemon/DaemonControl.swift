@@ -2,6 +2,7 @@ import Control
 import Credentials
 import Foundation
 import Ingest
+import MetricsExport
 import PhotolalaCore
 import Queue
 
@@ -12,6 +13,7 @@ struct DaemonControl: ControlHandler {
     let core: DaemonCore
     let account: AccountService
     let ingest: IngestService
+    let metrics: MetricsScraper
 
     var database: QueueDatabase { core.database }
 
@@ -19,6 +21,8 @@ struct DaemonControl: ControlHandler {
         switch request.route {
         case .status:
             return .json(await core.status())
+        case .metrics:
+            return ControlResponse(status: 200, body: await metrics.scrape(), contentType: MetricsExposition.contentType)
         case .pause:
             do {
                 try await core.setUserPaused(true)

@@ -115,5 +115,7 @@ extension DaemonStatus.Queue {
         failed = c.failed
         pendingBytes = c.pendingBytes + c.uploadingBytes
         uploadedBytes = c.uploadedBytes
+        oldestPendingAt = c.oldestWaitingAt.map(Timestamp.string)
+        lastUploadAt = c.lastUploadAt.map(Timestamp.string)
     }
 }

@@ -1,7 +1,9 @@
 import Catalog
+import Control
 import Credentials
 import Ingest
 import PhotolalaCore
+import Thumbnails
 import Upload
 
 /// A part of the daemon that shows something in the status. Each fills in its own fields
@@ -26,6 +28,18 @@ extension UploaderService: StatusContributor, Reconfigurable {
 
 extension AccountService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { reconfigure(AccountService.Options(settings)) }
+}
+
+extension MetricsListenerService: StatusContributor, Reconfigurable {
+    func contribute(to status: inout DaemonStatus) async {
+        if let problem { status.problems.append(problem) }
+    }
+
+    func apply(_ settings: Settings) async { await apply(settings.metrics.listen) }
+}
+
+extension ThumbnailService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
 extension CatalogService: StatusContributor, Reconfigurable {

@@ -116,6 +116,8 @@ extension IngestService {
                     let file = digests[i]
                     switch outcome {
                     case .recorded(let state):
+                        // Same bytes as an object already in S3: backed up without an upload.
+                        if state == .uploaded { DaemonCounter.uploadedFiles.increment() }
                         // µs from open to the last stat: the benchmark's figure for the hasher.
                         let (seconds, attoseconds) = elapsed[i].components
                         logger.debug("hashed", metadata: ["path": "\(file.path)", "md5": "\(file.md5)", "state": "\(state.publicName)",
@@ -138,6 +140,8 @@ extension IngestService {
             switch result {
             case .success(let digest):
                 hashMeter.add(digest.identity.size)
+                DaemonCounter.hashedFiles.increment()
+                DaemonCounter.hashedBytes.increment(by: digest.identity.size)
                 elapsed.append(digest.elapsed)
                 digests.append(HashedFile(path: path, identity: digest.identity, md5: digest.md5))
                 if let sha256 = digest.sha256 { payloadDigests.store(md5: digest.md5, identity: digest.identity, sha256: sha256) }

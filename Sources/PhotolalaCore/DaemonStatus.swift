@@ -73,6 +73,10 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         public var uploadRate: Double = 0
         /// Seconds until the pending bytes are uploaded at the current rate; nil when unknown.
         @Null public var etaSeconds: Double? = nil
+        /// When the file waiting longest (not yet uploaded nor failed) last changed state; null when none waits.
+        @Null public var oldestPendingAt: String? = nil
+        /// When an object last reached S3 (sent, or found already there); null before the first.
+        @Null public var lastUploadAt: String? = nil
         public init() {}
     }
 

@@ -18,12 +18,18 @@ extension QueueDatabase {
     /// Files not yet backed up (or only failed ones), newest first, with the total count.
     public func listing(failedOnly: Bool, limit: Int) throws -> (items: [QueueItem], total: Int) {
         try pool.read { db in
-            let filter = failedOnly ? "f.state = 'failed'" : "f.state IN ('pending', 'queued', 'uploading', 'failed')"
+            // Backed-up files whose photo could not be read for a preview are listed too,
+            // with "no preview: why" (they are not failed: the backup is fine).
+            let filter = failedOnly ? "f.state = 'failed'" : """
+                (f.state IN ('pending', 'queued', 'uploading', 'failed')
+                 OR (f.state = 'uploaded' AND f.md5 IN (SELECT md5 FROM photo WHERE state = 'failed')))
+                """
             let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM file f WHERE \(filter)") ?? 0
             let rows = try Row.fetchAll(db, sql: """
                 SELECT f.path, f.state, f.size, f.md5, f.updatedAt,
                        max(f.attempts, coalesce(o.attempts, 0)) AS attempts,
-                       coalesce(f.lastError, o.lastError) AS lastError
+                       coalesce(f.lastError, o.lastError,
+                                (SELECT 'no preview: ' || p.lastError FROM photo p WHERE p.md5 = f.md5 AND p.state = 'failed')) AS lastError
                 FROM file f LEFT JOIN object o ON o.md5 = f.md5
                 WHERE \(filter) ORDER BY f.updatedAt DESC, f.id DESC LIMIT ?
                 """, arguments: [limit])

@@ -83,14 +83,18 @@ extension QueueDatabase {
         }
     }
 
-    public func markUploaded(md5: String, now: Date = Date()) throws {
-        try write { db in
+    /// Returns how many files became `uploaded` with it (the metrics count them).
+    @discardableResult
+    public func markUploaded(md5: String, now: Date = Date()) throws -> Int {
+        let files = try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: "UPDATE object SET state = 'uploaded', uploadId = NULL, lastError = NULL, nextAttemptAt = NULL, updatedAt = ? WHERE md5 = ?", arguments: [t, md5])
             try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5])
             try db.execute(sql: "UPDATE file SET state = 'uploaded', lastError = NULL, updatedAt = ? WHERE md5 = ? AND state IN ('queued', 'uploading', 'failed')", arguments: [t, md5])
+            return db.changesCount
         }
         QueueSignals.notify(signals.uploaded)
+        return files
     }
 
     /// Back to the queue after a transient failure (or a stop): due again at `retryAt`.

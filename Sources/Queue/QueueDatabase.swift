@@ -168,6 +168,15 @@ public final class QueueDatabase: Sendable {
                 case .gone, .none: break
                 }
             }
+            // One seek per state on (state, updatedAt): a UNION of three min()s, because
+            // SQLite answers min() from an index only under an equality on `state`.
+            c.oldestWaitingAt = try Double.fetchOne(db, sql: """
+                SELECT min(t) FROM (SELECT min(updatedAt) AS t FROM file WHERE state = 'pending'
+                  UNION ALL SELECT min(updatedAt) FROM file WHERE state = 'queued'
+                  UNION ALL SELECT min(updatedAt) FROM file WHERE state = 'uploading')
+                """).map { Date(timeIntervalSince1970: $0) }
+            c.lastUploadAt = try Double.fetchOne(db, sql: "SELECT max(updatedAt) FROM object WHERE state = 'uploaded'")
+                .map { Date(timeIntervalSince1970: $0) }
             return c
         }
     }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import PhotolalaCore
 
 /// One request on the wire: signed, its body streamed from a file, its answer read whole.
 extension S3Client {
@@ -65,7 +66,8 @@ extension S3Client {
             ])
             return result
         } catch {
-            throw failed(error, request, timeout: timeout)
+            // Counted when its answer began; the body breaking off is not a second request.
+            throw failed(error, request, timeout: timeout, counted: true)
         }
     }
 
@@ -96,18 +98,29 @@ extension S3Client {
         }
 
         do {
-            return try await httpClient.execute(http, timeout: .milliseconds(Int64(timeout * 1000)), logger: logger)
+            let response = try await httpClient.execute(http, timeout: .milliseconds(Int64(timeout * 1000)), logger: logger)
+            Self.count(request, status: Int(response.status.code))
+            return response
         } catch {
             throw failed(error, request, timeout: timeout)
         }
     }
 
-    private func failed(_ error: any Error, _ request: Request, timeout: TimeInterval) -> S3Error {
+    func failed(_ error: any Error, _ request: Request, timeout: TimeInterval, counted: Bool = false) -> S3Error {
         let failure = Self.transportError(error, operation: request.operation, key: request.key, timeout: timeout)
+        if !counted && failure.kind != .cancelled && failure.kind != .localFile { Self.count(request, status: nil) }
         logger.debug("S3 request failed", metadata: [
             "operation": "\(request.operation)", "key": "\(request.key ?? "-")", "error": "\(failure.code)",
         ])
         return failure
+    }
+
+    /// Requests by operation and status class, 403s, and the bytes that went out (a
+    /// request that got no answer may still have sent its body).
+    static func count(_ request: Request, status: Int?) {
+        DaemonCounter.s3Requests.increment(request.operation, status.map(DaemonCounter.statusClass) ?? "error")
+        if status == 403 { DaemonCounter.s3ForbiddenResponses.increment(request.operation) }
+        DaemonCounter.s3SentBytes.increment(by: request.body.count)
     }
 
     static func transportError(_ error: any Error, operation: String, key: String?, timeout: TimeInterval) -> S3Error {

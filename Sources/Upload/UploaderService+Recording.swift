@@ -27,10 +27,15 @@ extension UploaderService {
     private func recordOnce(_ outcome: UploadOutcome, for job: UploadJob) throws {
         switch outcome {
         case .uploaded(let sent):
-            try database.markUploaded(md5: job.md5)
+            let files = try database.markUploaded(md5: job.md5)
+            DaemonCounter.uploadedObjects.increment()
+            DaemonCounter.uploadedBytes.increment(by: job.size)
+            DaemonCounter.uploadedFiles.increment(by: Int64(files))
             logger.info("uploaded", metadata: ["path": "\(job.path)", "bytes": "\(sent)", "md5": "\(job.md5)"])
         case .alreadyPresent:
-            try database.markUploaded(md5: job.md5)
+            let files = try database.markUploaded(md5: job.md5)
+            DaemonCounter.deduplicatedObjects.increment()
+            DaemonCounter.uploadedFiles.increment(by: Int64(files))
             logger.info("already backed up", metadata: ["path": "\(job.path)", "md5": "\(job.md5)"])
         case let .retry(why, count, after, _):
             let attempts = job.attempts + (count ? 1 : 0)
@@ -39,6 +44,7 @@ extension UploaderService {
             logger.warning("upload will be retried", metadata: ["path": "\(job.path)", "in": "\(Int(delay.rounded()))s", "why": "\(why)"])
         case .failed(let why):
             try database.failObject(md5: job.md5, reason: why)
+            DaemonCounter.failedObjects.increment()
             logger.error("upload failed", metadata: ["path": "\(job.path)", "why": "\(why)"])
         case .sourceChanged(let gone):
             // The queue puts a changed file back to be hashed and wakes ingest itself.

@@ -176,6 +176,7 @@ public actor UploaderService: Service {
         case let .retry(why, _, _, true):
             let before = outage.failures
             outage.failed(why, startedIn: epoch, now: Date(), random: .random(in: 0..<1))
+            if before == 0, outage.isActive { DaemonCounter.s3Outages.increment() }
             if outage.failures != before, let until = outage.until {
                 logger.warning("S3 is failing: every upload waits before trying again", metadata: [
                     "failures": "\(outage.failures)", "next": "\(Int(max(0, until.timeIntervalSinceNow).rounded()))s", "why": "\(why)"])
@@ -206,7 +207,9 @@ public actor UploaderService: Service {
                 result = .failure(error)
             }
             guard case .failure(let error) = result else { return (try? result.get()) ?? .cancelled }
-            switch policy.action(for: error, credentialRetries: credentialRetries, skewRetries: skewRetries) {
+            let action = policy.action(for: error, credentialRetries: credentialRetries, skewRetries: skewRetries)
+            Self.count(error, action)
+            switch action {
             case .refreshCredentials:
                 credentialRetries += 1
                 await account.rejectedByS3(grant)
@@ -232,6 +235,16 @@ public actor UploaderService: Service {
             case .failed(let why):
                 return .failed(why)
             }
+        }
+    }
+
+    /// The design's "credential expiration misses" (S3 refused credentials that had
+    /// expired) and every attempt tried again, by the kind of error.
+    static func count(_ error: S3Error, _ action: UploadPolicy.Action) {
+        if error.kind == .credentialsExpired { DaemonCounter.credentialExpirationMisses.increment() }
+        switch action {
+        case .refreshCredentials, .correctClock, .retry, .restartMultipart: DaemonCounter.uploadRetries.increment(error.kind.rawValue)
+        case .cancelled, .sourceChanged, .recheckSource, .alreadyPresent, .failed: break
         }
     }
 

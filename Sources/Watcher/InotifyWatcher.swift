@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import PhotolalaCore
 import Synchronization
 
 /// What `photolalactl status` shows under `watch` (filled into `DaemonStatus.Watch`).
@@ -82,11 +83,13 @@ public final class InotifyWatcher: Sendable {
             throw .cannotStart("socketpair: \(errnoText(errno))")
         }
         let (options, logger, continuation, shared) = (self.options, self.logger, self.continuation, self.shared)
+        let counters = DaemonCounter.Scope()
         let wakeRead = fds[0]
         shared.state.withLock { $0.wakeWrite = fds[1] }
         do {
             let thread = try OSThread.spawn(name: "photolala-watch") {
                 let tree = WatchTree(options: options, logger: logger, shared: shared) { continuation.yield($0) }
+                tree.counters = counters
                 tree.run(wakeFd: wakeRead)
                 close(wakeRead)
             }

@@ -6,6 +6,7 @@ import PhotolalaCore
 /// Getting back to a complete tree after lost events, lost watches or the watch limit.
 extension WatchTree {
     func recoverFromOverflow() {
+        counters.increment(.inotifyOverflows)
         let queued = Self.readProcInt("/proc/sys/fs/inotify/max_queued_events").map(String.init) ?? "unknown"
         logger.warning("inotify queue overflowed (fs.inotify.max_queued_events = \(queued)): events were lost, rescanning the watched folders")
         let moves = pendingMoves

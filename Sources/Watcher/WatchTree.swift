@@ -49,6 +49,8 @@ final class WatchTree {
     var deniedLogged = Set<String>()
 
     private var lastStatus: WatcherStatus?
+    /// Where overflows are counted: the factory of the task that started the watcher.
+    var counters = DaemonCounter.Scope()
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
 
     init(options: WatcherOptions, logger: Logger, shared: WatcherShared, emit: @escaping (WatchEvent) -> Void) {

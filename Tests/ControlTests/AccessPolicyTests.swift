@@ -33,8 +33,8 @@ import Testing
     @Test func routesAreVersionedAndClassified() {
         #expect(ControlRoute(method: "GET", path: "/v1/status") == .status)
         #expect(ControlRoute(method: "POST", path: "/v1/status") == nil)
-        #expect(ControlRoute.status.access == .read && ControlRoute.queue.access == .read)
-        for route in ControlRoute.allCases where route != .status && route != .queue {
+        #expect(ControlRoute.status.access == .read && ControlRoute.queue.access == .read && ControlRoute.metrics.access == .read)
+        for route in ControlRoute.allCases where ![.status, .queue, .metrics].contains(route) {
             #expect(route.access == .write, "\(route)")
         }
         for route in ControlRoute.allCases { #expect(route.path.hasPrefix("/v1/")) }

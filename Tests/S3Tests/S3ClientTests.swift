@@ -1,7 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CoreMetrics
 import Foundation
+import MetricsTestKit
 import Testing
 @testable import S3
 import Digests
@@ -307,6 +309,39 @@ struct S3ClientMotoTests {
         try #expect(md5(of: await client.getObject(key: oddKey, credentials: credentials), in: directory)
             == rangeDigest.md5Hex)
         #expect(try await moto.listKeys(bucket: bucket, prefix: userPrefix + "a b", client: client) == [spacedKey, oddKey].sorted())
+    }
+
+    @Test("the transport counts requests by operation and status class, 403s, bytes sent, and requests that got no answer")
+    func countsWhatItSends() async throws {
+        let moto = try await MotoServer.start()
+        defer { moto.stop() }
+        let client = try S3Client(configuration: .init(bucket: bucket, region: "us-east-1", endpoint: moto.endpoint))
+        let unreachable = try S3Client(configuration: .init(bucket: bucket, region: "us-east-1", endpoint: "http://127.0.0.1:1"))
+        defer { Task { try? await client.shutdown(); try? await unreachable.shutdown() } }
+        let credentials = try await moto.setUpAuthenticatedBucket(bucket, allowedPrefix: "photos/", client: client)
+        let directory = try TemporaryDirectory()
+        let photo = directory.file("photo.jpg", contents: randomBytes(100_000))
+        let digest = try S3Client.digestFileRange(path: photo)
+        let metrics = TestMetrics()
+        try await withMetricsFactory(metrics) {
+            _ = try await client.putObject(key: userPrefix + digest.md5Hex + ".dat", path: photo, contentMD5: digest.contentMD5,
+                                           contentType: "image/jpeg", credentials: credentials)
+            _ = try await client.headObject(key: userPrefix + "missing.dat", credentials: credentials)
+            await #expect(throws: S3Error.self) {
+                _ = try await client.putObject(key: "thumbnails/elsewhere.dat", path: photo, contentMD5: digest.contentMD5,
+                                               contentType: "image/jpeg", credentials: credentials)
+            }
+            await #expect(throws: S3Error.self) { _ = try await unreachable.headObject(key: userPrefix + "x.dat", credentials: credentials) }
+        }
+        func count(_ operation: String, _ status: String) throws -> Int64 {
+            try metrics.expectCounter(DaemonCounter.s3Requests.name, [("operation", operation), ("status_class", status)]).totalValue
+        }
+        #expect(try count("PutObject", "2xx") == 1)
+        #expect(try count("PutObject", "4xx") == 1)
+        #expect(try count("HeadObject", "4xx") == 1)
+        #expect(try count("HeadObject", "error") == 1)
+        #expect(try metrics.expectCounter(DaemonCounter.s3ForbiddenResponses.name, [("operation", "PutObject")]).totalValue == 1)
+        #expect(try metrics.expectCounter(DaemonCounter.s3SentBytes.name).totalValue == 200_000)
     }
 
     @Test("a large PUT streams from the file: memory stays flat")

@@ -1,7 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CoreMetrics
 import Logging
+import MetricsTestKit
 import PhotolalaCore
 import Testing
 @testable import Watcher
@@ -293,7 +295,9 @@ import Testing
         let tmp = TempDir("watch")
         defer { tmp.remove() }
         mkdirs(tmp("d"))
-        let run = try await start(testOptions([tmp.path]))
+        // Counted on the watcher's own thread, into the factory of the task that started it.
+        let metrics = TestMetrics()
+        let run = try await withMetricsFactory(metrics) { try await start(testOptions([tmp.path])) }
         // Stop reading and exceed the kernel queue (fs.inotify.max_queued_events) with
         // CLOSE_WRITEs alternating between two files (the kernel merges an event identical
         // to the one before it). Lowering the sysctl instead would touch every other
@@ -311,6 +315,7 @@ import Testing
         run.watcher.setReadingPaused(false)
         #expect(await run.log.wait(for: .scanNeeded(tmp.path, .overflow), timeout: .seconds(10)))
         #expect(run.log.all.filter { $0 == .scanNeeded(tmp.path, .overflow) }.count == 1)
+        #expect(try metrics.expectCounter(DaemonCounter.inotifyOverflows.name).totalValue == 1)
         #expect(await run.log.wait { _ in run.watcher.snapshot().directories == 3 })
         writeFile(tmp("unseen/after.jpg"))
         #expect(await run.log.wait(for: .fileWritten(tmp("unseen/after.jpg"))))

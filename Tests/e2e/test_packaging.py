@@ -58,6 +58,11 @@ EXPECTED_CONTENTS = {
     "./usr/share/man/man5/photolalad.toml.5.gz",
     "./usr/share/man/man8/",
     "./usr/share/man/man8/photolalad.8.gz",
+    "./usr/share/photolalad/",
+    "./usr/share/photolalad/grafana/",
+    "./usr/share/photolalad/grafana/photolalad-dashboard.json",
+    "./usr/share/photolalad/prometheus/",
+    "./usr/share/photolalad/prometheus/photolalad.rules.yml",
     "./usr/share/zsh/",
     "./usr/share/zsh/vendor-completions/",
     "./usr/share/zsh/vendor-completions/_photolalactl",
@@ -170,6 +175,16 @@ def test_unit_in_the_package_is_the_one_in_packaging(extracted):
     assert (extracted / "lib/systemd/system/photolalad.service").read_text() == UNIT.read_text()
     sysusers = (extracted / "usr/lib/sysusers.d/photolalad.conf").read_text()
     assert re.search(r"^u photolala - .* /var/lib/photolala /usr/sbin/nologin$", sysusers, re.M), sysusers
+
+
+def test_prometheus_rules_and_grafana_dashboard_are_the_ones_in_packaging(extracted):
+    rules = extracted / "usr/share/photolalad/prometheus/photolalad.rules.yml"
+    assert rules.read_bytes() == (REPO / "packaging/prometheus/photolalad.rules.yml").read_bytes()
+    dashboard = extracted / "usr/share/photolalad/grafana/photolalad-dashboard.json"
+    assert dashboard.read_bytes() == (REPO / "packaging/prometheus/photolalad-dashboard.json").read_bytes()
+    if shutil.which("promtool"):
+        check = run(["promtool", "check", "rules", str(rules)])
+        assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_completions_are_for_photolalactl(extracted):

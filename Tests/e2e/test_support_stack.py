@@ -128,7 +128,8 @@ def test_identity_token_login(backend):
     r = post(backend, "/api/auth/apple", {"identityToken": token, "authorizationCode": "c0de", "deviceName": "nas"})
     assert r.status_code == 200, r.text
     s = r.json()
-    assert s["userId"] == str(uuid.uuid5(USER_NAMESPACE, "001234.abcdef.0042")) == user_id_for("001234.abcdef.0042")
+    # Spelt as the apps spell it (uppercase), so a key lowercased anywhere shows.
+    assert s["userId"] == str(uuid.uuid5(USER_NAMESPACE, "001234.abcdef.0042")).upper() == user_id_for("001234.abcdef.0042")
     assert s["accessToken"].startswith("plt_") and s["refreshToken"].startswith("plr_")
     ttl = (parse_time(s["accessTokenExpiresAt"]) - dt.datetime.now(dt.timezone.utc)).total_seconds()
     assert 3590 < ttl <= 3600

@@ -83,8 +83,10 @@ USER_PREFIXES = ("photos", "thumbnails", "metadata")
 
 
 def user_id_for(sub: str) -> str:
-    """The Photolala user id the fake assigns to an Apple subject."""
-    return str(uuid.uuid5(USER_NAMESPACE, sub))
+    """The Photolala user id the fake assigns to an Apple subject, spelt as the real
+    backend and the apps spell it (Swift's `uuidString`: uppercase, backend-api.md), so a
+    key the daemon lowercased anywhere would not match."""
+    return str(uuid.uuid5(USER_NAMESPACE, sub)).upper()
 
 
 def allowed_prefixes(user_id: str) -> list[str]:

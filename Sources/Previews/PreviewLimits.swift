@@ -1,0 +1,27 @@
+/// What one photo may cost the preview worker. Passed on its command line, so the
+/// daemon's choice is the one enforced.
+public struct PreviewLimits: Sendable, Equatable {
+    /// RLIMIT_AS of the worker: libvips, LibRaw and one photo's buffers.
+    public var addressSpace: UInt64 = 1 << 30
+    /// CPU seconds per photo (RLIMIT_CPU, raised before each one).
+    public var cpuSecondsPerPhoto: Int32 = 20
+    /// Images declaring more pixels are refused from their header, before decoding:
+    /// a decompression bomb costs a header read.
+    public var maximumPixels = 250_000_000
+
+    public init() {}
+
+    public var arguments: [String] {
+        ["--address-space", String(addressSpace), "--cpu", String(cpuSecondsPerPhoto), "--max-pixels", String(maximumPixels)]
+    }
+
+    init(arguments: [String]) {
+        func value(_ name: String) -> String? {
+            guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
+            return arguments[i + 1]
+        }
+        if let v = value("--address-space").flatMap(UInt64.init) { addressSpace = v }
+        if let v = value("--cpu").flatMap(Int32.init) { cpuSecondsPerPhoto = v }
+        if let v = value("--max-pixels").flatMap(Int.init) { maximumPixels = v }
+    }
+}
