@@ -79,6 +79,8 @@ struct CatalogStackTests {
         let status = try await run.waitFor("the first publish") { $0.state == .published && $0.rows == 4 }
         #expect(status.total == 4 && status.pending == 0 && status.publishedAt != nil && status.conditionalWrites)
 
+        // The fake backend spells user ids as the apps do: a lowercasing anywhere would show.
+        #expect(run.access.userId == run.access.userId.uppercased() && run.access.userId.contains(where: \.isLetter))
         let view = try #require(try await run.app.view())
         #expect(view.lines == [ours[0], ours[2], ours[1], ours[3]].map(\.line))
         let keys = try await run.app.keys(under: CatalogFormat.prefix(userId: run.access.userId))
@@ -129,10 +131,10 @@ struct CatalogStackTests {
         _ = try await run.waitFor("the publish") { $0.rows == 10 }
         let mine = [theirs("mine 1", date: 1_700_000_005), theirs("mine 2", date: 1)]
         try await run.app.publish(lines: mine)
-        let back = try await run.waitFor("our rows to come back") { _ in
-            Set(try await run.app.view()?.lines ?? []) == Set(mine + ours.map(\.line))
+        // The pointer goes up before the daemon records it: wait for both.
+        _ = try await run.waitFor("our rows to come back") { status in
+            try await Set(run.app.view()?.lines ?? []) == Set(mine + ours.map(\.line)) && status.rows == 10 && status.total == 12
         }
-        #expect(back.rows == 10 && back.total == 12)
 
         // Unstarring one of ours: the app deletes the photo, then rewrites without its row.
         try await run.app.deletePhoto(md5: ours[3].md5)

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from support.app_catalog import fake_row, newest_first, publish_as_app, read_catalog, seed_ready_photos, snapshot_key
+from support import images
+from support.app_catalog import (Row, fake_row, md5_hex, newest_first, publish_as_app, read_catalog, seed_ready_photos,
+                                 thumbnail_key)
+from support.fake_backend import user_id_for
 from support.kill_triggers import ResponseTrigger, kill9, kill_on_db_write
-from support.world import World
+from support.world import World, apple_subject
 
 
 @pytest.fixture
@@ -27,8 +30,64 @@ CATALOG = {"catalog": {"publish_interval": "1s", "check_interval": "1h"},
            "upload": {"multipart_threshold": "5MiB", "part_size": "5MiB"}}
 
 
-def catalog_status(d) -> dict:
-    return d.status()["catalog"]
+def test_photos_of_the_nas_appear_in_the_apps_beside_the_phones(world, tmp_path):
+    """Real photos through the whole daemon (upload, sandboxed thumbnails, catalog), a
+    phone's catalog already there before sign-in: the apps' view has every row of the
+    phone's and one per shown photo of ours, with the right head MD5, size, MD5, date and
+    format, newest first, each with its thumbnail; none for a video or a broken file."""
+    sub = apple_subject("catalog")
+    uid = user_id_for(sub)
+    s3, bucket = world.moto.s3_admin(), world.moto.bucket
+    phone = [fake_row(f"phone {i}", 1_650_000_000 + i * 86_400, "HEIF").line for i in range(30)]
+    publish_as_app(s3, bucket, uid, phone)
+    d = world.daemon(config={"catalog": {"publish_interval": "1s"}})
+    assert world.login(d, sub=sub) == uid
+
+    staging, mtime = tmp_path / "staging", 1_600_000_000
+    local = int(time.mktime(time.strptime("2019:12:31 23:30:00", "%Y:%m:%d %H:%M:%S")))
+    pattern = images.upright_pattern(1200, 900)
+    ours: dict[str, Row] = {}
+
+    def stage(name: str, body: bytes, fmt: str | None = None, taken: int | None = None):
+        path = staging / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+        os.utime(path, (mtime, mtime))
+        if fmt:
+            ours[md5_hex(body)] = Row(md5_hex(body[:4096]), len(body), md5_hex(body), taken, fmt)
+
+    stage("2021/dated.jpg", images.encode(pattern, "JPEG", exif=images.exif("2021:05:06 07:08:09", "+09:00")), "JPEG", 1620252489)
+    stage("2019/local.jpg", images.encode(pattern, "JPEG", exif=images.exif("2019:12:31 23:30:00")), "JPEG", local)
+    stage("undated.jpg", images.encode(pattern, "JPEG", quality=70), "JPEG", mtime)
+    stage("portrait.jpg", images.encode(images.stored_for_orientation_6(images.upright_pattern(900, 1200)), "JPEG",
+                                        exif=images.exif("2023:01:02 03:04:05", "+00:00", orientation=6)), "JPEG", 1672628645)
+    stage("tall.png", images.encode(images.bands(300, 1200, vertical=False, size=75), "PNG"), "PNG", mtime)
+    stage("wide.webp", images.encode(images.bands(1200, 300, vertical=True, size=80), "WEBP"), "WEBP", mtime)
+    stage("scan.tif", images.encode(pattern, "TIFF"), "TIFF", mtime)
+    if images.pillow_heif:
+        stage("phone.heic", images.encode(pattern, "HEIF", exif=images.exif("2022:02:03 04:05:06", "-05:00")), "HEIF", 1643879106)
+    shown_nowhere = {"clip.mp4": images.mp4_header(), "cut.jpg": images.encode(pattern, "JPEG")[:6000]}
+    for name, body in shown_nowhere.items():
+        stage(name, body)
+    for p in sorted(staging.rglob("*")):
+        if p.is_file():
+            target = d.photos / p.relative_to(staging)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(p, target)
+
+    s = d.wait_for(lambda s: s["catalog"]["state"] == "published" and s["catalog"]["rows"] == len(ours)
+                   and s["thumbnails"]["pending"] == 0 and s["queue"]["pending"] == 0,
+                   timeout=120, what="every shown photo in the catalog")
+    catalog = read_catalog(s3, bucket, uid)
+    assert sorted(catalog.lines) == sorted(phone + [r.line for r in ours.values()])
+    assert newest_first(catalog.lines)
+    assert not {md5_hex(b) for b in shown_nowhere.values()} & set(catalog.md5s), "no row for the video or the broken file"
+    for md5 in ours:
+        thumb = s3.get_object(Bucket=bucket, Key=thumbnail_key(uid, md5))["Body"].read()
+        assert thumb[:3] == b"\xff\xd8\xff", f"the row of {md5} has no JPEG thumbnail"
+    assert s["catalog"]["total"] == len(phone) + len(ours) and s["catalog"]["pending"] == 0
+    human = d.ctl("status", check=True).stdout
+    assert f"Apps       {len(ours)} photos from this NAS in the Photolala apps ({len(catalog.lines)} in your catalog" in human
 
 
 def kill_when_file_appears(pid: int, path: Path, timeout: float) -> bool:
@@ -102,7 +161,8 @@ def test_kill9_at_every_step_of_a_publish_leaves_the_catalog_readable_and_comple
         seed_ready_photos(d.state_dir, batch)
         ours += batch
         before = read_catalog(s3, bucket, uid)
-        d.start()
+        # Armed before the daemon can send anything: the first read comes moments after start.
+        d.start(wait=False)
         pid = d.proc.pid
         if step == "building":
             fired = kill_when_file_appears(pid, d.state_dir / "catalog" / "next.csv", 30)
