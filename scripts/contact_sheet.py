@@ -93,10 +93,10 @@ def main() -> int:
         y = title_h + PAD + (i // columns) * (THUMB_H + LABEL_H + PAD)
         draw.rectangle((x, y, x + CELL_W - 1, y + THUMB_H + LABEL_H - 1), fill=CARD)
         if img is not None:
-            # The apps show a square tile: the middle of the PTM-256 image.
-            w, h = img.size
-            left, top = (w - 256) // 2, (h - 256) // 2
-            sheet.paste(img.crop((left, top, left + 256, top + 256)), (x, y))
+            # The whole PTM-256 image (up to 512 × 256), fitted into the cell.
+            fitted = img.copy()
+            fitted.thumbnail((CELL_W, THUMB_H))
+            sheet.paste(fitted, (x + (CELL_W - fitted.width) // 2, y + (THUMB_H - fitted.height) // 2))
         else:
             draw.rectangle((x, y, x + CELL_W - 1, y + THUMB_H - 1), outline=BAD, width=3)
         draw.text((x + 6, y + THUMB_H + 4), when, fill=INK, font=small)
