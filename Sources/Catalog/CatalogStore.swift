@@ -1,27 +1,5 @@
 import S3
 
-/// The catalog's pointer as read from the bucket.
-public struct StoredPointer: Sendable, Equatable {
-    public var body: [UInt8]
-    /// Without quotes.
-    public var etag: String
-
-    public init(body: [UInt8], etag: String) {
-        self.body = body
-        self.etag = etag
-    }
-}
-
-/// How the pointer is replaced (app-catalog.md step 4).
-public enum PointerCondition: Sendable, Equatable {
-    /// Only if it still has this ETag (it was read with it).
-    case ifMatch(String)
-    /// Only if there is none yet.
-    case ifNoneMatch
-    /// Whatever is there: only for a store that mishandles conditions, and then read back.
-    case unconditional
-}
-
 /// The bucket as the catalog stage uses it: the user's catalog objects, and whether a
 /// photo is still there. `S3CatalogStore` is the real one; tests of the publishing logic
 /// may use one in memory.
