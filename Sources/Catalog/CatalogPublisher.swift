@@ -65,8 +65,8 @@ struct CatalogPublisher {
             let scratch = try workspace.openScratch(queuePath: database.path)
             let index: SnapshotIndexer.Result
             do {
-                index = try await Blocking.run {
-                    try scratch.write { db in try existing.map { try SnapshotIndexer.index(path: $0, into: db) } ?? .init() }
+                index = try await Blocking.run { stop in
+                    try scratch.write { db in try existing.map { try SnapshotIndexer.index(path: $0, into: db, stop: stop) } ?? .init() }
                 }
             } catch let unreadable as CatalogUnreadable {
                 return .blocked("the catalog snapshot \(CatalogFormat.snapshotKey(userId: userId, md5: named ?? "")) cannot be read: \(unreadable); " + Self.notPublishing)
@@ -76,29 +76,31 @@ struct CatalogPublisher {
             report.withdrawn = try await findWithdrawn(scratch)
             phases.lap("dropped")
 
-            let toAdd = try await Blocking.run { try scratch.read { try SnapshotBuilder.countToAdd($0) } }
+            let toAdd = try await Blocking.run { _ in try scratch.read { try SnapshotBuilder.countToAdd($0) } }
             var built: SnapshotBuilder.Result?
             if toAdd > 0 {
                 if !index.sorted {
                     logger.notice("the catalog's rows were not newest first; sorting them", metadata: ["rows": "\(index.rows)"])
-                    try await Blocking.run { try scratch.write { try SnapshotIndexer.loadForSorting(path: existing!, into: $0) } }
+                    try await Blocking.run { stop in
+                        try scratch.write { try SnapshotIndexer.loadForSorting(path: existing!, into: $0, stop: stop) }
+                    }
                 }
                 let output = workspace.nextPath
-                built = try await Blocking.run {
-                    try scratch.write { try SnapshotBuilder.build(existing: existing, sorted: index.sorted, output: output, db: $0) }
+                built = try await Blocking.run { stop in
+                    try scratch.write { try SnapshotBuilder.build(existing: existing, sorted: index.sorted, output: output, db: $0, stop: stop) }
                 }
                 phases.lap("merge")
                 report.rejected = built?.rejected ?? 0
                 report.firstRejection = built?.firstRejection
             }
-            report.rows = try await Blocking.run {
+            report.rows = try await Blocking.run { _ in
                 try scratch.read { try Int.fetchOne($0, sql: "SELECT (SELECT count(*) FROM present) + (SELECT count(*) FROM added)") ?? 0 }
             }
             try scratch.close()
 
             guard let built, built.added > 0 else {
                 ledger.note(report, at: now(), published: false)
-                try database.recordCatalog(scratch: workspace.scratchPath, settings: ledger.settings)
+                try await record(ledger)
                 phases.lap("record")
                 report.phases = phases.description
                 return .current(report)
@@ -115,12 +117,19 @@ struct CatalogPublisher {
             report.total = built.rows
             report.added = built.added
             ledger.note(report, at: now(), published: true)
-            try database.recordCatalog(scratch: workspace.scratchPath, settings: ledger.settings)
+            try await record(ledger)
             phases.lap("record")
             report.phases = phases.description
             return .published(report)
         }
         return .contended(rounds: maximumRounds)
+    }
+
+    /// What this sync learnt, in the queue's one transaction (seconds for half a million
+    /// rows: off the cooperative pool, and not cancelled half way).
+    private func record(_ ledger: CatalogLedger) async throws {
+        let (database, scratch, settings) = (database, workspace.scratchPath, ledger.settings)
+        try await Blocking.run { _ in try database.recordCatalog(scratch: scratch, settings: settings) }
     }
 
     static let notPublishing = "photolalad publishes nothing over a catalog it cannot read and tries again later (publishing from a Photolala app repairs it)"
@@ -172,7 +181,7 @@ struct CatalogPublisher {
             FROM q.photo p WHERE p.catalog = 'listed' AND NOT EXISTS (SELECT 1 FROM present WHERE present.md5 = p.md5)
             """
         let limit = headLimit
-        let some = try await Blocking.run {
+        let some = try await Blocking.run { _ in
             try scratch.read { try String.fetchAll($0, sql: "SELECT p.md5 " + dropped + " LIMIT ?", arguments: [limit + 1]) }
         }
         guard !some.isEmpty else { return 0 }
@@ -181,7 +190,7 @@ struct CatalogPublisher {
             for md5 in some {
                 if try await !store.photoExists(md5: md5) { gone.append(md5) }
             }
-            try await Blocking.run { [gone] in
+            try await Blocking.run { [gone] _ in
                 try scratch.write { db in
                     for md5 in gone { try db.execute(sql: "INSERT OR IGNORE INTO withdrawn(md5) VALUES (?)", arguments: [md5]) }
                 }
@@ -194,7 +203,7 @@ struct CatalogPublisher {
                 for md5 in md5s { try db.execute(sql: "INSERT OR IGNORE INTO inBucket(md5) VALUES (?)", arguments: [md5]) }
             }
         }
-        let (count, gone) = try await Blocking.run {
+        let (count, gone) = try await Blocking.run { _ in
             try scratch.write { db -> (Int, Int) in
                 let count = try Int.fetchOne(db, sql: "SELECT count(*) " + dropped) ?? 0
                 try db.execute(sql: "INSERT OR IGNORE INTO withdrawn(md5) SELECT p.md5 " + dropped

@@ -223,6 +223,9 @@ public actor CatalogService: Service {
             default: break
             }
             failed("publishing the catalog failed: \(error)")
+        } catch is CancellationError {
+            // Stopping: the catalog is as it was or as published, the scratch space goes.
+            return
         } catch {
             failed("publishing the catalog failed: \(error)")
         }

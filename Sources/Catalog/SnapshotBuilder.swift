@@ -33,7 +33,7 @@ enum SnapshotBuilder {
     /// - Parameters:
     ///   - existing: the downloaded snapshot, nil when there was no catalog.
     ///   - sorted: false when its rows were loaded into `lines` to be sorted.
-    static func build(existing: String?, sorted: Bool, output: String, db: Database) throws -> Result {
+    static func build(existing: String?, sorted: Bool, output: String, db: Database, stop: CancelFlag) throws -> Result {
         let writer = try SnapshotWriter(path: output)
         try writer.line(CatalogFormat.header)
         var rows = 0
@@ -62,7 +62,13 @@ enum SnapshotBuilder {
             }
             return nil
         }
+        var written = 0
+        let checkStop = {
+            written += 1
+            if written & 0xFFF == 0 { try stop.check() }
+        }
         let writeOurs = { (row: CatalogRow) throws in
+            try checkStop()
             try writer.line(row.line)
             try noteAdded.execute(arguments: [row.md5])
             added += 1
@@ -83,7 +89,7 @@ enum SnapshotBuilder {
                 return nil
             }, ours: nextOurs) { item in
                 switch item {
-                case .existing(let line): try writer.line(withoutCarriageReturn(line)); rows += 1
+                case .existing(let line): try checkStop(); try writer.line(withoutCarriageReturn(line)); rows += 1
                 case .ours(let row): try writeOurs(row)
                 }
             }
@@ -94,7 +100,10 @@ enum SnapshotBuilder {
                 return (row[0], row[1])
             }, ours: nextOurs) { item in
                 switch item {
-                case .existing(let line): try line.withUnsafeBytes { try writer.line($0.bindMemory(to: UInt8.self)) }; rows += 1
+                case .existing(let line):
+                    try checkStop()
+                    try line.withUnsafeBytes { try writer.line($0.bindMemory(to: UInt8.self)) }
+                    rows += 1
                 case .ours(let row): try writeOurs(row)
                 }
             }
