@@ -281,13 +281,13 @@ def test_sts_credentials_put_under_user_prefix(moto, backend, proxy):
     assert c["accessKeyId"].startswith("ASIA") and c["secretAccessKey"] and c["sessionToken"]
     assert 3500 < (parse_time(c["expiration"]) - dt.datetime.now(dt.timezone.utc)).total_seconds() <= 3600
 
-    # The session policy covers exactly the user's three prefixes (moto does not enforce it).
+    # The session policy covers exactly the user's four prefixes (s3-layout.md; moto does not enforce it).
     (session,) = backend.sts_sessions()
     resources = json.dumps(session["policy"])
-    for prefix in ("photos", "thumbnails", "metadata"):
+    for prefix in ("photos", "thumbnails", "catalogs", "metadata"):
         assert f"arn:aws:s3:::photolala/{prefix}/{uid}/*" in resources
     assert session["policy"]["Statement"][0]["Resource"] == [
-        f"arn:aws:s3:::photolala/{p}/{uid}/*" for p in ("photos", "thumbnails", "metadata")]
+        f"arn:aws:s3:::photolala/{p}/{uid}/*" for p in ("photos", "thumbnails", "catalogs", "metadata")]
 
     body = os.urandom(4096)
     key, md5 = md5_key(uid, body)

@@ -79,7 +79,7 @@ ENDPOINTS = {
 }
 
 # The prefixes a user's STS session may reach (shared/spec/s3-layout.md).
-USER_PREFIXES = ("photos", "thumbnails", "metadata")
+USER_PREFIXES = ("photos", "thumbnails", "catalogs", "metadata")
 
 
 def user_id_for(sub: str) -> str:
