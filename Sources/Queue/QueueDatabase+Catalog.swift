@@ -27,13 +27,6 @@ extension QueueDatabase {
         }
     }
 
-    /// Our photos whose rows were in the catalog when it was last published or read.
-    public func catalogListed() throws -> Int {
-        try pool.read { db in
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM photo WHERE catalog = 'listed'") ?? 0
-        }
-    }
-
     /// After the catalog was published or read, in one transaction: the photos in the
     /// scratch database's `present(md5)` and `added(md5)` are in it, those in `withdrawn(md5)` were removed
     /// by an app together with the photo itself (an unstar: not ours to put back), those
@@ -65,11 +58,6 @@ extension QueueDatabase {
             try db.execute(sql: "UPDATE photo SET catalog = NULL WHERE catalog IS NOT NULL")
             try Self.store(settings, in: db)
         }
-    }
-
-    /// Several settings at once (nil removes a key).
-    public func setSettings(_ settings: [String: String?]) throws {
-        try write { db in try Self.store(settings, in: db) }
     }
 
     /// Every setting whose key starts with `prefix`.
