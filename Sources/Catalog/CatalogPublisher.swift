@@ -126,10 +126,11 @@ struct CatalogPublisher {
     }
 
     /// What this sync learnt, in the queue's one transaction (seconds for half a million
-    /// rows: off the cooperative pool, and not cancelled half way).
+    /// rows: off the cooperative pool; a stop rolls it back, and the next start reads the
+    /// catalog again).
     private func record(_ ledger: CatalogLedger) async throws {
         let (database, scratch, settings) = (database, workspace.scratchPath, ledger.settings)
-        try await Blocking.run { _ in try database.recordCatalog(scratch: scratch, settings: settings) }
+        try await Blocking.run { stop in try database.recordCatalog(scratch: scratch, settings: settings, checkpoint: stop.check) }
     }
 
     static let notPublishing = "photolalad publishes nothing over a catalog it cannot read and tries again later (publishing from a Photolala app repairs it)"

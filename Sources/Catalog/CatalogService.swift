@@ -51,6 +51,7 @@ public actor CatalogService: Service {
     var blockedReason: String?
     var lastError: String?
     var clockOffset: TimeInterval = 0
+    var inFlight: Task<Void, Never>?
 
     public init(database: QueueDatabase, access: any CatalogAccess, options: Options, logger: Logger,
                 statusChanges: ChangeFeed = ChangeFeed()) {
@@ -96,7 +97,12 @@ public actor CatalogService: Service {
         await withGracefulShutdownHandler {
             await loop()
         } onGracefulShutdown: { [wake] in
-            Task { await wake.notify() }
+            // A publish can be cut anywhere (the pointer goes last): stop it now rather
+            // than hold the daemon's stop for a million-row merge.
+            Task {
+                await self.cancelSync()
+                await wake.notify()
+            }
         }
         for relay in relays { relay.cancel() }
         try? await http.shutdown()
@@ -124,7 +130,11 @@ public actor CatalogService: Service {
             refreshCounts()
             switch schedule.next(now: Date(), pending: pending, listed: ledger.rows, drained: drained) {
             case .publish, .check:
-                await sync()
+                // Its own task, so a stop can cancel it without ending the loop first.
+                let task = Task { await self.sync() }
+                inFlight = task
+                await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
+                inFlight = nil
             case .idle:
                 await wake.wait(since: since, until: nil as Date?)
             case .wait(let until):
@@ -144,6 +154,10 @@ public actor CatalogService: Service {
                                    lastPublishAt: ledger.publishedAt)
         workspace.clear()
         refreshCounts()
+    }
+
+    private func cancelSync() {
+        inFlight?.cancel()
     }
 
     private func refreshCounts() {

@@ -32,7 +32,10 @@ extension QueueDatabase {
     /// by an app together with the photo itself (an unstar: not ours to put back), those
     /// in `rejected(md5)` cannot be, and `settings` (nil removes a key) say what was seen.
     /// A crash before this commit costs one more read of the catalog, never a row.
-    public func recordCatalog(scratch path: String, settings: [String: String?]) throws {
+    ///
+    /// `checkpoint` is called every 4,096 rows; what it throws rolls the whole record back.
+    public func recordCatalog(scratch path: String, settings: [String: String?],
+                              checkpoint: () throws -> Void = {}) throws {
         try pool.writeWithoutTransaction { db in
             // ATTACH cannot run inside a transaction, hence the explicit one below.
             try db.execute(sql: "ATTACH DATABASE ? AS work", arguments: [path])
@@ -44,7 +47,12 @@ extension QueueDatabase {
                 for (table, value) in [("present", "listed"), ("added", "listed"), ("withdrawn", "withdrawn"), ("rejected", "rejected")] {
                     let update = try db.makeStatement(sql: "UPDATE photo SET catalog = ? WHERE md5 = ? AND catalog IS NOT ?")
                     let md5s = try String.fetchCursor(db, sql: "SELECT md5 FROM work.\(table)")
-                    while let md5 = try md5s.next() { try update.execute(arguments: [value, md5, value]) }
+                    var rows = 0
+                    while let md5 = try md5s.next() {
+                        try update.execute(arguments: [value, md5, value])
+                        rows += 1
+                        if rows & 0xFFF == 0 { try checkpoint() }
+                    }
                 }
                 try Self.store(settings, in: db)
                 return .commit
