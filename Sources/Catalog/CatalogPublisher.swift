@@ -17,7 +17,7 @@ import S3
 ///
 /// A kill at any step leaves the catalog as it was or as published: a snapshot without a
 /// pointer is an unreferenced file, and what we learnt is recorded only after the
-/// pointer, in one transaction (a crash before costs one more read).
+/// pointer, the pointer's ETag last (a crash before costs one more read).
 struct CatalogPublisher {
     let store: any CatalogStore
     let workspace: CatalogWorkspace
@@ -66,7 +66,7 @@ struct CatalogPublisher {
             let index: SnapshotIndexer.Result
             do {
                 index = try await Blocking.run { stop in
-                    try scratch.write { db in try existing.map { try SnapshotIndexer.index(path: $0, into: db, stop: stop) } ?? .init() }
+                    try CatalogWorkspace.change(scratch) { db in try existing.map { try SnapshotIndexer.index(path: $0, into: db, stop: stop) } ?? .init() }
                 }
             } catch let unreadable as CatalogUnreadable {
                 return .blocked("the catalog snapshot \(CatalogFormat.snapshotKey(userId: userId, md5: named ?? "")) cannot be read: \(unreadable); " + Self.notPublishing)
@@ -82,12 +82,12 @@ struct CatalogPublisher {
                 if !index.sorted {
                     logger.notice("the catalog's rows were not newest first; sorting them", metadata: ["rows": "\(index.rows)"])
                     try await Blocking.run { stop in
-                        try scratch.write { try SnapshotIndexer.loadForSorting(path: existing!, into: $0, stop: stop) }
+                        try CatalogWorkspace.change(scratch) { try SnapshotIndexer.loadForSorting(path: existing!, into: $0, stop: stop) }
                     }
                 }
                 let output = workspace.nextPath
                 built = try await Blocking.run { stop in
-                    try scratch.write { try SnapshotBuilder.build(existing: existing, sorted: index.sorted, output: output, db: $0, stop: stop) }
+                    try CatalogWorkspace.change(scratch) { try SnapshotBuilder.build(existing: existing, sorted: index.sorted, output: output, db: $0, stop: stop) }
                 }
                 phases.lap("merge")
                 report.rejected = built?.rejected ?? 0
@@ -125,9 +125,9 @@ struct CatalogPublisher {
         return .contended(rounds: maximumRounds)
     }
 
-    /// What this sync learnt, in the queue's one transaction (seconds for half a million
-    /// rows: off the cooperative pool; a stop rolls it back, and the next start reads the
-    /// catalog again).
+    /// What this sync learnt, in the queue (seconds for half a million rows: off the
+    /// cooperative pool; a stop ends it between two transactions, and the next start
+    /// reads the catalog again).
     private func record(_ ledger: CatalogLedger) async throws {
         let (database, scratch, settings) = (database, workspace.scratchPath, ledger.settings)
         try await Blocking.run { stop in try database.recordCatalog(scratch: scratch, settings: settings, checkpoint: stop.check) }
@@ -192,7 +192,7 @@ struct CatalogPublisher {
                 if try await !store.photoExists(md5: md5) { gone.append(md5) }
             }
             try await Blocking.run { [gone] _ in
-                try scratch.write { db in
+                try CatalogWorkspace.change(scratch) { db in
                     for md5 in gone { try db.execute(sql: "INSERT OR IGNORE INTO withdrawn(md5) VALUES (?)", arguments: [md5]) }
                 }
             }
@@ -200,12 +200,12 @@ struct CatalogPublisher {
             return gone.count
         }
         try await store.listPhotos { md5s in
-            try scratch.write { db in
+            try CatalogWorkspace.change(scratch) { db in
                 for md5 in md5s { try db.execute(sql: "INSERT OR IGNORE INTO inBucket(md5) VALUES (?)", arguments: [md5]) }
             }
         }
         let (count, gone) = try await Blocking.run { _ in
-            try scratch.write { db -> (Int, Int) in
+            try CatalogWorkspace.change(scratch) { db -> (Int, Int) in
                 let count = try Int.fetchOne(db, sql: "SELECT count(*) " + dropped) ?? 0
                 try db.execute(sql: "INSERT OR IGNORE INTO withdrawn(md5) SELECT p.md5 " + dropped
                                + " AND NOT EXISTS (SELECT 1 FROM inBucket b WHERE b.md5 = p.md5)")

@@ -48,7 +48,7 @@ public struct CatalogWorkspace: Sendable {
             try db.execute(sql: "ATTACH DATABASE ? AS q", arguments: [queuePath])
         }
         let scratch = try DatabaseQueue(path: scratchPath, configuration: config)
-        try scratch.write { db in
+        try Self.change(scratch) { db in
             try db.execute(sql: """
                 -- Our photos the catalog lists (by photo_md5), and those a build added to it.
                 -- Keyed by MD5, so the bookkeeping afterwards walks the queue's md5 index in
@@ -66,5 +66,21 @@ public struct CatalogWorkspace: Sendable {
                 """)
         }
         return scratch
+    }
+
+    /// A transaction on the scratch database that locks only what it writes. GRDB begins
+    /// writes IMMEDIATE, which reserves every attached database too: the queue's write
+    /// lock held for the whole merge, and every stage's next write (and the status that
+    /// waits on those stages) stuck behind it. DEFERRED takes the scratch file's lock and
+    /// only a read snapshot of the queue.
+    static func change<T>(_ scratch: DatabaseQueue, _ body: (Database) throws -> T) throws -> T {
+        try scratch.writeWithoutTransaction { db in
+            var result: T?
+            try db.inTransaction(.deferred) {
+                result = try body(db)
+                return .commit
+            }
+            return result!
+        }
     }
 }

@@ -4,8 +4,8 @@ import GRDB
 /// What the catalog stage keeps in the queue: whether each photo's row is in the user's
 /// catalog (`photo.catalog`, migration "v5-catalog") and, in the `setting` table, what it
 /// last saw of the catalog. The merge reads the photo table from its own scratch database
-/// (`ATTACH`), so a million rows never pass through memory; what it found comes back here
-/// in one transaction.
+/// (`ATTACH`), so a million rows never pass through memory; what it found comes back here,
+/// a few thousand rows a transaction.
 extension QueueDatabase {
     /// Photos ready for the apps whose rows are not in the catalog yet.
     public func catalogPending() throws -> Int {
@@ -27,36 +27,46 @@ extension QueueDatabase {
         }
     }
 
-    /// After the catalog was published or read, in one transaction: the photos in the
-    /// scratch database's `present(md5)` and `added(md5)` are in it, those in `withdrawn(md5)` were removed
-    /// by an app together with the photo itself (an unstar: not ours to put back), those
-    /// in `rejected(md5)` cannot be, and `settings` (nil removes a key) say what was seen.
-    /// A crash before this commit costs one more read of the catalog, never a row.
+    /// After the catalog was published or read: the photos in the scratch database's
+    /// `present(md5)` and `added(md5)` are in it, those in `withdrawn(md5)` were removed by
+    /// an app together with the photo itself (an unstar: not ours to put back), those in
+    /// `rejected(md5)` cannot be; then `settings` (nil removes a key) say what was seen.
     ///
-    /// `checkpoint` is called every 4,096 rows; what it throws rolls the whole record back.
+    /// In transactions of 2,048 rows, not one: the first publish after a big backup marks
+    /// half a million rows, and one transaction would hold the queue's only writer for
+    /// seconds, with every stage (and the status that asks them) waiting behind it. Each
+    /// mark is a fact about the published catalog, so a crash half way only leaves the
+    /// settings unrecorded: the next sync reads the catalog again and marks the rest.
+    /// `checkpoint` runs between transactions; what it throws stops the record there.
     public func recordCatalog(scratch path: String, settings: [String: String?],
                               checkpoint: () throws -> Void = {}) throws {
+        for (table, value) in [("present", "listed"), ("added", "listed"), ("withdrawn", "withdrawn"), ("rejected", "rejected")] {
+            var after = ""
+            while let last = try markChunk(table: table, value: value, after: after, scratch: path) {
+                after = last
+                try checkpoint()
+            }
+        }
+        try write { db in try Self.store(settings, in: db) }
+    }
+
+    /// Marks the next 2,048 photos of a scratch table (in MD5 order: the queue's md5 index
+    /// is walked in order) and returns the last MD5, or nil when none were left.
+    private func markChunk(table: String, value: String, after: String, scratch path: String) throws -> String? {
         try pool.writeWithoutTransaction { db in
             // ATTACH cannot run inside a transaction, hence the explicit one below.
             try db.execute(sql: "ATTACH DATABASE ? AS work", arguments: [path])
             defer { try? db.execute(sql: "DETACH DATABASE work") }
+            var last: String?
             try db.inTransaction {
-                // One row at a time from a cursor, in MD5 order (each table's key): a
-                // set-based UPDATE of half a million rows collects their rowids in memory
-                // first (11 MB more at the daemon's peak).
-                for (table, value) in [("present", "listed"), ("added", "listed"), ("withdrawn", "withdrawn"), ("rejected", "rejected")] {
-                    let update = try db.makeStatement(sql: "UPDATE photo SET catalog = ? WHERE md5 = ? AND catalog IS NOT ?")
-                    let md5s = try String.fetchCursor(db, sql: "SELECT md5 FROM work.\(table)")
-                    var rows = 0
-                    while let md5 = try md5s.next() {
-                        try update.execute(arguments: [value, md5, value])
-                        rows += 1
-                        if rows & 0xFFF == 0 { try checkpoint() }
-                    }
-                }
-                try Self.store(settings, in: db)
+                let md5s = try String.fetchAll(db, sql: "SELECT md5 FROM work.\(table) WHERE md5 > ? ORDER BY md5 LIMIT 2048",
+                                               arguments: [after])
+                let update = try db.makeStatement(sql: "UPDATE photo SET catalog = ? WHERE md5 = ? AND catalog IS NOT ?")
+                for md5 in md5s { try update.execute(arguments: [value, md5, value]) }
+                last = md5s.last
                 return .commit
             }
+            return last
         }
     }
 
