@@ -39,13 +39,15 @@ public struct CatalogWorkspace: Sendable {
         var config = Configuration()
         config.busyMode = .timeout(10)
         config.prepareDatabase { db in
-            // Disposable: no journal, no syncs. A small page cache keeps memory flat; the
-            // OS keeps the file's pages warm anyway.
+            // Disposable: no journal, no syncs. Small page caches (2 MB here, 1 MB for the
+            // attached queue) keep memory flat; the OS keeps the files' pages warm anyway.
+            // Twice as big made a million-row publish 1.6 times faster and 7 MB bigger.
             try db.execute(sql: "PRAGMA journal_mode = OFF")
             try db.execute(sql: "PRAGMA synchronous = OFF")
-            try db.execute(sql: "PRAGMA cache_size = -4096")
+            try db.execute(sql: "PRAGMA cache_size = -2048")
             try db.execute(sql: "PRAGMA temp_store = FILE")
             try db.execute(sql: "ATTACH DATABASE ? AS q", arguments: [queuePath])
+            try db.execute(sql: "PRAGMA q.cache_size = -1024")
         }
         let scratch = try DatabaseQueue(path: scratchPath, configuration: config)
         try Self.change(scratch) { db in

@@ -27,47 +27,25 @@ extension QueueDatabase {
         }
     }
 
-    /// After the catalog was published or read: the photos in the scratch database's
-    /// `present(md5)` and `added(md5)` are in it, those in `withdrawn(md5)` were removed by
-    /// an app together with the photo itself (an unstar: not ours to put back), those in
-    /// `rejected(md5)` cannot be; then `settings` (nil removes a key) say what was seen.
-    ///
-    /// In transactions of 2,048 rows, not one: the first publish after a big backup marks
-    /// half a million rows, and one transaction would hold the queue's only writer for
-    /// seconds, with every stage (and the status that asks them) waiting behind it. Each
-    /// mark is a fact about the published catalog, so a crash half way only leaves the
-    /// settings unrecorded: the next sync reads the catalog again and marks the rest.
-    /// `checkpoint` runs between transactions; what it throws stops the record there.
-    public func recordCatalog(scratch path: String, settings: [String: String?],
-                              checkpoint: () throws -> Void = {}) throws {
-        for (table, value) in [("present", "listed"), ("added", "listed"), ("withdrawn", "withdrawn"), ("rejected", "rejected")] {
-            var after = ""
-            while let last = try markChunk(table: table, value: value, after: after, scratch: path) {
-                after = last
-                try checkpoint()
-            }
+    /// After the catalog was published or read, the catalog stage marks what it learnt a
+    /// few thousand photos at a time: `listed` (their rows are in it), `withdrawn` (an app
+    /// removed the row together with the photo: an unstar, not ours to put back) or
+    /// `rejected` (columns the apps cannot read). Small transactions: the first publish
+    /// after a big backup marks half a million rows, and one transaction would hold the
+    /// queue's only writer for seconds, with every stage (and the status that asks them)
+    /// waiting behind it. Each mark is a fact about the published catalog, so a crash
+    /// between two only leaves the rest for the next sync.
+    public func markCatalog(_ md5s: [String], as value: String) throws {
+        try write { db in
+            let update = try db.makeStatement(sql: "UPDATE photo SET catalog = ? WHERE md5 = ? AND catalog IS NOT ?")
+            for md5 in md5s { try update.execute(arguments: [value, md5, value]) }
         }
-        try write { db in try Self.store(settings, in: db) }
     }
 
-    /// Marks the next 2,048 photos of a scratch table (in MD5 order: the queue's md5 index
-    /// is walked in order) and returns the last MD5, or nil when none were left.
-    private func markChunk(table: String, value: String, after: String, scratch path: String) throws -> String? {
-        try pool.writeWithoutTransaction { db in
-            // ATTACH cannot run inside a transaction, hence the explicit one below.
-            try db.execute(sql: "ATTACH DATABASE ? AS work", arguments: [path])
-            defer { try? db.execute(sql: "DETACH DATABASE work") }
-            var last: String?
-            try db.inTransaction {
-                let md5s = try String.fetchAll(db, sql: "SELECT md5 FROM work.\(table) WHERE md5 > ? ORDER BY md5 LIMIT 2048",
-                                               arguments: [after])
-                let update = try db.makeStatement(sql: "UPDATE photo SET catalog = ? WHERE md5 = ? AND catalog IS NOT ?")
-                for md5 in md5s { try update.execute(arguments: [value, md5, value]) }
-                last = md5s.last
-                return .commit
-            }
-            return last
-        }
+    /// Several settings at once, in one transaction (nil removes a key): what the catalog
+    /// stage saw, recorded after its marks.
+    public func setSettings(_ settings: [String: String?]) throws {
+        try write { db in try Self.store(settings, in: db) }
     }
 
     /// Signed in as another user: nothing of ours is in their catalog yet.

@@ -4,7 +4,7 @@ import Testing
 @testable import Queue
 
 /// The catalog stage's bookkeeping in the queue: what waits for a publish, when the queue
-/// has drained, and what a sync records from its scratch database.
+/// has drained, and what a sync records.
 @Suite struct QueueCatalogTests {
     let dir: URL
     let db: QueueDatabase
@@ -48,19 +48,13 @@ import Testing
         #expect(try !db.catalogQueueDrained(), "a file to upload")
     }
 
-    @Test func aSyncIsRecordedFromTheScratchDatabase() throws {
+    @Test func marksAndSettingsRecordWhatASyncLearnt() throws {
         for md5 in ["p", "a", "w", "r", "other"] { try photo(md5, "ready") }
         try photo("l", "ready", catalog: "listed")
-        let scratch = dir.appendingPathComponent("scratch.db").path
-        let work = try DatabaseQueue(path: scratch)
-        try work.write { d in
-            for table in ["present", "added", "withdrawn", "rejected"] {
-                try d.execute(sql: "CREATE TABLE \(table)(md5 TEXT PRIMARY KEY) WITHOUT ROWID")
-            }
-            try d.execute(sql: "INSERT INTO present VALUES ('p'), ('l'); INSERT INTO added VALUES ('a'); INSERT INTO withdrawn VALUES ('w'); INSERT INTO rejected VALUES ('r')")
-        }
-        try work.close()
-        try db.recordCatalog(scratch: scratch, settings: ["catalog.pointerETag": "e1", "catalog.openUpload": nil])
+        try db.markCatalog(["p", "a", "l"], as: "listed")
+        try db.markCatalog(["w"], as: "withdrawn")
+        try db.markCatalog(["r"], as: "rejected")
+        try db.setSettings(["catalog.pointerETag": "e1", "catalog.openUpload": nil])
         #expect(try catalog("p") == "listed" && catalog("a") == "listed" && catalog("l") == "listed")
         #expect(try catalog("w") == "withdrawn" && catalog("r") == "rejected" && catalog("other") == nil)
         #expect(try db.settings(prefix: "catalog.") == ["catalog.pointerETag": "e1"])
@@ -69,35 +63,5 @@ import Testing
         try db.forgetCatalog(settings: ["catalog.pointerETag": nil, "catalog.userId": "NEW"])
         #expect(try db.catalogPending() == 6, "another user's catalog holds none of them")
         #expect(try db.settings(prefix: "catalog.") == ["catalog.userId": "NEW"])
-    }
-
-    @Test func manyRowsGoInSmallTransactionsAndAStopLeavesTheSettingsUnrecorded() throws {
-        try db.pool.write { d in
-            for i in 0..<5000 {
-                try d.execute(sql: "INSERT INTO object(md5, size, state, updatedAt) VALUES (?, 10, 'uploaded', 1)", arguments: ["m\(i)"])
-                try d.execute(sql: "INSERT INTO photo(md5, state, updatedAt) VALUES (?, 'ready', 1)", arguments: ["m\(i)"])
-            }
-        }
-        let scratch = dir.appendingPathComponent("scratch.db").path
-        let work = try DatabaseQueue(path: scratch)
-        try work.write { d in
-            for table in ["present", "added", "withdrawn", "rejected"] {
-                try d.execute(sql: "CREATE TABLE \(table)(md5 TEXT PRIMARY KEY) WITHOUT ROWID")
-            }
-            for i in 0..<5000 { try d.execute(sql: "INSERT INTO present VALUES (?)", arguments: ["m\(i)"]) }
-        }
-        try work.close()
-        struct Stop: Error {}
-        var chunks = 0
-        #expect(throws: Stop.self) {
-            try db.recordCatalog(scratch: scratch, settings: ["catalog.pointerETag": "e"]) {
-                chunks += 1
-                if chunks == 2 { throw Stop() }
-            }
-        }
-        #expect(try db.catalogPending() == 5000 - 2 * 2048, "two transactions of 2,048 committed")
-        #expect(try db.settings(prefix: "catalog.").isEmpty, "the settings go last")
-        try db.recordCatalog(scratch: scratch, settings: ["catalog.pointerETag": "e"])
-        #expect(try db.catalogPending() == 0 && db.settings(prefix: "catalog.") == ["catalog.pointerETag": "e"])
     }
 }
