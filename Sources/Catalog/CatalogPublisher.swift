@@ -141,7 +141,7 @@ struct CatalogPublisher {
                     try Row.fetchAll($0, sql: """
                         SELECT p.rowid, p.md5 FROM q.photo p
                         WHERE p.rowid > ? AND p.catalog IS NOT 'listed'
-                          AND (EXISTS (SELECT 1 FROM present x WHERE x.md5 = p.md5) OR EXISTS (SELECT 1 FROM added x WHERE x.md5 = p.md5))
+                          AND (EXISTS (SELECT 1 FROM present x WHERE x.md5 = p.md5) OR EXISTS (SELECT 1 FROM added x WHERE x.photo = p.rowid))
                         ORDER BY p.rowid LIMIT 2048
                         """, arguments: [after])
                 }

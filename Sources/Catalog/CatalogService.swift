@@ -262,7 +262,7 @@ public actor CatalogService: Service {
             noteRejections(report)
             logger.notice("catalog published: the apps show this NAS's photos", metadata: [
                 "added": "\(report.added)", "ours": "\(report.rows)", "rows": "\(report.total)",
-                "snapshot": "\(report.pointer?.md5 ?? "")", "seconds": "\(Units.seconds(took).formatted(.number.precision(.fractionLength(2))))", "phases": "\(report.phases)",
+                "snapshot": "\(report.pointer?.md5 ?? "")", "seconds": "\(SyncPhases.seconds(took))", "phases": "\(report.phases)",
             ])
         case .blocked(let why):
             if blockedReason != why { logger.warning("the catalog is not published: \(why)") }

@@ -11,6 +11,14 @@ struct SyncPhases: Sendable {
         mark = now
     }
 
+    /// "12.34": by hand, since a number format style loads ICU's data (megabytes of the
+    /// static binary paged in for one log line).
+    static func seconds(_ d: Duration) -> String {
+        let centis = Int((Double(d.components.seconds) * 100 + Double(d.components.attoseconds) / 1e16).rounded())
+        let fraction = centis % 100
+        return "\(centis / 100).\(fraction < 10 ? "0" : "")\(fraction)"
+    }
+
     var description: String {
         laps.map { lap in
             let ms = Double(lap.took.components.seconds) * 1000 + Double(lap.took.components.attoseconds) / 1e15

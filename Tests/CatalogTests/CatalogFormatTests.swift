@@ -55,3 +55,18 @@ import Testing
         }
     }
 }
+
+@Suite struct SyncPhasesTests {
+    @Test func secondsAreWrittenWithTwoDecimalsWithoutAFormatStyle() {
+        #expect(SyncPhases.seconds(.milliseconds(15_204)) == "15.20")
+        #expect(SyncPhases.seconds(.milliseconds(7)) == "0.01")
+        #expect(SyncPhases.seconds(.seconds(3)) == "3.00")
+    }
+
+    @Test func eachStepSaysHowLongItTook() {
+        var phases = SyncPhases()
+        phases.lap("download")
+        phases.lap("merge")
+        #expect(phases.description.hasPrefix("download ") && phases.description.contains(" ms, merge ") && phases.description.hasSuffix(" ms"))
+    }
+}

@@ -44,7 +44,12 @@ actor CatalogStack {
     private static func launch() async throws -> Info {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script, "--with-moto", "--quiet"]
+        // The test process's threads block most signals and a spawned child inherits that
+        // mask: unblocked first, or the SIGTERM at exit never arrives and the stack (moto
+        // included) outlives the tests.
+        let unblocked = "import runpy, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); "
+            + "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+        process.arguments = ["python3", "-c", unblocked, script, "--with-moto", "--quiet"]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")
