@@ -1,4 +1,6 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import GRDB
 
 /// The catalog stage's scratch space, `{state_dir}/catalog/`: the snapshot read from the
@@ -19,12 +21,17 @@ public struct CatalogWorkspace: Sendable {
     public var nextPath: String { directory + "/next.csv" }
     public var scratchPath: String { directory + "/scratch.db" }
 
-    /// An empty workspace (created if needed, 0700: catalog rows are the user's data).
+    /// An empty workspace (created if needed, 0700: catalog rows are the user's data). Plain
+    /// POSIX calls: the files are ours and flat, and Foundation's FileManager pages in
+    /// megabytes of code for this.
     public func reset() throws {
-        let fm = FileManager.default
-        try fm.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        for name in (try? fm.contentsOfDirectory(atPath: directory)) ?? [] {
-            try fm.removeItem(atPath: directory + "/" + name)
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw CatalogFileError(path: directory, action: "create", errno: errno)
+        }
+        for name in ["current.csv", "next.csv", "scratch.db", "scratch.db-journal"] {
+            if unlink(directory + "/" + name) != 0 && errno != ENOENT {
+                throw CatalogFileError(path: directory + "/" + name, action: "remove", errno: errno)
+            }
         }
     }
 
