@@ -136,6 +136,15 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // The apps' catalog: merge our ready photos into the user's catalog and publish it (app-catalog.md).
+        .target(name: "Catalog", dependencies: [
+            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "TLS",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Control", dependencies: [
             "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),
@@ -164,7 +173,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "MetricsExport", "CSystemd", "CLinux",
+            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
             "Manifest", "Restore",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
@@ -221,6 +230,13 @@ let package = Package(
         .testTarget(name: "InventoryTests", dependencies: ["Inventory", "Queue", "S3", "PhotolalaCore"]),
         .testTarget(name: "ManifestTests", dependencies: ["Manifest", "Queue", "PhotolalaCore", "Digests"]),
         .testTarget(name: "RestoreTests", dependencies: ["Restore", "Manifest", "Control", "PhotolalaCore", "Digests"]),
+        .testTarget(name: "CatalogTests", dependencies: [
+            "Catalog", "Queue", "S3", "Digests", "Backend", "Credentials", "PhotolalaCore",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+        ]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Credentials", "Ingest", "Upload", "Inventory", "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),

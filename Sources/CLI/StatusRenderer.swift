@@ -40,6 +40,7 @@ enum StatusRenderer {
         if q.failed > 0 {
             out.append("           see `photolalactl queue --failed`; `photolalactl retry` tries them again")
         }
+        out += catalog(s.catalog).map { $0.hasPrefix("!") ? tint(String($0.dropFirst()), "33") : $0 }
         out.append("")
         out.append("Account    " + (s.account.signedIn ? "signed in as \(s.account.userId ?? "?")" : "not signed in"))
         var apple = "Apple ID   \(s.appleCredential.state.rawValue)"
@@ -124,6 +125,34 @@ enum StatusRenderer {
             if let e = v.lastError { out.append("           \(e)") }
         }
         return out
+    }
+
+    /// How many of this NAS's photos the Photolala apps show (their catalog), and why
+    /// more do not yet. A line starting with "!" is a warning.
+    static func catalog(_ c: DaemonStatus.Catalog) -> [String] {
+        func photos(_ n: Int) -> String { n == 1 ? "1 photo" : "\(n) photos" }
+        let shown = "\(photos(c.rows)) from this NAS in the Photolala apps"
+        let others = c.total > c.rows ? " (\(c.total) in your catalog from all your devices)" : ""
+        var lines: [String]
+        switch c.state {
+        case .off:
+            return ["Apps       catalog off (catalog.enabled = false): the Photolala apps do not show photos from this NAS"]
+        case .idle:
+            lines = ["Apps       no photos from this NAS in the Photolala apps yet" + others]
+        case .pending:
+            lines = ["Apps       \(shown)\(others); \(c.pending) more at the next publish"]
+        case .publishing:
+            lines = ["Apps       \(shown); publishing \(c.pending) more now"]
+        case .published:
+            lines = ["Apps       \(shown)\(others)" + (c.publishedAt.map { ", published \($0)" } ?? "")]
+        case .blocked:
+            lines = ["Apps       \(shown); \(c.pending) more wait", "!           the catalog cannot be read: \(c.lastError ?? "see the log")"]
+        }
+        if c.state != .blocked, let e = c.lastError { lines.append("!           last attempt failed: \(e)") }
+        if !c.conditionalWrites {
+            lines.append("           the store ignores conditional writes: the catalog pointer is written and read back")
+        }
+        return lines
     }
 
     static func bar(_ fraction: Double, width: Int) -> String {

@@ -2,6 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Catalog
 import CLinux
 import Control
 import CoreMetrics
@@ -75,7 +76,10 @@ public struct Daemon: Sendable {
                                        statusChanges: core.statusChanges)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`.
         let restore = RestoreService(account: account, options: .init(settings), logger: logger)
-        for part in [account, ingest, uploader, inventory, thumbnails, manifest, restore, metricsListener] as [any StatusContributor] {
+        // Photos the thumbnails left ready → rows in the apps' catalog.
+        let catalog = CatalogService(database: database, access: CatalogGate(core: core, account: account),
+                                     options: .init(settings), logger: logger, statusChanges: core.statusChanges)
+        for part in [account, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener] as [any StatusContributor] {
             await core.add(part)
         }
 
@@ -106,11 +110,12 @@ public struct Daemon: Sendable {
             .init(service: uploader, serviceName: "uploader"),
             .init(service: inventory, serviceName: "inventory"),
             .init(service: thumbnails, serviceName: "thumbnails"),
+            .init(service: catalog, serviceName: "catalog"),
             .init(service: manifest, serviceName: "manifest"),
             .init(service: restore, serviceName: "restore"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account, inventory, thumbnails, manifest, restore, metricsListener],
+                                         parts: [uploader, ingest, account, inventory, thumbnails, catalog, manifest, restore, metricsListener],
                                          signals: hangups), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {

@@ -1,3 +1,4 @@
+import Catalog
 import Control
 import Credentials
 import Ingest
@@ -54,4 +55,8 @@ extension ManifestService: StatusContributor, Reconfigurable {
 
 extension RestoreService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { await apply(Options(settings)) }
+}
+
+extension CatalogService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { apply(Options(settings)) }
 }

@@ -16,15 +16,43 @@ extension DaemonStatus {
             case blocked
         }
         public var state: State
-        /// Our rows in the catalog as last published or checked.
+        /// Our rows in the catalog as last published or checked: the photos of this NAS
+        /// the apps show.
         public var rows: Int
         @Null public var publishedAt: String?
         @Null public var lastError: String?
-        public init(state: State = .off, rows: Int = 0, publishedAt: String? = nil, lastError: String? = nil) {
+        /// Photos ready for the apps whose rows wait for the next publish.
+        public var pending: Int
+        /// Rows in the catalog from every device (phones, other NASes, this one).
+        public var total: Int
+        /// The last time the catalog was read (a check or a publish).
+        @Null public var checkedAt: String?
+        /// False when the store refused a conditional write whose condition held (Ceph
+        /// Pacific does, for a quoted If-Match): the pointer is then written and read back.
+        public var conditionalWrites: Bool
+        public init(state: State = .off, rows: Int = 0, publishedAt: String? = nil, lastError: String? = nil,
+                    pending: Int = 0, total: Int = 0, checkedAt: String? = nil, conditionalWrites: Bool = true) {
             self.state = state
             self.rows = rows
             self.publishedAt = publishedAt
             self.lastError = lastError
+            self.pending = pending
+            self.total = total
+            self.checkedAt = checkedAt
+            self.conditionalWrites = conditionalWrites
+        }
+
+        /// Reading a status of a daemon older than these fields: what it did not say is zero.
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            state = try c.decode(State.self, forKey: .state)
+            rows = try c.decodeIfPresent(Int.self, forKey: .rows) ?? 0
+            _publishedAt = try c.decode(Null<String>.self, forKey: .publishedAt)
+            _lastError = try c.decode(Null<String>.self, forKey: .lastError)
+            pending = try c.decodeIfPresent(Int.self, forKey: .pending) ?? 0
+            total = try c.decodeIfPresent(Int.self, forKey: .total) ?? 0
+            _checkedAt = try c.decode(Null<String>.self, forKey: .checkedAt)
+            conditionalWrites = try c.decodeIfPresent(Bool.self, forKey: .conditionalWrites) ?? true
         }
     }
 

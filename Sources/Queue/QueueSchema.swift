@@ -144,6 +144,22 @@ enum QueueSchema {
                 UPDATE object SET uploadedAt = updatedAt WHERE state = 'uploaded';
                 """)
         }
+        m.registerMigration("v5-catalog") { db in
+            // The catalog stage's bookkeeping (app-catalog.md), per photo: NULL, its row is
+            // not known to be in the user's catalog yet; 'listed', it was there when the
+            // catalog was last published or read; 'withdrawn', an app removed the row and
+            // deleted the photo from the bucket (an unstar), so it is not ours to put back;
+            // 'rejected', its catalog columns are not ones the apps can read (logged).
+            try db.execute(sql: """
+                ALTER TABLE photo ADD COLUMN catalog TEXT;
+                -- Every publish reads our rows in the catalog's order, newest first.
+                CREATE INDEX photo_catalog_order ON photo(state, takenAt, md5);
+                -- The photos waiting for a publish, counted at every wake of the stage. Keyed
+                -- by state alone, so its entries are in rowid order, as the catalog stage
+                -- marks rows: half a million marks rewrite each page once, not once a batch.
+                CREATE INDEX photo_unlisted ON photo(state) WHERE state = 'ready' AND catalog IS NULL;
+                """)
+        }
         m.registerMigration("v6-manifest") { db in
             // The device manifest (docs/manifest.md). `manifest_change` lists the paths whose
             // backed-up state may have changed, filled by triggers in the same transaction

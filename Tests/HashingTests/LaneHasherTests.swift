@@ -1,5 +1,6 @@
 import CMultiMD5
 import Foundation
+import Synchronization
 import Testing
 @testable import Hashing
 
@@ -82,15 +83,20 @@ import Testing
         }
         let pool = HasherPool(workers: 1)
         defer { pool.shutdown() }
-        // The writer moves the mtime while the lanes read: identity after != before.
-        let writer = Task.detached {
-            let h = try FileHandle(forWritingTo: moving)
-            for _ in 0..<200 {
-                try h.seek(toOffset: 0)
+        // The writer moves the mtime while the lanes read: identity after != before. It
+        // writes until that file's answer is in, however late a busy machine starts the hash,
+        // on a thread of its own (the cooperative pool is full when the whole suite runs).
+        let answered = AnsweredFlag()
+        let writerDone = DispatchSemaphore(value: 0)
+        let h = try FileHandle(forWritingTo: moving)
+        Thread.detachNewThread {
+            while !answered.value.withLock({ $0 }) {
+                try? h.seek(toOffset: 0)
                 h.write(Data(repeating: 1, count: 4096))
-                try await Task.sleep(for: .milliseconds(1))
+                usleep(1000)
             }
-            try h.close()
+            try? h.close()
+            writerDone.signal()
         }
         try await Task.sleep(for: .milliseconds(5))
         try await withThrowingTaskGroup(of: (String, HasherPool.Result).self) { group in
@@ -98,13 +104,14 @@ import Testing
             for path in steady.keys { group.addTask { (path, await pool.hash(path: path)) } }
             for try await (path, result) in group {
                 if path == moving.path {
+                    answered.value.withLock { $0 = true }
                     #expect(result == .failure(.changed))
                 } else {
                     #expect(try result.get().md5 == steady[path])
                 }
             }
         }
-        try await writer.value
+        await withCheckedContinuation { done in DispatchQueue.global().async { writerDone.wait(); done.resume() } }
     }
 
     @Test func stoppingAnswersTheFilesInLanes() async throws {
@@ -129,4 +136,9 @@ import Testing
         }
         #expect(pool.inFlight == 0)
     }
+}
+
+/// Shared between the test and its writer task (a `Mutex` alone cannot be captured).
+private final class AnsweredFlag: Sendable {
+    let value = Mutex(false)
 }

@@ -37,3 +37,15 @@ import Testing
         #expect(c.publishedAt == nil && c.lastError == nil && c.rows == 3)
     }
 }
+
+@Suite struct DaemonStatusCatalogTests {
+    @Test func theCatalogsOwnFieldsRoundTripAndOlderDaemonsReadAsZero() throws {
+        let c = DaemonStatus.Catalog(state: .blocked, rows: 4, lastError: "why", pending: 2, total: 9,
+                                     checkedAt: "2026-11-22T07:00:00Z", conditionalWrites: false)
+        #expect(try JSONDecoder().decode(DaemonStatus.Catalog.self, from: JSONEncoder().encode(c)) == c)
+        let o = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(DaemonStatus.Catalog())) as? [String: Any])
+        #expect(o["checkedAt"] is NSNull && o["pending"] as? Int == 0 && o["total"] as? Int == 0 && o["conditionalWrites"] as? Bool == true)
+        let old = try JSONDecoder().decode(DaemonStatus.Catalog.self, from: Data(#"{"state":"published","rows":3,"publishedAt":null}"#.utf8))
+        #expect(old == .init(state: .published, rows: 3))
+    }
+}

@@ -86,7 +86,8 @@ class Old:
 
 
 @pytest.fixture(scope="module")
-def lost(moto, tmp_path_factory):
+def lost(moto_http, tmp_path_factory):
+    moto = moto_http   # a module's NAS: the session's plain-HTTP moto, whatever the tests' scheme
     moto.empty_bucket()
     root = tmp_path_factory.mktemp("restore")
     backend = FakeBackend(moto).start()

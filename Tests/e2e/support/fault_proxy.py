@@ -26,6 +26,8 @@ Faults, evaluated per request in this order (control paths /_proxy/ are never fa
     corrupt_body         forward, then flip the bits of the answer's first body byte: the
                          bytes a client reads back are not the stored ones, their size is
                          (what only reading back and checking an MD5 finds)
+    refuse_if_match      412 PreconditionFailed to any request with If-Match, not forwarded,
+                         whether or not it holds (Ceph Pacific does this to a quoted If-Match)
     truncate_rate/_count forward to upstream (the request takes effect), then send the
                          status and headers with a Content-Length and close early: half the
                          body (or none, with 64 declared, when the body is empty; for HEAD,
@@ -87,6 +89,7 @@ class Faults:
     truncate_rate: float = 0.0
     truncate_count: int = 0
     archive_delay: float = 0.0
+    refuse_if_match: bool = False
     seed: int | None = None
     # Base URL of a FakeBackend: enforce the `expiration` it reported for each STS key.
     enforce_expiry_from: str | None = None
@@ -286,7 +289,8 @@ class FaultProxy:
                            "bytes_forwarded": 0,
                            "faults": {"blackhole": 0, "expired_token": 0, "reset": 0, "slowdown": 0,
                                       "truncated": 0, "expired_enforced": 0, "upstream_error": 0,
-                                      "access_denied": 0, "corrupted": 0},
+                                      "access_denied": 0, "corrupted": 0,
+                                      "refused_if_match": 0},
                            "requests": []}
 
     def stats(self) -> dict:
@@ -512,6 +516,9 @@ class FaultProxy:
         if thawing and method == "GET":
             return error_reply(403, "Forbidden", "InvalidObjectState",
                                "The operation is not valid for the object's storage class", "archive_delay")
+        if f.refuse_if_match and "if-match" in req["headers"]:
+            return error_reply(412, "Precondition Failed", "PreconditionFailed",
+                               "At least one of the pre-conditions you specified did not hold", "refused_if_match")
         if f.latency > 0:
             self._stopping.wait(f.latency)
 

@@ -1,0 +1,61 @@
+import Foundation
+import PhotolalaCore
+
+/// What the catalog stage remembers across restarts, in the queue's `setting` table:
+/// whose catalog the bookkeeping in `photo.catalog` belongs to, the pointer as last seen
+/// (so an unchanged catalog costs one small GET), what status shows, and a snapshot
+/// upload in parts that a crash may have left open.
+struct CatalogLedger: Sendable, Equatable {
+    static let prefix = "catalog."
+
+    var userId: String?
+    var pointer: SeenPointer?
+    var rows = 0
+    var total = 0
+    var publishedAt: Date?
+    var checkedAt: Date?
+    /// "key uploadId" of a snapshot upload in parts under way.
+    var openUpload: String?
+
+    init() {}
+
+    init(settings: [String: String]) {
+        func value(_ name: String) -> String? { settings[Self.prefix + name] }
+        userId = value("userId")
+        if let etag = value("pointerETag"), let md5 = value("pointerMD5") { pointer = SeenPointer(etag: etag, md5: md5) }
+        rows = value("rows").flatMap { Int($0) } ?? 0
+        total = value("total").flatMap { Int($0) } ?? 0
+        publishedAt = value("publishedAt").flatMap(Timestamp.parse)
+        checkedAt = value("checkedAt").flatMap(Timestamp.parse)
+        openUpload = value("openUpload")
+    }
+
+    /// Every key, nil for those without a value (removed).
+    var settings: [String: String?] {
+        [
+            Self.prefix + "userId": userId,
+            Self.prefix + "pointerETag": pointer?.etag,
+            Self.prefix + "pointerMD5": pointer?.md5,
+            Self.prefix + "rows": String(rows),
+            Self.prefix + "total": String(total),
+            Self.prefix + "publishedAt": publishedAt.map(Timestamp.string),
+            Self.prefix + "checkedAt": checkedAt.map(Timestamp.string),
+            Self.prefix + "openUpload": openUpload,
+        ]
+    }
+
+    /// After a sync that read the catalog (and published, if `published`).
+    mutating func note(_ report: SyncReport, at now: Date, published: Bool) {
+        pointer = report.pointer
+        rows = report.rows
+        total = report.total
+        checkedAt = now
+        if published { publishedAt = now }
+    }
+
+    /// Signed in as someone else: nothing is known of their catalog.
+    mutating func forget(newUser: String) {
+        self = CatalogLedger()
+        userId = newUser
+    }
+}
