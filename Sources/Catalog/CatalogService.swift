@@ -114,12 +114,7 @@ public actor CatalogService: Service {
 
     private static func relay(_ signal: WakeSignal, to wake: WakeSignal) -> Task<Void, Never> {
         Task {
-            var since = await signal.current
-            while !Task.isCancelled {
-                await signal.wait(since: since, until: nil as Date?)
-                since = await signal.current
-                await wake.notify()
-            }
+            await signal.onEveryNotify { await wake.notify() }
         }
     }
 

@@ -1,3 +1,5 @@
+import PhotolalaCore
+
 /// The wire types of `photolalactl devices` and `photolalactl restore` (cli.md).
 
 /// `GET /v1/devices`: the account's devices that have a manifest in the bucket.
@@ -5,14 +7,14 @@ public struct DeviceList: Codable, Sendable, Equatable {
     public struct Device: Codable, Sendable, Equatable {
         public var id: String
         /// nil when the device's record is missing (its manifest is still there).
-        public var name: String?
+        @Null public var name: String?
         public var folders: [String]
-        public var lastBackupAt: String?
+        @Null public var lastBackupAt: String?
         public var files: Int64
         public var bytes: Int64
         /// This NAS.
         public var current: Bool
-        public var updatedAt: String?
+        @Null public var updatedAt: String?
 
         public init(id: String, name: String?, folders: [String], lastBackupAt: String?, files: Int64, bytes: Int64, current: Bool,
                     updatedAt: String?) {
@@ -26,18 +28,6 @@ public struct DeviceList: Codable, Sendable, Equatable {
             self.updatedAt = updatedAt
         }
 
-        enum CodingKeys: String, CodingKey { case id, name, folders, lastBackupAt, files, bytes, current, updatedAt }
-        public func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(id, forKey: .id)
-            try c.encode(name, forKey: .name)
-            try c.encode(folders, forKey: .folders)
-            try c.encode(lastBackupAt, forKey: .lastBackupAt)
-            try c.encode(files, forKey: .files)
-            try c.encode(bytes, forKey: .bytes)
-            try c.encode(current, forKey: .current)
-            try c.encode(updatedAt, forKey: .updatedAt)
-        }
     }
 
     public var devices: [Device]

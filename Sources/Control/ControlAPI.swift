@@ -112,10 +112,10 @@ public struct QueueListing: Codable, Sendable, Equatable {
         public var path: String
         public var state: String
         public var size: Int64
-        public var md5: String?
+        @Null public var md5: String?
         public var attempts: Int
-        public var lastError: String?
-        public var updatedAt: String?
+        @Null public var lastError: String?
+        @Null public var updatedAt: String?
 
         public init(path: String, state: String, size: Int64, md5: String?, attempts: Int, lastError: String?, updatedAt: String?) {
             self.path = path
@@ -127,17 +127,6 @@ public struct QueueListing: Codable, Sendable, Equatable {
             self.updatedAt = updatedAt
         }
 
-        enum CodingKeys: String, CodingKey { case path, state, size, md5, attempts, lastError, updatedAt }
-        public func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(path, forKey: .path)
-            try c.encode(state, forKey: .state)
-            try c.encode(size, forKey: .size)
-            try c.encode(md5, forKey: .md5)
-            try c.encode(attempts, forKey: .attempts)
-            try c.encode(lastError, forKey: .lastError)
-            try c.encode(updatedAt, forKey: .updatedAt)
-        }
     }
 
     public var items: [Item]

@@ -85,12 +85,7 @@ public actor ManifestService: Service {
         let accountChanges = account.statusChanges.changes()
         let relays = [
             Task { [wake] in
-                var since = await uploaded.current
-                while !Task.isCancelled {
-                    await uploaded.wait(since: since, until: nil as Date?)
-                    since = await uploaded.current
-                    await wake.notify()
-                }
+                await uploaded.onEveryNotify { await wake.notify() }
             },
             Task { [wake] in
                 for await _ in accountChanges { await wake.notify() }

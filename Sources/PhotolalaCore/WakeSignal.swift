@@ -42,6 +42,17 @@ public actor WakeSignal {
         await wait(since: since, until: date.map { ContinuousClock.now.advanced(by: .milliseconds(Int64($0.timeIntervalSinceNow * 1000))) })
     }
 
+    /// Runs `action` after every `notify()`, until the task is cancelled: how a stage hands
+    /// another's signal (its queue rows changed) to its own loop.
+    public func onEveryNotify(_ action: @Sendable () async -> Void) async {
+        var since = generation
+        while !Task.isCancelled {
+            await wait(since: since, until: nil as Date?)
+            since = generation
+            await action()
+        }
+    }
+
     private func resume(_ id: UUID) {
         waiters.removeValue(forKey: id)?.resume()
     }

@@ -82,20 +82,10 @@ public actor ThumbnailService: Service {
                 for await _ in gateChanges { await signal.notify() }
             },
             Task {
-                var since = await uploaded.current
-                while !Task.isCancelled {
-                    await uploaded.wait(since: since, until: nil as Date?)
-                    since = await uploaded.current
-                    await self.uploadsHappened()
-                }
+                await uploaded.onEveryNotify { await self.uploadsHappened() }
             },
             Task { [signal] in
-                var since = await retried.current
-                while !Task.isCancelled {
-                    await retried.wait(since: since, until: nil as Date?)
-                    since = await retried.current
-                    await signal.notify()
-                }
+                await retried.onEveryNotify { await signal.notify() }
             },
         ]
         let slots = (0..<options.concurrency).map { _ in PreviewWorkerSlot(options: workers) }

@@ -115,21 +115,11 @@ public actor UploaderService: Service {
                 for await _ in drops.dropFirst() { self.cancelInFlight() }
             },
             Task { [signal] in
-                var since = await ready.current
-                while !Task.isCancelled {
-                    await ready.wait(since: since, until: nil as Date?)
-                    since = await ready.current
-                    await signal.notify()
-                }
+                await ready.onEveryNotify { await signal.notify() }
             },
             // The first listing after a sign-in ended (or failed): waiting workers go on.
             Task { [signal] in
-                var since = await listed.current
-                while !Task.isCancelled {
-                    await listed.wait(since: since, until: nil as Date?)
-                    since = await listed.current
-                    await signal.notify()
-                }
+                await listed.onEveryNotify { await signal.notify() }
             },
         ]
         await withGracefulShutdownHandler {

@@ -209,7 +209,7 @@ import Testing
         #expect(listing.total == 0)
     }
 
-    @Test func countsStayFastWithAMillionRows() throws {
+    @Test func countsComeFromAnIndexWithAMillionRows() throws {
         // A million rows in one statement (observe() row by row would take minutes in a debug build).
         try db.pool.write { db in
             try db.execute(sql: """
@@ -219,12 +219,16 @@ import Testing
                        CASE WHEN i % 10 = 0 THEN 'queued' ELSE 'uploaded' END, 0 FROM n
                 """)
         }
-        let start = ContinuousClock.now
         let c = try db.counts()
-        let elapsed = ContinuousClock.now - start
         #expect(c.pending == 100_000 && c.uploaded == 900_000)
         #expect(c.uploadedBytes == 900_000_000)
-        #expect(elapsed < .seconds(1), "counts took \(elapsed)")
+        // Fast by construction, not by a stopwatch (docs/benchmarks.md has the timings): the
+        // counts are read from an index holding state and size, never from the table's rows.
+        let plan = try db.pool.read { d in
+            try Row.fetchAll(d, sql: "EXPLAIN QUERY PLAN SELECT state, count(*), sum(size) FROM file GROUP BY state")
+                .map { $0["detail"] as String }
+        }
+        #expect(plan.contains { $0.contains("USING COVERING INDEX") }, "\(plan)")
     }
 
     @Test func integrityAndQuarantineOfADamagedFile() throws {

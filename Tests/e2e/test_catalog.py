@@ -158,7 +158,7 @@ def test_kill9_at_every_step_of_a_publish_leaves_the_catalog_readable_and_comple
     for round_no, step in enumerate(steps):
         batch = [fake_row(f"nas {round_no}/{i}", 1_400_000_000 + (round_no * 1_000_003 + i * 104_729) % 200_000_000)
                  for i in range(40)]
-        seed_ready_photos(d.state_dir, batch)
+        seed_ready_photos(d.state_dir, batch, s3, bucket, uid)
         ours += batch
         before = read_catalog(s3, bucket, uid)
         # Armed before the daemon can send anything: the first read comes moments after start.
@@ -218,7 +218,7 @@ def test_a_store_refusing_if_match_that_holds_gets_the_pointer_written_and_read_
     publish_as_app(s3, bucket, uid, phone)
     assert d.stop() == 0
     ours = [fake_row(f"nas {i}", 1_600_000_025 + 2 * i) for i in range(20)]
-    seed_ready_photos(d.state_dir, ours)
+    seed_ready_photos(d.state_dir, ours, s3, bucket, uid)
     world.proxy.set_faults(refuse_if_match=True)
     d.start()
     s = d.wait_for(lambda s: s["catalog"]["state"] == "published" and s["catalog"]["rows"] == 20, timeout=30,

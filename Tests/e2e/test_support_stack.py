@@ -464,7 +464,8 @@ def test_proxy_faults(moto, proxy, via_proxy):
 
     st = proxy.stats()
     assert st["faults"] == {"blackhole": 1, "expired_token": 2, "reset": 1, "slowdown": 1, "truncated": 2,
-                            "expired_enforced": 0, "upstream_error": 0, "access_denied": 0, "corrupted": 0}
+                            "expired_enforced": 0, "upstream_error": 0, "access_denied": 0, "corrupted": 0,
+                            "refused_if_match": 0}
     # Forwarded and answered 2xx: the good PUT, the truncated PUT (it reached moto), the slow PUT.
     assert st["writes_forwarded"] == 3
     assert [r["status"] for r in st["requests"]] == [503, None, 400, 400, 200, 200, 200, 200, None, 200]

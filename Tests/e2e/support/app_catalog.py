@@ -10,7 +10,7 @@ import hashlib
 import re
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HEADER = "photo_head_md5,file_size,photo_md5,photo_date,format"
@@ -40,15 +40,23 @@ class Row:
     md5: str
     date: int
     format: str
+    # What made a fake row's object bytes (`fake_body`), so a test can put them in the bucket.
+    seed: str | None = field(default=None, compare=False)
 
     @property
     def line(self) -> str:
         return f"{self.head_md5},{self.size},{self.md5},{self.date},{self.format}"
 
 
+def fake_body(seed: str, size: int) -> bytes:
+    """`size` bytes made from `seed`: a fake row's object."""
+    block = hashlib.sha256(seed.encode()).digest()
+    return (block * (size // len(block) + 1))[:size]
+
+
 def fake_row(seed: str, date: int, fmt: str = "JPEG", size: int = 1000) -> Row:
-    """A row whose MD5s are made from `seed` (no real photo behind it)."""
-    return Row(md5_hex("head " + seed), size, md5_hex(seed), date, fmt)
+    """A row made from `seed`, no real photo behind it: its MD5 is that of `fake_body`."""
+    return Row(md5_hex("head " + seed), size, md5_hex(fake_body(seed, size)), date, fmt, seed)
 
 
 def date_of(line: str) -> float | None:
@@ -116,16 +124,20 @@ def publish_as_app(s3, bucket: str, uid: str, lines: list[str]) -> str:
     return md5
 
 
-def seed_ready_photos(state_dir: Path, rows: list[Row]) -> None:
+def seed_ready_photos(state_dir: Path, rows: list[Row], s3=None, bucket: str | None = None, uid: str | None = None) -> None:
     """Photo rows `ready` (thumbnail up, catalog columns filled) with their objects
     uploaded, written into a stopped daemon's queue as the upload and thumbnail stages
-    leave them."""
+    leave them. With `s3`, the objects are put in the bucket too (fake rows' bytes), so
+    the inventory's listing finds them there and does not send them again."""
+    if s3 is not None:
+        for r in rows:
+            s3.put_object(Bucket=bucket, Key=f"photos/{uid}/{r.md5}.dat", Body=fake_body(r.seed, r.size))
     con = sqlite3.connect(str(Path(state_dir) / "queue.db"), timeout=10)
     try:
         with con:
             now = time.time()
-            con.executemany("INSERT OR IGNORE INTO object(md5, size, state, updatedAt) VALUES (?, ?, 'uploaded', ?)",
-                            [(r.md5, r.size, now) for r in rows])
+            con.executemany("INSERT OR IGNORE INTO object(md5, size, state, updatedAt, uploadedAt) VALUES (?, ?, 'uploaded', ?, ?)",
+                            [(r.md5, r.size, now, now) for r in rows])
             con.executemany("INSERT INTO photo(md5, state, headMD5, size, format, takenAt, updatedAt) "
                             "VALUES (?, 'ready', ?, ?, ?, ?, ?)",
                             [(r.md5, r.head_md5, r.size, r.format, r.date, now) for r in rows])
