@@ -390,7 +390,11 @@ def test_login_and_uploads_reach_the_hosts_moto(ct, moto):
         keys = bucket(moto)
         assert keys, "nothing reached the host's moto"
         for key, body in keys.items():
-            assert key == f"photos/{uid}/{hashlib.md5(body).hexdigest()}.dat", key
+            if key.startswith("photos/"):
+                assert key == f"photos/{uid}/{hashlib.md5(body).hexdigest()}.dat", key
+            else:   # the thumbnail, the apps' catalog, this NAS's manifest: all the user's own
+                assert key.split("/")[:2] in (["thumbnails", uid], ["catalogs", uid], ["metadata", uid]), key
+        assert f"photos/{uid}/{inside}.dat" in keys
 
 
 def test_the_preview_worker_makes_a_thumbnail_inside_the_units_sandbox(ct, moto, tmp_path):
