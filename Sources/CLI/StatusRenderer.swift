@@ -106,7 +106,8 @@ enum StatusRenderer {
         case .listing:
             out.append("Bucket     listing: \(i.seen) objects so far" + (i.listedAt.map { " (last complete listing \($0))" } ?? ""))
         case .ok:
-            out.append("Bucket     \(i.objects) objects, listed \(i.listedAt ?? "?")" + (i.nextListingAt.map { ", next \($0)" } ?? ""))
+            // The count is the last listing's: said so, since uploads since then are not in it.
+            out.append("Bucket     \(i.objects) objects at the last listing, \(i.listedAt ?? "?")" + (i.nextListingAt.map { "; next \($0)" } ?? ""))
         case .refused:
             out.append(tint("Bucket     listing refused (403): uploads ask S3 about each object with a HEAD", "33"))
         case .failed:

@@ -122,7 +122,7 @@ import Testing
         var s = DaemonStatus(state: .running)
         s.inventory = .init(objects: 60212, listedAt: "2026-11-22T03:00:00Z", state: .ok, nextListingAt: "2026-11-23T03:00:00Z")
         s.verify = .init(checkedAt: "2026-11-22T04:00:00Z", checked: 58113)
-        #expect(lines(s) == ["Bucket     60212 objects, listed 2026-11-22T03:00:00Z, next 2026-11-23T03:00:00Z",
+        #expect(lines(s) == ["Bucket     60212 objects at the last listing, 2026-11-22T03:00:00Z; next 2026-11-23T03:00:00Z",
                              "Verified   2026-11-22T04:00:00Z: 58113 checked, 0 missing, 0 with other bytes or size"])
     }
 
