@@ -63,9 +63,7 @@ extension InventoryService {
                 let page = try await request(prefix: prefix) { client, credentials throws(S3Error) in
                     try await client.listObjects(prefix: prefix, continuationToken: from, credentials: credentials)
                 }
-                let keys = page.objects.map {
-                    ListedKey(key: $0.key, size: $0.size, etag: $0.etag, storageClass: $0.storageClass, lastModified: $0.lastModified)
-                }
+                let keys = page.objects
                 marked += try database.recordListingPage(prefix: prefix, keys: keys, matchObjects: matchObjects)
                 pages += 1
                 seen += keys.count

@@ -1,26 +1,11 @@
 import Foundation
+import PhotolalaCore
 
 /// Listing a prefix (`ListObjectsV2`), a page of at most 1,000 keys at a time: how the
 /// daemon learns what the bucket already holds without asking one key at a time.
 extension S3Client {
-    public struct ListedObject: Sendable, Equatable {
-        public var key: String
-        public var size: Int64
-        /// Without the quotes: the hex MD5 of a single-PUT object, `md5-N` for a multipart
-        /// one (unless the bucket encrypts with SSE-KMS).
-        public var etag: String
-        /// STANDARD when S3 says nothing.
-        public var storageClass: String
-        public var lastModified: Date?
-
-        public init(key: String, size: Int64, etag: String, storageClass: String = "STANDARD", lastModified: Date? = nil) {
-            self.key = key
-            self.size = size
-            self.etag = etag
-            self.storageClass = storageClass
-            self.lastModified = lastModified
-        }
-    }
+    /// One key of a page (shared with the inventory, which records it as it is).
+    public typealias ListedObject = PhotolalaCore.ListedObject
 
     public struct ListPage: Sendable, Equatable {
         public var objects: [ListedObject]

@@ -106,10 +106,11 @@ import Testing
     @Test func pastTheCapANewConnectionIsTurnedAway() async throws {
         var limits = MetricsListener.Limits()
         limits.maxConnections = 2
-        limits.requestDeadline = .seconds(2)
+        // Long enough that a loaded machine cannot free a slot before the third client comes.
+        limits.requestDeadline = .seconds(8)
         let listener = try await Self.start(limits)
         // Two clients that connect and say nothing hold both slots until their deadline.
-        let idle = (0..<2).map { _ in Task { await Self.exchange(port: listener.port, []) } }
+        let idle = (0..<2).map { _ in Task { await Self.exchange(port: listener.port, [], timeout: 20) } }
         try await waitUntil { listener.connections.count == 2 }
         let turnedAway = await Self.exchange(port: listener.port, Self.get("/metrics"))
         #expect(turnedAway.hasPrefix("HTTP/1.1 503"))
