@@ -33,9 +33,12 @@ extension InventoryService {
             } catch {
                 throw Interrupted.unavailable
             }
-            let client = try S3Client(configuration: grant.s3Configuration(keyPrefix: prefix, trust: options.trust),
-                                      httpClient: http, clockOffset: clockOffset, logger: logger)
-            let credentials = grant.s3Credentials
+            var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint,
+                                                       requiredKeyPrefix: prefix)
+            configuration.trust = options.trust
+            let client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
+            let credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
+                                            sessionToken: grant.sessionToken, expiration: grant.expiration)
             do {
                 return try await operation(client, credentials)
             } catch {

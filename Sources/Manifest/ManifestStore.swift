@@ -15,9 +15,12 @@ public struct ManifestStore: Sendable {
 
     public init(grant: STSGrant, userId: String, trust: TLSTrust, http: HTTPClient, clockOffset: TimeInterval,
                 logger: Logger) throws(S3Error) {
-        client = try S3Client(configuration: grant.s3Configuration(keyPrefix: ManifestKeys.userPrefix(userId), trust: trust),
-                              httpClient: http, clockOffset: clockOffset, logger: logger)
-        credentials = grant.s3Credentials
+        var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint,
+                                                   requiredKeyPrefix: ManifestKeys.userPrefix(userId))
+        configuration.trust = trust
+        client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
+        credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
+                                    sessionToken: grant.sessionToken, expiration: grant.expiration)
         self.userId = userId
     }
 
