@@ -161,6 +161,18 @@ public actor ManifestService: Service {
     /// Writes the next segment if it is due; returns when to look again.
     private func writeDue(_ store: ManifestStore, _ keys: ManifestKeys, now: Date) async throws -> Date? {
         while true {
+            // Every upload wakes the stage, and a segment gathers for a minute while uploads
+            // go on: reading its (up to 5,000) paths at each wake made the manifest half of
+            // the daemon's CPU in a burst. A segment not due for as many records as there
+            // are change rows is not due for the fewer records they make.
+            if let since = waitingSince {
+                let changes = try database.manifestChangeCount(upTo: options.policy.maxEntriesPerSegment)
+                if changes > 0, case .at(let date) = options.policy.flush(
+                    pending: changes, waitingSince: since, uploadsInFlight: (try? database.hasUploadsInFlight()) ?? true, now: Date()) {
+                    setState(.pending)
+                    return date
+                }
+            }
             guard let batch = try database.manifestCandidates(limit: options.policy.maxEntriesPerSegment) else {
                 waitingSince = nil
                 setState(.idle)

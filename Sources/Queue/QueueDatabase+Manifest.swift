@@ -33,12 +33,14 @@ extension QueueDatabase {
             var last: Int64?
             var seen = Set<ExactPath>()
             var candidates: [ManifestCandidate] = []
-            let fileSQL = "SELECT state, size, md5, mtimeSec, mtimeNsec, updatedAt FROM file WHERE path = ?"
+            // Compiled once a connection: GRDB's authorizer makes each compile cost more
+            // than the lookup, and a segment looks up 5,000 paths twice.
+            let fileRow = try db.cachedStatement(sql: "SELECT state, size, md5, mtimeSec, mtimeNsec, updatedAt FROM file WHERE path = ?")
             while let row = try rows.next() {
                 last = row["seq"]
                 let path: String = row["path"]
                 guard seen.insert(ExactPath(path)).inserted else { continue }
-                let file = try Row.fetchOne(db, sql: fileSQL, arguments: [path]).map { f in
+                let file = try Row.fetchOne(fileRow, arguments: [path]).map { f in
                     ManifestCandidate.FileRow(state: FileState(rawValue: f["state"]) ?? .pending, size: f["size"], md5: f["md5"],
                                               mtimeSec: f["mtimeSec"], mtimeNsec: f["mtimeNsec"], updatedAt: f["updatedAt"])
                 }
@@ -49,10 +51,10 @@ extension QueueDatabase {
     }
 
     static func lastRecord(_ db: Database, path: String) throws -> ManifestRecord? {
-        try Row.fetchOne(db, sql: """
+        try Row.fetchOne(db.cachedStatement(sql: """
             SELECT e.kind, e.time, e.size, e.md5, e.mtimeSec, e.mtimeNsec, f.path AS folder FROM manifest_entry e
             JOIN manifest_folder f ON f.id = e.folder WHERE e.path = ? ORDER BY e.seq DESC, e.ord DESC LIMIT 1
-            """, arguments: [path]).map { r in
+            """), arguments: [path]).map { r in
             ManifestRecord(kind: r["kind"], path: path, folder: r["folder"], time: r["time"], size: r["size"], md5: r["md5"],
                            mtimeSec: r["mtimeSec"], mtimeNsec: r["mtimeNsec"])
         }
@@ -163,6 +165,14 @@ extension QueueDatabase {
     }
 
     /// Whether any change waits for the manifest stage.
+    /// Changed-path rows waiting, counted up to `limit`: more than the records they can
+    /// make (a path changed twice is one record), for a decision that needs only a bound.
+    public func manifestChangeCount(upTo limit: Int) throws -> Int {
+        try pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT 1 FROM manifest_change LIMIT ?)", arguments: [limit]) ?? 0
+        }
+    }
+
     public func hasManifestChanges() throws -> Bool {
         try pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM manifest_change)") ?? false }
     }

@@ -101,6 +101,15 @@ import Testing
         #expect(try db.manifestLedger()?.userId == "V")
     }
 
+    @Test func changeRowsAreCountedUpToALimit() throws {
+        #expect(try db.manifestChangeCount(upTo: 10) == 0)
+        for i in 1...4 { try uploaded("/p/\(i).jpg", UInt64(i), md5: String(repeating: "\(i)", count: 32)) }
+        let rows = try db.manifestCandidates(limit: 100)!.candidates.count
+        #expect(rows == 4)
+        #expect(try db.manifestChangeCount(upTo: 100) >= rows)
+        #expect(try db.manifestChangeCount(upTo: 2) == 2)
+    }
+
     @Test func uploadsInFlightAreSeen() throws {
         #expect(try !db.hasUploadsInFlight())
         try db.observe([ObservedFile(path: "/p/a.jpg", identity: id(1))], now: t0)
