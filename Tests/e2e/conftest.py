@@ -14,6 +14,7 @@ from support.fake_backend import FakeBackend
 from support.fault_proxy import FaultProxy
 from support.stack import MotoServer
 from support.tls import TestCA
+from support.world import World
 
 
 @pytest.fixture(scope="session")
@@ -72,6 +73,15 @@ def proxy(request, moto, scheme):
     p = FaultProxy(moto.endpoint, tls=tls, upstream_ca=moto.ca_file).start()
     yield p
     p.stop()
+
+
+@pytest.fixture
+def world(tmp_path, moto, backend, proxy):
+    """A daemon's world against that backend and moto, through that proxy: its config,
+    folders and state under the test's tmp_path (test_rgw.py has its own, against Ceph)."""
+    w = World(tmp_path, moto, backend, proxy)
+    yield w
+    w.close()
 
 
 def pytest_addoption(parser):

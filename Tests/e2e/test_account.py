@@ -16,26 +16,14 @@ import pytest
 
 from support.daemon import binary
 from support.fake_backend import user_id_for
-from support.world import (PairingLogin, World, apple_subject, assert_no_secrets_in_files, files_under, mode,
+from support.world import (PairingLogin, apple_subject, assert_no_secrets_in_files, files_under, mode, settled,
                            write_photo)
 
 MiB = 1 << 20
 
 
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
-
-
 def human(d) -> str:
     return d.ctl("status", check=True).stdout
-
-
-def settled(s: dict, n: int) -> bool:
-    q = s["queue"]
-    return q["uploaded"] == n and q["pending"] == 0 and q["hashing"] == 0 and q["uploading"] == 0
 
 
 def s3_writes(world, since: float = 0.0) -> list[dict]:
@@ -78,7 +66,7 @@ def test_pairing_approved_after_a_few_polls(world):
     assert s["account"] == {"signedIn": True, "userId": uid} and s["state"] == "running"
     # Signed in for real: a photo goes up under the paired user's prefix.
     body = write_photo(d.photos / "first.jpg", 12_345)
-    d.wait_for(lambda s: settled(s, 1), timeout=20)
+    d.wait_for(lambda s: settled(1)(s), timeout=20)
     assert set(world.objects(uid)) == {world.key(uid, body)}
     assert f"signed in as {uid}" in human(d)
 
@@ -240,7 +228,7 @@ def test_sign_in_and_pause_survive_a_restart(world):
         assert mode(f) == 0o600, (f, oct(mode(f)))
 
     d.ctl("resume", check=True)
-    d.wait_for(lambda s: settled(s, 1) and s["state"] == "running", timeout=20)
+    d.wait_for(lambda s: settled(1)(s) and s["state"] == "running", timeout=20)
     assert len(world.objects(uid)) == 1
     assert "All 1 files backed up" in human(d)
     # The restarted daemon used the saved sign-in: one sign-in only.
@@ -252,7 +240,7 @@ def test_logout_leaves_no_secret_under_the_state_dir(world):
     d = world.daemon()
     uid = world.login(d)
     write_photo(d.photos / "a.jpg", 20_000)
-    d.wait_for(lambda s: settled(s, 1), timeout=20)
+    d.wait_for(lambda s: settled(1)(s), timeout=20)
     # A refresh too, so that several generations of tokens were issued and saved.
     world.backend.expire_access_tokens()
     d.stop()
@@ -320,7 +308,7 @@ def test_revocation_pauses_within_one_check_interval_and_reauthorization_resumes
     # Re-authorized: uploading resumes by itself, without a restart.
     world.backend.set_apple_state("authorized")
     d.wait_for(lambda s: s["state"] == "running", timeout=3.5, interval=0.1, what="the lifted pause")
-    d.wait_for(lambda s: settled(s, len(bodies) + len(more)), timeout=60, what="every file after re-authorization")
+    d.wait_for(lambda s: settled(len(bodies) + len(more))(s), timeout=60, what="every file after re-authorization")
     assert d.proc.pid == pid and d.proc.poll() is None
     assert set(world.objects(uid)) == {world.key(uid, b) for b in bodies + more}
     assert d.status()["queue"]["failed"] == 0
@@ -349,7 +337,7 @@ def test_backend_outage_during_a_check_changes_nothing(world):
     d = world.daemon(config={"credentials": {"apple_check_interval": "2s"}})
     uid = world.login(d)
     first = write_photo(d.photos / "before.jpg", 10_000)
-    d.wait_for(lambda s: settled(s, 1) and s["appleCredential"]["state"] == "authorized", timeout=20)
+    d.wait_for(lambda s: settled(1)(s) and s["appleCredential"]["state"] == "authorized", timeout=20)
     before = d.status()
 
     for endpoint in ("credential-state", "refresh", "sts-token", "apple"):
@@ -362,7 +350,7 @@ def test_backend_outage_during_a_check_changes_nothing(world):
     assert "last check failed" in human(d)
     # Uploads go on with the credentials held.
     second = write_photo(d.photos / "during.jpg", 10_000)
-    d.wait_for(lambda s: settled(s, 2), timeout=20)
+    d.wait_for(lambda s: settled(2)(s), timeout=20)
     time.sleep(2.5)   # more failed checks, backing off
     s = d.status()
     assert s["state"] == "running" and s["appleCredential"]["state"] == "authorized"
@@ -392,7 +380,7 @@ def test_concurrent_expired_access_token_refreshes_keep_the_sign_in(world):
     world.backend.fail("refresh", status=None, hang=1.5)
     d.start()
     d.ctl("resume", check=True)
-    d.wait_for(lambda s: settled(s, 3) or s["state"] == "needsLogin", timeout=20)
+    d.wait_for(lambda s: settled(3)(s) or s["state"] == "needsLogin", timeout=20)
     s = d.status()
     assert s["state"] == "running" and s["account"]["signedIn"], s
     refresh = world.backend.stats()["calls"]["refresh"]

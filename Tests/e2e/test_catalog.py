@@ -9,21 +9,12 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from support import images
 from support.app_catalog import (Row, fake_row, md5_hex, newest_first, publish_as_app, read_catalog, seed_ready_photos,
                                  thumbnail_key)
 from support.fake_backend import user_id_for
 from support.kill_triggers import ResponseTrigger, kill9, kill_on_db_write
-from support.world import World, apple_subject
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
+from support.world import apple_subject
 
 
 CATALOG = {"catalog": {"publish_interval": "1s", "check_interval": "1h"},

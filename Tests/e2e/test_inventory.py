@@ -12,27 +12,11 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-
 from support.fake_backend import user_id_for
-from support.world import LISTING, World, apple_subject, md5_hex, write_photo
+from support.world import LISTING, apple_subject, md5_hex, settled, write_photo
 
 MiB = 1 << 20
 SMALL_MULTIPART = {"upload": {"multipart_threshold": "5MiB", "part_size": "5MiB"}}
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
-
-
-def settled(n: int):
-    def check(s: dict) -> bool:
-        q = s["queue"]
-        return q["uploaded"] == n and q["pending"] == 0 and q["hashing"] == 0 and q["uploading"] == 0
-    return check
 
 
 def ops(world, since: float = 0.0) -> Counter:

@@ -21,7 +21,7 @@ import pytest
 from support.daemon import REPO
 from support.prom import (PrometheusServer, free_port, have_prometheus, http_body, parse, promtool_check_metrics,
                           scrape_socket, tcp_exchange, value)
-from support.world import World, write_photo
+from support.world import settled, write_photo
 
 pytestmark = pytest.mark.skipif(not have_prometheus(), reason="Debian's prometheus package (promtool) is not installed: run scripts/setup")
 
@@ -29,18 +29,6 @@ RULES = REPO / "packaging" / "prometheus" / "photolalad.rules.yml"
 RULE_TESTS = REPO / "Tests" / "prometheus" / "photolalad.rules.test.yml"
 DASHBOARD = REPO / "packaging" / "prometheus" / "photolalad-dashboard.json"
 MiB = 1 << 20
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
-
-
-def settled(s: dict, n: int) -> bool:
-    q = s["queue"]
-    return q["uploaded"] == n and q["pending"] == 0 and q["hashing"] == 0 and q["uploading"] == 0
 
 
 VOLATILE = ("hashRate", "uploadRate", "etaSeconds")
@@ -106,7 +94,7 @@ def test_every_state_passes_promtool_agrees_with_status_and_counts_what_s3_saw(w
         assert_agrees(s, m, text)
         if s["queue"]["uploading"] > 0 and s["state"] == "running":
             seen_uploading = True
-        if settled(s, 13):
+        if settled(13)(s):
             break
         assert time.monotonic() < deadline, json.dumps(s, indent=1)
         time.sleep(0.3)

@@ -1,7 +1,6 @@
 """The systemd notify protocol against a real AF_UNIX datagram socket set as
 NOTIFY_SOCKET: READY only once the control socket accepts, WATCHDOG pings at half of
 WATCHDOG_USEC, STATUS lines, RELOADING/READY around SIGHUP, STOPPING on SIGTERM."""
-import os
 import signal
 import socket
 import time

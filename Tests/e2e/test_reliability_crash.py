@@ -19,17 +19,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from support.kill_triggers import ResponseTrigger, kill9, kill_on_db_write, kill_when_reading
-from support.world import World, write_photo
+from support.world import write_photo
 
 MiB = 1 << 20
 PART = 5 * MiB
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
 
 
 def integrity_of_copy(d, dest: Path) -> str:

@@ -27,7 +27,6 @@ import os
 import socket
 import sqlite3
 import stat
-import subprocess
 import threading
 import time
 import unicodedata
@@ -36,24 +35,11 @@ from pathlib import Path
 
 import pytest
 
-from support.world import LISTING, World, write_photo
+from support.world import LISTING, settled, write_photo
 
 MiB = 1 << 20
 GiB = 1 << 30
 SMALL_MULTIPART = {"multipart_threshold": "5MiB", "part_size": "5MiB"}
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
-
-
-def settled(n: int):
-    return lambda s: (s["queue"]["uploaded"] == n and s["queue"]["pending"] == 0
-                      and s["queue"]["hashing"] == 0 and s["queue"]["uploading"] == 0
-                      and not s["watch"]["scanning"])
 
 
 def idle(s: dict) -> bool:
@@ -592,7 +578,7 @@ def test_sparse_six_gib_file_is_a_multipart_upload_within_ten_thousand_parts(wor
         assert time.monotonic() < deadline, (Counter(r["op"] for r in ops), d.status()["queue"])
         time.sleep(0.5)
     if long_run:
-        d.wait_for(settled(1), timeout=600, interval=2, what="the 6 GiB upload")
+        d.wait_for(settled(1, scan_done=True), timeout=600, interval=2, what="the 6 GiB upload")
     elapsed = time.monotonic() - t0
     ops = [r for r in world.s3_ops() if r["path"].split("?")[0].endswith(key)]
     assert not [r for r in ops if r["op"] == "PutObject"], "a single PUT of more than 5 GiB"

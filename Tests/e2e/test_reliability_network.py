@@ -19,7 +19,6 @@ Every object is read back and its MD5 checked against its key; every log is scan
 secrets (World.close)."""
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -27,22 +26,10 @@ from collections import Counter
 
 import pytest
 
-from support.world import World, write_photo
+from support.world import settled, write_photo
 
 MiB = 1 << 20
 SMALL_MULTIPART = {"multipart_threshold": "5MiB", "part_size": "5MiB"}
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
-
-
-def settled(n: int):
-    return lambda s: (s["queue"]["uploaded"] == n and s["queue"]["pending"] == 0
-                      and s["queue"]["hashing"] == 0 and s["queue"]["uploading"] == 0)
 
 
 class Sampler:

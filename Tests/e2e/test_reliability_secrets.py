@@ -19,14 +19,7 @@ from pathlib import Path
 import pytest
 
 from support.fake_backend import user_id_for
-from support.world import PairingLogin, World, apple_subject, write_photo
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
+from support.world import PairingLogin, apple_subject, write_photo
 
 
 def modes_ok(root: Path) -> list[str]:

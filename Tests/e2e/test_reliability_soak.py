@@ -17,14 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.world import World, write_photo
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
+from support.world import write_photo
 
 
 def sample(pid: int) -> dict:

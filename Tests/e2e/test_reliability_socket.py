@@ -23,18 +23,11 @@ from pathlib import Path
 import pytest
 
 from support.daemon import binary
-from support.world import World, write_photo
+from support.world import write_photo
 
 SUPPORT = Path(__file__).resolve().parent / "support"
 ATTACKER_UID = 65534          # nobody, given the socket group below
 OTHER_MEMBER_UID = 65533      # a second member: the legitimate one
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
 
 
 def proc_status(pid: int) -> dict[str, int]:

@@ -6,7 +6,6 @@ error at start, never silent loss: the damaged file is kept aside and a scan reb
 the queue, so every photo is still backed up, none sent twice)."""
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import time
@@ -16,16 +15,9 @@ from pathlib import Path
 import pytest
 
 from support.daemon import Daemon
-from support.world import World, write_photo
+from support.world import write_photo
 
 MiB = 1 << 20
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
 
 
 @contextmanager

@@ -15,22 +15,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from PIL import Image, ImageFilter
 
 from support import dng, images
 from support.daemon import binary
 from support.preview_worker import PreviewWorker
-from support.world import World, md5_hex
+from support.world import md5_hex
 
 EXTENSIONS = ["jpg", "jpeg", "heic", "png", "tif", "gif", "webp", "bmp", "dng", "mp4", "mov"]
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
 
 
 def photo_rows(d) -> dict[str, dict]:

@@ -15,23 +15,11 @@ import pytest
 from support.fake_backend import user_id_for
 from support.fault_proxy import FaultProxy
 from support.tls import TestCA
-from support.world import World, apple_subject, write_photo
+from support.world import apple_subject, settled, write_photo
 
 HTTPS = pytest.mark.parametrize("scheme", ["https"])
 BOTH = pytest.mark.parametrize("scheme", ["http", "https"])
 REFUSED = "certificate for 127.0.0.1 is not trusted: "
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
-
-
-def settled(n: int):
-    return lambda s: (s["queue"]["uploaded"] == n and s["queue"]["pending"] == 0
-                      and s["queue"]["hashing"] == 0 and s["queue"]["uploading"] == 0)
 
 
 def bad_certificate(kind: str, test_ca: TestCA, tmp_path):

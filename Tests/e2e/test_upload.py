@@ -18,23 +18,11 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from support.fake_backend import user_id_for
-from support.world import LISTING, World, apple_subject, md5_hex, part_number, write_photo
+from support.world import LISTING, apple_subject, part_number, settled, write_photo
 
 MiB = 1 << 20
 # Small multipart settings keep the large files small (S3's minimum part is 5 MiB).
 SMALL_MULTIPART = {"upload": {"multipart_threshold": "5MiB", "part_size": "5MiB"}}
-
-
-@pytest.fixture
-def world(tmp_path, moto, backend, proxy):
-    w = World(tmp_path, moto, backend, proxy)
-    yield w
-    w.close()
-
-
-def settled(s: dict, n: int) -> bool:
-    q = s["queue"]
-    return q["uploaded"] == n and q["pending"] == 0 and q["hashing"] == 0 and q["uploading"] == 0
 
 
 def parse_ts(s: str) -> float:
@@ -78,7 +66,7 @@ def test_mixed_folder_small_photos_and_a_multipart_file(world, scheme):
     while True:
         s = d.status()
         seen_uploading = max(seen_uploading, s["queue"]["uploading"])
-        if settled(s, len(files)):
+        if settled(len(files))(s):
             break
         assert time.monotonic() < deadline, json.dumps(s, indent=1)
         assert s["queue"]["failed"] == 0, s
@@ -139,7 +127,7 @@ def test_complete_multipart_answer_is_understood(world):
     d = world.daemon(config=SMALL_MULTIPART)
     uid = world.login(d)
     body = write_photo(d.photos / "big.mov", 5 * MiB + 1)
-    d.wait_for(lambda s: settled(s, 1), timeout=30, what="the multipart upload")
+    d.wait_for(lambda s: settled(1)(s), timeout=30, what="the multipart upload")
     assert world.key(uid, body) in world.objects(uid)
     assert len(ops(world, op="CompleteMultipartUpload")) == 1
     assert "expected CompleteMultipartUploadResult" not in d.log()
@@ -155,7 +143,7 @@ def test_same_bytes_in_two_paths_is_one_put(world):
     write_photo(d.photos / "phone" / "IMG_0001.jpg", 0, same)
     write_photo(d.photos / "backup" / "copy of IMG_0001.jpg", 0, same)
     other = write_photo(d.photos / "other.jpg", 50_000)
-    d.wait_for(lambda s: settled(s, 3), timeout=30, what="3 files backed up")
+    d.wait_for(lambda s: settled(3)(s), timeout=30, what="3 files backed up")
 
     assert set(world.objects(uid)) == {world.key(uid, same), world.key(uid, other)}
     puts = ops(world, op="PutObject")
@@ -178,7 +166,7 @@ def test_object_already_in_s3_is_not_sent_again(world):
     write_photo(d.photos / "small.jpg", 0, small)
     write_photo(d.photos / "large.jpg", 0, large)
     fresh = write_photo(d.photos / "new.jpg", 10_000)
-    d.wait_for(lambda s: settled(s, 3), timeout=30, what="3 files backed up")
+    d.wait_for(lambda s: settled(3)(s), timeout=30, what="3 files backed up")
 
     # The listing after the sign-in found both: not even a HEAD was sent for them.
     assert ops(world, op="HeadObject") == []
@@ -216,7 +204,7 @@ def test_short_sts_credentials_are_refreshed_while_uploads_go_on(world, scheme):
                 expiries.add(s["credentials"]["expiresAt"])
             assert s["queue"]["failed"] == 0, s
             time.sleep(0.25)
-    d.wait_for(lambda s: settled(s, len(bodies)), timeout=30, what="every file backed up")
+    d.wait_for(lambda s: settled(len(bodies))(s), timeout=30, what="every file backed up")
 
     assert set(world.objects(uid)) == {world.key(uid, b) for b in bodies}
     sts = world.backend.stats()["calls"]["sts-token"]
@@ -239,7 +227,7 @@ def test_expired_access_token_is_refreshed_with_the_refresh_token(world):
     d = world.daemon(config={"credentials": {"refresh_before_expiry": "5s"}})
     uid = world.login(d)
     first = write_photo(d.photos / "first.jpg", 30_000)
-    d.wait_for(lambda s: settled(s, 1), timeout=20)
+    d.wait_for(lambda s: settled(1)(s), timeout=20)
     saved_before = json.loads((d.state_dir / "account.json").read_text())
 
     # The access token dies; the next STS refresh (about 7 s after the first fetch) is
@@ -252,7 +240,7 @@ def test_expired_access_token_is_refreshed_with_the_refresh_token(world):
         assert time.monotonic() < deadline, calls()
         time.sleep(0.2)
     second = write_photo(d.photos / "second.jpg", 30_000)
-    d.wait_for(lambda s: settled(s, 2), timeout=20)
+    d.wait_for(lambda s: settled(2)(s), timeout=20)
 
     c = calls()
     assert c["refresh"]["statuses"] == [200] * c["refresh"]["count"]
@@ -277,7 +265,7 @@ def test_uploads_survive_slowdowns_resets_and_expired_tokens(world, scheme):
     bodies = [write_photo(d.photos / f"roll/{i:02d}.jpg", 30_000 + 1013 * i) for i in range(20)]
     bodies.append(write_photo(d.photos / "clip.mov", 2 * 5 * MiB + 4321))
     t0 = time.monotonic()
-    d.wait_for(lambda s: settled(s, len(bodies)) or s["queue"]["failed"] > 0, timeout=150,
+    d.wait_for(lambda s: settled(len(bodies))(s) or s["queue"]["failed"] > 0, timeout=150,
                interval=0.5, what="every file backed up through the faults")
     elapsed = time.monotonic() - t0
     world.proxy.clear_faults()
@@ -322,7 +310,7 @@ def test_expired_token_on_head_is_not_a_failure(world):
     world.proxy.reset_stats()
     world.proxy.set_faults(expired_token_count=2)
     body = write_photo(d.photos / "x.jpg", 33_333)
-    d.wait_for(lambda s: settled(s, 1) or s["queue"]["failed"] > 0, timeout=20)
+    d.wait_for(lambda s: settled(1)(s) or s["queue"]["failed"] > 0, timeout=20)
     assert d.status()["queue"]["failed"] == 0
     assert [r["op"] for r in world.s3_ops()] == ["HeadObject", "HeadObject", "PutObject"]
     assert [r["status"] for r in world.s3_ops()] == [400, 400, 200]
@@ -350,7 +338,7 @@ def test_kill9_mid_multipart_resumes_without_resending_finished_parts(world, sch
     d.sections["upload"].pop("bandwidth_limit")
     d.write_config()
     d.start()
-    d.wait_for(lambda s: settled(s, 1), timeout=60, what="the resumed upload")
+    d.wait_for(lambda s: settled(1)(s), timeout=60, what="the resumed upload")
 
     after = world.s3_ops()[n_before:]
     assert [r for r in after if r["op"] == "CreateMultipartUpload"] == [], "started over instead of resuming"
@@ -387,6 +375,6 @@ def test_quota_exceeded_pauses_and_resume_uploads_once_lifted(world):
     world.backend.clear_faults("sts-token")
     r = d.ctl("resume", check=True)
     assert "resumed" in r.stdout.lower()
-    d.wait_for(lambda s: settled(s, 3) and s["state"] == "running", timeout=30, what="uploads after the quota")
+    d.wait_for(lambda s: settled(3)(s) and s["state"] == "running", timeout=30, what="uploads after the quota")
     assert set(world.objects(uid)) == {world.key(uid, b) for b in bodies}
     assert d.status()["pauseReason"] is None

@@ -30,6 +30,16 @@ def md5_hex(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
 
 
+def settled(n: int, *, scan_done: bool = False):
+    """A `status --json` predicate: `n` objects uploaded and nothing pending, hashing or
+    uploading (and, with `scan_done`, no scan running)."""
+    def check(s: dict) -> bool:
+        q = s["queue"]
+        return (q["uploaded"] == n and q["pending"] == 0 and q["hashing"] == 0 and q["uploading"] == 0
+                and not (scan_done and s["watch"]["scanning"]))
+    return check
+
+
 def write_photo(path: Path, size: int, data: bytes | None = None) -> bytes:
     """Writes a file atomically from the watcher's point of view (written, closed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
