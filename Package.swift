@@ -87,7 +87,7 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Backend", dependencies: [
-            "PhotolalaCore", "TLS",
+            "PhotolalaCore", "TLS", "S3",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),

@@ -25,15 +25,12 @@ struct S3CatalogStore: CatalogStore {
          partSize: Int64, logger: Logger, journal: @escaping @Sendable (String?) -> Void) throws(S3Error) {
         self.userId = userId
         func client(_ prefix: String) throws(S3Error) -> S3Client {
-            var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint,
-                                                       requiredKeyPrefix: prefix)
-            configuration.trust = trust
-            return try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
+            try S3Client(configuration: grant.s3Configuration(keyPrefix: prefix, trust: trust), httpClient: http,
+                         clockOffset: clockOffset, logger: logger)
         }
         catalogs = try client(CatalogFormat.prefix(userId: userId))
         photos = try client(CatalogFormat.photoPrefix(userId: userId))
-        credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
-                                    sessionToken: grant.sessionToken, expiration: grant.expiration)
+        credentials = grant.s3Credentials
         self.multipartThreshold = multipartThreshold
         self.partSize = partSize
         self.journal = journal

@@ -33,12 +33,9 @@ extension InventoryService {
             } catch {
                 throw Interrupted.unavailable
             }
-            var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint,
-                                                       requiredKeyPrefix: prefix)
-            configuration.trust = options.trust
-            let client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
-            let credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
-                                            sessionToken: grant.sessionToken, expiration: grant.expiration)
+            let client = try S3Client(configuration: grant.s3Configuration(keyPrefix: prefix, trust: options.trust),
+                                      httpClient: http, clockOffset: clockOffset, logger: logger)
+            let credentials = grant.s3Credentials
             do {
                 return try await operation(client, credentials)
             } catch {

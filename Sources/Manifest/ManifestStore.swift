@@ -15,12 +15,9 @@ public struct ManifestStore: Sendable {
 
     public init(grant: STSGrant, userId: String, trust: TLSTrust, http: HTTPClient, clockOffset: TimeInterval,
                 logger: Logger) throws(S3Error) {
-        var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint,
-                                                   requiredKeyPrefix: ManifestKeys.userPrefix(userId))
-        configuration.trust = trust
-        client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
-        credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
-                                    sessionToken: grant.sessionToken, expiration: grant.expiration)
+        client = try S3Client(configuration: grant.s3Configuration(keyPrefix: ManifestKeys.userPrefix(userId), trust: trust),
+                              httpClient: http, clockOffset: clockOffset, logger: logger)
+        credentials = grant.s3Credentials
         self.userId = userId
     }
 

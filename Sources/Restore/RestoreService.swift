@@ -94,12 +94,10 @@ public actor RestoreService: Service {
     }
 
     func client(_ grant: STSGrant, prefix: String) throws(S3Error) -> (S3Client, S3Credentials) {
-        var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint, requiredKeyPrefix: prefix)
+        var configuration = grant.s3Configuration(keyPrefix: prefix, trust: options.trust)
         configuration.chunkSize = 256 << 10
-        configuration.trust = options.trust
         let client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
-        return (client, S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
-                                      sessionToken: grant.sessionToken, expiration: grant.expiration))
+        return (client, grant.s3Credentials)
     }
 
     /// The uploader's rule for a failed request: refresh refused credentials once, correct

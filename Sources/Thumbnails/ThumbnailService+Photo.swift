@@ -61,15 +61,12 @@ extension ThumbnailService {
         let key = prefix + job.md5 + ".jpg"
         let client: S3Client
         do {
-            var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint,
-                                                       requiredKeyPrefix: prefix)
-            configuration.trust = options.trust
-            client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
+            client = try S3Client(configuration: grant.s3Configuration(keyPrefix: prefix, trust: options.trust),
+                                  httpClient: http, clockOffset: clockOffset, logger: logger)
         } catch {
             return .later("S3: \(error)", after: 60)
         }
-        let credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
-                                        sessionToken: grant.sessionToken, expiration: grant.expiration)
+        let credentials = grant.s3Credentials
         let present: Bool?
         do {
             present = try await ThumbnailPresence(database: database).exists(key: key, client: client, credentials: credentials)

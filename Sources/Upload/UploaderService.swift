@@ -294,12 +294,10 @@ public actor UploaderService: Service {
     /// endpoint come with the credentials) over the pool's shared connections.
     private func uploader(for job: UploadJob, grant: STSGrant, userId: String) throws(S3Error) -> ObjectUploader {
         let prefix = "photos/\(userId)/"
-        var configuration = S3Client.Configuration(bucket: grant.bucket, region: grant.region, endpoint: grant.endpoint, requiredKeyPrefix: prefix)
+        var configuration = grant.s3Configuration(keyPrefix: prefix, trust: options.trust)
         configuration.chunkSize = 256 << 10
-        configuration.trust = options.trust
         let client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
-        let credentials = S3Credentials(accessKeyId: grant.accessKeyId, secretAccessKey: grant.secretAccessKey,
-                                        sessionToken: grant.sessionToken, expiration: grant.expiration)
+        let credentials = grant.s3Credentials
         if payloadDigests.wanted != client.signsPayload { payloadDigests.setWanted(client.signsPayload) }
         return ObjectUploader(client: client, credentials: credentials, key: prefix + job.md5 + ".dat", options: options,
                               policy: policy, database: database, bandwidth: bandwidth, meter: meter,

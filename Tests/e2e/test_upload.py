@@ -359,8 +359,10 @@ def test_kill9_mid_multipart_resumes_without_resending_finished_parts(world, sch
 
 def test_quota_exceeded_pauses_and_resume_uploads_once_lifted(world):
     d = world.daemon()
-    uid = world.login(d)
+    # Before the sign-in: its first listing asks for credentials at once, and a fault
+    # set after it raced that request (and lost whenever the daemon was quicker).
     world.backend.fail("sts-token", status=403, error="quota_exceeded", message="storage full")
+    uid = world.login(d)
     bodies = [write_photo(d.photos / f"q{i}.jpg", 25_000 + i) for i in range(3)]
     s = d.wait_for(lambda s: s["state"] == "paused", timeout=20, what="the quota pause")
     assert s["pauseReason"] == "quotaExceeded"
