@@ -164,7 +164,6 @@ extension QueueDatabase {
         }
     }
 
-    /// Whether any change waits for the manifest stage.
     /// Changed-path rows waiting, counted up to `limit`: more than the records they can
     /// make (a path changed twice is one record), for a decision that needs only a bound.
     public func manifestChangeCount(upTo limit: Int) throws -> Int {
@@ -173,6 +172,7 @@ extension QueueDatabase {
         }
     }
 
+    /// Whether any change waits for the manifest stage.
     public func hasManifestChanges() throws -> Bool {
         try pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM manifest_change)") ?? false }
     }

@@ -94,9 +94,8 @@ public actor RestoreService: Service {
     }
 
     func client(_ grant: STSGrant, prefix: String) throws(S3Error) -> (S3Client, S3Credentials) {
-        var configuration = grant.s3Configuration(keyPrefix: prefix, trust: options.trust)
-        configuration.chunkSize = 256 << 10
-        let client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
+        let client = try S3Client(configuration: grant.s3Configuration(keyPrefix: prefix, trust: options.trust),
+                                  httpClient: http, clockOffset: clockOffset, logger: logger)
         return (client, grant.s3Credentials)
     }
 

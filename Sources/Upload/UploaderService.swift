@@ -294,9 +294,8 @@ public actor UploaderService: Service {
     /// endpoint come with the credentials) over the pool's shared connections.
     private func uploader(for job: UploadJob, grant: STSGrant, userId: String) throws(S3Error) -> ObjectUploader {
         let prefix = "photos/\(userId)/"
-        var configuration = grant.s3Configuration(keyPrefix: prefix, trust: options.trust)
-        configuration.chunkSize = 256 << 10
-        let client = try S3Client(configuration: configuration, httpClient: http, clockOffset: clockOffset, logger: logger)
+        let client = try S3Client(configuration: grant.s3Configuration(keyPrefix: prefix, trust: options.trust),
+                                  httpClient: http, clockOffset: clockOffset, logger: logger)
         let credentials = grant.s3Credentials
         if payloadDigests.wanted != client.signsPayload { payloadDigests.setWanted(client.signsPayload) }
         return ObjectUploader(client: client, credentials: credentials, key: prefix + job.md5 + ".dat", options: options,

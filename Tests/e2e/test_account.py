@@ -66,7 +66,7 @@ def test_pairing_approved_after_a_few_polls(world):
     assert s["account"] == {"signedIn": True, "userId": uid} and s["state"] == "running"
     # Signed in for real: a photo goes up under the paired user's prefix.
     body = write_photo(d.photos / "first.jpg", 12_345)
-    d.wait_for(lambda s: settled(1)(s), timeout=20)
+    d.wait_for(settled(1), timeout=20)
     assert set(world.objects(uid)) == {world.key(uid, body)}
     assert f"signed in as {uid}" in human(d)
 
@@ -240,7 +240,7 @@ def test_logout_leaves_no_secret_under_the_state_dir(world):
     d = world.daemon()
     uid = world.login(d)
     write_photo(d.photos / "a.jpg", 20_000)
-    d.wait_for(lambda s: settled(1)(s), timeout=20)
+    d.wait_for(settled(1), timeout=20)
     # A refresh too, so that several generations of tokens were issued and saved.
     world.backend.expire_access_tokens()
     d.stop()
@@ -308,7 +308,7 @@ def test_revocation_pauses_within_one_check_interval_and_reauthorization_resumes
     # Re-authorized: uploading resumes by itself, without a restart.
     world.backend.set_apple_state("authorized")
     d.wait_for(lambda s: s["state"] == "running", timeout=3.5, interval=0.1, what="the lifted pause")
-    d.wait_for(lambda s: settled(len(bodies) + len(more))(s), timeout=60, what="every file after re-authorization")
+    d.wait_for(settled(len(bodies) + len(more)), timeout=60, what="every file after re-authorization")
     assert d.proc.pid == pid and d.proc.poll() is None
     assert set(world.objects(uid)) == {world.key(uid, b) for b in bodies + more}
     assert d.status()["queue"]["failed"] == 0
@@ -350,7 +350,7 @@ def test_backend_outage_during_a_check_changes_nothing(world):
     assert "last check failed" in human(d)
     # Uploads go on with the credentials held.
     second = write_photo(d.photos / "during.jpg", 10_000)
-    d.wait_for(lambda s: settled(2)(s), timeout=20)
+    d.wait_for(settled(2), timeout=20)
     time.sleep(2.5)   # more failed checks, backing off
     s = d.status()
     assert s["state"] == "running" and s["appleCredential"]["state"] == "authorized"

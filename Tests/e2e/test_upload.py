@@ -127,7 +127,7 @@ def test_complete_multipart_answer_is_understood(world):
     d = world.daemon(config=SMALL_MULTIPART)
     uid = world.login(d)
     body = write_photo(d.photos / "big.mov", 5 * MiB + 1)
-    d.wait_for(lambda s: settled(1)(s), timeout=30, what="the multipart upload")
+    d.wait_for(settled(1), timeout=30, what="the multipart upload")
     assert world.key(uid, body) in world.objects(uid)
     assert len(ops(world, op="CompleteMultipartUpload")) == 1
     assert "expected CompleteMultipartUploadResult" not in d.log()
@@ -143,7 +143,7 @@ def test_same_bytes_in_two_paths_is_one_put(world):
     write_photo(d.photos / "phone" / "IMG_0001.jpg", 0, same)
     write_photo(d.photos / "backup" / "copy of IMG_0001.jpg", 0, same)
     other = write_photo(d.photos / "other.jpg", 50_000)
-    d.wait_for(lambda s: settled(3)(s), timeout=30, what="3 files backed up")
+    d.wait_for(settled(3), timeout=30, what="3 files backed up")
 
     assert set(world.objects(uid)) == {world.key(uid, same), world.key(uid, other)}
     puts = ops(world, op="PutObject")
@@ -166,7 +166,7 @@ def test_object_already_in_s3_is_not_sent_again(world):
     write_photo(d.photos / "small.jpg", 0, small)
     write_photo(d.photos / "large.jpg", 0, large)
     fresh = write_photo(d.photos / "new.jpg", 10_000)
-    d.wait_for(lambda s: settled(3)(s), timeout=30, what="3 files backed up")
+    d.wait_for(settled(3), timeout=30, what="3 files backed up")
 
     # The listing after the sign-in found both: not even a HEAD was sent for them.
     assert ops(world, op="HeadObject") == []
@@ -204,7 +204,7 @@ def test_short_sts_credentials_are_refreshed_while_uploads_go_on(world, scheme):
                 expiries.add(s["credentials"]["expiresAt"])
             assert s["queue"]["failed"] == 0, s
             time.sleep(0.25)
-    d.wait_for(lambda s: settled(len(bodies))(s), timeout=30, what="every file backed up")
+    d.wait_for(settled(len(bodies)), timeout=30, what="every file backed up")
 
     assert set(world.objects(uid)) == {world.key(uid, b) for b in bodies}
     sts = world.backend.stats()["calls"]["sts-token"]
@@ -227,7 +227,7 @@ def test_expired_access_token_is_refreshed_with_the_refresh_token(world):
     d = world.daemon(config={"credentials": {"refresh_before_expiry": "5s"}})
     uid = world.login(d)
     first = write_photo(d.photos / "first.jpg", 30_000)
-    d.wait_for(lambda s: settled(1)(s), timeout=20)
+    d.wait_for(settled(1), timeout=20)
     saved_before = json.loads((d.state_dir / "account.json").read_text())
 
     # The access token dies; the next STS refresh (about 7 s after the first fetch) is
@@ -240,7 +240,7 @@ def test_expired_access_token_is_refreshed_with_the_refresh_token(world):
         assert time.monotonic() < deadline, calls()
         time.sleep(0.2)
     second = write_photo(d.photos / "second.jpg", 30_000)
-    d.wait_for(lambda s: settled(2)(s), timeout=20)
+    d.wait_for(settled(2), timeout=20)
 
     c = calls()
     assert c["refresh"]["statuses"] == [200] * c["refresh"]["count"]
@@ -338,7 +338,7 @@ def test_kill9_mid_multipart_resumes_without_resending_finished_parts(world, sch
     d.sections["upload"].pop("bandwidth_limit")
     d.write_config()
     d.start()
-    d.wait_for(lambda s: settled(1)(s), timeout=60, what="the resumed upload")
+    d.wait_for(settled(1), timeout=60, what="the resumed upload")
 
     after = world.s3_ops()[n_before:]
     assert [r for r in after if r["op"] == "CreateMultipartUpload"] == [], "started over instead of resuming"
