@@ -8,18 +8,18 @@ import TLS
 
 /// Talks to the Photolala backend over HTTPS (plain HTTP only for loopback, as config
 /// checks). Every call has a deadline; errors come back classified, never with a token.
-public struct BackendClient: Sendable {
-    public let baseURL: String
+package struct BackendClient: Sendable {
+    package let baseURL: String
     let http: HTTPClient
     let timeout: TimeAmount
     let logger: Logger
     /// What an https base URL's certificate is verified against (`tls.ca_file`).
-    public let trust: TLSTrust
+    package let trust: TLSTrust
     /// This NAS's id (s3-layout.md): in the sign-in and pairing bodies, and as
     /// `X-Device-ID` on every call, so the backend can list and revoke the device.
-    public var deviceId: String?
+    package var deviceId: String?
 
-    public init(baseURL: String, trust: TLSTrust = .system, http: HTTPClient = BackendClient.sharedHTTP,
+    package init(baseURL: String, trust: TLSTrust = .system, http: HTTPClient = BackendClient.sharedHTTP,
                 timeout: TimeAmount = .seconds(20), logger: Logger) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
@@ -34,7 +34,7 @@ public struct BackendClient: Sendable {
     /// fails a request at once when its connection cannot be made (refused, certificate
     /// refused) instead of retrying until the deadline: the credentials machine retries
     /// with its own backoff, and status says why in the meantime.
-    public static let sharedHTTP: HTTPClient = {
+    package static let sharedHTTP: HTTPClient = {
         var configuration = HTTPClient.Configuration.singletonConfiguration
         configuration.connectionPool.retryConnectionEstablishment = false
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
@@ -42,7 +42,7 @@ public struct BackendClient: Sendable {
 
     // MARK: section 1
 
-    public func signInWithApple(identityToken: String, authorizationCode: String?, deviceName: String) async throws(BackendError) -> SignIn {
+    package func signInWithApple(identityToken: String, authorizationCode: String?, deviceName: String) async throws(BackendError) -> SignIn {
         var body: [String: String] = ["identityToken": identityToken, "deviceName": deviceName]
         if let authorizationCode { body["authorizationCode"] = authorizationCode }
         if let deviceId { body["deviceId"] = deviceId }
@@ -51,19 +51,19 @@ public struct BackendClient: Sendable {
 
     // MARK: section 2
 
-    public func startPairing(deviceName: String) async throws(BackendError) -> DeviceAuthorization {
+    package func startPairing(deviceName: String) async throws(BackendError) -> DeviceAuthorization {
         var body = ["deviceName": deviceName]
         if let deviceId { body["deviceId"] = deviceId }
         return try await call("POST", "/api/v1/auth/device", body: body, as: DeviceAuthorization.self)
     }
 
-    public func pollPairing(deviceCode: String) async throws(BackendError) -> SignIn {
+    package func pollPairing(deviceCode: String) async throws(BackendError) -> SignIn {
         try await call("POST", "/api/v1/auth/device/token", body: ["deviceCode": deviceCode], as: SignIn.self)
     }
 
     // MARK: section 3
 
-    public func refresh(refreshToken: String) async throws(BackendError) -> RefreshedTokens {
+    package func refresh(refreshToken: String) async throws(BackendError) -> RefreshedTokens {
         try await call("POST", "/api/auth/refresh", body: ["refreshToken": refreshToken], as: RefreshedTokens.self)
     }
 
@@ -91,7 +91,7 @@ public struct BackendClient: Sendable {
         }
     }
 
-    public func stsToken(accessToken: String) async throws(BackendError) -> STSGrant {
+    package func stsToken(accessToken: String) async throws(BackendError) -> STSGrant {
         try await call("POST", "/api/v1/auth/sts-token", bearer: accessToken, body: nil as [String: String]?, as: STSAnswer.self).grant()
     }
 
@@ -109,7 +109,7 @@ public struct BackendClient: Sendable {
         }
     }
 
-    public func appleCredentialState(accessToken: String) async throws(BackendError) -> AppleCredentialState {
+    package func appleCredentialState(accessToken: String) async throws(BackendError) -> AppleCredentialState {
         try await call("GET", "/api/v1/auth/apple/credential-state", bearer: accessToken, body: nil as [String: String]?, as: StateAnswer.self)
             .credentialState()
     }

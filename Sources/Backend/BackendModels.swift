@@ -3,52 +3,52 @@ import Foundation
 import PhotolalaCore
 
 /// A completed sign-in (sections 1 and 2). Holds secrets: its description shows none.
-public struct SignIn: Codable, Sendable, Equatable, CustomStringConvertible {
-    public var userId: String
-    public var accessToken: String
-    public var accessTokenExpiresAt: String?
-    public var refreshToken: String
+package struct SignIn: Codable, Sendable, Equatable, CustomStringConvertible {
+    package var userId: String
+    package var accessToken: String
+    package var accessTokenExpiresAt: String?
+    package var refreshToken: String
 
-    public init(userId: String, accessToken: String, accessTokenExpiresAt: String?, refreshToken: String) {
+    package init(userId: String, accessToken: String, accessTokenExpiresAt: String?, refreshToken: String) {
         self.userId = userId
         self.accessToken = accessToken
         self.accessTokenExpiresAt = accessTokenExpiresAt
         self.refreshToken = refreshToken
     }
 
-    public var description: String { "SignIn(userId: \(userId), tokens: [redacted])" }
+    package var description: String { "SignIn(userId: \(userId), tokens: [redacted])" }
 }
 
 /// Section 3's answer. The refresh token may rotate: the new one must be stored before use.
-public struct RefreshedTokens: Codable, Sendable, Equatable, CustomStringConvertible {
-    public var accessToken: String
-    public var accessTokenExpiresAt: String?
-    public var refreshToken: String?
-    public var description: String { "RefreshedTokens([redacted])" }
+package struct RefreshedTokens: Codable, Sendable, Equatable, CustomStringConvertible {
+    package var accessToken: String
+    package var accessTokenExpiresAt: String?
+    package var refreshToken: String?
+    package var description: String { "RefreshedTokens([redacted])" }
 }
 
 /// Section 2: what the user is shown while pairing.
-public struct DeviceAuthorization: Codable, Sendable, Equatable {
-    public var deviceCode: String
-    public var userCode: String
-    public var verificationUri: String
-    public var verificationUriComplete: String?
-    public var expiresIn: Int
-    public var interval: Int?
+package struct DeviceAuthorization: Codable, Sendable, Equatable {
+    package var deviceCode: String
+    package var userCode: String
+    package var verificationUri: String
+    package var verificationUriComplete: String?
+    package var expiresIn: Int
+    package var interval: Int?
 }
 
 /// Section 4: short-lived storage credentials and where to use them.
-public struct STSGrant: Sendable, Equatable, CustomStringConvertible {
-    public var accessKeyId: String
-    public var secretAccessKey: String
-    public var sessionToken: String
-    public var expiration: Date
-    public var region: String
-    public var bucket: String
+package struct STSGrant: Sendable, Equatable, CustomStringConvertible {
+    package var accessKeyId: String
+    package var secretAccessKey: String
+    package var sessionToken: String
+    package var expiration: Date
+    package var region: String
+    package var bucket: String
     /// nil: AWS S3 for `region`, virtual-hosted style. Set: that endpoint, path-style.
-    public var endpoint: String?
+    package var endpoint: String?
 
-    public init(accessKeyId: String, secretAccessKey: String, sessionToken: String, expiration: Date, region: String, bucket: String, endpoint: String?) {
+    package init(accessKeyId: String, secretAccessKey: String, sessionToken: String, expiration: Date, region: String, bucket: String, endpoint: String?) {
         self.accessKeyId = accessKeyId
         self.secretAccessKey = secretAccessKey
         self.sessionToken = sessionToken
@@ -58,15 +58,15 @@ public struct STSGrant: Sendable, Equatable, CustomStringConvertible {
         self.endpoint = endpoint
     }
 
-    public var description: String { "STSGrant(bucket: \(bucket), region: \(region), expires: \(Timestamp.string(expiration)), keys: [redacted])" }
+    package var description: String { "STSGrant(bucket: \(bucket), region: \(region), expires: \(Timestamp.string(expiration)), keys: [redacted])" }
 }
 
 /// Section 5.
-public struct AppleCredentialState: Sendable, Equatable {
-    public enum State: String, Sendable, Codable { case authorized, revoked, notFound, transferred }
-    public var state: State
-    public var checkedAt: Date?
-    public init(state: State, checkedAt: Date?) {
+package struct AppleCredentialState: Sendable, Equatable {
+    package enum State: String, Sendable, Codable { case authorized, revoked, notFound, transferred }
+    package var state: State
+    package var checkedAt: Date?
+    package init(state: State, checkedAt: Date?) {
         self.state = state
         self.checkedAt = checkedAt
     }
@@ -74,7 +74,7 @@ public struct AppleCredentialState: Sendable, Equatable {
 
 /// What went wrong talking to the backend, classified the way the daemon branches on it.
 /// Messages never include a token.
-public enum BackendError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum BackendError: Error, Sendable, Equatable, CustomStringConvertible {
     /// 401 invalid_token: the access token expired or is unknown — refresh it once.
     case invalidToken
     /// invalid_grant: the sign-in is gone — the user must log in again.
@@ -88,12 +88,12 @@ public enum BackendError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Network trouble, timeouts, 5xx: retry later with backoff.
     case transient(String)
 
-    public var isTransient: Bool {
+    package var isTransient: Bool {
         if case .transient = self { return true }
         return false
     }
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .invalidToken: "the backend refused the access token (it is refreshed and the call retried)"
         case .invalidGrant: "the sign-in is no longer valid: run `photolalactl login`"

@@ -5,7 +5,7 @@ import Previews
 
 /// One binary, two faces: called `photolalactl` (the packaged symlink) it is the CLI;
 /// `photolalad ctl ARGS…` is the same for development; otherwise it is the daemon.
-public enum Entry {
+package enum Entry {
     enum Face: Equatable {
         case ctl([String])
         case daemon([String])
@@ -13,7 +13,7 @@ public enum Entry {
         case previewWorker([String])
     }
 
-    public static func main() async {
+    package static func main() async {
         switch face(of: CommandLine.arguments) {
         case .ctl(let arguments): Ctl.main(arguments)
         case .daemon(let arguments): await DaemonCommand.main(arguments)

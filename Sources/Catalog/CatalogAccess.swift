@@ -3,7 +3,7 @@ import Backend
 /// What the catalog stage needs from the rest of the daemon before it may write to the
 /// bucket: whose catalog it is and credentials for it. The daemon answers from the
 /// account and the user's pause, so this module does not depend on either.
-public protocol CatalogAccess: Sendable {
+package protocol CatalogAccess: Sendable {
     /// Credentials and the user id to publish as; nil when the daemon must not write now
     /// (not signed in, paused).
     func session() async -> CatalogSession?

@@ -2,24 +2,24 @@
 /// at commas, spaces and tabs around them ignored. Only what the merge needs is taken (the
 /// date to sort by, the photo MD5 to match ours against); the line itself goes into the
 /// next snapshot byte for byte, whatever else it holds.
-public struct CatalogLine: Sendable, Equatable {
+package struct CatalogLine: Sendable, Equatable {
     /// The third column in lowercase, when it is an MD5.
-    public var md5: String?
+    package var md5: String?
     /// `photo_date` as the apps parse it (seconds, a decimal number); nil when it is not
     /// one. Such a line sorts after every dated one.
-    public var date: Double?
+    package var date: Double?
 
-    public init(md5: String?, date: Double?) {
+    package init(md5: String?, date: Double?) {
         self.md5 = md5
         self.date = date
     }
 
-    public static func parse(_ text: String) -> CatalogLine {
+    package static func parse(_ text: String) -> CatalogLine {
         var bytes = Array(text.utf8)
         return bytes.withUnsafeMutableBufferPointer { parse(UnsafeBufferPointer($0)) }
     }
 
-    public static func parse(_ line: UnsafeBufferPointer<UInt8>) -> CatalogLine {
+    package static func parse(_ line: UnsafeBufferPointer<UInt8>) -> CatalogLine {
         var result = CatalogLine(md5: nil, date: nil)
         var column = 0
         var start = 0
@@ -39,19 +39,19 @@ public struct CatalogLine: Sendable, Equatable {
 
     /// The first line of a snapshot is a header when it starts like ours (older apps wrote
     /// four columns); otherwise it is a row, kept like any other.
-    public static func isHeader(_ line: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func isHeader(_ line: UnsafeBufferPointer<UInt8>) -> Bool {
         let prefix = Array("photo_head_md5".utf8)
         return line.count >= prefix.count && zip(line, prefix).allSatisfy { $0 == $1 }
     }
 
     /// Empty or only spaces: not a row (the apps skip it), so not carried over.
-    public static func isBlank(_ line: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func isBlank(_ line: UnsafeBufferPointer<UInt8>) -> Bool {
         line.allSatisfy(CatalogFormat.isSpace)
     }
 
     /// Whether a row dated `a` comes before (or beside) one dated `b`, newest first;
     /// undated rows last.
-    public static func isNewerOrSame(_ a: Double?, than b: Double?) -> Bool {
+    package static func isNewerOrSame(_ a: Double?, than b: Double?) -> Bool {
         switch (a, b) {
         case let (a?, b?): a >= b
         case (_?, nil), (nil, nil): true

@@ -5,14 +5,14 @@
 /// Deciding which of ours to add (those whose `photo_md5` the catalog lacks) happens
 /// before: this only orders. At equal dates the rows already there come first, so a
 /// catalog merged again with nothing new comes out byte for byte the same.
-public enum CatalogMerge {
-    public enum Item<Existing, Ours> {
+package enum CatalogMerge {
+    package enum Item<Existing, Ours> {
         case existing(Existing)
         case ours(Ours)
     }
 
     /// Pulls from both sides until both are empty, handing each item to `emit` in order.
-    public static func merge<Existing, Ours>(
+    package static func merge<Existing, Ours>(
         existing nextExisting: () throws -> (date: Double?, value: Existing)?,
         ours nextOurs: () throws -> (date: Double, value: Ours)?,
         emit: (Item<Existing, Ours>) throws -> Void

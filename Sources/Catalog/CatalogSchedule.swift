@@ -15,8 +15,8 @@ import PhotolalaCore
 ///   after a backoff, whatever the intervals say, until one succeeds.
 ///
 /// A pure value: the service passes the time and the queue's counts, tests plain dates.
-public struct CatalogSchedule: Sendable, Equatable {
-    public enum Decision: Sendable, Equatable {
+package struct CatalogSchedule: Sendable, Equatable {
+    package enum Decision: Sendable, Equatable {
         /// Rows are waiting: read the catalog, merge them in, publish.
         case publish
         /// Nothing is waiting: read the catalog and put back what an app dropped.
@@ -26,16 +26,16 @@ public struct CatalogSchedule: Sendable, Equatable {
         case idle
     }
 
-    public var publishInterval: TimeInterval
-    public var checkInterval: TimeInterval
-    public private(set) var lastPublishAt: Date?
+    package var publishInterval: TimeInterval
+    package var checkInterval: TimeInterval
+    package private(set) var lastPublishAt: Date?
     /// The last successful read of the catalog, by a check or a publish.
-    public private(set) var lastReadAt: Date?
+    package private(set) var lastReadAt: Date?
     /// Set after a failure: nothing before it, and the next attempt is due then.
-    public private(set) var retryAt: Date?
-    public private(set) var backoff: Backoff
+    package private(set) var retryAt: Date?
+    package private(set) var backoff: Backoff
 
-    public init(publishInterval: TimeInterval, checkInterval: TimeInterval, lastPublishAt: Date? = nil,
+    package init(publishInterval: TimeInterval, checkInterval: TimeInterval, lastPublishAt: Date? = nil,
                 lastReadAt: Date? = nil,
                 backoff: Backoff = Backoff(base: 15, cap: 900, jitter: .equal, floor: 5)) {
         self.publishInterval = publishInterval
@@ -47,11 +47,11 @@ public struct CatalogSchedule: Sendable, Equatable {
 
     /// The least time between two publishes when the queue drains: a minute, or the
     /// publish interval if that is shorter.
-    public var drainSpacing: TimeInterval { min(publishInterval, 60) }
+    package var drainSpacing: TimeInterval { min(publishInterval, 60) }
 
     /// What to do now, given how many photos wait for their rows, how many of ours the
     /// catalog held when last read, and whether nothing is left to read, upload or preview.
-    public func next(now: Date, pending: Int, listed: Int, drained: Bool) -> Decision {
+    package func next(now: Date, pending: Int, listed: Int, drained: Bool) -> Decision {
         if pending == 0 && listed == 0 { return .idle }
         if let retryAt {
             guard now >= retryAt else { return .wait(until: retryAt) }
@@ -70,13 +70,13 @@ public struct CatalogSchedule: Sendable, Equatable {
     }
 
     /// A new snapshot and pointer went up.
-    public mutating func published(now: Date) {
+    package mutating func published(now: Date) {
         lastPublishAt = now
         read(now: now)
     }
 
     /// The catalog was read and holds every row of ours (nothing had to be published).
-    public mutating func read(now: Date) {
+    package mutating func read(now: Date) {
         lastReadAt = now
         retryAt = nil
         backoff.reset()
@@ -84,14 +84,14 @@ public struct CatalogSchedule: Sendable, Equatable {
 
     /// An attempt failed or found the catalog unreadable; returns when to try again.
     @discardableResult
-    public mutating func failed(now: Date, random: Double) -> Date {
+    package mutating func failed(now: Date, random: Double) -> Date {
         let at = now.addingTimeInterval(backoff.fail(random: random))
         retryAt = at
         return at
     }
 
     /// New intervals on reload; what already happened keeps counting.
-    public mutating func reconfigure(publishInterval: TimeInterval, checkInterval: TimeInterval) {
+    package mutating func reconfigure(publishInterval: TimeInterval, checkInterval: TimeInterval) {
         self.publishInterval = publishInterval
         self.checkInterval = checkInterval
     }

@@ -2,7 +2,7 @@ import PhotolalaCore
 
 /// The catalog's part of the status (cli.md `catalog`).
 extension CatalogService {
-    public func contribute(to s: inout DaemonStatus) {
+    package func contribute(to s: inout DaemonStatus) {
         s.catalog = DaemonStatus.Catalog(
             state: state, rows: ledger.rows, publishedAt: ledger.publishedAt.map(Timestamp.string), lastError: lastError,
             pending: pending, total: ledger.total, checkedAt: ledger.checkedAt.map(Timestamp.string),

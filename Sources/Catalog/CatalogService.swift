@@ -13,20 +13,20 @@ import ServiceLifecycle
 /// one sync; this actor only waits, asks, and keeps what status shows. Woken by the
 /// queue's `photosReady` and `uploaded` signals, by reloads, and by the account when it
 /// was waiting for one.
-public actor CatalogService: Service {
-    public struct Options: Sendable, Equatable {
-        public var enabled: Bool
-        public var publishInterval: Duration
-        public var checkInterval: Duration
+package actor CatalogService: Service {
+    package struct Options: Sendable, Equatable {
+        package var enabled: Bool
+        package var publishInterval: Duration
+        package var checkInterval: Duration
         /// Snapshots above this go up in parts of `partSize` (the upload section's sizes).
-        public var multipartThreshold: Int64
-        public var partSize: Int64
-        public var stateDir: String
+        package var multipartThreshold: Int64
+        package var partSize: Int64
+        package var stateDir: String
         /// The system CA store plus `tls.ca_file`, as for every other connection.
-        public var trust: TLSTrust
+        package var trust: TLSTrust
 
         /// The one mapping from settings, at start and on reload.
-        public init(_ settings: Settings) {
+        package init(_ settings: Settings) {
             enabled = settings.catalog.enabled
             publishInterval = settings.catalog.publishInterval
             checkInterval = settings.catalog.checkInterval
@@ -57,7 +57,7 @@ public actor CatalogService: Service {
     var clockOffset: TimeInterval = 0
     var inFlight: Task<Void, Never>?
 
-    public init(database: QueueDatabase, access: any CatalogAccess, options: Options, logger: Logger,
+    package init(database: QueueDatabase, access: any CatalogAccess, options: Options, logger: Logger,
                 statusChanges: ChangeFeed = ChangeFeed()) {
         self.database = database
         self.access = access
@@ -70,7 +70,7 @@ public actor CatalogService: Service {
         http = S3Client.makeHTTPClient(maximumConnectionsPerHost: 2)
     }
 
-    public func apply(_ new: Options) {
+    package func apply(_ new: Options) {
         if new.stateDir != options.stateDir { logger.notice("the catalog's scratch space moves with daemon.state_dir at the next restart") }
         var new = new
         new.stateDir = options.stateDir
@@ -83,7 +83,7 @@ public actor CatalogService: Service {
         Task { await wake.notify() }
     }
 
-    public func run() async throws {
+    package func run() async throws {
         restore()
         let signals = database.signals
         let accessChanges = access.changes()

@@ -3,7 +3,7 @@ import S3
 /// The bucket as the catalog stage uses it: the user's catalog objects, and whether a
 /// photo is still there. `S3CatalogStore` is the real one; tests of the publishing logic
 /// may use one in memory.
-public protocol CatalogStore: Sendable {
+package protocol CatalogStore: Sendable {
     var userId: String { get }
     /// The pointer, or nil when the user has no catalog yet.
     func readPointer() async throws(S3Error) -> StoredPointer?

@@ -8,23 +8,23 @@ import GRDB
 /// a million rows must remember (which of our photos the catalog already lists) on disk
 /// instead of in memory. Nothing in it outlives one sync: it is emptied before each and
 /// after it, and a crash leaves only files the next sync removes.
-public struct CatalogWorkspace: Sendable {
-    public let directory: String
+package struct CatalogWorkspace: Sendable {
+    package let directory: String
 
-    public init(stateDir: String) {
+    package init(stateDir: String) {
         directory = stateDir + "/catalog"
     }
 
     /// The snapshot as downloaded from the bucket.
-    public var currentPath: String { directory + "/current.csv" }
+    package var currentPath: String { directory + "/current.csv" }
     /// The snapshot being built.
-    public var nextPath: String { directory + "/next.csv" }
-    public var scratchPath: String { directory + "/scratch.db" }
+    package var nextPath: String { directory + "/next.csv" }
+    package var scratchPath: String { directory + "/scratch.db" }
 
     /// An empty workspace (created if needed, 0700: catalog rows are the user's data). Plain
     /// POSIX calls: the files are ours and flat, and Foundation's FileManager pages in
     /// megabytes of code for this.
-    public func reset() throws {
+    package func reset() throws {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw CatalogFileError(path: directory, action: "create", errno: errno)
         }
@@ -36,7 +36,7 @@ public struct CatalogWorkspace: Sendable {
     }
 
     /// Removes what a sync left (two snapshots can be 170 MB).
-    public func clear() {
+    package func clear() {
         try? reset()
     }
 

@@ -1,5 +1,5 @@
 /// How the pointer is replaced (app-catalog.md step 4).
-public enum PointerCondition: Sendable, Equatable {
+package enum PointerCondition: Sendable, Equatable {
     /// Only if it still has this ETag (it was read with it).
     case ifMatch(String)
     /// Only if there is none yet.

@@ -4,13 +4,13 @@
 /// 412 to a quoted `If-Match`): then the pointer has not changed, and starting over would
 /// loop forever. Such a store gets the fallback app-catalog.md allows: write the pointer
 /// and read it back.
-public enum PointerRefusal: Sendable, Equatable {
+package enum PointerRefusal: Sendable, Equatable {
     /// Someone published in between: start over from their catalog.
     case raced
     /// The condition held and the store refused anyway: it cannot write conditionally.
     case storeIgnoresConditions
 
-    public static func judge(sent: PointerCondition, now: StoredPointer?) -> PointerRefusal {
+    package static func judge(sent: PointerCondition, now: StoredPointer?) -> PointerRefusal {
         switch sent {
         case .ifMatch(let etag):
             // The same ETag is the same pointer: a store that honours If-Match would have

@@ -1,10 +1,10 @@
 /// The catalog's pointer as read from the bucket.
-public struct StoredPointer: Sendable, Equatable {
-    public var body: [UInt8]
+package struct StoredPointer: Sendable, Equatable {
+    package var body: [UInt8]
     /// Without quotes.
-    public var etag: String
+    package var etag: String
 
-    public init(body: [UInt8], etag: String) {
+    package init(body: [UInt8], etag: String) {
         self.body = body
         self.etag = etag
     }

@@ -1,5 +1,5 @@
 /// How a sync ended.
-public enum SyncOutcome: Sendable, Equatable {
+package enum SyncOutcome: Sendable, Equatable {
     /// The pointer is as last seen and nothing was waiting: nothing was downloaded.
     case unchanged
     /// The catalog was read and already lists every row of ours it should.

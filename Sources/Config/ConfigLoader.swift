@@ -6,15 +6,15 @@ import Foundation
 import PhotolalaCore
 import TOMLKit
 
-public enum ConfigLoader {
+package enum ConfigLoader {
     /// `--config`, then `$PHOTOLALA_CONFIG`, then /etc/photolala/photolalad.toml (config.md).
-    public static func resolvePath(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package static func resolvePath(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
         if let env = environment["PHOTOLALA_CONFIG"], !env.isEmpty { return env }
         return Settings.defaultPath
     }
 
-    public static func load(path: String) throws(ConfigError) -> Settings {
+    package static func load(path: String) throws(ConfigError) -> Settings {
         let text: String
         do {
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -30,7 +30,7 @@ public enum ConfigLoader {
         return try parse(text, path: path)
     }
 
-    public static func parse(_ text: String, path: String = Settings.defaultPath) throws(ConfigError) -> Settings {
+    package static func parse(_ text: String, path: String = Settings.defaultPath) throws(ConfigError) -> Settings {
         let table: TOMLTable
         do {
             table = try TOMLTable(string: text)
@@ -295,7 +295,7 @@ struct TableReader {
 extension ConfigLoader {
     /// What photolalactl needs from the config — the socket and its group — read leniently:
     /// a CLI must still find the daemon when an unrelated key is wrong.
-    public static func controlSettings(path: String) -> (socket: String?, group: String?) {
+    package static func controlSettings(path: String) -> (socket: String?, group: String?) {
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8),
               let table = try? TOMLTable(string: text), let daemon = table["daemon"]?.table
         else { return (nil, nil) }

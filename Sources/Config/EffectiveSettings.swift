@@ -2,8 +2,8 @@ import PhotolalaCore
 
 /// Renders settings back as TOML for `--check-config`: every key with its effective
 /// value, defaults included, so what the daemon will do is visible at a glance.
-public enum EffectiveSettings {
-    public static func toml(_ s: Settings) -> String {
+package enum EffectiveSettings {
+    package static func toml(_ s: Settings) -> String {
         func q(_ v: String) -> String {
             "\"" + v.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         }

@@ -3,20 +3,20 @@ import PhotolalaCore
 /// The wire types of `photolalactl devices` and `photolalactl restore` (cli.md).
 
 /// `GET /v1/devices`: the account's devices that have a manifest in the bucket.
-public struct DeviceList: Codable, Sendable, Equatable {
-    public struct Device: Codable, Sendable, Equatable {
-        public var id: String
+package struct DeviceList: Codable, Sendable, Equatable {
+    package struct Device: Codable, Sendable, Equatable {
+        package var id: String
         /// nil when the device's record is missing (its manifest is still there).
-        @Null public var name: String?
-        public var folders: [String]
-        @Null public var lastBackupAt: String?
-        public var files: Int64
-        public var bytes: Int64
+        @Null package var name: String?
+        package var folders: [String]
+        @Null package var lastBackupAt: String?
+        package var files: Int64
+        package var bytes: Int64
         /// This NAS.
-        public var current: Bool
-        @Null public var updatedAt: String?
+        package var current: Bool
+        @Null package var updatedAt: String?
 
-        public init(id: String, name: String?, folders: [String], lastBackupAt: String?, files: Int64, bytes: Int64, current: Bool,
+        package init(id: String, name: String?, folders: [String], lastBackupAt: String?, files: Int64, bytes: Int64, current: Bool,
                     updatedAt: String?) {
             self.id = id
             self.name = name
@@ -30,25 +30,25 @@ public struct DeviceList: Codable, Sendable, Equatable {
 
     }
 
-    public var devices: [Device]
-    public init(devices: [Device]) {
+    package var devices: [Device]
+    package init(devices: [Device]) {
         self.devices = devices
     }
 }
 
 /// `POST /v1/restore/objects` (and `/thaw`, which also asks archived ones back): at most
 /// `maxBatch` MD5s a call, so the body stays within the socket's limit.
-public struct ObjectQuery: Codable, Sendable, Equatable {
-    public static let maxBatch = 1000
-    public var md5s: [String]
-    public init(md5s: [String]) {
+package struct ObjectQuery: Codable, Sendable, Equatable {
+    package static let maxBatch = 1000
+    package var md5s: [String]
+    package init(md5s: [String]) {
         self.md5s = md5s
     }
 }
 
 /// Where one object stands for a restore.
-public struct ObjectStatus: Codable, Sendable, Equatable {
-    public enum State: String, Codable, Sendable {
+package struct ObjectStatus: Codable, Sendable, Equatable {
+    package enum State: String, Codable, Sendable {
         /// Can be read now.
         case ready
         /// In an archive class, not asked back yet.
@@ -60,13 +60,13 @@ public struct ObjectStatus: Codable, Sendable, Equatable {
         /// Could not be asked (`message` says why); ask again.
         case unknown
     }
-    public var md5: String
-    public var state: State
-    public var size: Int64?
-    public var storageClass: String?
-    public var message: String?
+    package var md5: String
+    package var state: State
+    package var size: Int64?
+    package var storageClass: String?
+    package var message: String?
 
-    public init(md5: String, state: State, size: Int64? = nil, storageClass: String? = nil, message: String? = nil) {
+    package init(md5: String, state: State, size: Int64? = nil, storageClass: String? = nil, message: String? = nil) {
         self.md5 = md5
         self.state = state
         self.size = size
@@ -75,27 +75,27 @@ public struct ObjectStatus: Codable, Sendable, Equatable {
     }
 }
 
-public struct ObjectStatusList: Codable, Sendable, Equatable {
-    public var objects: [ObjectStatus]
-    public init(objects: [ObjectStatus]) {
+package struct ObjectStatusList: Codable, Sendable, Equatable {
+    package var objects: [ObjectStatus]
+    package init(objects: [ObjectStatus]) {
         self.objects = objects
     }
 }
 
 /// `POST /v1/restore/session`: a restore tells the daemon how it stands, so `status` can
 /// show it. The first call (no `id`) opens the session and is the restore's permission check.
-public struct RestoreReport: Codable, Sendable, Equatable {
-    public var id: String?
-    public var device: String
-    public var filesDone: Int
-    public var filesTotal: Int
-    public var bytesDone: Int64
-    public var bytesTotal: Int64
-    public var waitingArchived: Int
-    public var archiveClass: String?
-    public var finished: Bool
+package struct RestoreReport: Codable, Sendable, Equatable {
+    package var id: String?
+    package var device: String
+    package var filesDone: Int
+    package var filesTotal: Int
+    package var bytesDone: Int64
+    package var bytesTotal: Int64
+    package var waitingArchived: Int
+    package var archiveClass: String?
+    package var finished: Bool
 
-    public init(id: String? = nil, device: String, filesDone: Int = 0, filesTotal: Int = 0, bytesDone: Int64 = 0, bytesTotal: Int64 = 0,
+    package init(id: String? = nil, device: String, filesDone: Int = 0, filesTotal: Int = 0, bytesDone: Int64 = 0, bytesTotal: Int64 = 0,
                 waitingArchived: Int = 0, archiveClass: String? = nil, finished: Bool = false) {
         self.id = id
         self.device = device
@@ -109,9 +109,9 @@ public struct RestoreReport: Codable, Sendable, Equatable {
     }
 }
 
-public struct RestoreSessionReply: Codable, Sendable, Equatable {
-    public var id: String
-    public init(id: String) {
+package struct RestoreSessionReply: Codable, Sendable, Equatable {
+    package var id: String
+    package init(id: String) {
         self.id = id
     }
 }

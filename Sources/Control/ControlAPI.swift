@@ -4,7 +4,7 @@ import PhotolalaCore
 /// The versioned calls of the local API, one path each (as tailscale's LocalAPI does),
 /// with the access each needs: members of `daemon.socket_group` may read, only root
 /// or the daemon's own user may change anything.
-public enum ControlRoute: String, Sendable, CaseIterable {
+package enum ControlRoute: String, Sendable, CaseIterable {
     case status = "GET /v1/status"
     /// The Prometheus text exposition of the same snapshot, plus the counters.
     case metrics = "GET /v1/metrics"
@@ -31,9 +31,9 @@ public enum ControlRoute: String, Sendable, CaseIterable {
     case restoreObject = "GET /v1/restore/object"
     case restoreSession = "POST /v1/restore/session"
 
-    public enum Access: Sendable { case read, write }
+    package enum Access: Sendable { case read, write }
 
-    public var access: Access {
+    package var access: Access {
         switch self {
         case .status, .queue, .metrics, .verifyProgress, .files: .read
         // `restore --dry-run` is a read: the group may see what a restore would bring back.
@@ -42,22 +42,22 @@ public enum ControlRoute: String, Sendable, CaseIterable {
         }
     }
 
-    public var method: String { String(rawValue.split(separator: " ")[0]) }
-    public var path: String { String(rawValue.split(separator: " ")[1]) }
+    package var method: String { String(rawValue.split(separator: " ")[0]) }
+    package var path: String { String(rawValue.split(separator: " ")[1]) }
 
-    public init?(method: String, path: String) {
+    package init?(method: String, path: String) {
         self.init(rawValue: "\(method) \(path)")
     }
 }
 
 /// A request as the handler sees it: the route, its query and its (small, bounded) JSON body.
-public struct ControlRequest: Sendable {
-    public var route: ControlRoute
-    public var query: [String: String]
-    public var body: [UInt8]
-    public var peer: PeerCredentials
+package struct ControlRequest: Sendable {
+    package var route: ControlRoute
+    package var query: [String: String]
+    package var body: [UInt8]
+    package var peer: PeerCredentials
 
-    public init(route: ControlRoute, query: [String: String] = [:], body: [UInt8] = [], peer: PeerCredentials) {
+    package init(route: ControlRoute, query: [String: String] = [:], body: [UInt8] = [], peer: PeerCredentials) {
         self.route = route
         self.query = query
         self.body = body
@@ -65,41 +65,41 @@ public struct ControlRequest: Sendable {
     }
 }
 
-public struct ControlResponse: Sendable {
-    public var status: Int
-    public var body: [UInt8]
-    public var contentType: String
+package struct ControlResponse: Sendable {
+    package var status: Int
+    package var body: [UInt8]
+    package var contentType: String
     /// A body produced while it is sent (see `ControlStream`); `status` and `body` are then unused.
-    public var stream: ControlStream?
+    package var stream: ControlStream?
 
-    public init(status: Int, body: [UInt8], contentType: String = "application/json") {
+    package init(status: Int, body: [UInt8], contentType: String = "application/json") {
         self.status = status
         self.body = body
         self.contentType = contentType
         self.stream = nil
     }
 
-    public static func stream(_ produce: @escaping @Sendable (ControlStreamWriter) async -> Void) -> ControlResponse {
+    package static func stream(_ produce: @escaping @Sendable (ControlStreamWriter) async -> Void) -> ControlResponse {
         var r = ControlResponse(status: 200, body: [])
         r.stream = ControlStream(produce)
         return r
     }
 
-    public static func json<T: Encodable>(_ value: T, status: Int = 200) -> ControlResponse {
+    package static func json<T: Encodable>(_ value: T, status: Int = 200) -> ControlResponse {
         ControlResponse(status: status, body: (try? ControlJSON.encode(value)) ?? Array("{}".utf8))
     }
 
-    public static func error(_ status: Int, _ code: String, _ message: String) -> ControlResponse {
+    package static func error(_ status: Int, _ code: String, _ message: String) -> ControlResponse {
         json(ControlReply(ok: false, error: code, message: message), status: status)
     }
 }
 
 /// The answer to a command that changes something: what happened, in words.
-public struct ControlReply: Codable, Sendable, Equatable {
-    public var ok: Bool
-    public var error: String?
-    public var message: String
-    public init(ok: Bool, error: String? = nil, message: String) {
+package struct ControlReply: Codable, Sendable, Equatable {
+    package var ok: Bool
+    package var error: String?
+    package var message: String
+    package init(ok: Bool, error: String? = nil, message: String) {
         self.ok = ok
         self.error = error
         self.message = message
@@ -107,17 +107,17 @@ public struct ControlReply: Codable, Sendable, Equatable {
 }
 
 /// `photolalactl queue --json`: newest first, at most `limit`.
-public struct QueueListing: Codable, Sendable, Equatable {
-    public struct Item: Codable, Sendable, Equatable {
-        public var path: String
-        public var state: String
-        public var size: Int64
-        @Null public var md5: String?
-        public var attempts: Int
-        @Null public var lastError: String?
-        @Null public var updatedAt: String?
+package struct QueueListing: Codable, Sendable, Equatable {
+    package struct Item: Codable, Sendable, Equatable {
+        package var path: String
+        package var state: String
+        package var size: Int64
+        @Null package var md5: String?
+        package var attempts: Int
+        @Null package var lastError: String?
+        @Null package var updatedAt: String?
 
-        public init(path: String, state: String, size: Int64, md5: String?, attempts: Int, lastError: String?, updatedAt: String?) {
+        package init(path: String, state: String, size: Int64, md5: String?, attempts: Int, lastError: String?, updatedAt: String?) {
             self.path = path
             self.state = state
             self.size = size
@@ -129,36 +129,36 @@ public struct QueueListing: Codable, Sendable, Equatable {
 
     }
 
-    public var items: [Item]
-    public var total: Int
-    public init(items: [Item], total: Int) {
+    package var items: [Item]
+    package var total: Int
+    package init(items: [Item], total: Int) {
         self.items = items
         self.total = total
     }
 }
 
 /// `photolalactl login --identity-token T [--authorization-code C]`.
-public struct IdentityTokenLogin: Codable, Sendable {
-    public var identityToken: String
-    public var authorizationCode: String?
-    public init(identityToken: String, authorizationCode: String?) {
+package struct IdentityTokenLogin: Codable, Sendable {
+    package var identityToken: String
+    package var authorizationCode: String?
+    package init(identityToken: String, authorizationCode: String?) {
         self.identityToken = identityToken
         self.authorizationCode = authorizationCode
     }
 }
 
 /// Where a sign-in stands; the CLI polls this while the user confirms on the phone.
-public struct LoginProgress: Codable, Sendable, Equatable {
-    public enum State: String, Codable, Sendable { case pending, signedIn, denied, expired, failed, cancelled, none }
-    public var state: State
-    public var userCode: String?
-    public var verificationUri: String?
-    public var verificationUriComplete: String?
-    public var expiresAt: String?
-    public var userId: String?
-    public var message: String?
+package struct LoginProgress: Codable, Sendable, Equatable {
+    package enum State: String, Codable, Sendable { case pending, signedIn, denied, expired, failed, cancelled, none }
+    package var state: State
+    package var userCode: String?
+    package var verificationUri: String?
+    package var verificationUriComplete: String?
+    package var expiresAt: String?
+    package var userId: String?
+    package var message: String?
 
-    public init(state: State, userCode: String? = nil, verificationUri: String? = nil, verificationUriComplete: String? = nil,
+    package init(state: State, userCode: String? = nil, verificationUri: String? = nil, verificationUriComplete: String? = nil,
                 expiresAt: String? = nil, userId: String? = nil, message: String? = nil) {
         self.state = state
         self.userCode = userCode

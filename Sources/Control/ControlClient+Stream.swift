@@ -6,26 +6,26 @@ import Foundation
 /// Reading a streamed answer (an object being restored, a manifest) as it arrives,
 /// instead of whole: the body goes to `consume` a read at a time.
 extension ControlClient {
-    public struct StreamAnswer: Sendable, Equatable {
-        public var status: Int
+    package struct StreamAnswer: Sendable, Equatable {
+        package var status: Int
         /// The declared length, nil for a chunked body.
-        public var contentLength: Int64?
+        package var contentLength: Int64?
         /// Body bytes handed to `consume`.
-        public var received: Int64
+        package var received: Int64
         /// The body arrived whole (its declared length, or its last chunk).
-        public var complete: Bool
+        package var complete: Bool
         /// A non-2xx answer's body (JSON), which is not streamed.
-        public var errorBody: [UInt8]
+        package var errorBody: [UInt8]
 
         /// The daemon's words for a refusal.
-        public var errorMessage: String? {
+        package var errorMessage: String? {
             (try? ControlJSON.decode(ControlReply.self, from: errorBody))?.message
         }
     }
 
     /// Sends one request; a 2xx answer's body goes to `consume` (de-chunked), anything else
     /// comes back in `errorBody`. A 403 becomes `permissionDenied` with the daemon's words.
-    public func stream(_ route: ControlRoute, query: [String: String] = [:], body: [UInt8] = [], timeout: TimeInterval? = nil,
+    package func stream(_ route: ControlRoute, query: [String: String] = [:], body: [UInt8] = [], timeout: TimeInterval? = nil,
                        consume: (UnsafeRawBufferPointer) throws -> Void) throws -> StreamAnswer {
         let fd = try connectAndSend(route, query: query, body: body, timeout: timeout ?? self.timeout)
         defer { close(fd) }

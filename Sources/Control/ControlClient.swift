@@ -5,8 +5,8 @@ import Foundation
 
 /// The CLI's side of the control socket: one blocking request with timeouts. The CLI
 /// never opens the database; everything it shows comes through here.
-public struct ControlClient: Sendable {
-    public enum Failure: Error, CustomStringConvertible {
+package struct ControlClient: Sendable {
+    package enum Failure: Error, CustomStringConvertible {
         /// No daemon: the socket is missing or refuses connections.
         case notRunning(path: String)
         /// The kernel or the daemon said no; `hint` says which group to join.
@@ -14,7 +14,7 @@ public struct ControlClient: Sendable {
         case protocolError(String)
         case timedOut(path: String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case let .notRunning(path):
                 "photolalad is not running (no daemon at \(path)); start it with: systemctl start photolalad"
@@ -25,11 +25,11 @@ public struct ControlClient: Sendable {
         }
     }
 
-    public let socketPath: String
-    public let groupHint: String
-    public var timeout: TimeInterval
+    package let socketPath: String
+    package let groupHint: String
+    package var timeout: TimeInterval
 
-    public init(socketPath: String, groupHint: String = "photolala", timeout: TimeInterval = 30) {
+    package init(socketPath: String, groupHint: String = "photolala", timeout: TimeInterval = 30) {
         self.socketPath = socketPath
         self.groupHint = groupHint
         self.timeout = timeout
@@ -37,7 +37,7 @@ public struct ControlClient: Sendable {
 
     /// Sends one request and returns (HTTP status, body). A busy daemon (connection cap
     /// reached under a flood) is retried briefly.
-    public func send(_ route: ControlRoute, query: [String: String] = [:], body: [UInt8] = []) throws(Failure) -> (Int, [UInt8]) {
+    package func send(_ route: ControlRoute, query: [String: String] = [:], body: [UInt8] = []) throws(Failure) -> (Int, [UInt8]) {
         var attempt = 0
         while true {
             let (status, reply) = try sendOnce(route, query: query, body: body)
@@ -51,7 +51,7 @@ public struct ControlClient: Sendable {
     }
 
     /// Decodes a 2xx JSON answer; a 403 becomes `permissionDenied` with the daemon's words.
-    public func call<T: Decodable>(_ route: ControlRoute, query: [String: String] = [:], body: [UInt8] = [], as type: T.Type) throws(Failure) -> T {
+    package func call<T: Decodable>(_ route: ControlRoute, query: [String: String] = [:], body: [UInt8] = [], as type: T.Type) throws(Failure) -> T {
         let (status, reply) = try send(route, query: query, body: body)
         if status == 403 {
             let message = (try? ControlJSON.decode(ControlReply.self, from: reply))?.message

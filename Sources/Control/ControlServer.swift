@@ -11,35 +11,35 @@ import NIOPosix
 /// Everything about a client is bounded — header and body size, the time to send the
 /// request, the number of connections — so a broken or hostile client is answered with
 /// an error and dropped without touching anyone else.
-public final class ControlServer: Sendable {
-    public struct Limits: Sendable {
-        public var maxBodyBytes = 64 * 1024
-        public var maxHeaderBytes = 16 * 1024
-        public var requestDeadline: TimeAmount = .seconds(3)
+package final class ControlServer: Sendable {
+    package struct Limits: Sendable {
+        package var maxBodyBytes = 64 * 1024
+        package var maxHeaderBytes = 16 * 1024
+        package var requestDeadline: TimeAmount = .seconds(3)
         /// An answer the client has not taken by then is dropped with its connection: a
         /// client that never reads must not hold a slot, and the answer's memory, for good.
-        public var responseDeadline: TimeAmount = .seconds(10)
-        public var maxConnections = 256
+        package var responseDeadline: TimeAmount = .seconds(10)
+        package var maxConnections = 256
         /// Connections one unprivileged uid may hold at once. The socket is open to a whole
         /// group: one member's runaway (or hostile) program must not take every slot, or
         /// root's own `photolalactl` gets "too many connections" (the socket suite did).
-        public var maxConnectionsPerUser = 16
+        package var maxConnectionsPerUser = 16
         /// Of `maxConnections`, slots only root and the daemon's user may take.
-        public var reservedForPrivileged = 32
+        package var reservedForPrivileged = 32
         /// Bytes of answers written but not yet taken by their clients, summed over the
         /// unprivileged ones; past it a new answer is refused with 503. Bounds the memory
         /// that clients asking for big queue listings and never reading them can pin.
-        public var maxPendingResponseBytes = 16 << 20
+        package var maxPendingResponseBytes = 16 << 20
         /// A streamed answer (an object being restored) whose client takes nothing for this
         /// long is dropped with its connection; it holds no more than one buffer meanwhile.
-        public var streamStallTimeout: TimeAmount = .seconds(60)
-        public init() {}
+        package var streamStallTimeout: TimeAmount = .seconds(60)
+        package init() {}
     }
 
-    public enum StartError: Error, CustomStringConvertible {
+    package enum StartError: Error, CustomStringConvertible {
         case alreadyRunning(String)
         case cannotBind(String, String)
-        public var description: String {
+        package var description: String {
             switch self {
             case let .alreadyRunning(path):
                 "another photolalad is already running on \(path) (stop it first: systemctl stop photolalad)"
@@ -50,7 +50,7 @@ public final class ControlServer: Sendable {
     }
 
     private let channel: Channel
-    public let path: String
+    package let path: String
 
     private init(channel: Channel, path: String) {
         self.channel = channel
@@ -58,7 +58,7 @@ public final class ControlServer: Sendable {
     }
 
     /// Binds the socket: a live socket means another daemon (refuse), a stale file is replaced.
-    public static func start(
+    package static func start(
         path: String, group groupName: String, policy: AccessPolicy, handler: any ControlHandler,
         limits: Limits = Limits(), logger: Logger,
         eventLoopGroup: EventLoopGroup = MultiThreadedEventLoopGroup.singleton
@@ -106,7 +106,7 @@ public final class ControlServer: Sendable {
         return ControlServer(channel: channel, path: path)
     }
 
-    public func stop() async {
+    package func stop() async {
         try? await channel.close()
         unlink(path)
     }

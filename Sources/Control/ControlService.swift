@@ -8,14 +8,14 @@ import ServiceLifecycle
 /// until graceful shutdown (or cancellation), then closes it and removes the socket file.
 /// Listed first in the group, it is shut down last: status keeps answering "stopping"
 /// while the stages wind down.
-public struct ControlService: Service {
+package struct ControlService: Service {
     let server: ControlServer
 
-    public init(server: ControlServer) {
+    package init(server: ControlServer) {
         self.server = server
     }
 
-    public func run() async throws {
+    package func run() async throws {
         // Graceful shutdown returns, cancellation throws: either way the socket goes.
         try? await gracefulShutdown()
         await server.stop()

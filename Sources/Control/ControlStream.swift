@@ -8,21 +8,21 @@ import Synchronization
 /// the length (or answers with a plain JSON error instead) and writes the body a buffer
 /// at a time; each write waits until the socket took the previous one, so memory stays
 /// flat whatever the size, and a client that stops reading for `stallTimeout` is dropped.
-public struct ControlStream: Sendable {
-    public let produce: @Sendable (ControlStreamWriter) async -> Void
+package struct ControlStream: Sendable {
+    package let produce: @Sendable (ControlStreamWriter) async -> Void
 
-    public init(_ produce: @escaping @Sendable (ControlStreamWriter) async -> Void) {
+    package init(_ produce: @escaping @Sendable (ControlStreamWriter) async -> Void) {
         self.produce = produce
     }
 }
 
-public final class ControlStreamWriter: Sendable {
+package final class ControlStreamWriter: Sendable {
     enum Phase { case idle, streaming, done }
 
-    public enum Failure: Error, CustomStringConvertible {
+    package enum Failure: Error, CustomStringConvertible {
         case closed
         case misuse(String)
-        public var description: String {
+        package var description: String {
             switch self {
             case .closed: "the client went away"
             case .misuse(let why): why
@@ -40,7 +40,7 @@ public final class ControlStreamWriter: Sendable {
     }
 
     /// Answers with a plain (JSON) response instead of a stream; only before `begin`.
-    public func respond(_ response: ControlResponse) async {
+    package func respond(_ response: ControlResponse) async {
         guard phase.withLock({ p in defer { if p == .idle { p = .done } }; return p == .idle }) else { return }
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
@@ -54,7 +54,7 @@ public final class ControlStreamWriter: Sendable {
     }
 
     /// Sends the head. Without a length the body is sent chunked.
-    public func begin(status: Int = 200, contentType: String, contentLength: Int64?) async throws {
+    package func begin(status: Int = 200, contentType: String, contentLength: Int64?) async throws {
         guard phase.withLock({ p in defer { if p == .idle { p = .streaming } }; return p == .idle }) else {
             throw Failure.misuse("the answer was already begun")
         }
@@ -66,7 +66,7 @@ public final class ControlStreamWriter: Sendable {
         try await send(.head(HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)))
     }
 
-    public func write(_ buffer: ByteBuffer) async throws {
+    package func write(_ buffer: ByteBuffer) async throws {
         guard phase.withLock({ $0 == .streaming }) else { throw Failure.misuse("write before begin or after finish") }
         // Queued without waiting while the channel's buffer is under its high-water mark
         // (512 KiB): waiting for every write to reach the socket left the pipe idle
@@ -76,12 +76,12 @@ public final class ControlStreamWriter: Sendable {
         try await wait(future)
     }
 
-    public func write(_ bytes: [UInt8]) async throws {
+    package func write(_ bytes: [UInt8]) async throws {
         try await write(ByteBuffer(bytes: bytes))
     }
 
     /// Ends the body; the connection closes (one request per connection).
-    public func finish() async throws {
+    package func finish() async throws {
         guard phase.withLock({ p in defer { if p == .streaming { p = .done } }; return p == .streaming }) else { return }
         try await send(.end(nil))
         try? await channel.close()

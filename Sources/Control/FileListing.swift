@@ -2,20 +2,20 @@ import PhotolalaCore
 
 /// `photolalactl files PATH`: one page of the files at or under a path, in path order.
 /// The command asks again with `after` set to `next` until `next` is null.
-public struct FileListing: Codable, Sendable, Equatable {
-    public struct Item: Codable, Sendable, Equatable {
-        public var path: String
+package struct FileListing: Codable, Sendable, Equatable {
+    package struct Item: Codable, Sendable, Equatable {
+        package var path: String
         /// cli.md's words: `pending`, `uploading`, `uploaded`, `failed`, or `gone` (deleted
         /// from the folder since; its object stays in the bucket).
-        public var state: String
-        public var size: Int64
-        @Null public var md5: String?
+        package var state: String
+        package var size: Int64
+        @Null package var md5: String?
         /// `photos/{userId}/{md5}.dat` once hashed (null before, or while signed out).
-        @Null public var key: String?
-        @Null public var uploadedAt: String?
-        @Null public var lastError: String?
+        @Null package var key: String?
+        @Null package var uploadedAt: String?
+        @Null package var lastError: String?
 
-        public init(path: String, state: String, size: Int64, md5: String?, key: String?, uploadedAt: String?, lastError: String?) {
+        package init(path: String, state: String, size: Int64, md5: String?, key: String?, uploadedAt: String?, lastError: String?) {
             self.path = path
             self.state = state
             self.size = size
@@ -26,13 +26,13 @@ public struct FileListing: Codable, Sendable, Equatable {
         }
     }
 
-    public var items: [Item]
+    package var items: [Item]
     /// Where the next page starts; null on the last one.
-    @Null public var next: String?
+    @Null package var next: String?
     /// When nothing at the path is tracked: why, in words (not a photo, not seen yet, …).
-    @Null public var note: String?
+    @Null package var note: String?
 
-    public init(items: [Item], next: String? = nil, note: String? = nil) {
+    package init(items: [Item], next: String? = nil, note: String? = nil) {
         self.items = items
         self.next = next
         self.note = note
@@ -40,12 +40,12 @@ public struct FileListing: Codable, Sendable, Equatable {
 }
 
 /// `POST /v1/files`: the path (absolute) and the page wanted.
-public struct FilesRequest: Codable, Sendable, Equatable {
-    public var path: String
-    @Null public var after: String?
-    @Null public var limit: Int?
+package struct FilesRequest: Codable, Sendable, Equatable {
+    package var path: String
+    @Null package var after: String?
+    @Null package var limit: Int?
 
-    public init(path: String, after: String? = nil, limit: Int? = nil) {
+    package init(path: String, after: String? = nil, limit: Int? = nil) {
         self.path = path
         self.after = after
         self.limit = limit

@@ -1,26 +1,26 @@
 /// De-chunks an HTTP/1.1 body (RFC 9112 section 7.1) fed in arbitrary pieces; a plain
 /// body passes through. Pure, so the pieces' boundaries can be tested anywhere.
-public struct HTTPBodyDecoder: Sendable {
+package struct HTTPBodyDecoder: Sendable {
     enum State: Sendable { case size, sizeLF, data(Int), dataCR, dataLF, trailer, done }
 
-    public let chunked: Bool
+    package let chunked: Bool
     private var state: State = .size
     private var sizeText: [UInt8] = []
     private var trailerLine = 0
 
-    public init(chunked: Bool) {
+    package init(chunked: Bool) {
         self.chunked = chunked
     }
 
     /// The last chunk and its trailer were read.
-    public var finished: Bool {
+    package var finished: Bool {
         if case .done = state { return true }
         return false
     }
 
-    public enum DecodeError: Error { case badChunk }
+    package enum DecodeError: Error { case badChunk }
 
-    public mutating func feed(_ bytes: UnsafeRawBufferPointer, _ emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+    package mutating func feed(_ bytes: UnsafeRawBufferPointer, _ emit: (UnsafeRawBufferPointer) throws -> Void) throws {
         guard chunked else {
             if !bytes.isEmpty { try emit(bytes) }
             return

@@ -11,18 +11,18 @@ import PhotolalaCore
 /// accepting and the kernel's backlog holds the rest), and an answer not taken within
 /// 10 s is dropped. It runs on the daemon's event loops and only reads the snapshot, so
 /// a flood of scrapes or a stalled scraper costs the daemon nothing but a descriptor.
-public final class MetricsListener: Sendable {
-    public struct Limits: Sendable {
-        public var maxHeaderBytes = 8 * 1024
-        public var requestDeadline: TimeAmount = .seconds(3)
-        public var responseDeadline: TimeAmount = .seconds(10)
-        public var maxConnections = 64
-        public init() {}
+package final class MetricsListener: Sendable {
+    package struct Limits: Sendable {
+        package var maxHeaderBytes = 8 * 1024
+        package var requestDeadline: TimeAmount = .seconds(3)
+        package var responseDeadline: TimeAmount = .seconds(10)
+        package var maxConnections = 64
+        package init() {}
     }
 
-    public enum StartError: Error, CustomStringConvertible {
+    package enum StartError: Error, CustomStringConvertible {
         case cannotBind(Settings.ListenAddress, String)
-        public var description: String {
+        package var description: String {
             switch self {
             case let .cannotBind(address, why):
                 "cannot serve metrics on \(address) (metrics.listen): \(why); choose a free port or an address of this machine in [metrics] listen, or set it to \"off\""
@@ -32,9 +32,9 @@ public final class MetricsListener: Sendable {
 
     private let channel: Channel
     let connections: MetricsConnections
-    public let address: Settings.ListenAddress
+    package let address: Settings.ListenAddress
     /// The port bound (the one asked for, or the kernel's choice for port 0).
-    public let port: Int
+    package let port: Int
 
     private init(channel: Channel, connections: MetricsConnections, address: Settings.ListenAddress) {
         self.channel = channel
@@ -43,7 +43,7 @@ public final class MetricsListener: Sendable {
         self.port = channel.localAddress?.port ?? address.port
     }
 
-    public static func start(
+    package static func start(
         address: Settings.ListenAddress, limits: Limits = Limits(), logger: Logger,
         render: @escaping @Sendable () async -> [UInt8],
         eventLoopGroup: EventLoopGroup = MultiThreadedEventLoopGroup.singleton
@@ -74,7 +74,7 @@ public final class MetricsListener: Sendable {
         }
     }
 
-    public func stop() async {
+    package func stop() async {
         try? await channel.close()
     }
 

@@ -8,7 +8,7 @@ import ServiceLifecycle
 /// An address it cannot use (a port taken, an address not on this machine) must not
 /// stop the backup: the daemon runs on, the problem is in the log and in status, and the
 /// address is tried again every 30 s.
-public actor MetricsListenerService: Service {
+package actor MetricsListenerService: Service {
     private var address: Settings.ListenAddress?
     private var listener: MetricsListener?
     private var failure: String?
@@ -18,7 +18,7 @@ public actor MetricsListenerService: Service {
     private let wake = WakeSignal()
     private let retryInterval: Duration
 
-    public init(address: Settings.ListenAddress?, limits: MetricsListener.Limits = MetricsListener.Limits(),
+    package init(address: Settings.ListenAddress?, limits: MetricsListener.Limits = MetricsListener.Limits(),
                 retryInterval: Duration = .seconds(30), logger: Logger, render: @escaping @Sendable () async -> [UInt8]) {
         self.address = address
         self.limits = limits
@@ -28,19 +28,19 @@ public actor MetricsListenerService: Service {
     }
 
     /// A new `metrics.listen` (reload): the listener moves at once.
-    public func apply(_ new: Settings.ListenAddress?) async {
+    package func apply(_ new: Settings.ListenAddress?) async {
         guard new != address else { return }
         address = new
         await wake.notify()
     }
 
     /// Why the configured address is not served, in words for status; nil when all is well.
-    public var problem: String? { failure }
+    package var problem: String? { failure }
 
     /// The port served now (tests listen on port 0).
-    public var boundPort: Int? { listener?.port }
+    package var boundPort: Int? { listener?.port }
 
-    public func run() async throws {
+    package func run() async throws {
         try? await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 let since = await self.wake.current

@@ -4,12 +4,12 @@ import Glibc
 import Foundation
 
 /// Who is on the other end of the socket, from SO_PEERCRED (the kernel's word, not the client's).
-public struct PeerCredentials: Sendable, Equatable {
-    public var pid: Int32
-    public var uid: UInt32
-    public var gid: UInt32
+package struct PeerCredentials: Sendable, Equatable {
+    package var pid: Int32
+    package var uid: UInt32
+    package var gid: UInt32
 
-    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+    package init(pid: Int32, uid: UInt32, gid: UInt32) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
@@ -18,7 +18,7 @@ public struct PeerCredentials: Sendable, Equatable {
     /// Whether the peer has `group` as primary or supplementary group. SO_PEERCRED carries
     /// only the primary one, so the supplementary groups come from the peer process itself
     /// (/proc/PID/status, what `newgrp`/`setpriv` really gave it), then from the group database.
-    public func isMember(ofGroup group: UInt32) -> Bool {
+    package func isMember(ofGroup group: UInt32) -> Bool {
         if gid == group { return true }
         if let groups = Self.processGroups(pid: pid), groups.contains(group) { return true }
         var pwd = passwd()
@@ -48,24 +48,24 @@ extension PeerCredentials {
 }
 
 /// Decides read and write access on the socket (cli.md "The control socket").
-public struct AccessPolicy: Sendable {
-    public var daemonUID: UInt32
+package struct AccessPolicy: Sendable {
+    package var daemonUID: UInt32
     /// nil when `daemon.socket_group` does not exist: then only root and the daemon's user get in.
-    public var readerGroup: UInt32?
-    public var readerGroupName: String
+    package var readerGroup: UInt32?
+    package var readerGroupName: String
 
-    public init(daemonUID: UInt32, readerGroup: UInt32?, readerGroupName: String) {
+    package init(daemonUID: UInt32, readerGroup: UInt32?, readerGroupName: String) {
         self.daemonUID = daemonUID
         self.readerGroup = readerGroup
         self.readerGroupName = readerGroupName
     }
 
     /// Root and the daemon's own user: may do everything, and have connection slots kept for them.
-    public func isPrivileged(_ peer: PeerCredentials) -> Bool {
+    package func isPrivileged(_ peer: PeerCredentials) -> Bool {
         peer.uid == 0 || peer.uid == daemonUID
     }
 
-    public func allows(_ access: ControlRoute.Access, peer: PeerCredentials) -> Bool {
+    package func allows(_ access: ControlRoute.Access, peer: PeerCredentials) -> Bool {
         if isPrivileged(peer) { return true }
         switch access {
         case .write: return false
@@ -76,7 +76,7 @@ public struct AccessPolicy: Sendable {
     }
 
     /// What to tell a refused peer: which group or which user would get in.
-    public func refusal(_ access: ControlRoute.Access) -> String {
+    package func refusal(_ access: ControlRoute.Access) -> String {
         switch access {
         case .read: "permission denied: join the group '\(readerGroupName)' to read the daemon's status (sudo usermod -aG \(readerGroupName) $USER, then log in again)"
         case .write: "permission denied: changing photolalad needs root or the daemon's user (try sudo photolalactl ...)"

@@ -9,7 +9,7 @@ import PhotolalaCore
 extension AccountService {
     /// Credentials to sign with: at once when valid (even while a refresh runs), otherwise
     /// after the one fetch in flight. Throws when uploads must not happen.
-    public func credentials() async throws(Unavailable) -> STSGrant {
+    package func credentials() async throws(Unavailable) -> STSGrant {
         while true {
             if let block = uploadBlock { throw block }
             if let g = creds.usable(now: Date()) { return g }
@@ -38,7 +38,7 @@ extension AccountService {
     }
 
     /// S3 refused the session token (ExpiredToken, InvalidToken, TokenRefreshRequired).
-    public func rejectedByS3(_ grant: STSGrant) {
+    package func rejectedByS3(_ grant: STSGrant) {
         // Only the credentials that were refused: a newer grant may already be in place.
         guard creds.grant == grant else { return }
         logger.notice("S3 refused the storage credentials; fetching new ones")

@@ -6,7 +6,7 @@ import PhotolalaCore
 /// Device pairing (backend-api.md section 2): start, poll no faster than the backend
 /// allows, and report how it stands for `photolalactl login`.
 extension AccountService {
-    public func startPairing() async -> PairingView {
+    package func startPairing() async -> PairingView {
         pairingTask?.cancel()
         do {
             _ = try ensureDeviceId()
@@ -28,7 +28,7 @@ extension AccountService {
         }
     }
 
-    public func pairingView() -> PairingView {
+    package func pairingView() -> PairingView {
         guard let p = pairing else { return PairingView(outcome: "none", message: "no pairing in progress") }
         var v = PairingView(outcome: "pending", userCode: p.authorization.userCode, verificationUri: p.authorization.verificationUri,
                             verificationUriComplete: p.authorization.verificationUriComplete, expiresAt: p.expiresAt)
@@ -43,7 +43,7 @@ extension AccountService {
         return v
     }
 
-    public func cancelPairing() {
+    package func cancelPairing() {
         pairingTask?.cancel()
         if pairing?.outcome == .pending {
             pairing?.outcome = .cancelled

@@ -6,7 +6,7 @@ import PhotolalaCore
 /// Signing in with an identity token, signing out, and adopting a sign-in from either
 /// way in (pairing ends here too).
 extension AccountService {
-    public func loginWithIdentityToken(_ token: String, authorizationCode: String?) async -> (userId: String?, error: String?) {
+    package func loginWithIdentityToken(_ token: String, authorizationCode: String?) async -> (userId: String?, error: String?) {
         do {
             _ = try ensureDeviceId()
         } catch {
@@ -31,7 +31,7 @@ extension AccountService {
     }
 
     /// `photolalactl logout`: stop uploads, drop every credential from memory, erase the secrets on disk.
-    public func logout() async {
+    package func logout() async {
         pairingTask?.cancel()
         pairing = nil
         let had = signIn != nil

@@ -4,7 +4,7 @@ import PhotolalaCore
 extension AccountService {
     /// The account's part of status: sign-in, Apple check, credentials, a pairing under
     /// way; and, while running, whether uploads wait for a login or a pause.
-    public func contribute(to s: inout DaemonStatus) {
+    package func contribute(to s: inout DaemonStatus) {
         let now = Date()
         s.account = DaemonStatus.Account(signedIn: isSignedIn, userId: signIn?.userId)
         s.appleCredential = apple.status

@@ -11,8 +11,8 @@ import ServiceLifecycle
 ///
 /// By aspect: `+SignIn` (identity token, logout), `+Pairing`, `+Credentials` (STS and the
 /// access-token refresh), `+AppleCheck`, `+Status`.
-public actor AccountService: Service {
-    public enum Unavailable: Error, Sendable, Equatable {
+package actor AccountService: Service {
+    package enum Unavailable: Error, Sendable, Equatable {
         case signedOut
         case paused(DaemonStatus.PauseReason)
         case cancelled
@@ -20,15 +20,15 @@ public actor AccountService: Service {
 
     /// Says when the pause reasons this service imposes changed (credentials or Apple
     /// state), and whatever else it shows in the status.
-    public nonisolated let statusChanges: ChangeFeed
+    package nonisolated let statusChanges: ChangeFeed
     /// Says when the credentials in hand were dropped (logout, Apple ID revoked, a
     /// subscription pause): whoever uses them stops what is under way.
-    public nonisolated let credentialDrops = ChangeFeed()
+    package nonisolated let credentialDrops = ChangeFeed()
 
     let store: AccountStore
     let deviceIdentity: DeviceIdentity
     /// This NAS's id, once made (at the first sign-in); every backend call carries it.
-    public private(set) var deviceId: String?
+    package private(set) var deviceId: String?
     var backend: BackendClient
     let logger: Logger
     var deviceName: String
@@ -45,7 +45,7 @@ public actor AccountService: Service {
     var waiters: [UUID: CheckedContinuation<STSGrant?, Never>] = [:]
     var stopped = false
 
-    public init(stateDir: String, backend: BackendClient, deviceName: String, refreshBeforeExpiry: Duration,
+    package init(stateDir: String, backend: BackendClient, deviceName: String, refreshBeforeExpiry: Duration,
                 appleCheckInterval: Duration, logger: Logger, statusChanges: ChangeFeed = ChangeFeed()) {
         store = AccountStore(stateDir: stateDir)
         deviceIdentity = DeviceIdentity(stateDir: stateDir)
@@ -61,7 +61,7 @@ public actor AccountService: Service {
     }
 
     /// Settings that can change on reload.
-    public func reconfigure(backend: BackendClient, deviceName: String, refreshBeforeExpiry: Duration, appleCheckInterval: Duration) {
+    package func reconfigure(backend: BackendClient, deviceName: String, refreshBeforeExpiry: Duration, appleCheckInterval: Duration) {
         self.backend = backend
         self.backend.deviceId = deviceId
         self.deviceName = deviceName
@@ -72,7 +72,7 @@ public actor AccountService: Service {
     }
 
     /// Restores the saved sign-in (before READY, so status is right from the first answer).
-    public func restore() async {
+    package func restore() async {
         guard signIn == nil, let saved = store.load() else { return }
         logger.notice("restored the saved sign-in", metadata: ["user": "\(saved.userId)"])
         // A sign-in saved by a version without device ids gets its id now: the NAS's
@@ -85,7 +85,7 @@ public actor AccountService: Service {
         await adopt(saved, persist: false)
     }
 
-    public func run() async throws {
+    package func run() async throws {
         try? await gracefulShutdown()
         stopped = true
         timer?.cancel()
@@ -97,25 +97,25 @@ public actor AccountService: Service {
     // MARK: what the pipeline asks
 
     /// Why uploads must not run now, if they must not.
-    public var uploadBlock: Unavailable? {
+    package var uploadBlock: Unavailable? {
         if signIn == nil || needsLogin { return .signedOut }
         if let r = apple.pauseReason { return .paused(r) }
         if case .paused(let r, _) = creds.phase { return .paused(r) }
         return nil
     }
 
-    public var pauseReason: DaemonStatus.PauseReason? {
+    package var pauseReason: DaemonStatus.PauseReason? {
         if case .paused(let r)? = uploadBlock { return r }
         return nil
     }
 
-    public var isSignedIn: Bool { signIn != nil && !needsLogin }
+    package var isSignedIn: Bool { signIn != nil && !needsLogin }
 
     /// The Photolala user id (a UUID), never the Apple one.
-    public var userId: String? { isSignedIn ? signIn?.userId : nil }
+    package var userId: String? { isSignedIn ? signIn?.userId : nil }
 
     /// `photolalactl resume`: re-ask at once after a subscription/quota pause.
-    public func resume() {
+    package func resume() {
         perform(creds.handle(.resume, now: Date(), random: .random(in: 0..<1)))
         if apple.blocksUploads || apple.lastError != nil {
             perform(apple.handle(.wake, now: .distantFuture))

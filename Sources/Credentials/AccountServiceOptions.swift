@@ -6,16 +6,16 @@ import TLS
 extension AccountService {
     /// What the account service takes from the settings: the one mapping, used at start
     /// and on reload.
-    public struct Options: Sendable, Equatable {
-        public var apiURL: String
+    package struct Options: Sendable, Equatable {
+        package var apiURL: String
         /// Resolved when used, so a renamed NAS shows its new name.
-        public var deviceName: String
-        public var refreshBeforeExpiry: Duration
-        public var appleCheckInterval: Duration
+        package var deviceName: String
+        package var refreshBeforeExpiry: Duration
+        package var appleCheckInterval: Duration
         /// The system's CA store plus `tls.ca_file`, read now (so a reload re-reads it).
-        public var trust: TLSTrust
+        package var trust: TLSTrust
 
-        public init(_ settings: Settings) {
+        package init(_ settings: Settings) {
             apiURL = settings.account.apiURL
             deviceName = settings.account.deviceName ?? HostName.current()
             refreshBeforeExpiry = settings.credentials.refreshBeforeExpiry
@@ -24,14 +24,14 @@ extension AccountService {
         }
     }
 
-    public init(stateDir: String, options: Options, logger: Logger, statusChanges: ChangeFeed = ChangeFeed()) {
+    package init(stateDir: String, options: Options, logger: Logger, statusChanges: ChangeFeed = ChangeFeed()) {
         self.init(stateDir: stateDir, backend: BackendClient(baseURL: options.apiURL, trust: options.trust, logger: logger), deviceName: options.deviceName,
                   refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval, logger: logger,
                   statusChanges: statusChanges)
     }
 
     /// New settings on reload: a new backend client, device name and timings.
-    public func reconfigure(_ options: Options) {
+    package func reconfigure(_ options: Options) {
         reconfigure(backend: BackendClient(baseURL: options.apiURL, trust: options.trust, logger: logger), deviceName: options.deviceName,
                     refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval)
     }

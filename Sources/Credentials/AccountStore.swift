@@ -7,35 +7,35 @@ import Foundation
 /// The saved sign-in: `account.json` in the state directory, mode 0600, written
 /// atomically (temp file, fsync, rename, fsync of the directory) so a crash leaves the
 /// old or the new sign-in, never half of one. `erase()` overwrites before unlinking.
-public struct AccountStore: Sendable {
-    public let path: String
+package struct AccountStore: Sendable {
+    package let path: String
 
-    public init(stateDir: String) {
+    package init(stateDir: String) {
         path = stateDir + "/account.json"
     }
 
-    public enum Failure: Error, CustomStringConvertible {
+    package enum Failure: Error, CustomStringConvertible {
         case write(String)
-        public var description: String {
+        package var description: String {
             switch self {
             case let .write(why): "cannot save the sign-in: \(why)"
             }
         }
     }
 
-    public func load() -> SignIn? {
+    package func load() -> SignIn? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         return try? JSONDecoder().decode(SignIn.self, from: data)
     }
 
-    public func save(_ signIn: SignIn) throws(Failure) {
+    package func save(_ signIn: SignIn) throws(Failure) {
         guard let data = try? JSONEncoder().encode(signIn) else { throw .write("encoding failed") }
         try Self.atomicWrite(Array(data), to: path)
     }
 
     /// Overwrites the file with zeros, syncs, then unlinks: the tokens do not survive in the file's blocks
     /// as far as the filesystem lets us reach them.
-    public func erase() {
+    package func erase() {
         Self.shred(path)
         Self.shred(path + ".tmp")
     }

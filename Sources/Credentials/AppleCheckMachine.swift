@@ -5,21 +5,21 @@ import PhotolalaCore
 /// The Apple credential-state schedule as a pure value: asks at start-up and every
 /// `interval` (with jitter); revoked / notFound / transferred pause at once, authorized
 /// lifts that pause by itself; a failed check changes nothing but is retried with backoff.
-public struct AppleCheckMachine: Sendable, Equatable {
-    public struct Config: Sendable, Equatable {
-        public var interval: TimeInterval
-        public var jitter: Double = 0.1
+package struct AppleCheckMachine: Sendable, Equatable {
+    package struct Config: Sendable, Equatable {
+        package var interval: TimeInterval
+        package var jitter: Double = 0.1
         /// Failed checks: from a quarter of the interval (at most 30 s) doubling up to the
         /// interval (at most 30 minutes), so a short test interval retries quickly too.
-        public var retry: Backoff
-        public init(interval: TimeInterval) {
+        package var retry: Backoff
+        package init(interval: TimeInterval) {
             self.interval = interval
             let base = min(30, max(1, interval / 4))
             retry = Backoff(base: base, cap: min(1800, max(base, interval)), jitter: .equal)
         }
     }
 
-    public enum Event: Sendable {
+    package enum Event: Sendable {
         case signedIn
         case signedOut
         case wake
@@ -27,7 +27,7 @@ public struct AppleCheckMachine: Sendable, Equatable {
         case checkFailed(String)
     }
 
-    public enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         case check
         case wake(at: Date)
         case pause(DaemonStatus.PauseReason)
@@ -36,22 +36,22 @@ public struct AppleCheckMachine: Sendable, Equatable {
         case dropCredentials
     }
 
-    public private(set) var config: Config
-    public private(set) var state: DaemonStatus.AppleCredential.State = .unknown
-    public private(set) var checkedAt: Date?
-    public private(set) var nextCheckAt: Date?
-    public private(set) var failures = 0
-    public private(set) var lastError: String?
-    public private(set) var signedIn = false
-    public private(set) var inFlight = false
+    package private(set) var config: Config
+    package private(set) var state: DaemonStatus.AppleCredential.State = .unknown
+    package private(set) var checkedAt: Date?
+    package private(set) var nextCheckAt: Date?
+    package private(set) var failures = 0
+    package private(set) var lastError: String?
+    package private(set) var signedIn = false
+    package private(set) var inFlight = false
 
-    public init(config: Config) {
+    package init(config: Config) {
         self.config = config
     }
 
-    public var blocksUploads: Bool { [.revoked, .notFound, .transferred].contains(state) }
+    package var blocksUploads: Bool { [.revoked, .notFound, .transferred].contains(state) }
 
-    public mutating func handle(_ event: Event, now: Date, random: Double = 0.5) -> [Action] {
+    package mutating func handle(_ event: Event, now: Date, random: Double = 0.5) -> [Action] {
         switch event {
         case .signedIn:
             signedIn = true
@@ -113,7 +113,7 @@ public struct AppleCheckMachine: Sendable, Equatable {
     /// who shortens the interval wants it to count now, not after the old one ran out.
     /// A longer interval takes effect from the next check; a retry after a failure keeps
     /// its backoff.
-    public mutating func reconfigure(_ new: Config, now: Date) -> [Action] {
+    package mutating func reconfigure(_ new: Config, now: Date) -> [Action] {
         guard new != config else { return [] }
         config = new
         guard signedIn, !inFlight, failures == 0, let next = nextCheckAt else { return [] }
@@ -123,7 +123,7 @@ public struct AppleCheckMachine: Sendable, Equatable {
         return [.wake(at: due)]
     }
 
-    public var pauseReason: DaemonStatus.PauseReason? {
+    package var pauseReason: DaemonStatus.PauseReason? {
         switch state {
         case .revoked: .appleRevoked
         case .notFound: .appleNotFound
@@ -141,7 +141,7 @@ public struct AppleCheckMachine: Sendable, Equatable {
         }
     }
 
-    public var status: DaemonStatus.AppleCredential {
+    package var status: DaemonStatus.AppleCredential {
         DaemonStatus.AppleCredential(state: state, checkedAt: checkedAt.map(Timestamp.string),
                                      nextCheckAt: nextCheckAt.map(Timestamp.string), lastError: lastError)
     }

@@ -11,21 +11,21 @@ import PhotolalaCore
 /// failures back off exponentially and keep valid credentials until they truly expire;
 /// a 401 refreshes the access token once; `invalid_grant` needs a login; a 403 with a
 /// pause code pauses and re-asks every 15 minutes (or on resume).
-public struct CredentialsMachine: Sendable, Equatable {
-    public struct Config: Sendable, Equatable {
-        public var refreshBeforeExpiry: TimeInterval
+package struct CredentialsMachine: Sendable, Equatable {
+    package struct Config: Sendable, Equatable {
+        package var refreshBeforeExpiry: TimeInterval
         /// Failed fetches and refreshes: 2 s doubling to 5 minutes, never under half a step
         /// (a jitter that spreads many NASes apart without ever retrying in a tight loop).
-        public var retry = Backoff(base: 2, cap: 300, jitter: .equal)
-        public var pauseRecheck: TimeInterval = 900
+        package var retry = Backoff(base: 2, cap: 300, jitter: .equal)
+        package var pauseRecheck: TimeInterval = 900
         /// Credentials are not handed out this close to their expiry.
-        public var expiryMargin: TimeInterval = 5
-        public init(refreshBeforeExpiry: TimeInterval) {
+        package var expiryMargin: TimeInterval = 5
+        package init(refreshBeforeExpiry: TimeInterval) {
             self.refreshBeforeExpiry = refreshBeforeExpiry
         }
     }
 
-    public enum Phase: Sendable, Equatable {
+    package enum Phase: Sendable, Equatable {
         case signedOut
         case idle
         case fetching
@@ -35,7 +35,7 @@ public struct CredentialsMachine: Sendable, Equatable {
         case needsLogin
     }
 
-    public enum Event: Sendable {
+    package enum Event: Sendable {
         case signedIn
         case signedOut
         case needed
@@ -51,7 +51,7 @@ public struct CredentialsMachine: Sendable, Equatable {
         case resume
     }
 
-    public enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         case fetchSTS
         case refreshAccessToken
         case wake(at: Date)
@@ -60,24 +60,24 @@ public struct CredentialsMachine: Sendable, Equatable {
         case needsLogin
     }
 
-    public private(set) var config: Config
-    public private(set) var phase: Phase = .signedOut
-    public private(set) var grant: STSGrant?
-    public private(set) var failures = 0
-    public private(set) var refreshAt: Date?
+    package private(set) var config: Config
+    package private(set) var phase: Phase = .signedOut
+    package private(set) var grant: STSGrant?
+    package private(set) var failures = 0
+    package private(set) var refreshAt: Date?
     /// When the credentials in hand arrived: their lifetime, which bounds the refresh lead.
     private var grantReceivedAt: Date?
-    public private(set) var lastError: String?
+    package private(set) var lastError: String?
     private var triedAccessTokenRefresh = false
     /// The fetch under way is a re-ask during a pause: success lifts it.
     private var pausedBeforeFetch = false
 
-    public init(config: Config) {
+    package init(config: Config) {
         self.config = config
     }
 
     /// Credentials an uploader may use right now (possibly while a refresh runs).
-    public func usable(now: Date) -> STSGrant? {
+    package func usable(now: Date) -> STSGrant? {
         guard let grant, now.addingTimeInterval(config.expiryMargin) < grant.expiration else { return nil }
         switch phase {
         case .paused, .needsLogin, .signedOut: return nil
@@ -86,7 +86,7 @@ public struct CredentialsMachine: Sendable, Equatable {
     }
 
     /// `random` in [0, 1) spreads refreshes and retries of many NASes apart.
-    public mutating func handle(_ event: Event, now: Date, random: Double = 0.5) -> [Action] {
+    package mutating func handle(_ event: Event, now: Date, random: Double = 0.5) -> [Action] {
         switch event {
         case .signedIn:
             phase = .idle
@@ -194,7 +194,7 @@ public struct CredentialsMachine: Sendable, Equatable {
 
     /// New settings on reload. A different `refreshBeforeExpiry` moves the refresh of the
     /// credentials in hand at once (to now, if the new lead has already begun).
-    public mutating func reconfigure(_ new: Config, now: Date, random: Double = 0.5) -> [Action] {
+    package mutating func reconfigure(_ new: Config, now: Date, random: Double = 0.5) -> [Action] {
         guard new != config else { return [] }
         config = new
         guard phase == .idle, let grant, let receivedAt = grantReceivedAt, refreshAt != nil else { return [] }
@@ -250,7 +250,7 @@ public struct CredentialsMachine: Sendable, Equatable {
     }
 
     /// The `credentials` block of status.
-    public func status(now: Date) -> DaemonStatus.Credentials {
+    package func status(now: Date) -> DaemonStatus.Credentials {
         let state: DaemonStatus.Credentials.State
         var next: Date?
         switch phase {

@@ -8,22 +8,22 @@ import Foundation
 /// sign-in so that `logout`, which erases `account.json`, keeps it. It names the NAS's
 /// manifest in the bucket and is sent to the backend with every call; a new NAS (or a
 /// deleted state directory) gets a new one.
-public struct DeviceIdentity: Sendable {
-    public let path: String
+package struct DeviceIdentity: Sendable {
+    package let path: String
 
-    public init(stateDir: String) {
+    package init(stateDir: String) {
         path = stateDir + "/device-id"
     }
 
     /// The saved id, or nil before the first sign-in (or when the file is not a UUID).
-    public func load() -> String? {
+    package func load() -> String? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return Self.isValid(text) ? text : nil
     }
 
     /// The saved id, made and saved first if there is none.
-    public func loadOrCreate() throws(AccountStore.Failure) -> String {
+    package func loadOrCreate() throws(AccountStore.Failure) -> String {
         if let id = load() { return id }
         let id = UUID().uuidString.lowercased()
         try AccountStore.atomicWrite(Array((id + "\n").utf8), to: path)
@@ -31,7 +31,7 @@ public struct DeviceIdentity: Sendable {
     }
 
     /// The lowercase 8-4-4-4-12 form; anything else is not one of ours.
-    public static func isValid(_ text: String) -> Bool {
+    package static func isValid(_ text: String) -> Bool {
         guard text.utf8.count == 36, let uuid = UUID(uuidString: text) else { return false }
         return uuid.uuidString.lowercased() == text
     }

@@ -2,13 +2,13 @@ import Foundation
 
 extension AccountService {
     /// How a pairing stands, as `photolalactl login` shows it.
-    public struct PairingView: Sendable {
-        public var outcome: String
-        public var userCode: String?
-        public var verificationUri: String?
-        public var verificationUriComplete: String?
-        public var expiresAt: Date?
-        public var userId: String?
-        public var message: String?
+    package struct PairingView: Sendable {
+        package var outcome: String
+        package var userCode: String?
+        package var verificationUri: String?
+        package var verificationUriComplete: String?
+        package var expiresAt: Date?
+        package var userId: String?
+        package var message: String?
     }
 }

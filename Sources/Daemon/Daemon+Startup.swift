@@ -10,9 +10,9 @@ import Queue
 /// What runs once before the services: the process's protections, the state directory,
 /// the queue database and the control socket.
 extension Daemon {
-    public enum StartupError: Error, CustomStringConvertible {
+    package enum StartupError: Error, CustomStringConvertible {
         case stateDirectory(String, String)
-        public var description: String {
+        package var description: String {
             switch self {
             case let .stateDirectory(path, why):
                 "cannot use the state directory \(path): \(why) (set daemon.state_dir, or create it writable by the daemon's user)"

@@ -25,13 +25,13 @@ import UnixSignals
 /// Starts photolalad: state directory, database and control socket first (READY=1 only
 /// once all three work), then the stages and side services in one `ServiceGroup` until
 /// SIGTERM/SIGINT.
-public struct Daemon: Sendable {
+package struct Daemon: Sendable {
     let settings: Settings
     let configPath: String
     let logger: Logger
     let notifier = SystemdNotifier()
 
-    public init(settings: Settings, configPath: String) {
+    package init(settings: Settings, configPath: String) {
         self.settings = settings
         self.configPath = configPath
         self.logger = Logger(label: "photolalad")
@@ -45,7 +45,7 @@ public struct Daemon: Sendable {
         return factory
     }()
 
-    public func run() async throws {
+    package func run() async throws {
         Self.hardenProcess()
         let counters = Self.counters
         try Self.prepareStateDirectory(settings.daemon.stateDir)

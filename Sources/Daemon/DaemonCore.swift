@@ -6,9 +6,9 @@ import Queue
 /// The daemon's shared state: the settings in force, the queue database, the user's pause,
 /// and the status snapshot assembled from every part. Services ask it; it never does slow
 /// I/O while holding its own state.
-public actor DaemonCore {
-    public private(set) var settings: Settings
-    public let database: QueueDatabase
+package actor DaemonCore {
+    package private(set) var settings: Settings
+    package let database: QueueDatabase
     let logger: Logger
     private var state: DaemonStatus.State = .starting
     private var userPaused: Bool
@@ -17,7 +17,7 @@ public actor DaemonCore {
 
     static let userPauseKey = "userPaused"
 
-    public init(settings: Settings, database: QueueDatabase, logger: Logger) throws {
+    package init(settings: Settings, database: QueueDatabase, logger: Logger) throws {
         self.settings = settings
         self.database = database
         self.logger = logger
@@ -30,26 +30,26 @@ public actor DaemonCore {
 
     // MARK: lifecycle
 
-    public func markRunning() {
+    package func markRunning() {
         state = .running
         changed()
     }
 
-    public func markStopping() {
+    package func markStopping() {
         state = .stopping
         changed()
     }
 
-    public func apply(_ newSettings: Settings) {
+    package func apply(_ newSettings: Settings) {
         settings = newSettings
         changed()
     }
 
     // MARK: pause
 
-    public var isUserPaused: Bool { userPaused }
+    package var isUserPaused: Bool { userPaused }
 
-    public func setUserPaused(_ paused: Bool) throws {
+    package func setUserPaused(_ paused: Bool) throws {
         try database.setSetting(Self.userPauseKey, paused ? "1" : nil)
         userPaused = paused
         logger.notice(paused ? "uploads paused by the user" : "uploads resumed by the user")
@@ -59,25 +59,25 @@ public actor DaemonCore {
     // MARK: change notification (drives STATUS= lines without polling)
 
     /// Every stage says here that something it shows changed.
-    public nonisolated let statusChanges = ChangeFeed()
+    package nonisolated let statusChanges = ChangeFeed()
 
-    public nonisolated func changed() {
+    package nonisolated func changed() {
         statusChanges.changed()
     }
 
     /// A stream that yields after each change (bursts coalesce into one element) and
     /// ends when the subscriber's task is cancelled.
-    public nonisolated func changes() -> AsyncStream<Void> {
+    package nonisolated func changes() -> AsyncStream<Void> {
         statusChanges.changes()
     }
 
-    public nonisolated var changeGeneration: Int { statusChanges.generation }
+    package nonisolated var changeGeneration: Int { statusChanges.generation }
 
     // MARK: status
 
     /// The queue's counts first, then every part's own fields, then what is derived from
     /// several parts (the pause shown, files being read counted out of pending).
-    public func status() async -> DaemonStatus {
+    package func status() async -> DaemonStatus {
         var s = DaemonStatus(state: state)
         s.startedAt = Timestamp.string(startedAt)
         s.watch.folders = settings.watch.folders.count

@@ -10,27 +10,27 @@ import Synchronization
 /// line starts with the syslog priority `<N>` so journald files it at the right level.
 /// Every line passes through `SecretRedactor` first: a secret that slips into a message
 /// by mistake is still never written.
-public struct StderrLogHandler: LogHandler {
-    public var metadata: Logger.Metadata = [:]
+package struct StderrLogHandler: LogHandler {
+    package var metadata: Logger.Metadata = [:]
     /// Shared by every logger so SIGHUP can change `daemon.log_level` at once.
-    public var logLevel: Logger.Level {
+    package var logLevel: Logger.Level {
         get { LogLevelSwitch.shared.level }
         set { LogLevelSwitch.shared.level = newValue }
     }
     private let label: String
     private let journal: Bool
 
-    public init(label: String) {
+    package init(label: String) {
         self.label = label
         self.journal = ProcessInfo.processInfo.environment["JOURNAL_STREAM"] != nil
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { $1 } }
         let meta = merged.isEmpty ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\(Self.render($0.value))" }.joined(separator: " ")
@@ -64,20 +64,20 @@ public struct StderrLogHandler: LogHandler {
 }
 
 /// The process-wide log level, set from `daemon.log_level` at start and on reload.
-public final class LogLevelSwitch: Sendable {
-    public static let shared = LogLevelSwitch()
+package final class LogLevelSwitch: Sendable {
+    package static let shared = LogLevelSwitch()
     private let value = Mutex<Logger.Level>(.info)
 
-    public var level: Logger.Level {
+    package var level: Logger.Level {
         get { value.withLock { $0 } }
         set { value.withLock { $0 = newValue } }
     }
 
-    public func set(_ level: Settings.LogLevel) {
+    package func set(_ level: Settings.LogLevel) {
         self.level = Self.map(level)
     }
 
-    public static func map(_ level: Settings.LogLevel) -> Logger.Level {
+    package static func map(_ level: Settings.LogLevel) -> Logger.Level {
         switch level {
         case .trace: .trace
         case .debug: .debug
@@ -89,7 +89,7 @@ public final class LogLevelSwitch: Sendable {
     }
 
     /// Installs the stderr handler for every logger in the process.
-    public static func bootstrap(_ level: Settings.LogLevel) {
+    package static func bootstrap(_ level: Settings.LogLevel) {
         shared.set(level)
         LoggingSystem.bootstrap { label in StderrLogHandler(label: label) }
     }

@@ -2,10 +2,10 @@ import COpenSSL
 
 /// HMAC-SHA256 through OpenSSL's one-shot `HMAC()` (not deprecated in OpenSSL 3, unlike
 /// `HMAC_CTX`). SigV4 only ever MACs short strings, so no incremental form is needed.
-public enum HMACSHA256: Sendable {
-    public static let byteCount = 32
+package enum HMACSHA256: Sendable {
+    package static let byteCount = 32
 
-    public static func authenticationCode(key: [UInt8], message: UnsafeRawBufferPointer) -> [UInt8] {
+    package static func authenticationCode(key: [UInt8], message: UnsafeRawBufferPointer) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: byteCount)
         var length: UInt32 = 0
         // An empty buffer may have a nil base address; OpenSSL wants a pointer regardless.
@@ -22,16 +22,16 @@ public enum HMACSHA256: Sendable {
         return out
     }
 
-    public static func authenticationCode(key: [UInt8], message: [UInt8]) -> [UInt8] {
+    package static func authenticationCode(key: [UInt8], message: [UInt8]) -> [UInt8] {
         message.withUnsafeBytes { authenticationCode(key: key, message: $0) }
     }
 
-    public static func authenticationCode(key: [UInt8], message: String) -> [UInt8] {
+    package static func authenticationCode(key: [UInt8], message: String) -> [UInt8] {
         var message = message
         return message.withUTF8 { authenticationCode(key: key, message: UnsafeRawBufferPointer($0)) }
     }
 
-    public static func hexAuthenticationCode(key: [UInt8], message: String) -> String {
+    package static func hexAuthenticationCode(key: [UInt8], message: String) -> String {
         Hex.string(authenticationCode(key: key, message: message))
     }
 }

@@ -1,9 +1,9 @@
 /// Bytes as hex digits and back.
-public enum Hex {
+package enum Hex {
     private static let digits = Array("0123456789abcdef".utf8)
 
     /// Lowercase hex, as S3 keys, ETags and SigV4 spell digests.
-    public static func string(_ bytes: [UInt8]) -> String {
+    package static func string(_ bytes: [UInt8]) -> String {
         var out = [UInt8]()
         out.reserveCapacity(bytes.count * 2)
         for b in bytes {
@@ -14,7 +14,7 @@ public enum Hex {
     }
 
     /// Either case; nil for an odd count or anything but hex digits.
-    public static func bytes(_ hex: String) -> [UInt8]? {
+    package static func bytes(_ hex: String) -> [UInt8]? {
         let chars = Array(hex.utf8)
         guard chars.count % 2 == 0 else { return nil }
         var out = [UInt8]()

@@ -5,58 +5,58 @@ import COpenSSL
 ///
 /// Non-copyable because it owns an `EVP_MD_CTX`: a copy would share (and double-free)
 /// the context. It is `Sendable` for the same reason: ownership moves, never shares.
-public struct SHA256: ~Copyable, @unchecked Sendable {
-    public static let byteCount = 32
+package struct SHA256: ~Copyable, @unchecked Sendable {
+    package static let byteCount = 32
 
     private var context = EVPDigest(EVP_sha256(), byteCount: SHA256.byteCount)
 
-    public init() {}
+    package init() {}
 
-    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func update(_ bytes: UnsafeRawBufferPointer) {
         context.update(bytes)
     }
 
-    public mutating func update(_ bytes: [UInt8]) {
+    package mutating func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
-    public mutating func update(_ text: String) {
+    package mutating func update(_ text: String) {
         var text = text
         text.withUTF8 { update(UnsafeRawBufferPointer($0)) }
     }
 
     /// The digest so far; the context starts over (for holders that cannot consume it).
-    public mutating func finalize() -> [UInt8] {
+    package mutating func finalize() -> [UInt8] {
         context.finalize()
     }
 
     /// The 32-byte digest; the context is spent.
-    public consuming func finish() -> [UInt8] {
+    package consuming func finish() -> [UInt8] {
         context.finish()
     }
 
     /// Lowercase hex of the digest (what SigV4 puts in canonical requests); the context is spent.
-    public consuming func finishHex() -> String {
+    package consuming func finishHex() -> String {
         Hex.string(finish())
     }
 
-    public static func digest(_ bytes: [UInt8]) -> [UInt8] {
+    package static func digest(_ bytes: [UInt8]) -> [UInt8] {
         var hash = SHA256()
         hash.update(bytes)
         return hash.finish()
     }
 
-    public static func digest(_ text: String) -> [UInt8] {
+    package static func digest(_ text: String) -> [UInt8] {
         var hash = SHA256()
         hash.update(text)
         return hash.finish()
     }
 
-    public static func hexDigest(_ bytes: [UInt8]) -> String {
+    package static func hexDigest(_ bytes: [UInt8]) -> String {
         Hex.string(digest(bytes))
     }
 
-    public static func hexDigest(_ text: String) -> String {
+    package static func hexDigest(_ text: String) -> String {
         Hex.string(digest(text))
     }
 }

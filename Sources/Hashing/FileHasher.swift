@@ -7,15 +7,15 @@ import Digests
 import PhotolalaCore
 
 /// What hashing a file produced: its MD5 and the identity it had while being read.
-public struct FileDigest: Sendable, Equatable {
-    public var md5: String
-    public var identity: FileIdentity
+package struct FileDigest: Sendable, Equatable {
+    package var md5: String
+    package var identity: FileIdentity
     /// Hex SHA-256 of the same bytes, when asked for (see `PayloadDigests`).
-    public var sha256: String?
+    package var sha256: String?
     /// From open to the last stat: what the log reports and the benchmark compares with md5sum.
-    public var elapsed: Duration
+    package var elapsed: Duration
 
-    public init(md5: String, identity: FileIdentity, elapsed: Duration = .zero, sha256: String? = nil) {
+    package init(md5: String, identity: FileIdentity, elapsed: Duration = .zero, sha256: String? = nil) {
         self.md5 = md5
         self.identity = identity
         self.elapsed = elapsed
@@ -25,8 +25,8 @@ public struct FileDigest: Sendable, Equatable {
 
 /// Hashes one file with a fixed buffer (memory does not grow with file size), checking
 /// its identity before and after: a file that changed while it was read is not trusted.
-public struct FileHasher: ~Copyable {
-    public enum Failure: Error, Sendable, Equatable, CustomStringConvertible {
+package struct FileHasher: ~Copyable {
+    package enum Failure: Error, Sendable, Equatable, CustomStringConvertible {
         /// Size or mtime changed while reading: still being written; let it settle again.
         case changed
         /// Deleted (or moved away) before or while it was read.
@@ -35,7 +35,7 @@ public struct FileHasher: ~Copyable {
         case unreadable(String)
         case notRegularFile
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .changed: "the file changed while it was being read"
             case .vanished: "the file disappeared before it could be read"
@@ -48,24 +48,24 @@ public struct FileHasher: ~Copyable {
     /// Large enough that syscalls cost nothing next to MD5 (a read per 0.35 ms of
     /// hashing; 32 KiB to 1 MiB measured the same), small enough to be a fixed cost per
     /// worker that the daemon's RSS does not notice.
-    public static let bufferSize = 256 << 10
+    package static let bufferSize = 256 << 10
     private let buffer: UnsafeMutableRawBufferPointer
     /// Files above this give back the page cache *they brought in*: a file read from the
     /// disk is dropped again as it is hashed, so one big video does not push the NAS's
     /// working set out of memory. A file that was cached before we came (just copied in,
     /// being played) stays: dropping it would evict exactly the working set this
     /// protects, and send the next reader (the uploader too) to the disk.
-    public var dropCacheAbove: Int64 = FileHasher.defaultDropCacheAbove
-    public static let defaultDropCacheAbove: Int64 = 64 << 20
+    package var dropCacheAbove: Int64 = FileHasher.defaultDropCacheAbove
+    package static let defaultDropCacheAbove: Int64 = 64 << 20
 
-    public init() {
+    package init() {
         buffer = .allocate(byteCount: Self.bufferSize, alignment: 4096)
     }
 
     deinit { buffer.deallocate() }
 
     /// `sha256`: also take the SHA-256 of the bytes, in the same pass.
-    public func hash(path: String, followSymlinks: Bool = false, sha256 wantSHA: Bool = false) throws(Failure) -> FileDigest {
+    package func hash(path: String, followSymlinks: Bool = false, sha256 wantSHA: Bool = false) throws(Failure) -> FileDigest {
         let reader = try HashedFileReader(path: path, followSymlinks: followSymlinks, sha256: wantSHA, dropCacheAbove: dropCacheAbove)
         var md5 = MD5()
         while true {

@@ -9,8 +9,8 @@ import Synchronization
 /// (at most 1 MiB a thread). Threads run at low priority so a big scan never starves the NAS.
 /// Where the CPU has AVX2 or AVX-512, each thread hashes up to 16 files at once
 /// (`LaneHasher`); elsewhere one at a time with OpenSSL.
-public final class HasherPool: Sendable {
-    public typealias Result = Swift.Result<FileDigest, FileHasher.Failure>
+package final class HasherPool: Sendable {
+    package typealias Result = Swift.Result<FileDigest, FileHasher.Failure>
 
     private struct Job: Sendable {
         var path: String
@@ -28,14 +28,14 @@ public final class HasherPool: Sendable {
 
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
-    public let workers: Int
+    package let workers: Int
     /// CMultiMD5's level: `PL_MD5_SCALAR` hashes one file at a time per thread.
-    public let level: Int32
+    package let level: Int32
     /// Bytes hashed since start, for the hashing rate in status.
     private let hashedBytes = Atomic<Int64>(0)
 
     /// `level`: CMultiMD5's, the best this CPU runs unless a test asks for another.
-    public init(workers: Int = ProcessInfo.processInfo.activeProcessorCount, level: Int32? = nil) {
+    package init(workers: Int = ProcessInfo.processInfo.activeProcessorCount, level: Int32? = nil) {
         self.workers = max(1, workers)
         self.level = level ?? pl_md5_lanes_best_level()
         for i in 0..<self.workers {
@@ -49,15 +49,15 @@ public final class HasherPool: Sendable {
     }
 
     /// Files each thread hashes at once: callers keep at least this many per thread queued.
-    public var filesAtOnce: Int { level == Int32(PL_MD5_SCALAR) ? 1 : LaneHasher<Void>.lanes }
+    package var filesAtOnce: Int { level == Int32(PL_MD5_SCALAR) ? 1 : LaneHasher<Void>.lanes }
 
-    public var bytesHashed: Int64 { hashedBytes.load(ordering: .relaxed) }
-    public var inFlight: Int { state.withLock { $0.busy + ($0.jobs.count - $0.head) } }
+    package var bytesHashed: Int64 { hashedBytes.load(ordering: .relaxed) }
+    package var inFlight: Int { state.withLock { $0.busy + ($0.jobs.count - $0.head) } }
     /// Files being read right now.
-    public var busy: Int { state.withLock { $0.busy } }
+    package var busy: Int { state.withLock { $0.busy } }
 
     /// `sha256`: also the SHA-256, in the same read (see `PayloadDigests`).
-    public func hash(path: String, followSymlinks: Bool = false, sha256: Bool = false) async -> Result {
+    package func hash(path: String, followSymlinks: Bool = false, sha256: Bool = false) async -> Result {
         await withCheckedContinuation { (c: CheckedContinuation<Result, Never>) in
             let accepted = state.withLock { s -> Bool in
                 guard !s.stopped else { return false }
@@ -69,7 +69,7 @@ public final class HasherPool: Sendable {
     }
 
     /// Lets the workers finish their current file and exit; queued jobs are answered as cancelled.
-    public func shutdown() {
+    package func shutdown() {
         let pending = state.withLock { s -> [Job] in
             s.stopped = true
             let rest = Array(s.jobs[s.head...])

@@ -13,7 +13,7 @@ import Synchronization
 /// Only a cache: bounded, lost at restart, and an entry is used only for the exact file
 /// identity (device, inode, size, mtime) it was computed for; a miss means the upload
 /// reads the file as it always did.
-public final class PayloadDigests: Sendable {
+package final class PayloadDigests: Sendable {
     private struct Entry: Sendable {
         var identity: FileIdentity
         var sha256: String
@@ -30,23 +30,23 @@ public final class PayloadDigests: Sendable {
     private let store = Mutex(Store())
     /// ~250 bytes an entry: about 1 MB at most, and more than a hashing lead of a few
     /// thousand photos ahead of the uploads is not worth keeping (those are read again).
-    public let capacity: Int
+    package let capacity: Int
 
-    public init(capacity: Int = 4096) {
+    package init(capacity: Int = 4096) {
         self.capacity = max(1, capacity)
     }
 
     /// Whether the hasher should compute SHA-256s (the uploader's S3 endpoint signs payloads).
-    public var wanted: Bool { wantedFlag.load(ordering: .relaxed) }
+    package var wanted: Bool { wantedFlag.load(ordering: .relaxed) }
 
-    public func setWanted(_ wanted: Bool) {
+    package func setWanted(_ wanted: Bool) {
         wantedFlag.store(wanted, ordering: .relaxed)
         if !wanted { store.withLock { $0 = Store() } }
     }
 
-    public var count: Int { store.withLock { $0.entries.count } }
+    package var count: Int { store.withLock { $0.entries.count } }
 
-    public func store(md5: String, identity: FileIdentity, sha256: String) {
+    package func store(md5: String, identity: FileIdentity, sha256: String) {
         store.withLock { s in
             if s.entries.updateValue(Entry(identity: identity, sha256: sha256), forKey: md5) == nil {
                 s.order.append(md5)
@@ -64,7 +64,7 @@ public final class PayloadDigests: Sendable {
 
     /// The SHA-256 of the file with this MD5 if it was computed for exactly this identity;
     /// the entry is spent either way (an object is uploaded once).
-    public func take(md5: String, identity: FileIdentity) -> String? {
+    package func take(md5: String, identity: FileIdentity) -> String? {
         store.withLock { s in
             guard let entry = s.entries.removeValue(forKey: md5) else { return nil }
             return entry.identity == identity ? entry.sha256 : nil

@@ -22,14 +22,14 @@ import Watcher
 /// Its jobs, one file each: events (`+Events`), settling (`+Settle`), scans (`+Scans`),
 /// hashing and recording (`+Hashing`), recovery from lost writes and memory after a burst
 /// (`+Upkeep`).
-public actor IngestService: Service {
-    public struct Options: Sendable, Equatable {
-        public var watcher: WatcherOptions
-        public var rescanInterval: Duration?
-        public var hashWorkers: Int
+package actor IngestService: Service {
+    package struct Options: Sendable, Equatable {
+        package var watcher: WatcherOptions
+        package var rescanInterval: Duration?
+        package var hashWorkers: Int
 
         /// The one mapping from settings, at start and on reload.
-        public init(_ settings: Settings, hashWorkers: Int = ProcessInfo.processInfo.activeProcessorCount) {
+        package init(_ settings: Settings, hashWorkers: Int = ProcessInfo.processInfo.activeProcessorCount) {
             let watch = settings.watch
             watcher = WatcherOptions(folders: watch.folders, extensions: Set(watch.extensions), exclude: watch.exclude,
                                      followSymlinks: watch.followSymlinks, settle: watch.settle)
@@ -45,7 +45,7 @@ public actor IngestService: Service {
     let logger: Logger
     let statusChanges: ChangeFeed
     let pool: HasherPool
-    public nonisolated let hashMeter = RateMeter()
+    package nonisolated let hashMeter = RateMeter()
     var watcher: InotifyWatcher?
     var aggregator: SettleAggregator<ContinuousClock.Instant>
     var hashes = HashQueue()
@@ -79,9 +79,9 @@ public actor IngestService: Service {
     var idleCheckScheduled = false
 
     /// SHA-256s for signed uploads, taken in the hashing pass when the uploader wants them.
-    public nonisolated let payloadDigests: PayloadDigests
+    package nonisolated let payloadDigests: PayloadDigests
 
-    public init(database: QueueDatabase, options: Options, logger: Logger, statusChanges: ChangeFeed = ChangeFeed(),
+    package init(database: QueueDatabase, options: Options, logger: Logger, statusChanges: ChangeFeed = ChangeFeed(),
                 payloadDigests: PayloadDigests = PayloadDigests()) {
         self.database = database
         self.payloadDigests = payloadDigests
@@ -92,7 +92,7 @@ public actor IngestService: Service {
         aggregator = SettleAggregator(options: options.watcher)
     }
 
-    public func run() async throws {
+    package func run() async throws {
         // Files a crash caught before their hash was stored are simply read again.
         armBacklog()
         if hashes.backlogCursor != nil { logger.info("resuming: some files still need their hash") }
@@ -114,7 +114,7 @@ public actor IngestService: Service {
     }
 
     /// New watch settings on reload: the watcher starts over (and rescans, which costs no re-hash).
-    public func apply(_ new: Options) {
+    package func apply(_ new: Options) {
         guard new != options else { return }
         let watchChanged = new.watcher != options.watcher
         options = new
@@ -127,7 +127,7 @@ public actor IngestService: Service {
     }
 
     /// `photolalactl rescan`.
-    public func rescanAll(reason: String) {
+    package func rescanAll(reason: String) {
         logger.info("rescanning every watched folder (\(reason))")
         watcher?.rewatch()
         for root in options.watcher.folders { requestScan(root, recursive: true) }
@@ -141,7 +141,7 @@ public actor IngestService: Service {
 
     /// Ingest's own part of the status: the watch, scans, files being read now, the hash
     /// rate and the folders it cannot back up. It reads no other stage's fields.
-    public func contribute(to s: inout DaemonStatus) {
+    package func contribute(to s: inout DaemonStatus) {
         if let w = watcher?.snapshot() {
             s.watch.folders = w.folders
             s.watch.directories = w.directories

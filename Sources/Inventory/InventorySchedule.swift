@@ -7,16 +7,16 @@ import Queue
 /// crash), then every `upload.inventory_interval`; after a failed pass sooner, with
 /// backoff; after a refusal (403) at the interval, since a policy rarely changes by itself.
 /// `verify` lists at once whatever this says.
-public struct InventorySchedule: Sendable, Equatable {
+package struct InventorySchedule: Sendable, Equatable {
     /// A failed pass is tried again after 1 minute, doubling up to the interval.
-    public var retry = Backoff(base: 60, cap: 6 * 3600, jitter: .equal, floor: 30)
+    package var retry = Backoff(base: 60, cap: 6 * 3600, jitter: .equal, floor: 30)
 
-    public init() {}
+    package init() {}
 
     /// - Parameters:
     ///   - photos: the listing of `photos/{userId}/`, nil if none ever began.
     ///   - random: a draw in 0..<1 for the jitter.
-    public func nextListing(photos: InventoryListing?, interval: TimeInterval, now: Date, random: Double) -> Date {
+    package func nextListing(photos: InventoryListing?, interval: TimeInterval, now: Date, random: Double) -> Date {
         guard let photos else { return now }
         switch photos.state {
         case .listing:

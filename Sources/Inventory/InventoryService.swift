@@ -22,16 +22,16 @@ import TLS
 /// By job: the passes (`+Listing`), `verify` (`+Verify`, `+ReadBack`), S3 requests with
 /// fresh credentials (`+Requests`). The decisions are values: `InventorySchedule`,
 /// `ObjectCheck`, `ListingReconciliation` (in the queue).
-public actor InventoryService: Service {
-    public struct Options: Sendable, Equatable {
-        public var interval: Duration
+package actor InventoryService: Service {
+    package struct Options: Sendable, Equatable {
+        package var interval: Duration
         /// Objects `verify --deep` reads back at once.
-        public var readBackConcurrency: Int
+        package var readBackConcurrency: Int
         /// The system's CAs plus `tls.ca_file`, as for the uploads.
-        public var trust: TLSTrust
+        package var trust: TLSTrust
 
         /// The one mapping from settings, at start and on reload.
-        public init(_ settings: Settings) {
+        package init(_ settings: Settings) {
             interval = settings.upload.inventoryInterval
             readBackConcurrency = max(1, min(8, settings.upload.concurrency))
             trust = TLSTrust(caFile: settings.tls.caFile)
@@ -56,7 +56,7 @@ public actor InventoryService: Service {
 
     static let lastVerifyKey = "verify.last"
 
-    public init(database: QueueDatabase, account: AccountService, options: Options, logger: Logger,
+    package init(database: QueueDatabase, account: AccountService, options: Options, logger: Logger,
                 statusChanges: ChangeFeed = ChangeFeed(), schedule: InventorySchedule = InventorySchedule()) {
         self.database = database
         self.account = account
@@ -71,7 +71,7 @@ public actor InventoryService: Service {
         }
     }
 
-    public func apply(_ new: Options) {
+    package func apply(_ new: Options) {
         guard new != options else { return }
         options = new
         Task { await wake.notify() }
@@ -80,7 +80,7 @@ public actor InventoryService: Service {
     static func photosPrefix(_ userId: String) -> String { "photos/\(userId)/" }
     static func thumbnailsPrefix(_ userId: String) -> String { "thumbnails/\(userId)/" }
 
-    public func run() async throws {
+    package func run() async throws {
         // A sign-in, a logout or a pause lifted shows as a change of the account's status.
         let accountChanges = account.statusChanges.changes()
         let relay = Task { [wake] in
@@ -125,7 +125,7 @@ public actor InventoryService: Service {
     }
 
     /// `photolalactl verify [--deep P]`: begins one (or answers the one under way).
-    public func requestVerify(deepPercent: Double?) -> VerifyProgress {
+    package func requestVerify(deepPercent: Double?) -> VerifyProgress {
         if !verify.isFinished { return verify }
         verifyAsked = deepPercent ?? 0
         verify = VerifyProgress(phase: .queued, startedAt: Timestamp.string(Date()),
@@ -135,13 +135,13 @@ public actor InventoryService: Service {
         return verify
     }
 
-    public func verifyProgress() -> VerifyProgress { verify }
+    package func verifyProgress() -> VerifyProgress { verify }
 
     // MARK: status
 
     /// The inventory's part of the status: what the last listing found, the one under way,
     /// and the last verify.
-    public func contribute(to s: inout DaemonStatus) async {
+    package func contribute(to s: inout DaemonStatus) async {
         s.verify = verify.result
         guard let userId = await account.userId else { return }
         let photos = try? database.inventoryListing(prefix: Self.photosPrefix(userId))

@@ -6,8 +6,8 @@ import S3
 /// value: the end of every listing asks it about sizes (an object gone or cut short is
 /// sent again), `verify` about ETags too (s3-layout.md: a single PUT's ETag is its MD5,
 /// a multipart upload's the MD5 of its parts' MD5s and `-N`).
-public enum ObjectCheck {
-    public enum Verdict: Sendable, Equatable {
+package enum ObjectCheck {
+    package enum Verdict: Sendable, Equatable {
         /// Listed with its size (and, when asked, an ETag that proves its bytes).
         case ok
         /// Listed with its size, but the ETag proves nothing: a multipart upload by another
@@ -26,7 +26,7 @@ public enum ObjectCheck {
     ///   - listingStartedAt: when the complete listing the inventory now holds began.
     ///   - checkETags: `verify`; a periodic listing only checks presence and size.
     ///   - sseKms: the bucket encrypts with SSE-KMS, so no ETag is an MD5.
-    public static func verdict(_ object: UploadedObject, listingStartedAt: Date, checkETags: Bool, sseKms: Bool) -> Verdict {
+    package static func verdict(_ object: UploadedObject, listingStartedAt: Date, checkETags: Bool, sseKms: Bool) -> Verdict {
         guard (object.uploadedAt ?? .distantPast) < listingStartedAt else { return .tooRecent }
         guard let listed = object.listed else { return .missing }
         guard listed.size == object.size else { return .wrongSize }

@@ -3,17 +3,17 @@
 
 /// An MD5 as two words: a manifest of a million files holds a million of them, and two
 /// words cost no allocation where a hex string costs one each.
-public struct MD5Value: Hashable, Sendable, Comparable, CustomStringConvertible {
-    public var high: UInt64
-    public var low: UInt64
+package struct MD5Value: Hashable, Sendable, Comparable, CustomStringConvertible {
+    package var high: UInt64
+    package var low: UInt64
 
-    public init(high: UInt64, low: UInt64) {
+    package init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
     }
 
     /// From the 16 digest bytes; nil for any other count.
-    public init?(bytes: some Collection<UInt8>) {
+    package init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 16 else { return nil }
         var h: UInt64 = 0
         var l: UInt64 = 0
@@ -25,40 +25,40 @@ public struct MD5Value: Hashable, Sendable, Comparable, CustomStringConvertible 
     }
 
     /// From 32 hex digits (either case); nil for anything else.
-    public init?(hex: String) {
+    package init?(hex: String) {
         guard hex.utf8.count == 32, let h = UInt64(hex.prefix(16), radix: 16), let l = UInt64(hex.suffix(16), radix: 16) else { return nil }
         high = h
         low = l
     }
 
-    public var bytes: [UInt8] {
+    package var bytes: [UInt8] {
         (0..<16).map { i in UInt8(truncatingIfNeeded: (i < 8 ? high >> (56 - 8 * i) : low >> (56 - 8 * (i - 8)))) }
     }
 
     /// 32 lowercase hex digits, as the object's key spells it.
-    public var hex: String {
+    package var hex: String {
         let h = String(high, radix: 16)
         let l = String(low, radix: 16)
         return String(repeating: "0", count: 16 - h.count) + h + String(repeating: "0", count: 16 - l.count) + l
     }
 
-    public var description: String { hex }
+    package var description: String { hex }
 
-    public static func < (a: MD5Value, b: MD5Value) -> Bool {
+    package static func < (a: MD5Value, b: MD5Value) -> Bool {
         (a.high, a.low) < (b.high, b.low)
     }
 }
 
 /// What a file held at one moment: enough to find its object and put it back as it was.
-public struct FileVersion: Hashable, Sendable {
-    public var size: Int64
-    public var md5: MD5Value
+package struct FileVersion: Hashable, Sendable {
+    package var size: Int64
+    package var md5: MD5Value
     /// The file's modification time: seconds since the Unix epoch (negative before 1970)…
-    public var mtimeSec: Int64
+    package var mtimeSec: Int64
     /// …and the nanoseconds within that second (0..<1,000,000,000).
-    public var mtimeNsec: Int64
+    package var mtimeNsec: Int64
 
-    public init(size: Int64, md5: MD5Value, mtimeSec: Int64, mtimeNsec: Int64) {
+    package init(size: Int64, md5: MD5Value, mtimeSec: Int64, mtimeNsec: Int64) {
         self.size = size
         self.md5 = md5
         self.mtimeSec = mtimeSec
@@ -69,27 +69,27 @@ public struct FileVersion: Hashable, Sendable {
 /// One change of one file, as the manifest records it: it appeared with these bytes, its
 /// bytes (or modification time) changed, or it went away. Entries are facts in the order
 /// they happened; replaying them up to a time gives the folder tree at that time.
-public struct ManifestEntry: Hashable, Sendable {
-    public enum Kind: UInt8, Sendable {
+package struct ManifestEntry: Hashable, Sendable {
+    package enum Kind: UInt8, Sendable {
         case appeared = 1
         case changed = 2
         case gone = 3
     }
 
-    public var kind: Kind
+    package var kind: Kind
     /// The watched folder, as configured on the device (absolute).
-    public var folder: String
+    package var folder: String
     /// The path below the folder, without a leading '/': the exact bytes of the names,
     /// so Unicode twins (NFC and NFD spellings) stay two files, and bytes that are not
     /// UTF-8 survive.
-    public var path: [UInt8]
+    package var path: [UInt8]
     /// When the daemon recorded the change (for a file that appeared or changed: once its
     /// object was in the bucket), in milliseconds since the Unix epoch.
-    public var time: Int64
+    package var time: Int64
     /// What the file held; nil exactly when it went away.
-    public var version: FileVersion?
+    package var version: FileVersion?
 
-    public init(kind: Kind, folder: String, path: [UInt8], time: Int64, version: FileVersion?) {
+    package init(kind: Kind, folder: String, path: [UInt8], time: Int64, version: FileVersion?) {
         self.kind = kind
         self.folder = folder
         self.path = path

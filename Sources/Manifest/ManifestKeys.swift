@@ -4,27 +4,27 @@
 ///     metadata/{userId}/devices/{deviceId}/log/{seq:012}.plm             log segments 1, 2, …
 ///     metadata/{userId}/devices/{deviceId}/snapshot/{seq:012}/{part:06}.plm   a snapshot's parts
 ///     metadata/{userId}/devices/{deviceId}/snapshot/{seq:012}/index.plm  written last: the snapshot is complete
-public struct ManifestKeys: Sendable, Equatable {
-    public let userId: String
-    public let deviceId: String
+package struct ManifestKeys: Sendable, Equatable {
+    package let userId: String
+    package let deviceId: String
 
-    public init(userId: String, deviceId: String) {
+    package init(userId: String, deviceId: String) {
         self.userId = userId
         self.deviceId = deviceId
     }
 
     /// `metadata/{userId}/`: what the client may touch.
-    public static func userPrefix(_ userId: String) -> String { "metadata/\(userId)/" }
+    package static func userPrefix(_ userId: String) -> String { "metadata/\(userId)/" }
 
     /// Every device of the account.
-    public static func devicesPrefix(_ userId: String) -> String { "metadata/\(userId)/devices/" }
+    package static func devicesPrefix(_ userId: String) -> String { "metadata/\(userId)/devices/" }
 
-    public var prefix: String { Self.devicesPrefix(userId) + deviceId + "/" }
-    public var record: String { prefix + "device.json" }
+    package var prefix: String { Self.devicesPrefix(userId) + deviceId + "/" }
+    package var record: String { prefix + "device.json" }
 
-    public func log(_ seq: Int64) -> String { prefix + "log/" + Self.padded(seq, 12) + ".plm" }
-    public func snapshotPart(_ seq: Int64, part: Int) -> String { prefix + "snapshot/" + Self.padded(seq, 12) + "/" + Self.padded(Int64(part), 6) + ".plm" }
-    public func snapshotIndex(_ seq: Int64) -> String { prefix + "snapshot/" + Self.padded(seq, 12) + "/index.plm" }
+    package func log(_ seq: Int64) -> String { prefix + "log/" + Self.padded(seq, 12) + ".plm" }
+    package func snapshotPart(_ seq: Int64, part: Int) -> String { prefix + "snapshot/" + Self.padded(seq, 12) + "/" + Self.padded(Int64(part), 6) + ".plm" }
+    package func snapshotIndex(_ seq: Int64) -> String { prefix + "snapshot/" + Self.padded(seq, 12) + "/index.plm" }
 
     static func padded(_ n: Int64, _ width: Int) -> String {
         let digits = String(n)
@@ -32,7 +32,7 @@ public struct ManifestKeys: Sendable, Equatable {
     }
 
     /// The device id in a key under `devicesPrefix`, and whether the key is its record.
-    public static func deviceOf(key: String, userId: String) -> (device: String, isRecord: Bool)? {
+    package static func deviceOf(key: String, userId: String) -> (device: String, isRecord: Bool)? {
         let prefix = devicesPrefix(userId)
         guard key.utf8.starts(with: prefix.utf8) else { return nil }
         let rest = key.utf8.dropFirst(prefix.utf8.count)
@@ -47,28 +47,28 @@ public struct ManifestKeys: Sendable, Equatable {
 /// snapshot that has its index, then the log segments after it, one by one with no gap.
 /// Everything else (logs a snapshot covers, older snapshots, a snapshot whose index never
 /// came) is left over from compaction and may be deleted.
-public struct ManifestChain: Sendable, Equatable {
+package struct ManifestChain: Sendable, Equatable {
     /// The newest complete snapshot's sequence number (its index is there), if any.
-    public var snapshot: Int64?
+    package var snapshot: Int64?
     /// Log segments to replay after the snapshot, in order.
-    public var logs: [Int64]
+    package var logs: [Int64]
     /// The first log segment missing after the snapshot when later ones exist: a reader
     /// stops before it (what comes after could not be replayed in order).
-    public var gapAt: Int64?
+    package var gapAt: Int64?
     /// Keys no reader needs once the complete snapshot is there: the logs it covers,
     /// older snapshots, unfinished snapshots older than it.
-    public var stale: [String]
+    package var stale: [String]
     /// Log segments listed after a gap: no reader can replay them until a snapshot covers them.
-    public var beyondGap: [Int64]
+    package var beyondGap: [Int64]
     /// Every log number listed, covered or not.
-    public var listedLogs: [Int64]
+    package var listedLogs: [Int64]
     /// The snapshot directories listed, with or without an index.
-    public var listedSnapshots: [Int64: Bool]
+    package var listedSnapshots: [Int64: Bool]
 
     /// The last log segment the chain reaches (its snapshot's when no log follows; 0 when empty).
-    public var lastSeq: Int64 { logs.last ?? snapshot ?? 0 }
+    package var lastSeq: Int64 { logs.last ?? snapshot ?? 0 }
 
-    public init(keys: [String], layout: ManifestKeys) {
+    package init(keys: [String], layout: ManifestKeys) {
         var logKeys: [Int64: String] = [:]
         var snapshotKeys: [Int64: [String]] = [:]
         var indexed: Set<Int64> = []

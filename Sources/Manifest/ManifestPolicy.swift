@@ -4,30 +4,30 @@ import PhotolalaCore
 /// Every decision of the manifest stage that can be tested with plain numbers: when the
 /// changes waiting are written as a segment, when the log is compacted into a snapshot,
 /// and how long to wait after a failure.
-public struct ManifestPolicy: Sendable, Equatable {
+package struct ManifestPolicy: Sendable, Equatable {
     /// Most records in one log segment, and in one snapshot part (under 1 MB each): what
     /// the stage holds in memory at once, whatever the library's size.
-    public var maxEntriesPerSegment = 5_000
-    public var maxEntriesPerPart = 20_000
+    package var maxEntriesPerSegment = 5_000
+    package var maxEntriesPerPart = 20_000
     /// While uploads go on, changes are gathered this long into one segment…
-    public var busyDelay: TimeInterval = 60
+    package var busyDelay: TimeInterval = 60
     /// …and once nothing waits to be uploaded, written after this short pause.
-    public var quietDelay: TimeInterval = 2
+    package var quietDelay: TimeInterval = 2
     /// Compact once the log since the last snapshot holds this share of the snapshot's
     /// records (and at least `minCompactEntries`), or once it is this many segments long:
     /// the total written stays a small multiple of the library, and a reader fetches few objects.
-    public var compactRatio = 0.5
-    public var minCompactEntries = 10_000
-    public var maxLogSegments = 200
+    package var compactRatio = 0.5
+    package var minCompactEntries = 10_000
+    package var maxLogSegments = 200
     /// After a failed write: 2 s doubling to 5 minutes, full jitter, as the uploader's.
-    public var retry = Backoff(base: 2, cap: 300, jitter: .full, floor: 1)
+    package var retry = Backoff(base: 2, cap: 300, jitter: .full, floor: 1)
     /// How often the stage looks for changes nothing signalled (files gone, renamed).
-    public var pollInterval: TimeInterval = 10
+    package var pollInterval: TimeInterval = 10
 
-    public init() {}
+    package init() {}
 
     /// When the changes waiting should be written.
-    public enum Flush: Sendable, Equatable {
+    package enum Flush: Sendable, Equatable {
         case now
         case at(Date)
     }
@@ -36,13 +36,13 @@ public struct ManifestPolicy: Sendable, Equatable {
     ///   - pending: records ready to write.
     ///   - waitingSince: when the stage first saw changes it has not written yet.
     ///   - uploadsInFlight: objects still waiting to be uploaded or on the wire.
-    public func flush(pending: Int, waitingSince: Date, uploadsInFlight: Bool, now: Date) -> Flush {
+    package func flush(pending: Int, waitingSince: Date, uploadsInFlight: Bool, now: Date) -> Flush {
         if pending >= maxEntriesPerSegment { return .now }
         let due = waitingSince.addingTimeInterval(uploadsInFlight ? busyDelay : quietDelay)
         return due <= now ? .now : .at(due)
     }
 
-    public func shouldCompact(logEntries: Int64, logSegments: Int64, snapshotEntries: Int64) -> Bool {
+    package func shouldCompact(logEntries: Int64, logSegments: Int64, snapshotEntries: Int64) -> Bool {
         guard logSegments > 0 else { return false }
         if logSegments >= Int64(maxLogSegments) { return true }
         return logEntries >= Int64(minCompactEntries) && Double(logEntries) >= compactRatio * Double(snapshotEntries)

@@ -3,30 +3,30 @@ import Foundation
 /// Reads a device's manifest from the bucket in replay order — the newest complete
 /// snapshot's parts, each checked against its index, then the log segments after it —
 /// and hands over every segment checked, with its bytes. What it cannot use it reports.
-public struct ManifestReader: Sendable {
-    public struct Report: Codable, Sendable, Equatable {
-        public var segments: Int = 0
-        public var entries: Int = 0
+package struct ManifestReader: Sendable {
+    package struct Report: Codable, Sendable, Equatable {
+        package var segments: Int = 0
+        package var entries: Int = 0
         /// The last log segment replayed (0: none).
-        public var lastSeq: Int64 = 0
+        package var lastSeq: Int64 = 0
         /// Everything the reader could not use, in words; empty when the manifest was read whole.
-        public var problems: [String] = []
+        package var problems: [String] = []
         /// Read to its end.
-        public var complete = true
+        package var complete = true
         /// An object went away while it was read (compaction): read again.
-        public var retry = false
-        public init() {}
+        package var retry = false
+        package init() {}
     }
 
-    public let store: ManifestStore
-    public let keys: ManifestKeys
+    package let store: ManifestStore
+    package let keys: ManifestKeys
 
-    public init(store: ManifestStore, keys: ManifestKeys) {
+    package init(store: ManifestStore, keys: ManifestKeys) {
         self.store = store
         self.keys = keys
     }
 
-    public func read(_ each: (ManifestSegment, [UInt8]) async throws -> Void) async throws -> Report {
+    package func read(_ each: (ManifestSegment, [UInt8]) async throws -> Void) async throws -> Report {
         var report = Report()
         let chain = ManifestChain(keys: try await store.keys(under: keys.prefix), layout: keys)
         func deliver(_ segment: ManifestSegment, _ bytes: [UInt8]) async throws {

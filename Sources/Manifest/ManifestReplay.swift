@@ -4,16 +4,16 @@ import PhotolalaCore
 /// Entries are applied in the order the chain gives them (snapshot parts, then log
 /// segments by number); for each file the last entry recorded at or before `asOf` wins,
 /// so a file that went away later is still there, and one that appeared later is not.
-public struct ManifestReplay: Sendable {
+package struct ManifestReplay: Sendable {
     /// A file present at `asOf`.
-    public struct File: Sendable, Equatable {
-        public var folder: String
-        public var path: [UInt8]
-        public var version: FileVersion
+    package struct File: Sendable, Equatable {
+        package var folder: String
+        package var path: [UInt8]
+        package var version: FileVersion
         /// When this version was recorded.
-        public var time: Int64
+        package var time: Int64
 
-        public init(folder: String, path: [UInt8], version: FileVersion, time: Int64) {
+        package init(folder: String, path: [UInt8], version: FileVersion, time: Int64) {
             self.folder = folder
             self.path = path
             self.version = version
@@ -27,24 +27,24 @@ public struct ManifestReplay: Sendable {
     }
 
     /// Milliseconds since the epoch; nil replays everything.
-    public let asOf: Int64?
+    package let asOf: Int64?
     private var folders = ExactKeyed<Int>()
     private var folderNames: [String] = []
     private var latest: [Key: (version: FileVersion?, time: Int64)] = [:]
     /// Entries seen, whether or not they were before `asOf`.
-    public private(set) var entriesRead = 0
+    package private(set) var entriesRead = 0
     /// The newest time of any entry applied (what the replay reflects).
-    public private(set) var newestApplied: Int64?
+    package private(set) var newestApplied: Int64?
 
-    public init(asOf: Int64?) {
+    package init(asOf: Int64?) {
         self.asOf = asOf
     }
 
-    public mutating func apply(_ entries: [ManifestEntry]) {
+    package mutating func apply(_ entries: [ManifestEntry]) {
         for e in entries { apply(e) }
     }
 
-    public mutating func apply(_ e: ManifestEntry) {
+    package mutating func apply(_ e: ManifestEntry) {
         entriesRead += 1
         if let asOf, e.time > asOf { return }
         let folder: Int
@@ -60,7 +60,7 @@ public struct ManifestReplay: Sendable {
     }
 
     /// The files present, sorted by folder then path bytes (a stable order to restore in).
-    public var files: [File] {
+    package var files: [File] {
         var out: [File] = []
         out.reserveCapacity(latest.count)
         for (key, value) in latest {
@@ -74,5 +74,5 @@ public struct ManifestReplay: Sendable {
     }
 
     /// Every folder the replayed entries name, in the order first seen.
-    public var folderList: [String] { folderNames }
+    package var folderList: [String] { folderNames }
 }

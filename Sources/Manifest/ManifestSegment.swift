@@ -8,33 +8,33 @@ import PhotolalaCore
 /// rest) can never pass for a complete segment. Layout (docs/manifest.md):
 ///
 ///     "PLMANIF" 0x01 | SHA-256 of the rest (32) | header length (u32 BE) | header (JSON) | records
-public struct ManifestSegment: Sendable, Equatable {
-    public static let magic: [UInt8] = Array("PLMANIF".utf8) + [1]
-    public static let formatVersion = 1
+package struct ManifestSegment: Sendable, Equatable {
+    package static let magic: [UInt8] = Array("PLMANIF".utf8) + [1]
+    package static let formatVersion = 1
 
-    public var header: ManifestHeader
-    public var entries: [ManifestEntry]
+    package var header: ManifestHeader
+    package var entries: [ManifestEntry]
 
-    public init(header: ManifestHeader, entries: [ManifestEntry]) {
+    package init(header: ManifestHeader, entries: [ManifestEntry]) {
         self.header = header
         self.entries = entries
     }
 
     /// The object's bytes. The header's `folders` (and, but for an index, `entries`) are filled from `entries`.
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var encoder = ManifestSegmentEncoder(header: header)
         for entry in entries { encoder.append(entry) }
         return encoder.finish()
     }
 
     /// The SHA-256 an object carries (bytes 8..<40), as hex: how an index names its parts.
-    public static func digestHex(of object: [UInt8]) -> String? {
+    package static func digestHex(of object: [UInt8]) -> String? {
         guard object.count >= 40 else { return nil }
         return Hex.string(Array(object[8..<40]))
     }
 
     /// Reads and checks an object: magic, digest, header, then every record.
-    public static func decode(_ object: [UInt8]) throws(ManifestFormatError) -> ManifestSegment {
+    package static func decode(_ object: [UInt8]) throws(ManifestFormatError) -> ManifestSegment {
         guard object.count >= 44 else { throw .truncated }
         guard Array(object[0..<8]) == magic else { throw .notAManifest }
         let rest = Array(object[40...])
@@ -113,7 +113,7 @@ public struct ManifestSegment: Sendable, Equatable {
 }
 
 /// Why an object is not a manifest segment a reader may trust.
-public enum ManifestFormatError: Error, Equatable, Sendable, CustomStringConvertible {
+package enum ManifestFormatError: Error, Equatable, Sendable, CustomStringConvertible {
     case truncated
     case notAManifest
     case digestMismatch
@@ -121,7 +121,7 @@ public enum ManifestFormatError: Error, Equatable, Sendable, CustomStringConvert
     case badRecord(Int)
     case trailingBytes
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .truncated: "it is too short to be a manifest segment (cut short?)"
         case .notAManifest: "it does not start with the manifest's magic bytes"

@@ -5,20 +5,20 @@ import PhotolalaCore
 /// Builds a segment's bytes one record at a time, so a snapshot part is encoded while its
 /// records are read from the queue, never held as a list: only the body's bytes (under a
 /// megabyte a part) stay in memory. The header's folders are collected as records name them.
-public struct ManifestSegmentEncoder {
+package struct ManifestSegmentEncoder {
     private var header: ManifestHeader
     private var folderIndex = ExactKeyed<Int>()
     private var folders: [String] = []
     private var body = ManifestByteWriter()
     private var previousPath: [UInt8] = []
     private var previousTime: Int64 = 0
-    public private(set) var count = 0
+    package private(set) var count = 0
 
-    public init(header: ManifestHeader) {
+    package init(header: ManifestHeader) {
         self.header = header
     }
 
-    public mutating func append(_ entry: ManifestEntry) {
+    package mutating func append(_ entry: ManifestEntry) {
         let folder: Int
         if let known = folderIndex[entry.folder] {
             folder = known
@@ -35,7 +35,7 @@ public struct ManifestSegmentEncoder {
 
     /// The object: magic, digest, header, records. An index keeps the `entries` it was
     /// given (its parts' records); every other kind counts its own.
-    public func finish() -> [UInt8] {
+    package func finish() -> [UInt8] {
         var header = self.header
         header.folders = folders
         if header.kind != .snapshotIndex { header.entries = count }

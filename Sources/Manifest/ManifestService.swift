@@ -19,15 +19,15 @@ import Upload
 ///
 /// Woken by the queue's `uploaded` signal and the account's changes; it also looks every
 /// `pollInterval` for changes nothing signals (files gone or moved).
-public actor ManifestService: Service {
-    public struct Options: Sendable, Equatable {
-        public var folders: [String]
-        public var deviceName: String
-        public var policy: ManifestPolicy
-        public var trust: TLSTrust
+package actor ManifestService: Service {
+    package struct Options: Sendable, Equatable {
+        package var folders: [String]
+        package var deviceName: String
+        package var policy: ManifestPolicy
+        package var trust: TLSTrust
 
         /// The one mapping from settings, at start and on reload.
-        public init(_ settings: Settings, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        package init(_ settings: Settings, environment: [String: String] = ProcessInfo.processInfo.environment) {
             folders = settings.watch.folders
             deviceName = settings.account.deviceName ?? HostName.current()
             policy = ManifestPolicy()
@@ -62,7 +62,7 @@ public actor ManifestService: Service {
     var lastError: String?
     let statusChanges: ChangeFeed
 
-    public init(database: QueueDatabase, account: AccountService, options: Options, logger: Logger,
+    package init(database: QueueDatabase, account: AccountService, options: Options, logger: Logger,
                 statusChanges: ChangeFeed = ChangeFeed()) {
         self.database = database
         self.account = account
@@ -74,13 +74,13 @@ public actor ManifestService: Service {
         ledger = try? database.manifestLedger()
     }
 
-    public func apply(_ new: Options) {
+    package func apply(_ new: Options) {
         if new.folders != options.folders || new.deviceName != options.deviceName { recordStale = true }
         options = new
         Task { await wake.notify() }
     }
 
-    public func run() async throws {
+    package func run() async throws {
         let uploaded = database.signals.uploaded
         let accountChanges = account.statusChanges.changes()
         let relays = [
@@ -241,7 +241,7 @@ public actor ManifestService: Service {
         statusChanges.changed()
     }
 
-    public func contribute(to s: inout DaemonStatus) async {
+    package func contribute(to s: inout DaemonStatus) async {
         let l = ledger
         s.manifest = DaemonStatus.Manifest(
             state: state, deviceId: await account.deviceId, segments: l?.seq ?? 0, snapshot: l?.snapshot ?? 0,

@@ -8,12 +8,12 @@ import TLS
 /// The manifest's objects in the bucket, for one account: listing, reading (checked),
 /// writing and deleting under `metadata/{userId}/`. Made per grant, as the uploader makes
 /// its clients, over one shared connection pool.
-public struct ManifestStore: Sendable {
-    public let client: S3Client
-    public let credentials: S3Credentials
-    public let userId: String
+package struct ManifestStore: Sendable {
+    package let client: S3Client
+    package let credentials: S3Credentials
+    package let userId: String
 
-    public init(grant: STSGrant, userId: String, trust: TLSTrust, http: HTTPClient, clockOffset: TimeInterval,
+    package init(grant: STSGrant, userId: String, trust: TLSTrust, http: HTTPClient, clockOffset: TimeInterval,
                 logger: Logger) throws(S3Error) {
         client = try S3Client(configuration: grant.s3Configuration(keyPrefix: ManifestKeys.userPrefix(userId), trust: trust),
                               httpClient: http, clockOffset: clockOffset, logger: logger)
@@ -22,7 +22,7 @@ public struct ManifestStore: Sendable {
     }
 
     /// Every key under `prefix`, page after page.
-    public func keys(under prefix: String) async throws(S3Error) -> [String] {
+    package func keys(under prefix: String) async throws(S3Error) -> [String] {
         var keys: [String] = []
         var token: String?
         repeat {
@@ -34,13 +34,13 @@ public struct ManifestStore: Sendable {
     }
 
     /// The object's bytes, nil when there is no such key.
-    public func bytes(_ key: String) async throws(S3Error) -> [UInt8]? {
+    package func bytes(_ key: String) async throws(S3Error) -> [UInt8]? {
         try await client.getObjectIfPresent(key: key, credentials: credentials)?.bytes
     }
 
     /// A segment, read and checked; `digest` (hex) must match when given (a snapshot part
     /// against its index).
-    public func segment(_ key: String, digest: String? = nil) async throws -> (segment: ManifestSegment, bytes: [UInt8]) {
+    package func segment(_ key: String, digest: String? = nil) async throws -> (segment: ManifestSegment, bytes: [UInt8]) {
         guard let bytes = try await bytes(key) else { throw ManifestReadError.missing(key) }
         if let digest, ManifestSegment.digestHex(of: bytes) != digest { throw ManifestReadError.damaged(key, "it is not the part its index names") }
         do {
@@ -50,22 +50,22 @@ public struct ManifestStore: Sendable {
         }
     }
 
-    public func put(_ key: String, _ bytes: [UInt8], contentType: String = "application/octet-stream", ifNoneMatch: Bool = false) async throws(S3Error) {
+    package func put(_ key: String, _ bytes: [UInt8], contentType: String = "application/octet-stream", ifNoneMatch: Bool = false) async throws(S3Error) {
         _ = try await client.putObject(key: key, bytes: bytes, contentType: contentType, ifNoneMatch: ifNoneMatch, credentials: credentials)
     }
 
-    public func delete(_ key: String) async throws(S3Error) {
+    package func delete(_ key: String) async throws(S3Error) {
         try await client.deleteObject(key: key, credentials: credentials)
     }
 }
 
 /// Why a manifest could not be read as the listing promised.
-public enum ManifestReadError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum ManifestReadError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Listed but gone when fetched: compacted away meanwhile; read again.
     case missing(String)
     case damaged(String, String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .missing(let key): "\(key) went away while it was being read (the manifest was being compacted); read it again"
         case let .damaged(key, why): "\(key) cannot be trusted: \(why)"

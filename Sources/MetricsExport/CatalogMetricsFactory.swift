@@ -11,16 +11,16 @@ import Prometheus
 /// texts), so this one looks the help up in the catalog. Anything not in the catalog —
 /// a metric a library might emit — goes nowhere: the output holds exactly the names the
 /// README documents, and no label this project did not choose.
-public struct CatalogMetricsFactory: MetricsFactory {
-    public let registry: PrometheusCollectorRegistry
+package struct CatalogMetricsFactory: MetricsFactory {
+    package let registry: PrometheusCollectorRegistry
 
-    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    package init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
     }
 
     /// Creates the series whose label values are known ahead at 0, so they are scraped
     /// before their first event (an alert's `increase()` then sees that event).
-    public func seed() {
+    package func seed() {
         for counter in DaemonCounter.allCases {
             for values in counter.knownLabelValues {
                 _ = makeCounter(label: counter.name, dimensions: Array(zip(counter.labelNames, values)))
@@ -28,33 +28,33 @@ public struct CatalogMetricsFactory: MetricsFactory {
         }
     }
 
-    public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+    package func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
         guard let counter = DaemonCounter(rawValue: label),
               dimensions.map(\.0) == counter.labelNames else { return NOOPMetricsHandler.instance }
         let descriptor = MetricNameDescriptor(metricName: counter.name, unitName: "", helpText: counter.help)
         return registry.makeCounter(descriptor: descriptor, labels: dimensions)
     }
 
-    public func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
+    package func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
         NOOPMetricsHandler.instance
     }
 
-    public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+    package func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
         NOOPMetricsHandler.instance
     }
 
-    public func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+    package func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
         NOOPMetricsHandler.instance
     }
 
-    public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+    package func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
         NOOPMetricsHandler.instance
     }
 
     // Counters live as long as the daemon: the handlers are never destroyed.
-    public func destroyCounter(_ handler: any CounterHandler) {}
-    public func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) {}
-    public func destroyRecorder(_ handler: any RecorderHandler) {}
-    public func destroyMeter(_ handler: any MeterHandler) {}
-    public func destroyTimer(_ handler: any TimerHandler) {}
+    package func destroyCounter(_ handler: any CounterHandler) {}
+    package func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) {}
+    package func destroyRecorder(_ handler: any RecorderHandler) {}
+    package func destroyMeter(_ handler: any MeterHandler) {}
+    package func destroyTimer(_ handler: any TimerHandler) {}
 }

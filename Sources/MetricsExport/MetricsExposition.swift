@@ -5,17 +5,17 @@ import Prometheus
 /// One scrape: the status snapshot's gauges and the parts' counters, in the Prometheus
 /// text exposition format (version 0.0.4), the same bytes on the control socket
 /// (`GET /v1/metrics`) and on the TCP listener (`GET /metrics`).
-public struct MetricsExposition: Sendable {
-    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+package struct MetricsExposition: Sendable {
+    package static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     /// The registry `CatalogMetricsFactory` fills: the counters.
-    public let counters: PrometheusCollectorRegistry
+    package let counters: PrometheusCollectorRegistry
 
-    public init(counters: PrometheusCollectorRegistry) {
+    package init(counters: PrometheusCollectorRegistry) {
         self.counters = counters
     }
 
-    public func render(_ status: DaemonStatus, now: Date = Date()) -> [UInt8] {
+    package func render(_ status: DaemonStatus, now: Date = Date()) -> [UInt8] {
         let gauges = PrometheusCollectorRegistry()
         SnapshotGauges.fill(gauges, from: status, now: now)
         var out: [UInt8] = []

@@ -7,16 +7,16 @@ import Prometheus
 /// series per value, 1 for the current one and 0 for the others, so an alert can say
 /// `photolala_paused{reason="quotaExceeded"} == 1`. Times are Unix seconds, 0 before the
 /// first; the credentials' time left is left out while there are none.
-public enum SnapshotGauges {
-    public struct Family: Sendable, Hashable {
-        public var name: String
-        public var help: String
+package enum SnapshotGauges {
+    package struct Family: Sendable, Hashable {
+        package var name: String
+        package var help: String
     }
 
-    public struct Sample: Sendable {
-        public var family: Family
-        public var labels: [(String, String)]
-        public var value: Double
+    package struct Sample: Sendable {
+        package var family: Family
+        package var labels: [(String, String)]
+        package var value: Double
     }
 
     static let buildInfo = Family(name: "photolala_build_info", help: "1, labelled with the daemon's version.")
@@ -52,7 +52,7 @@ public enum SnapshotGauges {
     static let verifyChecked = Family(name: "photolala_verify_checked_timestamp_seconds", help: "When the last verify ran, in Unix seconds (0: never).")
 
     /// Every family, for the documentation's list and the tests.
-    public static let families: [Family] = [
+    package static let families: [Family] = [
         buildInfo, startTime, state, paused, signedIn, appleState, appleChecked, stsState, stsExpiresIn, s3Outage, s3Failures,
         files, filesBytes, oldestPending, lastUpload, watchedFolders, watchedDirectories, missingFolders, unwatched, watchLimit,
         scanning, lastScan, problems, catalogState, catalogRows, catalogPublished, thumbnails, inventoryObjects, inventoryListed,
@@ -65,7 +65,7 @@ public enum SnapshotGauges {
     static let catalogStates: [DaemonStatus.Catalog.State] = [.off, .idle, .pending, .publishing, .published, .blocked]
 
     /// The snapshot as samples; `now` turns its times into ages.
-    public static func samples(from s: DaemonStatus, now: Date) -> [Sample] {
+    package static func samples(from s: DaemonStatus, now: Date) -> [Sample] {
         var out: [Sample] = []
         func add(_ family: Family, _ value: Double, _ labels: [(String, String)] = []) {
             out.append(Sample(family: family, labels: labels, value: value))

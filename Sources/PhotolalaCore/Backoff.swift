@@ -6,8 +6,8 @@ import Foundation
 /// is one of these with its own numbers, so a change of the rule is one file.
 ///
 /// A pure value: the caller passes the random draw (0..<1), so tests use plain numbers.
-public struct Backoff: Sendable, Equatable {
-    public enum Jitter: Sendable, Equatable {
+package struct Backoff: Sendable, Equatable {
+    package enum Jitter: Sendable, Equatable {
         /// Exactly the step: timers a person reads ("retrying in 5 minutes").
         case none
         /// Anywhere in 0...step (AWS's "full jitter"): many clients spread out the most.
@@ -16,15 +16,15 @@ public struct Backoff: Sendable, Equatable {
         case equal
     }
 
-    public var base: TimeInterval
-    public var cap: TimeInterval
-    public var jitter: Jitter
+    package var base: TimeInterval
+    package var cap: TimeInterval
+    package var jitter: Jitter
     /// Never shorter than this, whatever the jitter drew.
-    public var floor: TimeInterval
+    package var floor: TimeInterval
     /// Failures since the last `reset()`.
-    public private(set) var failures = 0
+    package private(set) var failures = 0
 
-    public init(base: TimeInterval, cap: TimeInterval, jitter: Jitter = .equal, floor: TimeInterval = 0) {
+    package init(base: TimeInterval, cap: TimeInterval, jitter: Jitter = .equal, floor: TimeInterval = 0) {
         self.base = base
         self.cap = max(base, cap)
         self.jitter = jitter
@@ -32,14 +32,14 @@ public struct Backoff: Sendable, Equatable {
     }
 
     /// The step after `failures` failures (1 for the first), before jitter.
-    public func step(after failures: Int) -> TimeInterval {
+    package func step(after failures: Int) -> TimeInterval {
         guard failures > 0 else { return 0 }
         // 2^62 overflows nothing in Double, but keep the exponent small enough to stay exact.
         return min(cap, base * pow(2, Double(min(failures - 1, 62))))
     }
 
     /// The wait after `failures` failures for a random draw in 0..<1.
-    public func delay(after failures: Int, random: Double) -> TimeInterval {
+    package func delay(after failures: Int, random: Double) -> TimeInterval {
         let step = step(after: failures)
         let drawn: TimeInterval = switch jitter {
         case .none: step
@@ -50,18 +50,18 @@ public struct Backoff: Sendable, Equatable {
     }
 
     /// A failure: counts it and answers how long to wait before the next try.
-    public mutating func fail(random: Double) -> TimeInterval {
+    package mutating func fail(random: Double) -> TimeInterval {
         failures += 1
         return delay(after: failures, random: random)
     }
 
     /// A success: the next failure starts from `base` again.
-    public mutating func reset() {
+    package mutating func reset() {
         failures = 0
     }
 
     /// The wait as a `Duration` (the watcher's timers run on `ContinuousClock`).
-    public static func duration(_ seconds: TimeInterval) -> Duration {
+    package static func duration(_ seconds: TimeInterval) -> Duration {
         .milliseconds(Int64((seconds * 1000).rounded()))
     }
 }

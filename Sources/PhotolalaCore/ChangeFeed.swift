@@ -3,7 +3,7 @@ import Synchronization
 /// "Something the status shows changed": every stage says so here, and whoever renders
 /// the status (the systemd STATUS= line) subscribes. A value the stages are given, not a
 /// closure into the daemon, so no stage depends on who listens.
-public final class ChangeFeed: Sendable {
+package final class ChangeFeed: Sendable {
     private struct State {
         var subscribers: [Int: AsyncStream<Void>.Continuation] = [:]
         var next = 0
@@ -12,10 +12,10 @@ public final class ChangeFeed: Sendable {
 
     private let state = Mutex(State())
 
-    public init() {}
+    package init() {}
 
     /// Cheap and never waits: bursts coalesce in each subscriber's stream.
-    public func changed() {
+    package func changed() {
         let subscribers = state.withLock { s -> [AsyncStream<Void>.Continuation] in
             s.generation &+= 1
             return Array(s.subscribers.values)
@@ -24,11 +24,11 @@ public final class ChangeFeed: Sendable {
     }
 
     /// Counts changes (tests and the watchdog compare two readings).
-    public var generation: Int { state.withLock { $0.generation } }
+    package var generation: Int { state.withLock { $0.generation } }
 
     /// A stream that yields once at once, then after each change (bursts coalesce into
     /// one element), and ends when the subscriber's task is cancelled.
-    public func changes() -> AsyncStream<Void> {
+    package func changes() -> AsyncStream<Void> {
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let id = state.withLock { s -> Int in
             defer { s.next += 1 }

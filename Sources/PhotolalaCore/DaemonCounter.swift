@@ -8,7 +8,7 @@ import CoreMetrics
 ///
 /// No label carries a path, a user id, a key or anything secret: every label value is one
 /// of a few words the code itself chooses.
-public enum DaemonCounter: String, CaseIterable, Sendable {
+package enum DaemonCounter: String, CaseIterable, Sendable {
     case s3Requests = "photolala_s3_requests_total"
     case s3ForbiddenResponses = "photolala_s3_forbidden_responses_total"
     case s3SentBytes = "photolala_s3_sent_bytes_total"
@@ -30,9 +30,9 @@ public enum DaemonCounter: String, CaseIterable, Sendable {
     case hashedBytes = "photolala_hashed_bytes_total"
     case inotifyOverflows = "photolala_inotify_overflows_total"
 
-    public var name: String { rawValue }
+    package var name: String { rawValue }
 
-    public var labelNames: [String] {
+    package var labelNames: [String] {
         switch self {
         case .s3Requests: ["operation", "status_class"]
         case .s3ForbiddenResponses: ["operation"]
@@ -44,7 +44,7 @@ public enum DaemonCounter: String, CaseIterable, Sendable {
         }
     }
 
-    public var help: String {
+    package var help: String {
         switch self {
         case .s3Requests: "S3 requests sent, by operation and HTTP status class (2xx, 3xx, 4xx, 5xx, or error when no answer came)."
         case .s3ForbiddenResponses: "S3 requests answered 403 Forbidden, by operation (HeadObject answers 403 for a missing key when listing is not allowed)."
@@ -71,7 +71,7 @@ public enum DaemonCounter: String, CaseIterable, Sendable {
 
     /// Label values known ahead: these series exist at 0 from the first scrape, so rates
     /// and `increase()` in alerts see the first event.
-    public var knownLabelValues: [[String]] {
+    package var knownLabelValues: [[String]] {
         switch self {
         case .accessTokenRefreshes: [["ok"], ["error"]]
         case .appleChecks: ["authorized", "revoked", "notFound", "transferred", "error"].map { [$0] }
@@ -82,7 +82,7 @@ public enum DaemonCounter: String, CaseIterable, Sendable {
 
     /// Counts `amount` more, with one value per label name, in order. The factory is the
     /// one in force for this task (the daemon's, or a test's `withMetricsFactory`).
-    public func increment(by amount: Int64 = 1, _ labelValues: String..., factory: any MetricsFactory = MetricsSystem.factory) {
+    package func increment(by amount: Int64 = 1, _ labelValues: String..., factory: any MetricsFactory = MetricsSystem.factory) {
         assert(labelValues.count == labelNames.count, "\(name) takes the labels \(labelNames)")
         guard amount > 0 else { return }
         Counter(label: name, dimensions: Array(zip(labelNames, labelValues)), factory: factory).increment(by: amount)
@@ -90,16 +90,16 @@ public enum DaemonCounter: String, CaseIterable, Sendable {
 
     /// The factory in force where it was made, for counting later on a thread that is
     /// not a Swift task (the watcher's), which a task-local factory does not reach.
-    public struct Scope: Sendable {
+    package struct Scope: Sendable {
         let factory: any MetricsFactory
-        public init() { factory = MetricsSystem.factory }
-        public func increment(_ counter: DaemonCounter, by amount: Int64 = 1) {
+        package init() { factory = MetricsSystem.factory }
+        package func increment(_ counter: DaemonCounter, by amount: Int64 = 1) {
             counter.increment(by: amount, factory: factory)
         }
     }
 
     /// `2xx` … `5xx` for an HTTP status, as the S3 counters label it.
-    public static func statusClass(_ status: Int) -> String {
+    package static func statusClass(_ status: Int) -> String {
         (100..<600).contains(status) ? "\(status / 100)xx" : "error"
     }
 }

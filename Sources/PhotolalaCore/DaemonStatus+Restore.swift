@@ -1,8 +1,8 @@
 /// The status of the device manifest (what the bucket knows of this NAS's folders) and of
 /// a restore in progress (`photolalactl restore`).
 extension DaemonStatus {
-    public struct Manifest: Codable, Sendable, Equatable {
-        public enum State: String, Codable, Sendable {
+    package struct Manifest: Codable, Sendable, Equatable {
+        package enum State: String, Codable, Sendable {
             /// Not signed in yet (no account, no device id).
             case off
             /// Every backed-up change is in the bucket's manifest.
@@ -13,19 +13,19 @@ extension DaemonStatus {
             /// Writing failed; retried with backoff (`lastError` says why).
             case backoff
         }
-        public var state: State
+        package var state: State
         /// This NAS's device id (s3-layout.md).
-        @Null public var deviceId: String?
+        @Null package var deviceId: String?
         /// The last segment in the bucket, and the snapshot it builds on (0: none).
-        public var segments: Int64
-        public var snapshot: Int64
+        package var segments: Int64
+        package var snapshot: Int64
         /// Files the manifest holds as present now, and their bytes.
-        public var files: Int64
-        public var bytes: Int64
-        @Null public var writtenAt: String?
-        @Null public var lastError: String?
+        package var files: Int64
+        package var bytes: Int64
+        @Null package var writtenAt: String?
+        @Null package var lastError: String?
 
-        public init(state: State = .off, deviceId: String? = nil, segments: Int64 = 0, snapshot: Int64 = 0, files: Int64 = 0,
+        package init(state: State = .off, deviceId: String? = nil, segments: Int64 = 0, snapshot: Int64 = 0, files: Int64 = 0,
                     bytes: Int64 = 0, writtenAt: String? = nil, lastError: String? = nil) {
             self.state = state
             self.deviceId = deviceId
@@ -40,23 +40,23 @@ extension DaemonStatus {
 
     /// A restore under way: `photolalactl restore` reports its progress to the daemon,
     /// which fetches the bytes for it.
-    public struct Restore: Codable, Sendable, Equatable {
+    package struct Restore: Codable, Sendable, Equatable {
         /// The device restored from (its name, or its id when it has none).
-        public var device: String
-        public var filesDone: Int
-        public var filesTotal: Int
-        public var bytesDone: Int64
-        public var bytesTotal: Int64
+        package var device: String
+        package var filesDone: Int
+        package var filesTotal: Int
+        package var bytesDone: Int64
+        package var bytesTotal: Int64
         /// Bytes per second read from the bucket over the last few seconds.
-        public var rate: Double
-        @Null public var etaSeconds: Double?
+        package var rate: Double
+        @Null package var etaSeconds: Double?
         /// Objects waiting to be brought back from an archive class, which, and how long it usually takes.
-        public var waitingArchived: Int
-        @Null public var archiveClass: String?
-        @Null public var archiveWait: String?
-        @Null public var startedAt: String?
+        package var waitingArchived: Int
+        @Null package var archiveClass: String?
+        @Null package var archiveWait: String?
+        @Null package var startedAt: String?
 
-        public init(device: String, filesDone: Int = 0, filesTotal: Int = 0, bytesDone: Int64 = 0, bytesTotal: Int64 = 0,
+        package init(device: String, filesDone: Int = 0, filesTotal: Int = 0, bytesDone: Int64 = 0, bytesTotal: Int64 = 0,
                     rate: Double = 0, etaSeconds: Double? = nil, waitingArchived: Int = 0, archiveClass: String? = nil,
                     archiveWait: String? = nil, startedAt: String? = nil) {
             self.device = device

@@ -1,8 +1,8 @@
 /// The status of the stages after the upload: the apps' catalog and thumbnails, what the
 /// bucket is known to hold, and the last `verify` (cli.md).
 extension DaemonStatus {
-    public struct Catalog: Codable, Sendable, Equatable {
-        public enum State: String, Codable, Sendable {
+    package struct Catalog: Codable, Sendable, Equatable {
+        package enum State: String, Codable, Sendable {
             /// `catalog.enabled = false`.
             case off
             /// Nothing to publish.
@@ -15,22 +15,22 @@ extension DaemonStatus {
             /// The current catalog cannot be read; nothing is published over it (`lastError` says why).
             case blocked
         }
-        public var state: State
+        package var state: State
         /// Our rows in the catalog as last published or checked: the photos of this NAS
         /// the apps show.
-        public var rows: Int
-        @Null public var publishedAt: String?
-        @Null public var lastError: String?
+        package var rows: Int
+        @Null package var publishedAt: String?
+        @Null package var lastError: String?
         /// Photos ready for the apps whose rows wait for the next publish.
-        public var pending: Int
+        package var pending: Int
         /// Rows in the catalog from every device (phones, other NASes, this one).
-        public var total: Int
+        package var total: Int
         /// The last time the catalog was read (a check or a publish).
-        @Null public var checkedAt: String?
+        @Null package var checkedAt: String?
         /// False when the store refused a conditional write whose condition held (Ceph
         /// Pacific does, for a quoted If-Match): the pointer is then written and read back.
-        public var conditionalWrites: Bool
-        public init(state: State = .off, rows: Int = 0, publishedAt: String? = nil, lastError: String? = nil,
+        package var conditionalWrites: Bool
+        package init(state: State = .off, rows: Int = 0, publishedAt: String? = nil, lastError: String? = nil,
                     pending: Int = 0, total: Int = 0, checkedAt: String? = nil, conditionalWrites: Bool = true) {
             self.state = state
             self.rows = rows
@@ -43,7 +43,7 @@ extension DaemonStatus {
         }
 
         /// Reading a status of a daemon older than these fields: what it did not say is zero.
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             state = try c.decode(State.self, forKey: .state)
             rows = try c.decodeIfPresent(Int.self, forKey: .rows) ?? 0
@@ -56,20 +56,20 @@ extension DaemonStatus {
         }
     }
 
-    public struct Thumbnails: Codable, Sendable, Equatable {
-        public var done: Int
-        public var pending: Int
+    package struct Thumbnails: Codable, Sendable, Equatable {
+        package var done: Int
+        package var pending: Int
         /// Photos that could not be decoded: backed up, but without a preview or a row.
-        public var failed: Int
-        public init(done: Int = 0, pending: Int = 0, failed: Int = 0) {
+        package var failed: Int
+        package init(done: Int = 0, pending: Int = 0, failed: Int = 0) {
             self.done = done
             self.pending = pending
             self.failed = failed
         }
     }
 
-    public struct Inventory: Codable, Sendable, Equatable {
-        public enum State: String, Codable, Sendable {
+    package struct Inventory: Codable, Sendable, Equatable {
+        package enum State: String, Codable, Sendable {
             /// Not signed in, or no listing yet.
             case notListed
             /// A listing is under way (`seen` keys so far).
@@ -83,7 +83,7 @@ extension DaemonStatus {
         }
 
         /// How uploads learn whether an object is already in the bucket.
-        public enum Check: String, Codable, Sendable {
+        package enum Check: String, Codable, Sendable {
             /// From the inventory: nothing asked, `If-None-Match: *` on what is sent.
             case inventory
             /// A HEAD per object (no listing to trust).
@@ -93,15 +93,15 @@ extension DaemonStatus {
         }
 
         /// Objects the last listing found under this user's prefixes.
-        public var objects: Int
-        @Null public var listedAt: String?
-        public var state: State
+        package var objects: Int
+        @Null package var listedAt: String?
+        package var state: State
         /// Keys the listing under way has seen so far.
-        public var seen: Int
-        public var uploadsCheck: Check
-        @Null public var nextListingAt: String?
-        @Null public var lastError: String?
-        public init(objects: Int = 0, listedAt: String? = nil, state: State = .notListed, seen: Int = 0,
+        package var seen: Int
+        package var uploadsCheck: Check
+        @Null package var nextListingAt: String?
+        @Null package var lastError: String?
+        package init(objects: Int = 0, listedAt: String? = nil, state: State = .notListed, seen: Int = 0,
                     uploadsCheck: Check = .inventory, nextListingAt: String? = nil, lastError: String? = nil) {
             self.objects = objects
             self.listedAt = listedAt
@@ -114,32 +114,32 @@ extension DaemonStatus {
     }
 
     /// The last `photolalactl verify` (kept across restarts), or the one under way.
-    public struct Verify: Codable, Sendable, Equatable {
-        @Null public var checkedAt: String?
+    package struct Verify: Codable, Sendable, Equatable {
+        @Null package var checkedAt: String?
         /// Objects backed up before the verify's listing began, compared with it.
-        public var checked: Int
+        package var checked: Int
         /// Not in the bucket (or, read back, not found).
-        public var missing: Int
+        package var missing: Int
         /// In the bucket with other bytes: `wrongSize` + `wrongETag` + `readBackWrong`.
-        public var mismatched: Int
-        public var running: Bool
-        public var wrongSize: Int
-        public var wrongETag: Int
+        package var mismatched: Int
+        package var running: Bool
+        package var wrongSize: Int
+        package var wrongETag: Int
         /// Objects whose ETag proves nothing about their bytes (multipart uploads by other
         /// tools, or every object of an SSE-KMS bucket): only `--deep` checks them.
-        public var unproven: Int
+        package var unproven: Int
         /// The bucket encrypts with SSE-KMS: its ETags are not MD5s.
-        public var sseKms: Bool
+        package var sseKms: Bool
         /// `--deep`: the share asked for, objects read back, and how many had other bytes.
-        @Null public var deepPercent: Double?
-        public var readBack: Int
-        public var readBackWrong: Int
+        @Null package var deepPercent: Double?
+        package var readBack: Int
+        package var readBackWrong: Int
         /// Missing or wrong objects put back in the queue to be sent again.
-        public var requeued: Int
+        package var requeued: Int
         /// Missing or wrong, but no file holds their bytes any more to send them again from.
-        public var lost: Int
-        @Null public var lastError: String?
-        public init(checkedAt: String? = nil, checked: Int = 0, missing: Int = 0, mismatched: Int = 0, running: Bool = false,
+        package var lost: Int
+        @Null package var lastError: String?
+        package init(checkedAt: String? = nil, checked: Int = 0, missing: Int = 0, mismatched: Int = 0, running: Bool = false,
                     wrongSize: Int = 0, wrongETag: Int = 0, unproven: Int = 0, sseKms: Bool = false, deepPercent: Double? = nil,
                     readBack: Int = 0, readBackWrong: Int = 0, requeued: Int = 0, lost: Int = 0, lastError: String? = nil) {
             self.checkedAt = checkedAt

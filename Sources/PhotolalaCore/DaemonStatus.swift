@@ -1,15 +1,15 @@
 /// The one status snapshot: the daemon fills it, the control socket carries it as JSON,
 /// and `photolalactl status` renders it (human and `--json` print the same value).
 /// Field names are the stable contract of shared/spec/cli.md; more may be added.
-public struct DaemonStatus: Codable, Sendable, Equatable {
-    public enum State: String, Codable, Sendable { case starting, running, paused, needsLogin, stopping }
+package struct DaemonStatus: Codable, Sendable, Equatable {
+    package enum State: String, Codable, Sendable { case starting, running, paused, needsLogin, stopping }
 
-    public enum PauseReason: String, Codable, Sendable, CaseIterable {
+    package enum PauseReason: String, Codable, Sendable, CaseIterable {
         case user, appleRevoked, appleNotFound, appleTransferred
         case subscriptionRequired, quotaExceeded, accountRevoked
 
         /// Plain words and what to do about it.
-        public var explanation: String {
+        package var explanation: String {
             switch self {
             case .user: "Paused by you. Run `photolalactl resume` to continue uploading."
             case .appleRevoked: "Your Apple ID no longer authorizes Photolala on this NAS. Run `photolalactl login`."
@@ -22,23 +22,23 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         }
     }
 
-    public struct Account: Codable, Sendable, Equatable {
-        public var signedIn: Bool
-        @Null public var userId: String?
-        public init(signedIn: Bool = false, userId: String? = nil) {
+    package struct Account: Codable, Sendable, Equatable {
+        package var signedIn: Bool
+        @Null package var userId: String?
+        package init(signedIn: Bool = false, userId: String? = nil) {
             self.signedIn = signedIn
             self.userId = userId
         }
     }
 
-    public struct AppleCredential: Codable, Sendable, Equatable {
-        public enum State: String, Codable, Sendable { case unknown, authorized, revoked, notFound, transferred }
-        public var state: State
-        @Null public var checkedAt: String?
-        @Null public var nextCheckAt: String?
+    package struct AppleCredential: Codable, Sendable, Equatable {
+        package enum State: String, Codable, Sendable { case unknown, authorized, revoked, notFound, transferred }
+        package var state: State
+        @Null package var checkedAt: String?
+        @Null package var nextCheckAt: String?
         /// The last failed check, if the latest attempt failed (shown, never treated as revocation).
-        @Null public var lastError: String?
-        public init(state: State = .unknown, checkedAt: String? = nil, nextCheckAt: String? = nil, lastError: String? = nil) {
+        @Null package var lastError: String?
+        package init(state: State = .unknown, checkedAt: String? = nil, nextCheckAt: String? = nil, lastError: String? = nil) {
             self.state = state
             self.checkedAt = checkedAt
             self.nextCheckAt = nextCheckAt
@@ -46,13 +46,13 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         }
     }
 
-    public struct Credentials: Codable, Sendable, Equatable {
-        public enum State: String, Codable, Sendable { case none, fetching, valid, refreshing, backoff, failed }
-        public var state: State
-        @Null public var expiresAt: String?
-        @Null public var lastError: String?
-        @Null public var nextAttemptAt: String?
-        public init(state: State = .none, expiresAt: String? = nil, lastError: String? = nil, nextAttemptAt: String? = nil) {
+    package struct Credentials: Codable, Sendable, Equatable {
+        package enum State: String, Codable, Sendable { case none, fetching, valid, refreshing, backoff, failed }
+        package var state: State
+        @Null package var expiresAt: String?
+        @Null package var lastError: String?
+        @Null package var nextAttemptAt: String?
+        package init(state: State = .none, expiresAt: String? = nil, lastError: String? = nil, nextAttemptAt: String? = nil) {
             self.state = state
             self.expiresAt = expiresAt
             self.lastError = lastError
@@ -60,51 +60,51 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         }
     }
 
-    public struct Queue: Codable, Sendable, Equatable {
-        public var pending: Int = 0
-        public var hashing: Int = 0
-        public var uploading: Int = 0
-        public var uploaded: Int = 0
-        public var failed: Int = 0
-        public var pendingBytes: Int64 = 0
-        public var uploadedBytes: Int64 = 0
+    package struct Queue: Codable, Sendable, Equatable {
+        package var pending: Int = 0
+        package var hashing: Int = 0
+        package var uploading: Int = 0
+        package var uploaded: Int = 0
+        package var failed: Int = 0
+        package var pendingBytes: Int64 = 0
+        package var uploadedBytes: Int64 = 0
         /// Bytes per second hashed / uploaded over the last few seconds (0 when idle).
-        public var hashRate: Double = 0
-        public var uploadRate: Double = 0
+        package var hashRate: Double = 0
+        package var uploadRate: Double = 0
         /// Seconds until the pending bytes are uploaded at the current rate; nil when unknown.
-        @Null public var etaSeconds: Double? = nil
+        @Null package var etaSeconds: Double? = nil
         /// When the file waiting longest (not yet uploaded nor failed) last changed state; null when none waits.
-        @Null public var oldestPendingAt: String? = nil
+        @Null package var oldestPendingAt: String? = nil
         /// When an object last reached S3 (sent, or found already there); null before the first.
-        @Null public var lastUploadAt: String? = nil
-        public init() {}
+        @Null package var lastUploadAt: String? = nil
+        package init() {}
     }
 
-    public struct Watch: Codable, Sendable, Equatable {
-        public var folders: Int = 0
-        public var directories: Int = 0
-        public var missingFolders: [String] = []
-        public var paths: [String] = []
+    package struct Watch: Codable, Sendable, Equatable {
+        package var folders: Int = 0
+        package var directories: Int = 0
+        package var missingFolders: [String] = []
+        package var paths: [String] = []
         /// Set when inotify ran out of watches: the limit and how many directories are scanned instead.
-        public var watchLimitReached: Bool = false
-        @Null public var maxUserWatches: Int? = nil
-        public var unwatchedDirectories: Int = 0
-        @Null public var lastScanAt: String? = nil
-        public var scanning: Bool = false
-        public init() {}
+        package var watchLimitReached: Bool = false
+        @Null package var maxUserWatches: Int? = nil
+        package var unwatchedDirectories: Int = 0
+        @Null package var lastScanAt: String? = nil
+        package var scanning: Bool = false
+        package init() {}
     }
 
     /// S3 as a whole: `backoff` while every upload waits after S3 failed to answer
     /// properly (5xx, throttling, resets, time-outs), with when the next try is due.
-    public struct S3Health: Codable, Sendable, Equatable {
-        public enum State: String, Codable, Sendable { case ok, backoff }
-        public var state: State
+    package struct S3Health: Codable, Sendable, Equatable {
+        package enum State: String, Codable, Sendable { case ok, backoff }
+        package var state: State
         /// Failed attempts in a row (0 when `ok`).
-        public var failures: Int
-        @Null public var since: String?
-        @Null public var nextAttemptAt: String?
-        @Null public var lastError: String?
-        public init(state: State = .ok, failures: Int = 0, since: String? = nil, nextAttemptAt: String? = nil, lastError: String? = nil) {
+        package var failures: Int
+        @Null package var since: String?
+        @Null package var nextAttemptAt: String?
+        @Null package var lastError: String?
+        package init(state: State = .ok, failures: Int = 0, since: String? = nil, nextAttemptAt: String? = nil, lastError: String? = nil) {
             self.state = state
             self.failures = failures
             self.since = since
@@ -114,12 +114,12 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     }
 
     /// A device pairing waiting for the user to confirm the code on their phone.
-    public struct Pairing: Codable, Sendable, Equatable {
-        public var userCode: String
-        public var verificationUri: String
-        @Null public var verificationUriComplete: String?
-        @Null public var expiresAt: String?
-        public init(userCode: String, verificationUri: String, verificationUriComplete: String?, expiresAt: String?) {
+    package struct Pairing: Codable, Sendable, Equatable {
+        package var userCode: String
+        package var verificationUri: String
+        @Null package var verificationUriComplete: String?
+        @Null package var expiresAt: String?
+        package init(userCode: String, verificationUri: String, verificationUriComplete: String?, expiresAt: String?) {
             self.userCode = userCode
             self.verificationUri = verificationUri
             self.verificationUriComplete = verificationUriComplete
@@ -127,30 +127,30 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         }
     }
 
-    public var version: String
-    public var state: State
-    @Null public var pauseReason: PauseReason?
-    public var account: Account
-    public var appleCredential: AppleCredential
-    public var credentials: Credentials
+    package var version: String
+    package var state: State
+    @Null package var pauseReason: PauseReason?
+    package var account: Account
+    package var appleCredential: AppleCredential
+    package var credentials: Credentials
     /// nil when no uploader runs (older daemons leave it out).
-    @Null public var s3: S3Health?
-    public var queue: Queue
-    public var watch: Watch
+    @Null package var s3: S3Health?
+    package var queue: Queue
+    package var watch: Watch
     /// A problem the user should know about that is not a pause (disk full, database error).
-    public var problems: [String]
-    @Null public var startedAt: String?
-    @Null public var pairing: Pairing?
-    public var catalog: Catalog
-    public var thumbnails: Thumbnails
-    public var inventory: Inventory
-    public var verify: Verify
+    package var problems: [String]
+    @Null package var startedAt: String?
+    @Null package var pairing: Pairing?
+    package var catalog: Catalog
+    package var thumbnails: Thumbnails
+    package var inventory: Inventory
+    package var verify: Verify
     /// This NAS's manifest in the bucket; nil from a daemon without one.
-    @Null public var manifest: Manifest?
+    @Null package var manifest: Manifest?
     /// A restore under way, nil when none is.
-    @Null public var restore: Restore?
+    @Null package var restore: Restore?
 
-    public init(version: String = PhotolalaVersion.current, state: State = .starting) {
+    package init(version: String = PhotolalaVersion.current, state: State = .starting) {
         self.version = version
         self.state = state
         self.pauseReason = nil
@@ -172,6 +172,6 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     }
 }
 
-public enum PhotolalaVersion {
-    public static let current = "0.1.0"
+package enum PhotolalaVersion {
+    package static let current = "0.1.0"
 }

@@ -7,61 +7,61 @@
 /// keys by path must tell them apart, or one of the twins is taken for the other: never
 /// hashed, never watched (the filesystem suite found both). `String`'s own storage keeps
 /// the bytes as they came from the kernel, so comparing its UTF-8 is exact.
-public struct ExactPath: Hashable, Sendable, CustomStringConvertible {
-    public let string: String
+package struct ExactPath: Hashable, Sendable, CustomStringConvertible {
+    package let string: String
 
-    public init(_ string: String) {
+    package init(_ string: String) {
         self.string = string
     }
 
-    public static func == (a: ExactPath, b: ExactPath) -> Bool {
+    package static func == (a: ExactPath, b: ExactPath) -> Bool {
         a.string.utf8.elementsEqual(b.string.utf8)
     }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         var string = self.string
         string.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 
-    public var description: String { string }
+    package var description: String { string }
 }
 
 /// A dictionary keyed by `String` whose keys compare byte for byte (see `ExactPath`):
 /// a drop-in for `[String: Value]` where keys are paths or names from the filesystem.
-public struct ExactKeyed<Value> {
-    public private(set) var storage: [ExactPath: Value] = [:]
+package struct ExactKeyed<Value> {
+    package private(set) var storage: [ExactPath: Value] = [:]
 
-    public init() {}
+    package init() {}
 
-    public subscript(key: String) -> Value? {
+    package subscript(key: String) -> Value? {
         get { storage[ExactPath(key)] }
         set { storage[ExactPath(key)] = newValue }
     }
 
-    public subscript(key: String, default value: @autoclosure () -> Value) -> Value {
+    package subscript(key: String, default value: @autoclosure () -> Value) -> Value {
         get { storage[ExactPath(key)] ?? value() }
         set { storage[ExactPath(key)] = newValue }
     }
 
     @discardableResult
-    public mutating func removeValue(forKey key: String) -> Value? {
+    package mutating func removeValue(forKey key: String) -> Value? {
         storage.removeValue(forKey: ExactPath(key))
     }
 
-    public mutating func removeAll() { storage.removeAll() }
+    package mutating func removeAll() { storage.removeAll() }
 
-    public var keys: [String] { storage.keys.map(\.string) }
-    public var values: Dictionary<ExactPath, Value>.Values { storage.values }
-    public var count: Int { storage.count }
-    public var isEmpty: Bool { storage.isEmpty }
+    package var keys: [String] { storage.keys.map(\.string) }
+    package var values: Dictionary<ExactPath, Value>.Values { storage.values }
+    package var count: Int { storage.count }
+    package var isEmpty: Bool { storage.isEmpty }
 
     /// (key, value) pairs, as iterating a `[String: Value]` gives.
-    public var pairs: [(key: String, value: Value)] { storage.map { ($0.key.string, $0.value) } }
+    package var pairs: [(key: String, value: Value)] { storage.map { ($0.key.string, $0.value) } }
 }
 
 extension ExactKeyed: Sendable where Value: Sendable {}
 extension ExactKeyed: ExpressibleByDictionaryLiteral {
-    public init(dictionaryLiteral elements: (String, Value)...) {
+    package init(dictionaryLiteral elements: (String, Value)...) {
         for (k, v) in elements { storage[ExactPath(k)] = v }
     }
 }

@@ -1,16 +1,16 @@
 /// Content type and `x-amz-meta-original-format` of a photo or video, by its extension
 /// (shared/spec/s3-layout.md).
-public struct MediaType: Sendable, Equatable {
-    public var contentType: String
-    public var originalFormat: String
+package struct MediaType: Sendable, Equatable {
+    package var contentType: String
+    package var originalFormat: String
 
-    public static func forPath(_ path: String) -> MediaType {
+    package static func forPath(_ path: String) -> MediaType {
         let name = path.split(separator: "/").last.map(String.init) ?? path
         guard let dot = name.lastIndex(of: ".") else { return unknown }
         return table[name[name.index(after: dot)...].lowercased()] ?? unknown
     }
 
-    public static let unknown = MediaType(contentType: "application/octet-stream", originalFormat: "UNKNOWN")
+    package static let unknown = MediaType(contentType: "application/octet-stream", originalFormat: "UNKNOWN")
 
     static let table: [String: MediaType] = [
         "jpg": .init(contentType: "image/jpeg", originalFormat: "JPEG"),

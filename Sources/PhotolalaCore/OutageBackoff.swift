@@ -13,8 +13,8 @@ import Foundation
 /// not escalate: four uploads cut off by the same outage are one failure, not four.
 ///
 /// A pure value: the caller passes the time and the random draw.
-public struct OutageBackoff: Sendable, Equatable {
-    public enum Admission: Sendable, Equatable {
+package struct OutageBackoff: Sendable, Equatable {
+    package enum Admission: Sendable, Equatable {
         /// No outage: take work.
         case go
         /// The wait is over: this worker tries one object; the others wait for its outcome.
@@ -23,22 +23,22 @@ public struct OutageBackoff: Sendable, Equatable {
         case wait(until: Date?)
     }
 
-    public private(set) var schedule: Backoff
-    public private(set) var until: Date?
-    public private(set) var since: Date?
-    public private(set) var lastError: String?
-    public private(set) var probing = false
+    package private(set) var schedule: Backoff
+    package private(set) var until: Date?
+    package private(set) var since: Date?
+    package private(set) var lastError: String?
+    package private(set) var probing = false
     /// Counts recorded failures; an attempt remembers the epoch it started in.
-    public private(set) var epoch = 0
+    package private(set) var epoch = 0
 
-    public init(base: TimeInterval = 1, cap: TimeInterval = 300) {
+    package init(base: TimeInterval = 1, cap: TimeInterval = 300) {
         schedule = Backoff(base: base, cap: cap, jitter: .equal)
     }
 
-    public var failures: Int { schedule.failures }
-    public var isActive: Bool { failures > 0 }
+    package var failures: Int { schedule.failures }
+    package var isActive: Bool { failures > 0 }
 
-    public mutating func admit(now: Date) -> Admission {
+    package mutating func admit(now: Date) -> Admission {
         guard failures > 0 else { return .go }
         if probing { return .wait(until: nil) }
         if let until, now < until { return .wait(until: until) }
@@ -48,7 +48,7 @@ public struct OutageBackoff: Sendable, Equatable {
 
     /// An attempt begun in `startedIn` failed in a way that says S3 is not answering
     /// properly (5xx, throttling, reset, time-out).
-    public mutating func failed(_ why: String, startedIn: Int, now: Date, random: Double) {
+    package mutating func failed(_ why: String, startedIn: Int, now: Date, random: Double) {
         lastError = why
         guard startedIn == epoch || failures == 0 else { return }
         epoch += 1
@@ -58,7 +58,7 @@ public struct OutageBackoff: Sendable, Equatable {
     }
 
     /// S3 answered: the outage is over.
-    public mutating func succeeded() {
+    package mutating func succeeded() {
         schedule.reset()
         until = nil
         since = nil
@@ -68,7 +68,7 @@ public struct OutageBackoff: Sendable, Equatable {
 
     /// The probe found no work, or its attempt said nothing about S3 (cancelled, the file
     /// changed): another worker may probe now.
-    public mutating func inconclusive(probe: Bool) {
+    package mutating func inconclusive(probe: Bool) {
         if probe { probing = false }
     }
 }

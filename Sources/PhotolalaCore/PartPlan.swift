@@ -1,16 +1,16 @@
 /// How a file is cut for upload (s3-layout.md "Size rules"): one PUT up to the threshold,
 /// otherwise parts of `part_size`, grown (in whole MiB) so no file needs more than 10,000
 /// parts, never below 5 MiB except the last.
-public struct PartPlan: Sendable, Equatable {
-    public static let minimumPartSize: Int64 = 5 << 20
-    public static let maximumParts: Int64 = 10_000
-    public static let maximumObjectSize: Int64 = 5 << 40
+package struct PartPlan: Sendable, Equatable {
+    package static let minimumPartSize: Int64 = 5 << 20
+    package static let maximumParts: Int64 = 10_000
+    package static let maximumObjectSize: Int64 = 5 << 40
 
-    public var fileSize: Int64
+    package var fileSize: Int64
     /// nil: a single PUT.
-    public var partSize: Int64?
+    package var partSize: Int64?
 
-    public init(fileSize: Int64, multipartThreshold: Int64, configuredPartSize: Int64) {
+    package init(fileSize: Int64, multipartThreshold: Int64, configuredPartSize: Int64) {
         self.fileSize = fileSize
         guard fileSize > multipartThreshold || fileSize > (5 << 30) else {
             partSize = nil
@@ -25,13 +25,13 @@ public struct PartPlan: Sendable, Equatable {
         partSize = size
     }
 
-    public var partCount: Int {
+    package var partCount: Int {
         guard let partSize else { return 1 }
         return Int(max(1, (fileSize + partSize - 1) / partSize))
     }
 
     /// Offset and length of part `number` (1-based).
-    public func range(ofPart number: Int) -> (offset: Int64, length: Int64) {
+    package func range(ofPart number: Int) -> (offset: Int64, length: Int64) {
         guard let partSize else { return (0, fileSize) }
         let offset = Int64(number - 1) * partSize
         return (offset, min(partSize, fileSize - offset))

@@ -6,7 +6,7 @@ import Synchronization
 /// One bucket per second of the window rather than one sample per call: a first scan
 /// hashes thousands of small photos a second, and a list of samples pruned on every
 /// `add` made each call cost as much as the window held (and held it all in memory).
-public final class RateMeter: Sendable {
+package final class RateMeter: Sendable {
     private struct Bucket {
         /// The whole second this bucket counts (Unix time); nil when unused.
         var second: Int64?
@@ -18,13 +18,13 @@ public final class RateMeter: Sendable {
     private let buckets: Mutex<[Bucket]>
     private let window: TimeInterval
 
-    public init(window: TimeInterval = 10) {
+    package init(window: TimeInterval = 10) {
         self.window = window
         // One more than the window so the current, partial second never evicts the oldest full one.
         buckets = Mutex(Array(repeating: Bucket(), count: Int(window.rounded(.up)) + 1))
     }
 
-    public func add(_ bytes: Int64, at now: Date = Date()) {
+    package func add(_ bytes: Int64, at now: Date = Date()) {
         let t = now.timeIntervalSince1970
         let second = Int64(t.rounded(.down))
         buckets.withLock { b in
@@ -34,7 +34,7 @@ public final class RateMeter: Sendable {
         }
     }
 
-    public func rate(now: Date = Date()) -> Double {
+    package func rate(now: Date = Date()) -> Double {
         let t = now.timeIntervalSince1970
         return buckets.withLock { b in
             var total: Int64 = 0

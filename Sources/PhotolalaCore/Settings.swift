@@ -1,73 +1,73 @@
 /// The validated settings of /etc/photolala/photolalad.toml, with every default of
 /// shared/spec/config.md. `Config` builds it; everything else only reads it.
-public struct Settings: Sendable, Equatable {
-    public struct Account: Sendable, Equatable {
-        public var apiURL: String = "https://api.photolala.app"
+package struct Settings: Sendable, Equatable {
+    package struct Account: Sendable, Equatable {
+        package var apiURL: String = "https://api.photolala.app"
         /// nil means "the hostname", resolved when pairing so a renamed NAS shows its new name.
-        public var deviceName: String? = nil
-        public init() {}
+        package var deviceName: String? = nil
+        package init() {}
     }
 
-    public struct Watch: Sendable, Equatable {
-        public static let defaultExtensions = [
+    package struct Watch: Sendable, Equatable {
+        package static let defaultExtensions = [
             "jpg", "jpeg", "heic", "heif", "png", "tif", "tiff", "gif", "webp",
             "dng", "cr2", "cr3", "nef", "arw", "orf", "raf", "rw2", "mov", "mp4",
         ]
-        public var folders: [String] = []
-        public var extensions: [String] = Watch.defaultExtensions
-        public var exclude: [String] = []
-        public var settle: Duration = .seconds(5)
+        package var folders: [String] = []
+        package var extensions: [String] = Watch.defaultExtensions
+        package var exclude: [String] = []
+        package var settle: Duration = .seconds(5)
         /// nil is "off".
-        public var rescanInterval: Duration? = .seconds(6 * 3600)
-        public var followSymlinks = false
-        public init() {}
+        package var rescanInterval: Duration? = .seconds(6 * 3600)
+        package var followSymlinks = false
+        package init() {}
     }
 
-    public struct Upload: Sendable, Equatable {
-        public var concurrency = 4
-        public var multipartThreshold: Int64 = 64 << 20
-        public var partSize: Int64 = 16 << 20
+    package struct Upload: Sendable, Equatable {
+        package var concurrency = 4
+        package var multipartThreshold: Int64 = 64 << 20
+        package var partSize: Int64 = 16 << 20
         /// Bytes per second; nil is "off".
-        public var bandwidthLimit: Int64? = nil
-        public var storageClass = "STANDARD"
+        package var bandwidthLimit: Int64? = nil
+        package var storageClass = "STANDARD"
         /// How often the bucket is listed to learn what is already there (s3-layout.md).
-        public var inventoryInterval: Duration = .seconds(24 * 3600)
-        public init() {}
+        package var inventoryInterval: Duration = .seconds(24 * 3600)
+        package init() {}
     }
 
     /// `[catalog]`: thumbnails and catalog rows, so the apps show these photos (app-catalog.md).
-    public struct Catalog: Sendable, Equatable {
-        public var enabled = true
-        public var publishInterval: Duration = .seconds(600)
-        public var checkInterval: Duration = .seconds(3600)
-        public init() {}
+    package struct Catalog: Sendable, Equatable {
+        package var enabled = true
+        package var publishInterval: Duration = .seconds(600)
+        package var checkInterval: Duration = .seconds(3600)
+        package init() {}
     }
 
     /// `[tls]`: extra CA certificates to trust besides the system's.
-    public struct TLS: Sendable, Equatable {
+    package struct TLS: Sendable, Equatable {
         /// An absolute path to a PEM file; nil when only the system's store is trusted.
-        public var caFile: String? = nil
-        public init() {}
+        package var caFile: String? = nil
+        package init() {}
     }
 
     /// `[metrics]`: Prometheus metrics over TCP (always on the control socket).
-    public struct Metrics: Sendable, Equatable {
+    package struct Metrics: Sendable, Equatable {
         /// Where to listen; nil is "off".
-        public var listen: ListenAddress? = nil
-        public init() {}
+        package var listen: ListenAddress? = nil
+        package init() {}
     }
 
     /// A TCP address to listen on: an IP literal (or `localhost`) and a port.
-    public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
-        public var host: String
-        public var port: Int
-        public init(host: String, port: Int) {
+    package struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+        package var host: String
+        package var port: Int
+        package init(host: String, port: Int) {
             self.host = host
             self.port = port
         }
 
         /// `host:port`, `[v6]:port`; nil when it is neither.
-        public init?(parsing text: String) {
+        package init?(parsing text: String) {
             let host: Substring
             let port: Substring
             if text.hasPrefix("[") {
@@ -84,38 +84,38 @@ public struct Settings: Sendable, Equatable {
             self.port = p
         }
 
-        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+        package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
     }
 
-    public struct Credentials: Sendable, Equatable {
-        public var refreshBeforeExpiry: Duration = .seconds(300)
-        public var appleCheckInterval: Duration = .seconds(6 * 3600)
-        public init() {}
+    package struct Credentials: Sendable, Equatable {
+        package var refreshBeforeExpiry: Duration = .seconds(300)
+        package var appleCheckInterval: Duration = .seconds(6 * 3600)
+        package init() {}
     }
 
-    public struct Daemon: Sendable, Equatable {
-        public var stateDir = "/var/lib/photolala"
-        public var socket = "/run/photolala/photolalad.sock"
-        public var socketGroup = "photolala"
-        public var logLevel: LogLevel = .info
-        public init() {}
+    package struct Daemon: Sendable, Equatable {
+        package var stateDir = "/var/lib/photolala"
+        package var socket = "/run/photolala/photolalad.sock"
+        package var socketGroup = "photolala"
+        package var logLevel: LogLevel = .info
+        package init() {}
     }
 
-    public enum LogLevel: String, Sendable, CaseIterable {
+    package enum LogLevel: String, Sendable, CaseIterable {
         case trace, debug, info, notice, warning, error
     }
 
-    public var account = Account()
-    public var watch = Watch()
-    public var upload = Upload()
-    public var catalog = Catalog()
-    public var tls = TLS()
-    public var metrics = Metrics()
-    public var credentials = Credentials()
-    public var daemon = Daemon()
+    package var account = Account()
+    package var watch = Watch()
+    package var upload = Upload()
+    package var catalog = Catalog()
+    package var tls = TLS()
+    package var metrics = Metrics()
+    package var credentials = Credentials()
+    package var daemon = Daemon()
 
-    public init() {}
+    package init() {}
 
-    public static let defaultPath = "/etc/photolala/photolalad.toml"
-    public static let defaultSocket = "/run/photolala/photolalad.sock"
+    package static let defaultPath = "/etc/photolala/photolalad.toml"
+    package static let defaultSocket = "/run/photolala/photolalad.sock"
 }

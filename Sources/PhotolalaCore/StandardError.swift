@@ -3,13 +3,13 @@ import Glibc
 #endif
 
 /// Writes to stderr with write(2): the C global `stderr` is not concurrency-safe in Swift 6.
-public enum StandardError {
+package enum StandardError {
     /// One line, in one write(2) as far as the kernel allows: lines from many tasks never interleave.
-    public static func print(_ line: String) {
+    package static func print(_ line: String) {
         write(line + "\n")
     }
 
-    public static func write(_ text: String) {
+    package static func write(_ text: String) {
         var bytes = Array(text.utf8)
         bytes.withUnsafeMutableBytes { raw in
             var offset = 0

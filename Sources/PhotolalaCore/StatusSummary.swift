@@ -1,7 +1,7 @@
 /// The one-line answer to "is my stuff backed up?": systemd's STATUS= line and the
 /// headline of `photolalactl status` are the same sentence.
-public enum StatusSummary {
-    public static func oneLine(_ s: DaemonStatus) -> String {
+package enum StatusSummary {
+    package static func oneLine(_ s: DaemonStatus) -> String {
         let q = s.queue
         let waiting = q.pending + q.hashing + q.uploading
         let backlog = waiting > 0 ? "\(waiting) waiting (\(Units.humanBytes(q.pendingBytes)))" : "nothing waiting"

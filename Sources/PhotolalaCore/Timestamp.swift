@@ -1,13 +1,13 @@
 import Foundation
 
 /// ISO 8601 UTC timestamps as the contract writes them ("2026-11-22T07:00:00Z").
-public enum Timestamp {
-    public static func string(_ date: Date) -> String {
+package enum Timestamp {
+    package static func string(_ date: Date) -> String {
         date.formatted(.iso8601)
     }
 
     /// Accepts fractional seconds too, as backend-api.md allows.
-    public static func parse(_ text: String) -> Date? {
+    package static func parse(_ text: String) -> Date? {
         if let d = try? Date(text, strategy: .iso8601) { return d }
         return try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }

@@ -1,12 +1,12 @@
 /// Parses and prints the duration, size and rate forms of config.md ("90s", "16MiB",
 /// "10MiB/s"), so the config reader and `--check-config` agree on one spelling.
-public enum Units {
+package enum Units {
     private static let durationUnits: [(String, Int64)] = [
         ("ms", 0), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400),
     ]
 
     /// "90s", "15m", "6h", "1h30m", "250ms", or a bare number of seconds.
-    public static func parseDuration(_ text: String) -> Duration? {
+    package static func parseDuration(_ text: String) -> Duration? {
         let s = text.trimmingSpaces()
         guard !s.isEmpty else { return nil }
         if let n = Double(s), n >= 0, n.isFinite { return .milliseconds(Int64((n * 1000).rounded())) }
@@ -38,7 +38,7 @@ public enum Units {
     ]
 
     /// "16MiB", "1GiB", "500KB", "1048576".
-    public static func parseSize(_ text: String) -> Int64? {
+    package static func parseSize(_ text: String) -> Int64? {
         let s = text.trimmingSpaces()
         let number = s.prefix { $0.isNumber || $0 == "." }
         guard !number.isEmpty, let value = Double(number), value >= 0 else { return nil }
@@ -50,14 +50,14 @@ public enum Units {
     }
 
     /// "off" → .some(nil); "10MiB/s" → bytes per second.
-    public static func parseRate(_ text: String) -> Int64?? {
+    package static func parseRate(_ text: String) -> Int64?? {
         let s = text.trimmingSpaces().lowercased()
         if s == "off" { return .some(nil) }
         guard s.hasSuffix("/s"), let bytes = parseSize(String(s.dropLast(2))), bytes > 0 else { return nil }
         return .some(bytes)
     }
 
-    public static func format(_ d: Duration) -> String {
+    package static func format(_ d: Duration) -> String {
         let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
         if ms % 1000 != 0 { return "\(ms)ms" }
         let s = ms / 1000
@@ -67,7 +67,7 @@ public enum Units {
         return "\(s)s"
     }
 
-    public static func formatSize(_ bytes: Int64) -> String {
+    package static func formatSize(_ bytes: Int64) -> String {
         for (name, f) in [("TiB", Int64(1) << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
         where bytes >= f && bytes % f == 0 {
             return "\(bytes / f)\(name)"
@@ -76,7 +76,7 @@ public enum Units {
     }
 
     /// A rounded human figure for status output ("1.2 GB").
-    public static func humanBytes(_ bytes: Int64) -> String {
+    package static func humanBytes(_ bytes: Int64) -> String {
         let units = ["B", "KB", "MB", "GB", "TB", "PB"]
         var v = Double(bytes)
         var i = 0
@@ -86,7 +86,7 @@ public enum Units {
         return "\(rounded) \(units[i])"
     }
 
-    public static func seconds(_ d: Duration) -> Double {
+    package static func seconds(_ d: Duration) -> Double {
         Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
     }
 }

@@ -2,23 +2,23 @@ import Foundation
 
 /// Wakes a loop when something changed, or at a deadline: the ingest and upload loops
 /// sleep on it instead of polling.
-public actor WakeSignal {
+package actor WakeSignal {
     private var generation = 0
     private var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
 
-    public init() {}
+    package init() {}
 
-    public func notify() {
+    package func notify() {
         generation &+= 1
         let all = waiters
         waiters.removeAll()
         for (_, w) in all { w.resume() }
     }
 
-    public var current: Int { generation }
+    package var current: Int { generation }
 
     /// Returns after a `notify()` later than `since`, or at `deadline`, or on cancellation.
-    public func wait(since: Int, until deadline: ContinuousClock.Instant?) async {
+    package func wait(since: Int, until deadline: ContinuousClock.Instant?) async {
         if generation != since { return }
         let id = UUID()
         let timer: Task<Void, Never>? = deadline.map { d in
@@ -38,13 +38,13 @@ public actor WakeSignal {
     }
 
     /// The same, with a wall-clock deadline (a retry time stored in the queue).
-    public func wait(since: Int, until date: Date?) async {
+    package func wait(since: Int, until date: Date?) async {
         await wait(since: since, until: date.map { ContinuousClock.now.advanced(by: .milliseconds(Int64($0.timeIntervalSinceNow * 1000))) })
     }
 
     /// Runs `action` after every `notify()`, until the task is cancelled: how a stage hands
     /// another's signal (its queue rows changed) to its own loop.
-    public func onEveryNotify(_ action: @Sendable () async -> Void) async {
+    package func onEveryNotify(_ action: @Sendable () async -> Void) async {
         var since = generation
         while !Task.isCancelled {
             await wait(since: since, until: nil as Date?)

@@ -3,10 +3,10 @@ import Foundation
 /// When a photo was taken, as the catalog's `photo_date` (integer Unix seconds): EXIF
 /// DateTimeOriginal with OffsetTimeOriginal when present, read as the NAS's local time
 /// when not, and the file's modification time when there is no usable date.
-public struct PhotoDate: Sendable, Equatable {
-    public var timeZone: TimeZone
+package struct PhotoDate: Sendable, Equatable {
+    package var timeZone: TimeZone
 
-    public init(timeZone: TimeZone = .current) {
+    package init(timeZone: TimeZone = .current) {
         self.timeZone = timeZone
     }
 
@@ -15,7 +15,7 @@ public struct PhotoDate: Sendable, Equatable {
     ///     and a "T" are accepted, as some programs write them).
     ///   - offset: OffsetTimeOriginal, "+HH:MM" or "-HH:MM" (or "Z").
     ///   - modified: the file's modification time in Unix seconds.
-    public func seconds(original: String?, offset: String?, modified: Int64) -> Int64 {
+    package func seconds(original: String?, offset: String?, modified: Int64) -> Int64 {
         guard let original, let parts = Self.fields(original) else { return modified }
         var components = DateComponents(year: parts[0], month: parts[1], day: parts[2],
                                         hour: parts[3], minute: parts[4], second: parts[5])

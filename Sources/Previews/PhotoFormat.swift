@@ -4,13 +4,13 @@
 /// What a file is, from its first bytes (app-catalog.md's `format` column). Only the
 /// formats with a `catalogName` get a thumbnail and a catalog row; the others are
 /// recognised so they can be skipped on purpose.
-public enum PhotoFormat: String, Sendable, Equatable, CaseIterable {
+package enum PhotoFormat: String, Sendable, Equatable, CaseIterable {
     case jpeg, png, heif, tiff, gif, webp, bmp
     case cr2, nef, arw, dng, orf, raf
     case cr3, rw2, video, unknown
 
     /// The `format` column's value; nil for what the apps do not show.
-    public var catalogName: String? {
+    package var catalogName: String? {
         switch self {
         case .jpeg: "JPEG"
         case .png: "PNG"
@@ -30,14 +30,14 @@ public enum PhotoFormat: String, Sendable, Equatable, CaseIterable {
     }
 
     /// Read through the camera's embedded preview (LibRaw).
-    public var isRaw: Bool { [.cr2, .nef, .arw, .dng, .orf, .raf].contains(self) }
+    package var isRaw: Bool { [.cr2, .nef, .arw, .dng, .orf, .raf].contains(self) }
 
     /// How much of the file's start `sniff` may look at (TIFF-based RAWs name their
     /// maker in the first directory).
-    public static let sniffLength = 64 * 1024
+    package static let sniffLength = 64 * 1024
 
     /// The format of a file whose first bytes are `head`.
-    public static func sniff(_ head: [UInt8]) -> PhotoFormat {
+    package static func sniff(_ head: [UInt8]) -> PhotoFormat {
         func at(_ offset: Int, _ ascii: String) -> Bool {
             let bytes = Array(ascii.utf8)
             return head.count >= offset + bytes.count && Array(head[offset..<offset + bytes.count]) == bytes

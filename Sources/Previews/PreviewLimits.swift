@@ -1,17 +1,17 @@
 /// What one photo may cost the preview worker. Passed on its command line, so the
 /// daemon's choice is the one enforced.
-public struct PreviewLimits: Sendable, Equatable {
+package struct PreviewLimits: Sendable, Equatable {
     /// RLIMIT_AS of the worker: libvips, LibRaw and one photo's buffers.
-    public var addressSpace: UInt64 = 1 << 30
+    package var addressSpace: UInt64 = 1 << 30
     /// CPU seconds per photo (RLIMIT_CPU, raised before each one).
-    public var cpuSecondsPerPhoto: Int32 = 20
+    package var cpuSecondsPerPhoto: Int32 = 20
     /// Images declaring more pixels are refused from their header, before decoding:
     /// a decompression bomb costs a header read.
-    public var maximumPixels = 250_000_000
+    package var maximumPixels = 250_000_000
 
-    public init() {}
+    package init() {}
 
-    public var arguments: [String] {
+    package var arguments: [String] {
         ["--address-space", String(addressSpace), "--cpu", String(cpuSecondsPerPhoto), "--max-pixels", String(maximumPixels)]
     }
 

@@ -9,11 +9,11 @@ import CPreviews
 /// (`photolala_sandbox_enter`: no files, no network, no new processes, limited memory)
 /// and answers one photo descriptor at a time. It holds no credentials and can reach
 /// nothing but the descriptors it is handed.
-public enum PreviewWorker {
-    public static let subcommand = "__preview-worker"
+package enum PreviewWorker {
+    package static let subcommand = "__preview-worker"
     static let channel: Int32 = 3
 
-    public static func main(_ arguments: [String]) -> Never {
+    package static func main(_ arguments: [String]) -> Never {
         _ = photolala_disable_core_dumps()
         photolala_tune_malloc()
         photolala_lowest_priority()

@@ -5,8 +5,8 @@ import PhotolalaCore
 /// One preview worker process as the daemon sees it: started on first use, asked one photo
 /// at a time, and started again — after the project's `Backoff` — whenever it dies. A
 /// crash or a time-out costs the photo being read its preview, never the daemon.
-public actor PreviewWorkerSlot {
-    public enum Outcome: Sendable, Equatable {
+package actor PreviewWorkerSlot {
+    package enum Outcome: Sendable, Equatable {
         /// The worker answered: a thumbnail and date, or why it could not read this photo.
         case read(WorkerMessage.Reply)
         /// The worker died or hung on this photo (a crash, its CPU or memory limit, a
@@ -16,15 +16,15 @@ public actor PreviewWorkerSlot {
         case unavailable(String)
     }
 
-    public struct Options: Sendable, Equatable {
+    package struct Options: Sendable, Equatable {
         /// The program started as the worker (this very binary).
-        public var executable: String = "/proc/self/exe"
-        public var limits = PreviewLimits()
+        package var executable: String = "/proc/self/exe"
+        package var limits = PreviewLimits()
         /// Wall-clock time one photo may take, whatever the worker says.
-        public var timeout: Duration = .seconds(60)
+        package var timeout: Duration = .seconds(60)
         /// A fresh process after this many photos: memory back to where it started.
-        public var photosPerProcess = 500
-        public init() {}
+        package var photosPerProcess = 500
+        package init() {}
     }
 
     private static let queue = DispatchQueue(label: "photolala.previews", qos: .utility, attributes: .concurrent)
@@ -37,14 +37,14 @@ public actor PreviewWorkerSlot {
     private var restarts = Backoff(base: 0.25, cap: 30, jitter: .equal)
     private var notBefore: ContinuousClock.Instant?
     /// The current (or last) worker's process id.
-    public private(set) var lastPID: pid_t = 0
+    package private(set) var lastPID: pid_t = 0
 
-    public init(options: Options = Options()) {
+    package init(options: Options = Options()) {
         self.options = options
     }
 
     /// Reads the photo behind `fd` (kept open by the caller until this returns).
-    public func read(fd: Int32, _ request: WorkerMessage.Request) async -> Outcome {
+    package func read(fd: Int32, _ request: WorkerMessage.Request) async -> Outcome {
         if let notBefore, ContinuousClock.now < notBefore {
             try? await Task.sleep(until: notBefore, clock: .continuous)
         }
@@ -86,7 +86,7 @@ public actor PreviewWorkerSlot {
     }
 
     /// Ends the photo being read now (a stop must not wait for a slow decoder).
-    public nonisolated func interrupt() async {
+    package nonisolated func interrupt() async {
         await interruptCurrent()
     }
 
@@ -95,7 +95,7 @@ public actor PreviewWorkerSlot {
     }
 
     /// Stops the worker (shutdown, or `catalog.enabled` turned off).
-    public func stop() {
+    package func stop() {
         process?.stop()
         process = nil
     }

@@ -2,32 +2,32 @@
 /// so its short edge is exactly 256, then, if the long edge is over 512, cropped to 512 —
 /// a landscape evenly from both sides, a portrait 40 % of the excess from the top and 60 %
 /// from the bottom, so faces stay in frame.
-public struct ThumbnailGeometry: Sendable, Equatable {
-    public static let shortEdge = 256
-    public static let longEdge = 512
+package struct ThumbnailGeometry: Sendable, Equatable {
+    package static let shortEdge = 256
+    package static let longEdge = 512
     /// Past this scaled long edge the scaled image is not made whole: the kept part of the
     /// source is cut first (a 1:100 strip would be 256 × 25,600 pixels).
-    public static let largestScaledEdge = 4096
+    package static let largestScaledEdge = 4096
 
-    public struct Rect: Sendable, Equatable {
-        public var x, y, width, height: Int
-        public init(x: Int, y: Int, width: Int, height: Int) {
+    package struct Rect: Sendable, Equatable {
+        package var x, y, width, height: Int
+        package init(x: Int, y: Int, width: Int, height: Int) {
             self.x = x; self.y = y; self.width = width; self.height = height
         }
     }
 
     /// The whole upright image scaled to this size.
-    public var scaledWidth: Int
-    public var scaledHeight: Int
+    package var scaledWidth: Int
+    package var scaledHeight: Int
     /// The part of the scaled image kept: the thumbnail's size.
-    public var crop: Rect
+    package var crop: Rect
     /// The same part in the upright source's pixels.
-    public var source: Rect
+    package var source: Rect
     /// Cut `source` first, then scale it to `crop`'s size, instead of scaling the whole image.
-    public var direct: Bool
+    package var direct: Bool
 
     /// For an upright image of `width` × `height` pixels (orientation already applied).
-    public init(width: Int, height: Int) {
+    package init(width: Int, height: Int) {
         let w = max(1, width), h = max(1, height)
         let short = min(w, h)
         let scale = Double(Self.shortEdge) / Double(short)
@@ -53,7 +53,7 @@ public struct ThumbnailGeometry: Sendable, Equatable {
 
     /// The size of an image of `width` × `height` stored pixels once its EXIF orientation
     /// (1…8) is applied: 5 to 8 turn it a quarter.
-    public static func upright(width: Int, height: Int, orientation: Int) -> (width: Int, height: Int) {
+    package static func upright(width: Int, height: Int, orientation: Int) -> (width: Int, height: Int) {
         (5...8).contains(orientation) ? (height, width) : (width, height)
     }
 }

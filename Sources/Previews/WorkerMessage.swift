@@ -2,35 +2,35 @@
 /// Every message is one frame: a 4-byte big-endian length, then the body. A request
 /// carries the photo's descriptor (SCM_RIGHTS) with its first byte. The daemon reads the
 /// worker's answers as untrusted bytes: every length is checked against what is left.
-public enum WorkerMessage {
-    public static let version: UInt8 = 1
+package enum WorkerMessage {
+    package static let version: UInt8 = 1
     /// A thumbnail is ≤ 50 KB or so; nothing legitimate comes near this.
-    public static let maximumFrame = 4 << 20
+    package static let maximumFrame = 4 << 20
 
     /// daemon → worker: read this photo.
-    public struct Request: Sendable, Equatable {
-        public var format: PhotoFormat
+    package struct Request: Sendable, Equatable {
+        package var format: PhotoFormat
         /// False when a thumbnail is already in the bucket: only the date is wanted.
-        public var wantThumbnail: Bool
-        public init(format: PhotoFormat, wantThumbnail: Bool) {
+        package var wantThumbnail: Bool
+        package init(format: PhotoFormat, wantThumbnail: Bool) {
             self.format = format
             self.wantThumbnail = wantThumbnail
         }
     }
 
     /// worker → daemon: what it read, or why it could not.
-    public struct Reply: Sendable, Equatable {
+    package struct Reply: Sendable, Equatable {
         /// Upright size of the source (or of the RAW's preview).
-        public var width: Int
-        public var height: Int
-        public var dateTimeOriginal: String?
-        public var offsetTimeOriginal: String?
-        public var quality: Int
-        public var jpeg: [UInt8]?
+        package var width: Int
+        package var height: Int
+        package var dateTimeOriginal: String?
+        package var offsetTimeOriginal: String?
+        package var quality: Int
+        package var jpeg: [UInt8]?
         /// Why there is no preview (a sentence for "no preview: …"); nil on success.
-        public var failure: String?
+        package var failure: String?
 
-        public init(width: Int = 0, height: Int = 0, dateTimeOriginal: String? = nil, offsetTimeOriginal: String? = nil,
+        package init(width: Int = 0, height: Int = 0, dateTimeOriginal: String? = nil, offsetTimeOriginal: String? = nil,
                     quality: Int = 0, jpeg: [UInt8]? = nil, failure: String? = nil) {
             self.width = width
             self.height = height
@@ -41,16 +41,16 @@ public enum WorkerMessage {
             self.failure = failure
         }
 
-        public static func failed(_ why: String) -> Reply { Reply(failure: why) }
+        package static func failed(_ why: String) -> Reply { Reply(failure: why) }
     }
 
-    public enum DecodeError: Error, Equatable {
+    package enum DecodeError: Error, Equatable {
         case malformed(String)
     }
 
     // MARK: bodies
 
-    public static func encode(_ r: Request) -> [UInt8] {
+    package static func encode(_ r: Request) -> [UInt8] {
         var w = ByteWriter()
         w.u8(version)
         w.string(r.format.rawValue)
@@ -58,7 +58,7 @@ public enum WorkerMessage {
         return w.bytes
     }
 
-    public static func decodeRequest(_ body: [UInt8]) throws(DecodeError) -> Request {
+    package static func decodeRequest(_ body: [UInt8]) throws(DecodeError) -> Request {
         var r = ByteReader(body)
         guard try r.u8() == version else { throw .malformed("unknown version") }
         guard let format = PhotoFormat(rawValue: try r.string()) else { throw .malformed("unknown format") }
@@ -67,7 +67,7 @@ public enum WorkerMessage {
         return Request(format: format, wantThumbnail: want)
     }
 
-    public static func encode(_ r: Reply) -> [UInt8] {
+    package static func encode(_ r: Reply) -> [UInt8] {
         var w = ByteWriter()
         w.u8(version)
         w.u32(UInt32(clamping: r.width))
@@ -81,7 +81,7 @@ public enum WorkerMessage {
         return w.bytes
     }
 
-    public static func decodeReply(_ body: [UInt8]) throws(DecodeError) -> Reply {
+    package static func decodeReply(_ body: [UInt8]) throws(DecodeError) -> Reply {
         var r = ByteReader(body)
         guard try r.u8() == version else { throw .malformed("unknown version") }
         var reply = Reply()
@@ -98,21 +98,21 @@ public enum WorkerMessage {
 
     // MARK: frames
 
-    public static func frame(_ body: [UInt8]) -> [UInt8] {
+    package static func frame(_ body: [UInt8]) -> [UInt8] {
         var w = ByteWriter()
         w.u32(UInt32(body.count))
         return w.bytes + body
     }
 
     /// Collects bytes as they arrive and hands out whole frames.
-    public struct FrameReader: Sendable {
+    package struct FrameReader: Sendable {
         private var buffer: [UInt8] = []
-        public init() {}
+        package init() {}
 
-        public mutating func append(_ bytes: ArraySlice<UInt8>) { buffer += bytes }
+        package mutating func append(_ bytes: ArraySlice<UInt8>) { buffer += bytes }
 
         /// The next whole frame's body, nil while it has not all arrived.
-        public mutating func next() throws(DecodeError) -> [UInt8]? {
+        package mutating func next() throws(DecodeError) -> [UInt8]? {
             guard buffer.count >= 4 else { return nil }
             let length = Int(buffer[0]) << 24 | Int(buffer[1]) << 16 | Int(buffer[2]) << 8 | Int(buffer[3])
             guard length <= maximumFrame else { throw .malformed("a frame of \(length) bytes") }
@@ -122,7 +122,7 @@ public enum WorkerMessage {
             return body
         }
 
-        public var isEmpty: Bool { buffer.isEmpty }
+        package var isEmpty: Bool { buffer.isEmpty }
     }
 }
 

@@ -1,10 +1,10 @@
 /// Where one file (a path) stands. `queued` means hashed and waiting for its object's
 /// upload; the CLI shows it as `pending`, as cli.md defines that word.
-public enum FileState: String, Sendable, Codable, CaseIterable {
+package enum FileState: String, Sendable, Codable, CaseIterable {
     case pending, queued, uploading, uploaded, failed, gone
 
     /// The word of shared/spec/cli.md for this state.
-    public var publicName: String {
+    package var publicName: String {
         switch self {
         case .queued: "pending"
         default: rawValue
@@ -13,6 +13,6 @@ public enum FileState: String, Sendable, Codable, CaseIterable {
 }
 
 /// Where one object (a content, keyed by MD5) stands.
-public enum ObjectState: String, Sendable, Codable {
+package enum ObjectState: String, Sendable, Codable {
     case pending, uploading, uploaded, failed
 }

@@ -3,8 +3,8 @@ import Foundation
 /// Where the listing of one prefix (`photos/{userId}/`, `thumbnails/{userId}/`) stands.
 /// The inventory stage writes it; the uploader (and the thumbnail stage) read it to know
 /// whether "not listed" means "not there".
-public struct InventoryListing: Sendable, Equatable {
-    public enum State: String, Sendable, Equatable {
+package struct InventoryListing: Sendable, Equatable {
+    package enum State: String, Sendable, Equatable {
         /// A pass is under way.
         case listing
         /// The last pass saw every key.
@@ -16,23 +16,23 @@ public struct InventoryListing: Sendable, Equatable {
         case failed
     }
 
-    public var prefix: String
-    public var state: State
+    package var prefix: String
+    package var state: State
     /// When the pass under way (or the last one) began.
-    public var startedAt: Date?
+    package var startedAt: Date?
     /// When the last complete pass ended; nil if no pass ever completed.
-    public var listedAt: Date?
+    package var listedAt: Date?
     /// Keys under the prefix after the last complete pass.
-    public var objects: Int
+    package var objects: Int
     /// Keys the pass under way has seen so far.
-    public var seen: Int
+    package var seen: Int
     /// Passes that failed in a row.
-    public var failures: Int
-    public var lastError: String?
+    package var failures: Int
+    package var lastError: String?
     /// The last change: a page recorded, a pass begun or ended.
-    public var updatedAt: Date
+    package var updatedAt: Date
 
-    public init(prefix: String, state: State, startedAt: Date? = nil, listedAt: Date? = nil, objects: Int = 0, seen: Int = 0,
+    package init(prefix: String, state: State, startedAt: Date? = nil, listedAt: Date? = nil, objects: Int = 0, seen: Int = 0,
                 failures: Int = 0, lastError: String? = nil, updatedAt: Date) {
         self.prefix = prefix
         self.state = state
@@ -48,5 +48,5 @@ public struct InventoryListing: Sendable, Equatable {
     /// A pass once saw every key, so a key absent from the inventory is absent from the
     /// bucket (as of that pass; `If-None-Match: *` covers what came since). Stays true
     /// while a later pass runs or after one failed.
-    public var isComplete: Bool { listedAt != nil }
+    package var isComplete: Bool { listedAt != nil }
 }

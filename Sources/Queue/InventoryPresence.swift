@@ -1,5 +1,5 @@
 /// What the inventory knows of one key.
-public enum InventoryPresence: Sendable, Equatable {
+package enum InventoryPresence: Sendable, Equatable {
     /// Listed (or uploaded by this daemon) with this size and ETag.
     case present(InventoryEntry)
     /// A complete listing of its prefix did not have it, and nothing since put it there

@@ -1,4 +1,4 @@
 import PhotolalaCore
 
 /// One key of a listing page, as the inventory records it.
-public typealias ListedKey = ListedObject
+package typealias ListedKey = ListedObject

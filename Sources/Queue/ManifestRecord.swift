@@ -1,17 +1,17 @@
 /// An entry of the manifest as the queue mirrors it: keyed by the file's absolute path.
-public struct ManifestRecord: Sendable, Equatable {
+package struct ManifestRecord: Sendable, Equatable {
     /// 1 appeared, 2 changed, 3 gone (as the format's record kinds).
-    public var kind: Int
-    public var path: String
-    public var folder: String
+    package var kind: Int
+    package var path: String
+    package var folder: String
     /// Milliseconds since the epoch.
-    public var time: Int64
-    public var size: Int64?
-    public var md5: String?
-    public var mtimeSec: Int64?
-    public var mtimeNsec: Int64?
+    package var time: Int64
+    package var size: Int64?
+    package var md5: String?
+    package var mtimeSec: Int64?
+    package var mtimeNsec: Int64?
 
-    public init(kind: Int, path: String, folder: String, time: Int64, size: Int64?, md5: String?, mtimeSec: Int64?, mtimeNsec: Int64?) {
+    package init(kind: Int, path: String, folder: String, time: Int64, size: Int64?, md5: String?, mtimeSec: Int64?, mtimeNsec: Int64?) {
         self.kind = kind
         self.path = path
         self.folder = folder
@@ -22,12 +22,12 @@ public struct ManifestRecord: Sendable, Equatable {
         self.mtimeNsec = mtimeNsec
     }
 
-    public var isGone: Bool { kind == 3 }
+    package var isGone: Bool { kind == 3 }
 }
 
 /// A mirrored entry with its place in the log, for writing snapshots in (path, seq, ord) order.
-public struct StoredManifestRecord: Sendable, Equatable {
-    public var seq: Int64
-    public var ord: Int64
-    public var record: ManifestRecord
+package struct StoredManifestRecord: Sendable, Equatable {
+    package var seq: Int64
+    package var ord: Int64
+    package var record: ManifestRecord
 }

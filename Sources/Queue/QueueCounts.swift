@@ -1,17 +1,17 @@
 import Foundation
 
 /// The queue counts of `status`, read in one transaction.
-public struct QueueCounts: Sendable, Equatable {
-    public var pending = 0
-    public var uploading = 0
-    public var uploaded = 0
-    public var failed = 0
-    public var pendingBytes: Int64 = 0
-    public var uploadingBytes: Int64 = 0
-    public var uploadedBytes: Int64 = 0
+package struct QueueCounts: Sendable, Equatable {
+    package var pending = 0
+    package var uploading = 0
+    package var uploaded = 0
+    package var failed = 0
+    package var pendingBytes: Int64 = 0
+    package var uploadingBytes: Int64 = 0
+    package var uploadedBytes: Int64 = 0
     /// When the file waiting longest (pending, queued or uploading) last changed state; nil when none waits.
-    public var oldestWaitingAt: Date? = nil
+    package var oldestWaitingAt: Date? = nil
     /// When an object last reached S3 (sent, or found there); nil before the first.
-    public var lastUploadAt: Date? = nil
-    public init() {}
+    package var lastUploadAt: Date? = nil
+    package init() {}
 }

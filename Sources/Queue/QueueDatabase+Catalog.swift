@@ -8,7 +8,7 @@ import GRDB
 /// a few thousand rows a transaction.
 extension QueueDatabase {
     /// Photos ready for the apps whose rows are not in the catalog yet.
-    public func catalogPending() throws -> Int {
+    package func catalogPending() throws -> Int {
         try pool.read { db in
             // The partial index holds only these rows; the planner would rather walk every
             // ready photo through the catalog-order index (a million at every wake).
@@ -18,7 +18,7 @@ extension QueueDatabase {
 
     /// Nothing left to read, upload or preview: the moment to publish without waiting for
     /// `catalog.publish_interval`.
-    public func catalogQueueDrained() throws -> Bool {
+    package func catalogQueueDrained() throws -> Bool {
         try pool.read { db in
             try Bool.fetchOne(db, sql: """
                 SELECT NOT EXISTS (SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))
@@ -35,7 +35,7 @@ extension QueueDatabase {
     /// queue's only writer for seconds, with every stage (and the status that asks them)
     /// waiting behind it. Each mark is a fact about the published catalog, so a crash
     /// between two only leaves the rest for the next sync.
-    public func markCatalog(_ md5s: [String], as value: String) throws {
+    package func markCatalog(_ md5s: [String], as value: String) throws {
         try write { db in
             let update = try db.makeStatement(sql: "UPDATE photo SET catalog = ? WHERE md5 = ? AND catalog IS NOT ?")
             for md5 in md5s { try update.execute(arguments: [value, md5, value]) }
@@ -44,12 +44,12 @@ extension QueueDatabase {
 
     /// Several settings at once, in one transaction (nil removes a key): what the catalog
     /// stage saw, recorded after its marks.
-    public func setSettings(_ settings: [String: String?]) throws {
+    package func setSettings(_ settings: [String: String?]) throws {
         try write { db in try Self.store(settings, in: db) }
     }
 
     /// Signed in as another user: nothing of ours is in their catalog yet.
-    public func forgetCatalog(settings: [String: String?]) throws {
+    package func forgetCatalog(settings: [String: String?]) throws {
         try write { db in
             try db.execute(sql: "UPDATE photo SET catalog = NULL WHERE catalog IS NOT NULL")
             try Self.store(settings, in: db)
@@ -57,7 +57,7 @@ extension QueueDatabase {
     }
 
     /// Every setting whose key starts with `prefix`.
-    public func settings(prefix: String) throws -> [String: String] {
+    package func settings(prefix: String) throws -> [String: String] {
         try pool.read { db in
             let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM setting WHERE substr(key, 1, ?) = ?",
                                         arguments: [prefix.count, prefix])

@@ -8,7 +8,7 @@ extension QueueDatabase {
     /// The file at `path` itself (only on the first page, `after` nil: even one deleted
     /// since), then the files under it as a folder that are still there, in byte order
     /// after `after`, at most `limit` in all.
-    public func files(at path: String, after: String?, limit: Int) throws -> [FileRecord] {
+    package func files(at path: String, after: String?, limit: Int) throws -> [FileRecord] {
         try pool.read { db in
             let select = """
                 SELECT f.path, f.state, f.size, f.md5, f.updatedAt, coalesce(f.lastError, o.lastError) AS lastError,

@@ -3,20 +3,20 @@ import GRDB
 import PhotolalaCore
 
 /// A file as the watcher or the scanner saw it.
-public struct ObservedFile: Sendable, Equatable {
-    public var path: String
-    public var identity: FileIdentity
-    public init(path: String, identity: FileIdentity) {
+package struct ObservedFile: Sendable, Equatable {
+    package var path: String
+    package var identity: FileIdentity
+    package init(path: String, identity: FileIdentity) {
         self.path = path
         self.identity = identity
     }
 }
 
 /// One directory's complete listing (accepted files only), for `reconcileDirectories`.
-public struct DirectoryListing: Sendable, Equatable {
-    public var dir: String
-    public var files: [ObservedFile]
-    public init(dir: String, files: [ObservedFile]) {
+package struct DirectoryListing: Sendable, Equatable {
+    package var dir: String
+    package var files: [ObservedFile]
+    package init(dir: String, files: [ObservedFile]) {
         self.dir = dir
         self.files = files
     }
@@ -24,12 +24,12 @@ public struct DirectoryListing: Sendable, Equatable {
 
 /// A file the queue holds as waiting for its hash, with the mtime that says whether it
 /// may still be being written.
-public struct UnhashedFile: Sendable, Equatable {
-    public var id: Int64
-    public var path: String
-    public var mtimeSec: Int64
-    public var mtimeNsec: Int64
-    public init(id: Int64, path: String, mtimeSec: Int64, mtimeNsec: Int64) {
+package struct UnhashedFile: Sendable, Equatable {
+    package var id: Int64
+    package var path: String
+    package var mtimeSec: Int64
+    package var mtimeNsec: Int64
+    package init(id: Int64, path: String, mtimeSec: Int64, mtimeNsec: Int64) {
         self.id = id
         self.path = path
         self.mtimeSec = mtimeSec
@@ -38,11 +38,11 @@ public struct UnhashedFile: Sendable, Equatable {
 }
 
 /// A file the hasher read: the identity it had while being read, and its MD5.
-public struct HashedFile: Sendable, Equatable {
-    public var path: String
-    public var identity: FileIdentity
-    public var md5: String
-    public init(path: String, identity: FileIdentity, md5: String) {
+package struct HashedFile: Sendable, Equatable {
+    package var path: String
+    package var identity: FileIdentity
+    package var md5: String
+    package init(path: String, identity: FileIdentity, md5: String) {
         self.path = path
         self.identity = identity
         self.md5 = md5
@@ -63,7 +63,7 @@ extension QueueDatabase {
     /// changed ones (whose hash is dropped). A new path whose identity matches a known
     /// hashed file (a rename, a hard link) takes its hash instead of being read again.
     @discardableResult
-    public func observe(_ files: [ObservedFile], now: Date = Date()) throws -> [String] {
+    package func observe(_ files: [ObservedFile], now: Date = Date()) throws -> [String] {
         guard !files.isEmpty else { return [] }
         return try write { db in try observe(files, in: db, now: now).map(\.path) }
     }
@@ -175,7 +175,7 @@ extension QueueDatabase {
     /// The id just before the first file waiting for a hash (new, changed, or caught
     /// mid-hash by a crash), or nil when none waits: where `unhashedFiles(after:)` starts.
     /// Found through the state index, so it costs as much as there are files waiting.
-    public func unhashedStart() throws -> Int64? {
+    package func unhashedStart() throws -> Int64? {
         try pool.read { db in
             try Int64.fetchOne(db, sql: "SELECT min(id) FROM file WHERE state = 'pending'").map { $0 - 1 }
         }
@@ -185,7 +185,7 @@ extension QueueDatabase {
     /// (the unary `+` keeps the planner off the state index, which would sort every
     /// waiting file on each call): draining a backlog a chunk at a time reads the table
     /// once, however big the backlog.
-    public func unhashedFiles(after id: Int64, limit: Int) throws -> [UnhashedFile] {
+    package func unhashedFiles(after id: Int64, limit: Int) throws -> [UnhashedFile] {
         try pool.read { db in
             let select = try RawStatement(db, """
                 SELECT id, path, mtimeSec, mtimeNsec FROM file WHERE id > ? AND +state = 'pending' ORDER BY id LIMIT ?
@@ -203,7 +203,7 @@ extension QueueDatabase {
         }
     }
 
-    public enum HashOutcome: Sendable, Equatable {
+    package enum HashOutcome: Sendable, Equatable {
         /// Queued for upload (or already uploaded: same bytes seen before).
         case recorded(FileState)
         /// The file changed since it was observed; a newer observation will hash it.
@@ -214,14 +214,14 @@ extension QueueDatabase {
 
     /// Stores a hash if the file is still the one that was read, and links it to its
     /// object (created if these bytes are new). One transaction.
-    public func recordHash(path: String, identity: FileIdentity, md5: String, now: Date = Date()) throws -> HashOutcome {
+    package func recordHash(path: String, identity: FileIdentity, md5: String, now: Date = Date()) throws -> HashOutcome {
         try recordHashes([HashedFile(path: path, identity: identity, md5: md5)], now: now)[0]
     }
 
     /// `recordHash` for many files in one transaction, in order; one outcome per file. A
     /// scan of thousands of small photos hashes them faster than one commit per file
     /// can keep up with (each commit rewrites every index page it touched into the WAL).
-    public func recordHashes(_ files: [HashedFile], now: Date = Date()) throws -> [HashOutcome] {
+    package func recordHashes(_ files: [HashedFile], now: Date = Date()) throws -> [HashOutcome] {
         guard !files.isEmpty else { return [] }
         let outcomes = try write { db in
             let select = try RawStatement(db, "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE path = ?")
@@ -267,7 +267,7 @@ extension QueueDatabase {
     }
 
     /// A file that cannot be read (permission, I/O error): `failed` with the reason, until `retry`.
-    public func recordUnreadable(path: String, reason: String, now: Date = Date()) throws {
+    package func recordUnreadable(path: String, reason: String, now: Date = Date()) throws {
         try write { db in
             try db.execute(sql: "UPDATE file SET state = 'failed', attempts = attempts + 1, lastError = ?, updatedAt = ? WHERE path = ? AND state != 'gone'",
                            arguments: [reason, now.timeIntervalSince1970, path])
@@ -275,7 +275,7 @@ extension QueueDatabase {
     }
 
     /// A file (or a whole directory) left the tree.
-    public func markGone(path: String, now: Date = Date()) throws {
+    package func markGone(path: String, now: Date = Date()) throws {
         let (lo, hi) = Self.subtreeRange(path)
         try write { db in
             try db.execute(sql: "UPDATE file SET state = 'gone', updatedAt = ? WHERE (path = ? OR (path >= ? AND path < ?)) AND state != 'gone'",
@@ -284,7 +284,7 @@ extension QueueDatabase {
     }
 
     /// A directory renamed inside the tree: its files keep their hashes and states.
-    public func renameDirectory(from old: String, to new: String, now: Date = Date()) throws {
+    package func renameDirectory(from old: String, to new: String, now: Date = Date()) throws {
         let (oldLo, oldHi) = Self.subtreeRange(old)
         let (newLo, newHi) = Self.subtreeRange(new)
         let oldBase = old == "/" ? "" : old
@@ -300,7 +300,7 @@ extension QueueDatabase {
     }
 
     /// A file renamed inside the tree (a paired move): it keeps its hash and state.
-    public func renameFile(from old: String, to new: String, now: Date = Date()) throws -> Bool {
+    package func renameFile(from old: String, to new: String, now: Date = Date()) throws -> Bool {
         try write { db in
             guard try Int64.fetchOne(db, sql: "SELECT id FROM file WHERE path = ? AND state != 'gone'", arguments: [old]) != nil else { return false }
             try db.execute(sql: "DELETE FROM file WHERE path = ?", arguments: [new])
@@ -312,7 +312,7 @@ extension QueueDatabase {
 
     /// Compares one directory's listing with the queue: returns what needs hashing, and
     /// marks gone the files the directory no longer holds. Unchanged files cost no write.
-    public func reconcileDirectory(_ dir: String, files: [ObservedFile], now: Date = Date()) throws -> [String] {
+    package func reconcileDirectory(_ dir: String, files: [ObservedFile], now: Date = Date()) throws -> [String] {
         try reconcileDirectories([DirectoryListing(dir: dir, files: files)], now: now).map(\.path)
     }
 
@@ -325,7 +325,7 @@ extension QueueDatabase {
     /// `firstScan`: the queue knew nothing under the scanned root when the scan began, so
     /// no directory is looked up (a file that events recorded meanwhile is found by its
     /// insert, which then takes the long way).
-    public func reconcileDirectories(_ listings: [DirectoryListing], firstScan: Bool = false, now: Date = Date()) throws -> [ObservedFile] {
+    package func reconcileDirectories(_ listings: [DirectoryListing], firstScan: Bool = false, now: Date = Date()) throws -> [ObservedFile] {
         guard !listings.isEmpty else { return [] }
         let known: [[String: (FileIdentity, FileState)]] = firstScan ? listings.map { _ in [:] } : try pool.read { db in
             let select = try RawStatement(db, "SELECT path, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE dir = ?")
@@ -377,7 +377,7 @@ extension QueueDatabase {
 
     /// Whether the queue holds any present file under `dir` (or in it): a scan of a folder
     /// it knew nothing of can find nothing gone, and skips the sweep.
-    public func knowsFiles(under dir: String) throws -> Bool {
+    package func knowsFiles(under dir: String) throws -> Bool {
         let (lo, hi) = Self.subtreeRange(dir)
         return try pool.read { db in
             try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != 'gone')",
@@ -387,7 +387,7 @@ extension QueueDatabase {
 
     /// After a complete scan of `root`: directories the queue knows under it that the
     /// scan did not visit are gone, with their files.
-    public func sweepDirectories(under root: String, visited: Set<String>, excluding blind: [String] = [], now: Date = Date()) throws -> Int {
+    package func sweepDirectories(under root: String, visited: Set<String>, excluding blind: [String] = [], now: Date = Date()) throws -> Int {
         let (lo, hi) = Self.subtreeRange(root)
         let dirs = try pool.read { db in
             try String.fetchAll(db, sql: "SELECT DISTINCT dir FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != 'gone'", arguments: [root, lo, hi])

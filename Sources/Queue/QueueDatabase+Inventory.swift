@@ -25,20 +25,20 @@ extension QueueDatabase {
 
     // MARK: what other stages ask
 
-    public func inventoryEntry(key: String) throws -> InventoryEntry? {
+    package func inventoryEntry(key: String) throws -> InventoryEntry? {
         try pool.read { db in
             try Row.fetchOne(db, sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?", arguments: [key])
                 .map(Self.entry)
         }
     }
 
-    public func inventoryListing(prefix: String) throws -> InventoryListing? {
+    package func inventoryListing(prefix: String) throws -> InventoryListing? {
         try pool.read { db in try Self.listing(db, prefix: prefix) }
     }
 
     /// Whether `key` is in the bucket as far as the inventory knows: listed (or uploaded by
     /// this daemon), absent from a complete listing of its prefix, or unknown.
-    public func inventoryPresence(key: String) throws -> InventoryPresence {
+    package func inventoryPresence(key: String) throws -> InventoryPresence {
         try pool.read { db in
             if let row = try Row.fetchOne(db, sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?",
                                           arguments: [key]) {
@@ -51,7 +51,7 @@ extension QueueDatabase {
 
     /// Another stage wrote `key` (a thumbnail, a catalog snapshot): the inventory knows it
     /// is there without waiting for the next listing (which would otherwise say `absent`).
-    public func recordStored(key: String, size: Int64, etag: String, storageClass: String = "STANDARD", now: Date = Date()) throws {
+    package func recordStored(key: String, size: Int64, etag: String, storageClass: String = "STANDARD", now: Date = Date()) throws {
         try write { db in try recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now) }
     }
 
@@ -67,7 +67,7 @@ extension QueueDatabase {
 
     /// A pass over `prefix` begins. Rows of prefixes not in `keep` are forgotten: another
     /// user's keys (a sign-in as someone else) say nothing about this user's bucket.
-    public func beginListing(prefix: String, keep: [String], now: Date = Date()) throws {
+    package func beginListing(prefix: String, keep: [String], now: Date = Date()) throws {
         try write { db in
             let t = now.timeIntervalSince1970
             let known = try String.fetchAll(db, sql: "SELECT prefix FROM inventory_listing")
@@ -90,7 +90,7 @@ extension QueueDatabase {
     /// marked uploaded (nothing is sent for it; `ListingReconciliation`). Returns how many
     /// objects that marked.
     @discardableResult
-    public func recordListingPage(prefix: String, keys: [ListedKey], matchObjects: Bool, now: Date = Date()) throws -> Int {
+    package func recordListingPage(prefix: String, keys: [ListedKey], matchObjects: Bool, now: Date = Date()) throws -> Int {
         let marked: Int = try write { db in
             let t = now.timeIntervalSince1970
             let upsert = try db.cachedStatement(sql: """
@@ -122,7 +122,7 @@ extension QueueDatabase {
     /// wrote since it began) are gone from the bucket. Returns the keys now under the
     /// prefix and how many rows were removed.
     @discardableResult
-    public func finishListing(prefix: String, startedAt: Date, now: Date = Date()) throws -> (objects: Int, removed: Int) {
+    package func finishListing(prefix: String, startedAt: Date, now: Date = Date()) throws -> (objects: Int, removed: Int) {
         let result: (Int, Int) = try write { db in
             let (low, high) = Self.keyRange(prefix)
             try db.execute(sql: "DELETE FROM inventory WHERE key >= ? AND key < ? AND seenAt < ?",
@@ -141,7 +141,7 @@ extension QueueDatabase {
 
     /// A pass ended without seeing every key. `refused`: S3 said 403 (the policy does not
     /// allow listing). What earlier passes recorded stays; so does a complete listing.
-    public func listingFailed(prefix: String, refused: Bool, error: String, now: Date = Date()) throws {
+    package func listingFailed(prefix: String, refused: Bool, error: String, now: Date = Date()) throws {
         try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: """

@@ -3,20 +3,20 @@ import GRDB
 import PhotolalaCore
 
 /// One row of `photolalactl queue`.
-public struct QueueItem: Sendable, Equatable {
-    public var path: String
-    public var state: FileState
-    public var size: Int64
-    public var md5: String?
-    public var attempts: Int
-    public var lastError: String?
-    public var updatedAt: Date
+package struct QueueItem: Sendable, Equatable {
+    package var path: String
+    package var state: FileState
+    package var size: Int64
+    package var md5: String?
+    package var attempts: Int
+    package var lastError: String?
+    package var updatedAt: Date
 }
 
 /// What the CLI lists and retries.
 extension QueueDatabase {
     /// Files not yet backed up (or only failed ones), newest first, with the total count.
-    public func listing(failedOnly: Bool, limit: Int) throws -> (items: [QueueItem], total: Int) {
+    package func listing(failedOnly: Bool, limit: Int) throws -> (items: [QueueItem], total: Int) {
         try pool.read { db in
             // Backed-up files whose photo could not be read for a preview are listed too,
             // with "no preview: why" (they are not failed: the backup is fine).
@@ -45,7 +45,7 @@ extension QueueDatabase {
     /// Puts every failed file back: unreadable ones are read again, rejected uploads are
     /// tried again, and photos without a preview are read again (their attempts start over:
     /// a decoder or library fixed since may read them now). Returns the paths to hash.
-    public func retryFailed(now: Date = Date()) throws -> (files: Int, photos: Int, needHash: [String]) {
+    package func retryFailed(now: Date = Date()) throws -> (files: Int, photos: Int, needHash: [String]) {
         let result: (files: Int, photos: Int, needHash: [String]) = try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: "UPDATE object SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])

@@ -9,7 +9,7 @@ import PhotolalaCore
 extension QueueDatabase {
     static let manifestLedgerKey = "manifest"
 
-    public func manifestLedger() throws -> ManifestLedger? {
+    package func manifestLedger() throws -> ManifestLedger? {
         try pool.read { db in try Self.ledger(db) }
     }
 
@@ -27,7 +27,7 @@ extension QueueDatabase {
     /// The oldest changed paths (at most `limit` change rows), each with its file row and
     /// the manifest's last entry for it; `through` is the last change row they cover.
     /// nil when nothing changed.
-    public func manifestCandidates(limit: Int) throws -> (through: Int64, candidates: [ManifestCandidate])? {
+    package func manifestCandidates(limit: Int) throws -> (through: Int64, candidates: [ManifestCandidate])? {
         try pool.read { db in
             let rows = try Row.fetchCursor(db, sql: "SELECT seq, path FROM manifest_change ORDER BY seq LIMIT ?", arguments: [limit])
             var last: Int64?
@@ -62,7 +62,7 @@ extension QueueDatabase {
 
     /// Changed paths that turned out to change nothing in the manifest (a file being read
     /// again, a gone file the manifest never had): consumed without a segment.
-    public func dropManifestChanges(through: Int64) throws {
+    package func dropManifestChanges(through: Int64) throws {
         try write { db in try db.execute(sql: "DELETE FROM manifest_change WHERE seq <= ?", arguments: [through]) }
     }
 
@@ -71,7 +71,7 @@ extension QueueDatabase {
     /// totals moved by the entries and `update` applied, all in one transaction. Returns
     /// the ledger saved. `ordBase` numbers the entries after those of an earlier call with
     /// the same `seq` (a snapshot read back part by part).
-    public func recordManifestSegment(seq: Int64, records: [ManifestRecord], through: Int64?, ordBase: Int64 = 0,
+    package func recordManifestSegment(seq: Int64, records: [ManifestRecord], through: Int64?, ordBase: Int64 = 0,
                                       update: (inout ManifestLedger) -> Void) throws -> ManifestLedger {
         try write { db in
             guard var ledger = try Self.ledger(db) else { throw DatabaseError(message: "the manifest ledger is missing") }
@@ -107,13 +107,13 @@ extension QueueDatabase {
     }
 
     /// Saves the ledger alone (a snapshot written, the device record's totals).
-    public func saveManifestLedger(_ ledger: ManifestLedger) throws {
+    package func saveManifestLedger(_ ledger: ManifestLedger) throws {
         try write { db in try Self.save(ledger, db) }
     }
 
     /// Starts the mirror over for another account or device (or a bucket rebuilt from
     /// here): no entries, every backed-up file a change to write.
-    public func resetManifest(_ ledger: ManifestLedger) throws {
+    package func resetManifest(_ ledger: ManifestLedger) throws {
         try write { db in
             try db.execute(sql: """
                 DELETE FROM manifest_entry;
@@ -129,7 +129,7 @@ extension QueueDatabase {
     /// one at a time from a cursor: a snapshot is written from these pages, each file's
     /// history together and in order, without a page ever held as a list. Returns how many.
     @discardableResult
-    public func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int,
+    package func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int,
                                 _ each: (StoredManifestRecord) throws -> Void) throws -> Int {
         try pool.read { db in
             let columns = "e.path, e.seq, e.ord, e.kind, e.time, e.size, e.md5, e.mtimeSec, e.mtimeNsec, f.path AS folder"
@@ -150,7 +150,7 @@ extension QueueDatabase {
     }
 
     /// The same, collected (for tests and small pages).
-    public func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int) throws -> [StoredManifestRecord] {
+    package func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int) throws -> [StoredManifestRecord] {
         var out: [StoredManifestRecord] = []
         try manifestRecords(after: after, limit: limit) { out.append($0) }
         return out
@@ -158,7 +158,7 @@ extension QueueDatabase {
 
     /// Whether any file still waits to be hashed or uploaded: the manifest gathers changes
     /// longer while uploads go on.
-    public func hasUploadsInFlight() throws -> Bool {
+    package func hasUploadsInFlight() throws -> Bool {
         try pool.read { db in
             try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))") ?? false
         }
@@ -166,14 +166,14 @@ extension QueueDatabase {
 
     /// Changed-path rows waiting, counted up to `limit`: more than the records they can
     /// make (a path changed twice is one record), for a decision that needs only a bound.
-    public func manifestChangeCount(upTo limit: Int) throws -> Int {
+    package func manifestChangeCount(upTo limit: Int) throws -> Int {
         try pool.read { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT 1 FROM manifest_change LIMIT ?)", arguments: [limit]) ?? 0
         }
     }
 
     /// Whether any change waits for the manifest stage.
-    public func hasManifestChanges() throws -> Bool {
+    package func hasManifestChanges() throws -> Bool {
         try pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM manifest_change)") ?? false }
     }
 }

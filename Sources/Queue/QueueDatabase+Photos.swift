@@ -4,23 +4,23 @@ import PhotolalaCore
 
 /// A photo the thumbnail stage reads next: its content address and the live files that
 /// hold those bytes (newest first), any of which will do.
-public struct PhotoJob: Sendable, Equatable {
-    public struct Source: Sendable, Equatable {
-        public var path: String
-        public var identity: FileIdentity
+package struct PhotoJob: Sendable, Equatable {
+    package struct Source: Sendable, Equatable {
+        package var path: String
+        package var identity: FileIdentity
     }
-    public var md5: String
-    public var attempts: Int
-    public var sources: [Source]
+    package var md5: String
+    package var attempts: Int
+    package var sources: [Source]
 }
 
 /// What the apps need of a photo, as the thumbnail stage found it (app-catalog.md's columns).
-public struct PhotoColumns: Sendable, Equatable {
-    public var headMD5: String
-    public var size: Int64
+package struct PhotoColumns: Sendable, Equatable {
+    package var headMD5: String
+    package var size: Int64
     /// The catalog's `format` value (`JPEG`, `RAW-CR2`, …), or for skipped files what they were.
-    public var format: String
-    public init(headMD5: String, size: Int64, format: String) {
+    package var format: String
+    package init(headMD5: String, size: Int64, format: String) {
         self.headMD5 = headMD5
         self.size = size
         self.format = format
@@ -28,13 +28,13 @@ public struct PhotoColumns: Sendable, Equatable {
 }
 
 /// How many photos are in each state, and how many uploaded objects have no row yet.
-public struct PhotoCounts: Sendable, Equatable {
-    public var ready = 0
-    public var pending = 0
-    public var failed = 0
-    public var skipped = 0
-    public var unseen = 0
-    public init() {}
+package struct PhotoCounts: Sendable, Equatable {
+    package var ready = 0
+    package var pending = 0
+    package var failed = 0
+    package var skipped = 0
+    package var unseen = 0
+    package init() {}
 }
 
 /// The `photo` table's side of the queue (schema v3-photos): the thumbnail stage makes a
@@ -44,7 +44,7 @@ extension QueueDatabase {
     /// Makes a `pending` row for every uploaded object without one among the objects with
     /// rowid in (`after`, `after + window`]. Returns the last rowid covered and whether
     /// that was the end of the table.
-    public func seedPhotos(after rowid: Int64, window: Int64 = 5000, now: Date = Date()) throws -> (last: Int64, atEnd: Bool) {
+    package func seedPhotos(after rowid: Int64, window: Int64 = 5000, now: Date = Date()) throws -> (last: Int64, atEnd: Bool) {
         try write { db in
             let end = rowid + window
             try db.execute(sql: """
@@ -57,7 +57,7 @@ extension QueueDatabase {
     }
 
     /// Rows due for reading, oldest first, with the live files of each.
-    public func duePhotos(excluding busy: Set<String>, limit: Int, now: Date = Date()) throws -> [PhotoJob] {
+    package func duePhotos(excluding busy: Set<String>, limit: Int, now: Date = Date()) throws -> [PhotoJob] {
         try pool.read { db in
             let rows = try Row.fetchAll(db, sql: """
                 SELECT md5, attempts FROM photo WHERE state = 'pending' AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?)
@@ -83,7 +83,7 @@ extension QueueDatabase {
     }
 
     /// When the next postponed row becomes due (nil: none waits on a timer).
-    public func nextPhotoDueTime(now: Date = Date()) throws -> Date? {
+    package func nextPhotoDueTime(now: Date = Date()) throws -> Date? {
         try pool.read { db in
             try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM photo WHERE state = 'pending' AND nextAttemptAt > ?",
                                 arguments: [now.timeIntervalSince1970]).map { Date(timeIntervalSince1970: $0) }
@@ -91,23 +91,23 @@ extension QueueDatabase {
     }
 
     /// The thumbnail is in the bucket and the columns are known: the catalog stage may publish it.
-    public func markPhotoReady(md5: String, columns: PhotoColumns, takenAt: Int64, now: Date = Date()) throws {
+    package func markPhotoReady(md5: String, columns: PhotoColumns, takenAt: Int64, now: Date = Date()) throws {
         try finishPhoto(md5: md5, state: "ready", columns: columns, takenAt: takenAt, error: nil, now: now)
         QueueSignals.notify(signals.photosReady)
     }
 
     /// A format the apps do not show: backed up, no thumbnail, no row.
-    public func markPhotoSkipped(md5: String, columns: PhotoColumns, now: Date = Date()) throws {
+    package func markPhotoSkipped(md5: String, columns: PhotoColumns, now: Date = Date()) throws {
         try finishPhoto(md5: md5, state: "skipped", columns: columns, takenAt: nil, error: nil, now: now)
     }
 
     /// Could not be read for a preview: backed up, no thumbnail, no row; `reason` says why.
-    public func markPhotoFailed(md5: String, columns: PhotoColumns?, reason: String, now: Date = Date()) throws {
+    package func markPhotoFailed(md5: String, columns: PhotoColumns?, reason: String, now: Date = Date()) throws {
         try finishPhoto(md5: md5, state: "failed", columns: columns, takenAt: nil, error: reason, now: now)
     }
 
     /// Tried again at `until` (S3 unreachable, no credentials, the file in flux).
-    public func postponePhoto(md5: String, until: Date, error: String?, countAttempt: Bool, now: Date = Date()) throws {
+    package func postponePhoto(md5: String, until: Date, error: String?, countAttempt: Bool, now: Date = Date()) throws {
         try write { db in
             try db.execute(sql: """
                 UPDATE photo SET nextAttemptAt = ?, lastError = coalesce(?, lastError), attempts = attempts + ?, updatedAt = ?
@@ -126,7 +126,7 @@ extension QueueDatabase {
         }
     }
 
-    public func photoCounts() throws -> PhotoCounts {
+    package func photoCounts() throws -> PhotoCounts {
         try pool.read { db in
             var c = PhotoCounts()
             var rows = 0

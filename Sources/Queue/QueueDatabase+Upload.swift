@@ -3,26 +3,26 @@ import GRDB
 import PhotolalaCore
 
 /// One object to upload: its content address and a live file that holds those bytes.
-public struct UploadJob: Sendable, Equatable {
-    public var md5: String
-    public var size: Int64
-    public var path: String
-    public var identity: FileIdentity
-    public var attempts: Int
+package struct UploadJob: Sendable, Equatable {
+    package var md5: String
+    package var size: Int64
+    package var path: String
+    package var identity: FileIdentity
+    package var attempts: Int
     /// A multipart upload begun earlier (resumed, not restarted).
-    public var uploadId: String?
-    public var partSize: Int64?
+    package var uploadId: String?
+    package var partSize: Int64?
     /// The object in the bucket is known to be wrong (`verify`): send it again without
     /// asking whether it is there and without `If-None-Match`.
-    public var overwrite = false
+    package var overwrite = false
 }
 
 /// A part S3 already has, recorded so a restart resumes instead of resending.
-public struct UploadedPart: Sendable, Equatable {
-    public var partNumber: Int
-    public var etag: String
-    public var size: Int64
-    public init(partNumber: Int, etag: String, size: Int64) {
+package struct UploadedPart: Sendable, Equatable {
+    package var partNumber: Int
+    package var etag: String
+    package var size: Int64
+    package init(partNumber: Int, etag: String, size: Int64) {
         self.partNumber = partNumber
         self.etag = etag
         self.size = size
@@ -33,7 +33,7 @@ public struct UploadedPart: Sendable, Equatable {
 /// workers never take the same object.
 extension QueueDatabase {
     /// At start: uploads a crash interrupted go back to the queue (their multipart state stays).
-    public func resetInterruptedUploads(now: Date = Date()) throws {
+    package func resetInterruptedUploads(now: Date = Date()) throws {
         try write { db in
             try db.execute(sql: "UPDATE object SET state = 'pending', updatedAt = ? WHERE state = 'uploading'", arguments: [now.timeIntervalSince1970])
             try db.execute(sql: "UPDATE file SET state = 'queued', updatedAt = ? WHERE state = 'uploading'", arguments: [now.timeIntervalSince1970])
@@ -41,7 +41,7 @@ extension QueueDatabase {
         }
     }
 
-    public func claimObject(now: Date = Date()) throws -> UploadJob? {
+    package func claimObject(now: Date = Date()) throws -> UploadJob? {
         try write { db in
             let t = now.timeIntervalSince1970
             let candidates = try Row.fetchAll(db, sql: """
@@ -73,14 +73,14 @@ extension QueueDatabase {
     }
 
     /// The earliest moment a waiting object becomes due (nil: none waits on a timer).
-    public func nextDueTime(now: Date = Date()) throws -> Date? {
+    package func nextDueTime(now: Date = Date()) throws -> Date? {
         try pool.read { db in
             try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM object WHERE state = 'pending' AND nextAttemptAt > ?",
                                 arguments: [now.timeIntervalSince1970]).map { Date(timeIntervalSince1970: $0) }
         }
     }
 
-    public func hasDueObjects(now: Date = Date()) throws -> Bool {
+    package func hasDueObjects(now: Date = Date()) throws -> Bool {
         try pool.read { db in
             try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE state = 'pending' AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?))",
                               arguments: [now.timeIntervalSince1970]) ?? false
@@ -91,7 +91,7 @@ extension QueueDatabase {
     /// was sent, so no ETag of ours is recorded. Returns how many files became `uploaded`
     /// with it (the metrics count them).
     @discardableResult
-    public func markUploaded(md5: String, now: Date = Date()) throws -> Int {
+    package func markUploaded(md5: String, now: Date = Date()) throws -> Int {
         let files = try write { db in try markUploaded(db, md5: md5, etag: nil, uploadedAt: now, now: now) }
         QueueSignals.notify(signals.uploaded)
         return files
@@ -102,7 +102,7 @@ extension QueueDatabase {
     /// upload of the same bytes need not wait for a listing), in one transaction.
     /// Returns how many files became `uploaded` with it.
     @discardableResult
-    public func recordUpload(md5: String, key: String, size: Int64, etag: String, storageClass: String, now: Date = Date()) throws -> Int {
+    package func recordUpload(md5: String, key: String, size: Int64, etag: String, storageClass: String, now: Date = Date()) throws -> Int {
         let files = try write { db in
             let files = try markUploaded(db, md5: md5, etag: etag, uploadedAt: now, now: now)
             try recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now)
@@ -126,7 +126,7 @@ extension QueueDatabase {
     }
 
     /// Back to the queue after a transient failure (or a stop): due again at `retryAt`.
-    public func releaseObject(md5: String, retryAt: Date?, error: String?, countAttempt: Bool, now: Date = Date()) throws {
+    package func releaseObject(md5: String, retryAt: Date?, error: String?, countAttempt: Bool, now: Date = Date()) throws {
         try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: """
@@ -138,7 +138,7 @@ extension QueueDatabase {
     }
 
     /// Gave up (rejected by S3): every file with these bytes is `failed` with the reason, until `retry`.
-    public func failObject(md5: String, reason: String, now: Date = Date()) throws {
+    package func failObject(md5: String, reason: String, now: Date = Date()) throws {
         try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: "UPDATE object SET state = 'failed', lastError = ?, attempts = attempts + 1, uploadId = NULL, updatedAt = ? WHERE md5 = ?", arguments: [reason, t, md5])
@@ -149,7 +149,7 @@ extension QueueDatabase {
 
     /// The file no longer holds the queued bytes (changed or gone): it goes back to be hashed
     /// (or is marked gone), and its object is released to any other file with those bytes.
-    public func sourceChanged(job: UploadJob, gone: Bool, now: Date = Date()) throws {
+    package func sourceChanged(job: UploadJob, gone: Bool, now: Date = Date()) throws {
         try write { db in
             let t = now.timeIntervalSince1970
             if gone {
@@ -172,21 +172,21 @@ extension QueueDatabase {
 
     // MARK: multipart bookkeeping
 
-    public func recordMultipart(md5: String, uploadId: String?, partSize: Int64?) throws {
+    package func recordMultipart(md5: String, uploadId: String?, partSize: Int64?) throws {
         try write { db in
             try db.execute(sql: "UPDATE object SET uploadId = ?, partSize = ? WHERE md5 = ?", arguments: [uploadId, partSize, md5])
             if uploadId == nil { try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5]) }
         }
     }
 
-    public func recordPart(md5: String, part: UploadedPart) throws {
+    package func recordPart(md5: String, part: UploadedPart) throws {
         try write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO part(md5, partNumber, etag, size) VALUES (?, ?, ?, ?)",
                            arguments: [md5, part.partNumber, part.etag, part.size])
         }
     }
 
-    public func parts(md5: String) throws -> [UploadedPart] {
+    package func parts(md5: String) throws -> [UploadedPart] {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT partNumber, etag, size FROM part WHERE md5 = ? ORDER BY partNumber", arguments: [md5]).map {
                 UploadedPart(partNumber: $0["partNumber"], etag: $0["etag"], size: $0["size"])

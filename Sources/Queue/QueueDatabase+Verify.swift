@@ -8,7 +8,7 @@ import PhotolalaCore
 extension QueueDatabase {
     /// Objects marked uploaded, in MD5 order after `after`, at most `limit`, each with the
     /// inventory's row for `keyPrefix + md5 + ".dat"`.
-    public func uploadedObjects(keyPrefix: String, after: String?, limit: Int) throws -> [UploadedObject] {
+    package func uploadedObjects(keyPrefix: String, after: String?, limit: Int) throws -> [UploadedObject] {
         try pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.md5, o.size, o.etag AS expected, o.uploadedAt,
@@ -28,7 +28,7 @@ extension QueueDatabase {
         }
     }
 
-    public func uploadedObjectCount() throws -> Int {
+    package func uploadedObjectCount() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state = 'uploaded'") ?? 0 }
     }
 
@@ -37,7 +37,7 @@ extension QueueDatabase {
     /// under the key is wrong, so it is replaced without asking. Returns how many objects
     /// went back; one no file holds any more stays as it is (nothing to send it from).
     @discardableResult
-    public func requeue(_ md5s: [String], overwrite: Bool, reason: String, now: Date = Date()) throws -> Int {
+    package func requeue(_ md5s: [String], overwrite: Bool, reason: String, now: Date = Date()) throws -> Int {
         guard !md5s.isEmpty else { return 0 }
         let count: Int = try write { db in
             let t = now.timeIntervalSince1970
@@ -65,7 +65,7 @@ extension QueueDatabase {
     /// Objects sent again after `uploadedBefore` (the verify's start: what its own listing
     /// found wrong, re-sent at once) are left to the next verify, so a verify reads back
     /// what it found, whatever the uploader's pace.
-    public func objectsToReadBack(count: Int, keyPrefix: String, uploadedBefore: Date = .distantFuture) throws -> [(md5: String, size: Int64)] {
+    package func objectsToReadBack(count: Int, keyPrefix: String, uploadedBefore: Date = .distantFuture) throws -> [(md5: String, size: Int64)] {
         try pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.md5, o.size FROM object o LEFT JOIN inventory i ON i.key = ? || o.md5 || '.dat'
@@ -75,7 +75,7 @@ extension QueueDatabase {
         }
     }
 
-    public func markReadBack(md5: String, now: Date = Date()) throws {
+    package func markReadBack(md5: String, now: Date = Date()) throws {
         try write { db in
             try db.execute(sql: "UPDATE object SET deepCheckedAt = ? WHERE md5 = ?", arguments: [now.timeIntervalSince1970, md5])
         }

@@ -6,21 +6,21 @@ import Synchronization
 /// The queue database. One writer (GRDB serializes writes), readers in parallel (WAL);
 /// every state change is one transaction, so a kill -9 at any instant leaves a
 /// consistent file the next start resumes from.
-public final class QueueDatabase: Sendable {
-    public let path: String
+package final class QueueDatabase: Sendable {
+    package let path: String
     let pool: DatabasePool
     /// Wakes the stage that takes rows from the state a change moved them into.
-    public let signals = QueueSignals()
+    package let signals = QueueSignals()
     private let writeProblem = Mutex<String?>(nil)
     private let problemHook = Mutex<(@Sendable (String?) -> Void)?>(nil)
     /// The free space below which a "disk full" stays reported even when a small write
     /// gets through (a commit can reuse WAL space that a bigger one cannot).
     static let freeSpaceToClearDiskFull: UInt64 = 1 << 20
 
-    public enum OpenError: Error, CustomStringConvertible {
+    package enum OpenError: Error, CustomStringConvertible {
         case unusable(path: String, underlying: String, quarantinedTo: String?)
         case readOnly(path: String, underlying: String)
-        public var description: String {
+        package var description: String {
             switch self {
             case let .unusable(path, underlying, q):
                 if let q {
@@ -36,7 +36,7 @@ public final class QueueDatabase: Sendable {
     /// Opens (creating if needed) and migrates. A damaged file is moved aside and replaced,
     /// never silently reused: the watched folders are the truth and a scan rebuilds the queue.
     /// `onQuarantine` is told where the damaged file went.
-    public static func open(path: String, onQuarantine: (String, String) -> Void = { _, _ in }) throws -> QueueDatabase {
+    package static func open(path: String, onQuarantine: (String, String) -> Void = { _, _ in }) throws -> QueueDatabase {
         do {
             return try QueueDatabase(path: path)
         } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
@@ -105,7 +105,7 @@ public final class QueueDatabase: Sendable {
     }
 
     /// Told (once per change) when a write problem starts or ends: the daemon logs it.
-    public func onProblem(_ hook: @escaping @Sendable (String?) -> Void) {
+    package func onProblem(_ hook: @escaping @Sendable (String?) -> Void) {
         problemHook.withLock { $0 = hook }
     }
 
@@ -132,28 +132,28 @@ public final class QueueDatabase: Sendable {
     /// default) took a third of its time, so it checkpoints every 40 MB while `on`, and
     /// once off copies what it can at once (PASSIVE: never waits for readers). Only then:
     /// a small state directory (the storage suite's 16 MiB) fills up sooner with a big WAL.
-    public func bulkWrites(_ on: Bool) {
+    package func bulkWrites(_ on: Bool) {
         _ = try? pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(on ? 10000 : 1000)")
             if !on { try db.checkpoint(.passive) }
         }
     }
 
-    public func releaseMemory() {
+    package func releaseMemory() {
         // PASSIVE never waits for readers; what it cannot copy now the next one does.
         _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.passive) }
         pool.releaseMemory()
     }
 
     /// The last write failure that needs the user (disk full, read-only, I/O error), until a write succeeds.
-    public var currentProblem: String? { writeProblem.withLock { $0 } }
+    package var currentProblem: String? { writeProblem.withLock { $0 } }
 
     /// `PRAGMA integrity_check` — "ok" when the file is sound.
-    public func integrityCheck() throws -> String {
+    package func integrityCheck() throws -> String {
         try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
     }
 
-    public func counts() throws -> QueueCounts {
+    package func counts() throws -> QueueCounts {
         try pool.read { db in
             var c = QueueCounts()
             let rows = try Row.fetchAll(db, sql: "SELECT state, count(*) AS n, coalesce(sum(size), 0) AS bytes FROM file GROUP BY state")
@@ -183,11 +183,11 @@ public final class QueueDatabase: Sendable {
 
     // MARK: settings (small persistent flags such as the user's pause)
 
-    public func setting(_ key: String) throws -> String? {
+    package func setting(_ key: String) throws -> String? {
         try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
     }
 
-    public func setSetting(_ key: String, _ value: String?) throws {
+    package func setSetting(_ key: String, _ value: String?) throws {
         try write { db in
             if let value {
                 try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])

@@ -4,28 +4,28 @@ import PhotolalaCore
 /// stage moves rows from one state to the next in one transaction, and the signal of the
 /// state the rows entered wakes the stage that takes them from there. The database is the
 /// truth, a signal only says "look again" (a missed one costs a wait, never a row).
-public struct QueueSignals: Sendable {
+package struct QueueSignals: Sendable {
     /// Files went (back) to waiting for their hash outside a scan: the uploader found a
     /// source changed, or `retry` put back files that could not be read.
-    public let needsHash = WakeSignal()
+    package let needsHash = WakeSignal()
     /// Objects may be ready to upload: hashes recorded, `retry`, an upload given back.
-    public let readyToUpload = WakeSignal()
+    package let readyToUpload = WakeSignal()
     /// Objects became `uploaded` (sent, found in the bucket): the stages that follow the
     /// upload (thumbnails, the device manifest) look for work.
-    public let uploaded = WakeSignal()
+    package let uploaded = WakeSignal()
     /// `retry` put photos without a preview back to `pending`: the thumbnail stage reads them again.
-    public let photosRetried = WakeSignal()
+    package let photosRetried = WakeSignal()
     /// Photos got their thumbnail and catalog columns (`photo.state = 'ready'`): the
     /// catalog stage has rows to publish.
-    public let photosReady = WakeSignal()
+    package let photosReady = WakeSignal()
     /// A listing of the bucket began, completed or failed: the uploader (waiting for the
     /// first listing after a sign-in) and whoever asks `inventoryPresence` look again.
-    public let inventoryChanged = WakeSignal()
+    package let inventoryChanged = WakeSignal()
 
-    public init() {}
+    package init() {}
 
     /// After a commit; the transaction's caller never waits for the stage it wakes.
-    public static func notify(_ signal: WakeSignal) {
+    package static func notify(_ signal: WakeSignal) {
         Task { await signal.notify() }
     }
 }

@@ -2,18 +2,18 @@ import Foundation
 
 /// An object the daemon holds as backed up, beside what the inventory lists under its key:
 /// what `verify` and the end of a listing compare.
-public struct UploadedObject: Sendable, Equatable {
-    public var md5: String
-    public var size: Int64
+package struct UploadedObject: Sendable, Equatable {
+    package var md5: String
+    package var size: Int64
     /// The ETag S3 must list for it if this daemon sent it; nil if it was found there.
-    public var expectedETag: String?
-    public var uploadedAt: Date?
+    package var expectedETag: String?
+    package var uploadedAt: Date?
     /// The inventory's row for its key, if any.
-    public var listed: InventoryEntry?
+    package var listed: InventoryEntry?
     /// A file still holds these bytes, so the object can be sent again if it must.
-    public var hasLiveFile: Bool
+    package var hasLiveFile: Bool
 
-    public init(md5: String, size: Int64, expectedETag: String?, uploadedAt: Date?, listed: InventoryEntry?, hasLiveFile: Bool) {
+    package init(md5: String, size: Int64, expectedETag: String?, uploadedAt: Date?, listed: InventoryEntry?, hasLiveFile: Bool) {
         self.md5 = md5
         self.size = size
         self.expectedETag = expectedETag

@@ -3,8 +3,8 @@ import Foundation
 /// `--as-of`: an ISO 8601 time (`2026-11-22T07:00:00Z`, `2026-11-22T08:00:00.250+01:00`,
 /// or without a zone, in local time) or a date (`2026-11-22`: as the folders were at the
 /// end of that day, local time). Milliseconds since the epoch, as the manifest counts.
-public enum AsOfTime {
-    public static func parse(_ text: String, timeZone: TimeZone = .current) -> Int64? {
+package enum AsOfTime {
+    package static func parse(_ text: String, timeZone: TimeZone = .current) -> Int64? {
         let t = text.trimmingCharacters(in: .whitespaces)
         let chars = Array(t.utf8)
         func number(_ from: Int, _ count: Int) -> Int? {

@@ -1,8 +1,8 @@
 /// What to do about what already stands at a file's destination (cli.md): nothing there,
 /// write it; a file with the same bytes, leave it (a re-run resumes); anything else is
 /// kept and reported unless `--overwrite`, except a folder, which is never replaced.
-public enum ConflictRule {
-    public enum Existing: Sendable, Equatable {
+package enum ConflictRule {
+    package enum Existing: Sendable, Equatable {
         case nothing
         case file(size: Int64)
         case folder
@@ -10,7 +10,7 @@ public enum ConflictRule {
         case other
     }
 
-    public enum Decision: Sendable, Equatable {
+    package enum Decision: Sendable, Equatable {
         case write
         /// Same size: read it to see whether it holds the same bytes.
         case compare
@@ -19,7 +19,7 @@ public enum ConflictRule {
         case keep(String)
     }
 
-    public static func decide(_ existing: Existing, size: Int64, overwrite: Bool) -> Decision {
+    package static func decide(_ existing: Existing, size: Int64, overwrite: Bool) -> Decision {
         switch existing {
         case .nothing: return .write
         case .file(let s) where s == size: return .compare
@@ -31,7 +31,7 @@ public enum ConflictRule {
     }
 
     /// After reading a same-size file.
-    public static func compared(sameBytes: Bool, overwrite: Bool) -> Decision {
+    package static func compared(sameBytes: Bool, overwrite: Bool) -> Decision {
         if sameBytes { return .alreadyThere }
         return overwrite ? .replace : .keep("a different file of the same size is there; --overwrite replaces it")
     }

@@ -2,8 +2,8 @@ import Control
 
 /// `--device NAME|ID`: an id, the start of one (8 characters or more), or a name that only
 /// one device has; without it, this NAS.
-public enum DeviceChoice {
-    public static func pick(_ wanted: String?, from list: DeviceList) -> Result<DeviceList.Device, Failure> {
+package enum DeviceChoice {
+    package static func pick(_ wanted: String?, from list: DeviceList) -> Result<DeviceList.Device, Failure> {
         let devices = list.devices
         guard let wanted, !wanted.isEmpty else {
             if let mine = devices.first(where: \.current) { return .success(mine) }
@@ -22,12 +22,12 @@ public enum DeviceChoice {
         return .failure(.unknown(wanted))
     }
 
-    public enum Failure: Error, Equatable, CustomStringConvertible {
+    package enum Failure: Error, Equatable, CustomStringConvertible {
         case noneForThisNAS(Int)
         case unknown(String)
         case ambiguous(String, [String])
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .noneForThisNAS(let others):
                 others == 0

@@ -8,12 +8,12 @@ import Manifest
 
 /// One file's bytes on their way in: written to the temporary file while its MD5 is
 /// taken, then checked and put in place, or thrown away.
-public final class IncomingFile {
+package final class IncomingFile {
     let parent: RestoreWriter.Parent
     let temp: [UInt8]
     private var fd: Int32
     private var md5 = MD5()
-    public private(set) var written: Int64 = 0
+    package private(set) var written: Int64 = 0
 
     init(parent: RestoreWriter.Parent, temp: [UInt8], fd: Int32) {
         self.parent = parent
@@ -25,7 +25,7 @@ public final class IncomingFile {
         if fd >= 0 { discard() }
     }
 
-    public func append(_ bytes: UnsafeRawBufferPointer) throws(RestoreWriter.Failure) {
+    package func append(_ bytes: UnsafeRawBufferPointer) throws(RestoreWriter.Failure) {
         md5.update(bytes)
         var offset = 0
         while offset < bytes.count {
@@ -42,7 +42,7 @@ public final class IncomingFile {
     /// Checks the bytes against `version`, sets the modification time, syncs, and renames
     /// into place (replacing what is there only when `replace`). Returns false when a file
     /// appeared at the name meanwhile and was left alone.
-    public func commit(_ version: FileVersion, replace: Bool) throws(RestoreWriter.Failure) -> Bool {
+    package func commit(_ version: FileVersion, replace: Bool) throws(RestoreWriter.Failure) -> Bool {
         let digest = MD5Value(bytes: md5.finalize())
         guard written == version.size, digest == version.md5 else {
             discard()
@@ -83,7 +83,7 @@ public final class IncomingFile {
     }
 
     /// Closes and removes the temporary file.
-    public func discard() {
+    package func discard() {
         if fd >= 0 {
             close(fd)
             fd = -1

@@ -4,10 +4,10 @@ import Manifest
 /// How the daemon hands a manifest to the command: one frame per checked segment, then a
 /// report. A frame is a type byte ('S' a segment, 'R' the report as JSON), a big-endian
 /// 32-bit length and that many bytes. A stream without its report was cut short.
-public enum ManifestFrames {
-    public static func segment(_ bytes: [UInt8]) -> [UInt8] { frame(UInt8(ascii: "S"), bytes) }
+package enum ManifestFrames {
+    package static func segment(_ bytes: [UInt8]) -> [UInt8] { frame(UInt8(ascii: "S"), bytes) }
 
-    public static func report(_ report: ManifestReader.Report) -> [UInt8] {
+    package static func report(_ report: ManifestReader.Report) -> [UInt8] {
         frame(UInt8(ascii: "R"), Array((try? JSONEncoder().encode(report)) ?? Data()))
     }
 
@@ -16,24 +16,24 @@ public enum ManifestFrames {
         return [type, UInt8(n >> 24), UInt8(truncatingIfNeeded: n >> 16), UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)] + payload
     }
 
-    public enum Frame: Equatable {
+    package enum Frame: Equatable {
         case segment([UInt8])
         case report(ManifestReader.Report)
     }
 
-    public enum FrameError: Error, Equatable { case badFrame, tooLarge }
+    package enum FrameError: Error, Equatable { case badFrame, tooLarge }
 
     /// Collects frames from bytes fed in arbitrary pieces.
-    public struct Reader {
+    package struct Reader {
         private var buffer: [UInt8] = []
         private var start = 0
-        public let maxFrame: Int
+        package let maxFrame: Int
 
-        public init(maxFrame: Int = 64 << 20) {
+        package init(maxFrame: Int = 64 << 20) {
             self.maxFrame = maxFrame
         }
 
-        public mutating func feed(_ bytes: UnsafeRawBufferPointer) throws -> [Frame] {
+        package mutating func feed(_ bytes: UnsafeRawBufferPointer) throws -> [Frame] {
             buffer.append(contentsOf: bytes)
             var frames: [Frame] = []
             while buffer.count - start >= 5 {

@@ -3,23 +3,23 @@ import Control
 /// Reads the daemon's listing of the bucket (`md5 size storageClass` lines, then `end`)
 /// fed in arbitrary pieces, keeping only the objects a restore wants; what it never sees
 /// is missing from the bucket.
-public struct ObjectListing: Sendable {
-    public let wanted: Set<String>
+package struct ObjectListing: Sendable {
+    package let wanted: Set<String>
     private var found: [String: ObjectStatus] = [:]
     private var partial: [UInt8] = []
-    public private(set) var ended = false
+    package private(set) var ended = false
 
-    public init(wanted: Set<String>) {
+    package init(wanted: Set<String>) {
         self.wanted = wanted
     }
 
     /// Listing costs a request per 1,000 objects of the bucket, HEADs one per object
     /// wanted: list when the restore wants at least a thousandth of the bucket.
-    public static func worthListing(wanted: Int, bucketEstimate: Int64) -> Bool {
+    package static func worthListing(wanted: Int, bucketEstimate: Int64) -> Bool {
         Int64(wanted) * 1000 >= max(1, bucketEstimate)
     }
 
-    public mutating func feed(_ bytes: UnsafeRawBufferPointer) throws {
+    package mutating func feed(_ bytes: UnsafeRawBufferPointer) throws {
         for b in bytes {
             if b == UInt8(ascii: "\n") {
                 try line(partial)
@@ -31,7 +31,7 @@ public struct ObjectListing: Sendable {
         }
     }
 
-    public struct Malformed: Error {}
+    package struct Malformed: Error {}
 
     private mutating func line(_ bytes: [UInt8]) throws {
         let text = String(decoding: bytes, as: UTF8.self)
@@ -49,7 +49,7 @@ public struct ObjectListing: Sendable {
     }
 
     /// Every wanted object: as listed, or missing.
-    public var statuses: [String: ObjectStatus] {
+    package var statuses: [String: ObjectStatus] {
         var out = found
         for md5 in wanted where out[md5] == nil { out[md5] = ObjectStatus(md5: md5, state: .missing) }
         return out

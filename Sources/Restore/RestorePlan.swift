@@ -3,16 +3,16 @@ import Manifest
 import PhotolalaCore
 
 /// One file to bring back: where it was on the device, what it held, where it goes.
-public struct RestoreItem: Sendable, Equatable {
-    public var folder: String
-    public var path: [UInt8]
-    public var version: FileVersion
+package struct RestoreItem: Sendable, Equatable {
+    package var folder: String
+    package var path: [UInt8]
+    package var version: FileVersion
     /// The folder it goes into (absolute, or relative to the working directory as `--to`
     /// was given) and the path below it: the created part, walked without following links.
-    public var root: String
-    public var destination: [UInt8]
+    package var root: String
+    package var destination: [UInt8]
 
-    public init(folder: String, path: [UInt8], version: FileVersion, root: String, destination: [UInt8]) {
+    package init(folder: String, path: [UInt8], version: FileVersion, root: String, destination: [UInt8]) {
         self.folder = folder
         self.path = path
         self.version = version
@@ -21,12 +21,12 @@ public struct RestoreItem: Sendable, Equatable {
     }
 
     /// The whole destination path, for messages (bytes that are not UTF-8 shown as �).
-    public var displayPath: String {
+    package var displayPath: String {
         (root == "/" ? "" : root) + "/" + String(decoding: destination, as: UTF8.self)
     }
 
     /// The file's path on the device it was backed up from.
-    public var sourcePath: [UInt8] {
+    package var sourcePath: [UInt8] {
         Array((folder == "/" ? "" : folder).utf8) + [UInt8(ascii: "/")] + path
     }
 }
@@ -34,10 +34,10 @@ public struct RestoreItem: Sendable, Equatable {
 /// Which files a restore brings back and where they go (cli.md): the files present at
 /// `--as-of`, limited to the PATHs given (files or folders, as named on that device),
 /// each at its original path or, with `--to DIR`, under `DIR/<watched folder's last name>/`.
-public enum RestorePlan {
-    public enum Problem: Error, Equatable, CustomStringConvertible {
+package enum RestorePlan {
+    package enum Problem: Error, Equatable, CustomStringConvertible {
         case relativeFilter(String)
-        public var description: String {
+        package var description: String {
             switch self {
             case .relativeFilter(let p): "\(p): give files and folders as they were named on that device, from the root (e.g. /srv/photos/2019)"
             }
@@ -45,7 +45,7 @@ public enum RestorePlan {
     }
 
     /// The files under the filters (all when none); and the filters that matched nothing.
-    public static func select(_ files: [ManifestReplay.File], filters: [String]) throws(Problem) -> (files: [ManifestReplay.File], unmatched: [String]) {
+    package static func select(_ files: [ManifestReplay.File], filters: [String]) throws(Problem) -> (files: [ManifestReplay.File], unmatched: [String]) {
         guard !filters.isEmpty else { return (files, []) }
         var prefixes: [[UInt8]] = []
         for f in filters {
@@ -76,7 +76,7 @@ public enum RestorePlan {
 
     /// Where each watched folder goes: itself, or `DIR/<its last name>` with `--to DIR`
     /// (`-2`, `-3`, … after the name when two folders share it, in the order given).
-    public static func roots(folders: [String], to: String?) -> [String: String] {
+    package static func roots(folders: [String], to: String?) -> [String: String] {
         guard let to else { return Dictionary(folders.map { ($0, $0) }, uniquingKeysWith: { a, _ in a }) }
         var base = to
         while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
@@ -97,7 +97,7 @@ public enum RestorePlan {
         return out
     }
 
-    public static func items(_ files: [ManifestReplay.File], to: String?) -> [RestoreItem] {
+    package static func items(_ files: [ManifestReplay.File], to: String?) -> [RestoreItem] {
         var folders: [String] = []
         for f in files where !folders.contains(where: { $0.utf8.elementsEqual(f.folder.utf8) }) { folders.append(f.folder) }
         let roots = roots(folders: folders.sorted(), to: to)

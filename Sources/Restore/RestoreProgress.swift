@@ -4,35 +4,35 @@ import PhotolalaCore
 /// Where a restore stands, as the command shows it: counts, bytes, a rate over the last
 /// few seconds and the time left at that rate. A value, so the bar can be tested with
 /// plain numbers.
-public struct RestoreProgress: Sendable, Equatable {
-    public var filesTotal = 0
-    public var bytesTotal: Int64 = 0
-    public var restored = 0
-    public var alreadyThere = 0
-    public var kept = 0
-    public var failed = 0
+package struct RestoreProgress: Sendable, Equatable {
+    package var filesTotal = 0
+    package var bytesTotal: Int64 = 0
+    package var restored = 0
+    package var alreadyThere = 0
+    package var kept = 0
+    package var failed = 0
     /// Bytes written (and checked) or found already there.
-    public var bytesDone: Int64 = 0
+    package var bytesDone: Int64 = 0
     /// Bytes received so far, including files still arriving.
-    public var bytesMoved: Int64 = 0
-    public var waitingArchived = 0
-    public var archiveClass: String?
+    package var bytesMoved: Int64 = 0
+    package var waitingArchived = 0
+    package var archiveClass: String?
     private var samples: [(time: TimeInterval, bytes: Int64)] = []
-    public var window: TimeInterval = 5
+    package var window: TimeInterval = 5
 
-    public init(filesTotal: Int = 0, bytesTotal: Int64 = 0) {
+    package init(filesTotal: Int = 0, bytesTotal: Int64 = 0) {
         self.filesTotal = filesTotal
         self.bytesTotal = bytesTotal
     }
 
-    public static func == (a: RestoreProgress, b: RestoreProgress) -> Bool {
+    package static func == (a: RestoreProgress, b: RestoreProgress) -> Bool {
         a.filesTotal == b.filesTotal && a.bytesTotal == b.bytesTotal && a.restored == b.restored && a.alreadyThere == b.alreadyThere
             && a.kept == b.kept && a.failed == b.failed && a.bytesDone == b.bytesDone && a.bytesMoved == b.bytesMoved
     }
 
-    public var filesDone: Int { restored + alreadyThere + kept + failed }
+    package var filesDone: Int { restored + alreadyThere + kept + failed }
 
-    public mutating func moved(_ bytes: Int64, now: Date) {
+    package mutating func moved(_ bytes: Int64, now: Date) {
         bytesMoved += bytes
         let t = now.timeIntervalSince1970
         samples.append((t, bytesMoved))
@@ -40,7 +40,7 @@ public struct RestoreProgress: Sendable, Equatable {
     }
 
     /// Bytes per second over the window (0 before two samples).
-    public func rate(now: Date) -> Double {
+    package func rate(now: Date) -> Double {
         guard let first = samples.first, let last = samples.last else { return 0 }
         let span = max(now.timeIntervalSince1970, last.time) - first.time
         guard span > 0.2 else { return 0 }
@@ -48,14 +48,14 @@ public struct RestoreProgress: Sendable, Equatable {
     }
 
     /// Seconds left at the current rate; nil when unknown (no rate yet, or waiting on archives).
-    public func eta(now: Date) -> Double? {
+    package func eta(now: Date) -> Double? {
         let r = rate(now: now)
         guard r > 0, waitingArchived == 0 else { return nil }
         return Double(max(0, bytesTotal - max(bytesDone, bytesMoved))) / r
     }
 
     /// `[#####-------]  41%  205/500 files  1.0/2.5 GB  85.3 MB/s  ETA 18s`.
-    public func line(now: Date, width: Int = 24) -> String {
+    package func line(now: Date, width: Int = 24) -> String {
         let fraction = bytesTotal > 0 ? Double(min(bytesTotal, max(bytesDone, bytesMoved))) / Double(bytesTotal)
             : (filesTotal > 0 ? Double(filesDone) / Double(filesTotal) : 1)
         let filled = max(0, min(width, Int((fraction * Double(width)).rounded(.down))))
@@ -71,7 +71,7 @@ public struct RestoreProgress: Sendable, Equatable {
         return text
     }
 
-    public static func duration(_ seconds: Double) -> String {
+    package static func duration(_ seconds: Double) -> String {
         let s = Int(seconds.rounded())
         if s < 60 { return "\(s)s" }
         if s < 3600 { return "\(s / 60)m\(String(format: "%02d", s % 60))s" }

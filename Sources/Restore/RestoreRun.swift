@@ -12,19 +12,19 @@ import Synchronization
 /// (and archived ones back), then writes the files on `workers` threads, each object
 /// streamed from the daemon over its own connection. Files are written with the rights of
 /// whoever runs the command; the daemon only ever hands over bytes.
-public final class RestoreRun: Sendable {
-    public struct Request: Sendable, Equatable {
-        public var device: String?
-        public var asOf: Int64?
-        public var asOfText: String?
-        public var to: String?
-        public var paths: [String]
-        public var overwrite: Bool
-        public var dryRun: Bool
-        public var json: Bool
-        public var workers: Int
+package final class RestoreRun: Sendable {
+    package struct Request: Sendable, Equatable {
+        package var device: String?
+        package var asOf: Int64?
+        package var asOfText: String?
+        package var to: String?
+        package var paths: [String]
+        package var overwrite: Bool
+        package var dryRun: Bool
+        package var json: Bool
+        package var workers: Int
 
-        public init(device: String?, asOf: Int64?, asOfText: String?, to: String?, paths: [String], overwrite: Bool, dryRun: Bool,
+        package init(device: String?, asOf: Int64?, asOfText: String?, to: String?, paths: [String], overwrite: Bool, dryRun: Bool,
                     json: Bool, workers: Int = 10) {
             self.device = device
             self.asOf = asOf
@@ -38,10 +38,10 @@ public final class RestoreRun: Sendable {
         }
     }
 
-    public enum Stop: Error, CustomStringConvertible {
+    package enum Stop: Error, CustomStringConvertible {
         case control(ControlClient.Failure)
         case plan(String)
-        public var description: String {
+        package var description: String {
             switch self {
             case .control(let f): f.description
             case .plan(let why): why
@@ -68,7 +68,7 @@ public final class RestoreRun: Sendable {
         var finished = false
     }
 
-    public init(client: ControlClient, request: Request, interrupted: @escaping @Sendable () -> Bool) {
+    package init(client: ControlClient, request: Request, interrupted: @escaping @Sendable () -> Bool) {
         self.client = client
         self.request = request
         self.writer = RestoreWriter(overwrite: request.overwrite)
@@ -77,7 +77,7 @@ public final class RestoreRun: Sendable {
     }
 
     /// Runs the restore; prints as it goes and returns the summary (its exit code is cli.md's).
-    public func run() throws(Stop) -> RestoreSummary {
+    package func run() throws(Stop) -> RestoreSummary {
         var streaming = client
         streaming.timeout = 120
         let devices: DeviceList

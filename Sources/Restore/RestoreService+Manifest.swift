@@ -7,7 +7,7 @@ import S3
 /// The account's devices and their manifests, as the bucket holds them.
 extension RestoreService {
     /// `photolalactl devices`: every device with a manifest under this account, this NAS first.
-    public func devices() async -> ControlResponse {
+    package func devices() async -> ControlResponse {
         let reached = await access()
         guard case .ready(let grant, let userId) = reached else {
             if case .unavailable(let response) = reached { return response }
@@ -46,7 +46,7 @@ extension RestoreService {
 
     /// `GET /v1/manifest?device=ID`: the device's manifest segments, checked, then a report
     /// (see `ManifestFrames`).
-    public func manifest(device: String) async -> ControlResponse {
+    package func manifest(device: String) async -> ControlResponse {
         guard !device.isEmpty, device.utf8.count <= 64, device.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x41 && $0 <= 0x5a) }) else {
             return .error(400, "bad_request", "device must be a device id (photolalactl devices lists them)")
         }

@@ -6,7 +6,7 @@ import S3
 /// Where objects stand (HEAD), and asking archived ones back (`RestoreObject`).
 extension RestoreService {
     /// One status per MD5 asked; `thaw` also asks every archived one back.
-    public func objects(_ query: ObjectQuery, thaw: Bool) async -> ControlResponse {
+    package func objects(_ query: ObjectQuery, thaw: Bool) async -> ControlResponse {
         guard query.md5s.count <= ObjectQuery.maxBatch else {
             return .error(400, "bad_request", "at most \(ObjectQuery.maxBatch) objects a call")
         }
@@ -73,7 +73,7 @@ extension RestoreService {
 extension RestoreService {
     /// `GET /v1/restore/listing`: one line per object, `md5 size storageClass`, streamed a
     /// page at a time (the daemon holds one page), then `end` on a line of its own.
-    public func listing() async -> ControlResponse {
+    package func listing() async -> ControlResponse {
         let reached = await access()
         guard case .ready(let grant, let userId) = reached else {
             if case .unavailable(let response) = reached { return response }

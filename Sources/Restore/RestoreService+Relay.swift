@@ -11,7 +11,7 @@ import Synchronization
 /// error the command can show; after it, the body is cut short, which the command sees.
 extension RestoreService {
     /// `GET /v1/restore/object?md5=M&size=N` (N: the size the manifest gives).
-    public func object(md5: String, expectedSize: Int64?) async -> ControlResponse {
+    package func object(md5: String, expectedSize: Int64?) async -> ControlResponse {
         guard Self.isMD5(md5) else { return .error(400, "bad_request", "md5 must be 32 lowercase hex digits") }
         let reached = await access()
         guard case .ready(let grant, let userId) = reached else {

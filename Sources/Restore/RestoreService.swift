@@ -17,24 +17,24 @@ import Upload
 /// device's manifest, asks objects back from archive classes and relays objects to the
 /// command, read with ranged, parallel GETs under the uploads' retry rule and bandwidth
 /// limit. The command never sees a credential: it gets bytes.
-public actor RestoreService: Service {
-    public struct Options: Sendable, Equatable {
+package actor RestoreService: Service {
+    package struct Options: Sendable, Equatable {
         /// `upload.bandwidth_limit`, applied to what restores read as well.
-        public var bandwidthLimit: Int64?
+        package var bandwidthLimit: Int64?
         /// Objects larger than this are read as ranges of `rangeSize`, `parallelRanges` at a time.
-        public var rangeThreshold: Int64 = 16 << 20
-        public var rangeSize: Int64 = 8 << 20
-        public var parallelRanges = 3
+        package var rangeThreshold: Int64 = 16 << 20
+        package var rangeSize: Int64 = 8 << 20
+        package var parallelRanges = 3
         /// Ranges held in memory at once, over every restore (bounds the daemon's memory).
-        public var bufferBudget: Int64 = 24 << 20
+        package var bufferBudget: Int64 = 24 << 20
         /// HEADs in flight when asking where objects stand.
-        public var headConcurrency = 16
+        package var headConcurrency = 16
         /// Days a copy brought back from an archive class stays readable.
-        public var thawDays = 7
+        package var thawDays = 7
         /// The system CA store plus `tls.ca_file`, as for every other connection.
-        public var trust: TLSTrust
+        package var trust: TLSTrust
 
-        public init(_ settings: Settings) {
+        package init(_ settings: Settings) {
             bandwidthLimit = settings.upload.bandwidthLimit
             trust = TLSTrust(caFile: settings.tls.caFile)
         }
@@ -47,11 +47,11 @@ public actor RestoreService: Service {
     let http: HTTPClient
     let bandwidth: TokenBucket
     let budget: ByteBudget
-    public nonisolated let meter = RateMeter()
+    package nonisolated let meter = RateMeter()
     var sessions = RestoreSessions()
     var clockOffset: TimeInterval = 0
 
-    public init(account: AccountService, options: Options, logger: Logger) {
+    package init(account: AccountService, options: Options, logger: Logger) {
         self.account = account
         self.options = options
         self.logger = logger
@@ -60,12 +60,12 @@ public actor RestoreService: Service {
         http = S3Client.makeHTTPClient(maximumConnectionsPerHost: 32)
     }
 
-    public func apply(_ new: Options) async {
+    package func apply(_ new: Options) async {
         options = new
         await bandwidth.setRate(new.bandwidthLimit)
     }
 
-    public func run() async throws {
+    package func run() async throws {
         try? await gracefulShutdown()
         try? await http.shutdown()
     }
@@ -124,11 +124,11 @@ public actor RestoreService: Service {
 
     // MARK: sessions, for status
 
-    public func report(_ r: RestoreReport) -> String {
+    package func report(_ r: RestoreReport) -> String {
         sessions.update(r, now: Date())
     }
 
-    public func contribute(to s: inout DaemonStatus) {
+    package func contribute(to s: inout DaemonStatus) {
         s.restore = sessions.current(now: Date(), rate: meter.rate())
     }
 }

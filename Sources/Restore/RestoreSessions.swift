@@ -4,20 +4,20 @@ import PhotolalaCore
 
 /// The restores under way, as their commands report them: what `status` shows. A session
 /// not heard from for `staleAfter` seconds is taken for gone (its command was killed).
-public struct RestoreSessions: Sendable {
+package struct RestoreSessions: Sendable {
     struct Session: Sendable {
         var report: RestoreReport
         var startedAt: Date
         var updatedAt: Date
     }
 
-    public var staleAfter: TimeInterval = 60
+    package var staleAfter: TimeInterval = 60
     private var sessions: [String: Session] = [:]
 
-    public init() {}
+    package init() {}
 
     /// Opens (no id) or updates a session; returns its id.
-    public mutating func update(_ report: RestoreReport, now: Date) -> String {
+    package mutating func update(_ report: RestoreReport, now: Date) -> String {
         sessions = sessions.filter { now.timeIntervalSince($0.value.updatedAt) < staleAfter * 10 }
         let id = report.id.flatMap { sessions[$0] == nil ? nil : $0 } ?? UUID().uuidString.lowercased()
         var r = report
@@ -28,7 +28,7 @@ public struct RestoreSessions: Sendable {
     }
 
     /// The most recently heard-from restore still running, with the daemon's read rate.
-    public func current(now: Date, rate: Double) -> DaemonStatus.Restore? {
+    package func current(now: Date, rate: Double) -> DaemonStatus.Restore? {
         guard let s = sessions.values.filter({ !$0.report.finished && now.timeIntervalSince($0.updatedAt) < staleAfter })
             .max(by: { $0.updatedAt < $1.updatedAt }) else { return nil }
         let r = s.report

@@ -12,25 +12,25 @@ import Manifest
 /// no partial file ever sits at a final path. Below the destination root every folder is
 /// opened without following symbolic links, so a link planted in the tree cannot send a
 /// file (written as root, perhaps) anywhere else.
-public struct RestoreWriter: Sendable {
-    public struct Failure: Error, Equatable, CustomStringConvertible {
-        public var message: String
-        public init(_ message: String) { self.message = message }
-        public var description: String { message }
+package struct RestoreWriter: Sendable {
+    package struct Failure: Error, Equatable, CustomStringConvertible {
+        package var message: String
+        package init(_ message: String) { self.message = message }
+        package var description: String { message }
     }
 
-    public let overwrite: Bool
+    package let overwrite: Bool
 
-    public init(overwrite: Bool) {
+    package init(overwrite: Bool) {
         self.overwrite = overwrite
     }
 
     /// The open folder an item goes into, and its file name there.
-    public final class Parent: Sendable {
-        public let fd: Int32
-        public let name: [UInt8]
+    package final class Parent: Sendable {
+        package let fd: Int32
+        package let name: [UInt8]
         /// The folder's path, to sync it once at the end.
-        public let path: String
+        package let path: String
         init(fd: Int32, name: [UInt8], path: String) {
             self.fd = fd
             self.name = name
@@ -40,7 +40,7 @@ public struct RestoreWriter: Sendable {
     }
 
     /// Opens (creating what is missing) the folders of `item.destination` below `item.root`.
-    public func parent(of item: RestoreItem) throws(Failure) -> Parent {
+    package func parent(of item: RestoreItem) throws(Failure) -> Parent {
         let components = item.destination.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(Array.init)
         guard let name = components.last, components.allSatisfy(Self.isSafeName) else {
             throw Failure("the manifest names an unsafe path (an empty, '.' or '..' part): not restored")
@@ -73,7 +73,7 @@ public struct RestoreWriter: Sendable {
     }
 
     /// What stands at the name now (links not followed).
-    public func existing(in parent: Parent) -> ConflictRule.Existing {
+    package func existing(in parent: Parent) -> ConflictRule.Existing {
         var st = stat()
         let r = Self.withCString(parent.name) { fstatat(parent.fd, $0, &st, AT_SYMLINK_NOFOLLOW) }
         guard r == 0 else { return .nothing }
@@ -86,7 +86,7 @@ public struct RestoreWriter: Sendable {
     }
 
     /// Whether the file at the name holds exactly these bytes.
-    public func holds(_ version: FileVersion, in parent: Parent) -> Bool {
+    package func holds(_ version: FileVersion, in parent: Parent) -> Bool {
         let fd = Self.withCString(parent.name) { openat(parent.fd, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -105,7 +105,7 @@ public struct RestoreWriter: Sendable {
     }
 
     /// A hidden temporary file next to the destination, for its bytes.
-    public func incoming(in parent: Parent) throws(Failure) -> IncomingFile {
+    package func incoming(in parent: Parent) throws(Failure) -> IncomingFile {
         let temp = Self.temporaryName(for: parent.name)
         let fd = Self.withCString(temp) { openat(parent.fd, $0, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o666) }
         guard fd >= 0 else { throw Failure("cannot create a temporary file in \(parent.path): \(Self.errno())") }
@@ -135,7 +135,7 @@ public struct RestoreWriter: Sendable {
     static func errno() -> String { String(cString: strerror(Glibc.errno)) }
 
     /// Syncs folders whose entries changed, so the renames survive a power cut.
-    public static func syncFolder(_ path: String) {
+    package static func syncFolder(_ path: String) {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return }
         fsync(fd)
@@ -146,7 +146,7 @@ public struct RestoreWriter: Sendable {
 extension RestoreWriter {
     /// For a dry run: what a restore would do at the item's destination, touching nothing
     /// (a same-size file is read to compare).
-    public static func inspect(_ item: RestoreItem, overwrite: Bool) -> ConflictRule.Decision {
+    package static func inspect(_ item: RestoreItem, overwrite: Bool) -> ConflictRule.Decision {
         let path = Array(item.root.utf8) + [UInt8(ascii: "/")] + item.destination
         var st = stat()
         let existing: ConflictRule.Existing

@@ -4,7 +4,7 @@ import Foundation
 /// older segments (s3:DeleteObject is in the session policy of backend-api.md).
 extension S3Client {
     /// Deletes `key`; a key that is not there is not an error (S3 answers 204 either way).
-    public func deleteObject(key: String, credentials: S3Credentials) async throws(S3Error) {
+    package func deleteObject(key: String, credentials: S3Credentials) async throws(S3Error) {
         let operation = "DeleteObject"
         try checkKey(key, operation: operation)
         let response = try await execute(Request(operation: operation, method: .DELETE, path: objectPath(key), key: key),

@@ -6,13 +6,13 @@ import Foundation
 extension S3Client {
     /// The base64 Content-MD5 for a 32-digit hex MD5 (the one in the object key); nil if
     /// `hex` is not 16 bytes of hex.
-    public static func contentMD5(hex: String) -> String? {
+    package static func contentMD5(hex: String) -> String? {
         guard hex.utf8.count == 32, let bytes = Hex.bytes(hex) else { return nil }
         return Data(bytes).base64EncodedString()
     }
 
     /// The base64 Content-MD5 of a body held in memory.
-    public static func contentMD5(of bytes: [UInt8]) -> String {
+    package static func contentMD5(of bytes: [UInt8]) -> String {
         Data(MD5.digest(bytes)).base64EncodedString()
     }
 
@@ -23,18 +23,18 @@ extension S3Client {
     }
 
     /// Digests of a file range in one read pass with a fixed buffer.
-    public struct RangeDigest: Sendable, Equatable {
+    package struct RangeDigest: Sendable, Equatable {
         /// Lowercase hex MD5.
-        public var md5Hex: String
+        package var md5Hex: String
         /// Base64 MD5, the `Content-MD5` header value.
-        public var contentMD5: String
+        package var contentMD5: String
         /// Lowercase hex SHA-256, when asked for.
-        public var sha256Hex: String?
+        package var sha256Hex: String?
     }
 
     /// Reads `length` bytes from `offset` (to the end when nil) once, computing the MD5 and,
     /// if asked, the SHA-256. Blocking: it reads the file on the calling thread.
-    public static func digestFileRange(path: String, offset: Int64 = 0, length: Int64? = nil,
+    package static func digestFileRange(path: String, offset: Int64 = 0, length: Int64? = nil,
                                        sha256: Bool = false, chunkSize: Int = 1 << 20) throws(S3Error) -> RangeDigest {
         let file = try OpenFile(path: path, operation: "Digest", key: nil)
         let length = try file.checkRange(offset: offset, length: length, operation: "Digest", key: nil)

@@ -5,17 +5,17 @@ import PhotolalaCore
 /// daemon learns what the bucket already holds without asking one key at a time.
 extension S3Client {
     /// One key of a page (shared with the inventory, which records it as it is).
-    public typealias ListedObject = PhotolalaCore.ListedObject
+    package typealias ListedObject = PhotolalaCore.ListedObject
 
-    public struct ListPage: Sendable, Equatable {
-        public var objects: [ListedObject]
+    package struct ListPage: Sendable, Equatable {
+        package var objects: [ListedObject]
         /// Where the next page starts; nil on the last page.
-        public var nextContinuationToken: String?
+        package var nextContinuationToken: String?
     }
 
     /// One page of the keys under `prefix`, in key order. `prefix` must lie inside the
     /// client's `requiredKeyPrefix` (the session policy allows listing only there).
-    public func listObjects(prefix: String, continuationToken: String? = nil, maxKeys: Int = 1000,
+    package func listObjects(prefix: String, continuationToken: String? = nil, maxKeys: Int = 1000,
                             credentials: S3Credentials) async throws(S3Error) -> ListPage {
         let operation = "ListObjectsV2"
         if let required = configuration.requiredKeyPrefix, !prefix.utf8.starts(with: required.utf8) {

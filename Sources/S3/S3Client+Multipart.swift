@@ -7,14 +7,14 @@ import PhotolalaCore
 /// live in the caller's queue database, and `listParts` lets a restarted daemon resume.
 extension S3Client {
     /// One uploaded part of a multipart upload.
-    public struct Part: Sendable, Equatable {
-        public var partNumber: Int
+    package struct Part: Sendable, Equatable {
+        package var partNumber: Int
         /// Without the surrounding quotes.
-        public var etag: String
+        package var etag: String
         /// Bytes in the part; not needed to complete an upload.
-        public var size: Int64
+        package var size: Int64
 
-        public init(partNumber: Int, etag: String, size: Int64 = 0) {
+        package init(partNumber: Int, etag: String, size: Int64 = 0) {
             self.partNumber = partNumber
             self.etag = etag
             self.size = size
@@ -23,7 +23,7 @@ extension S3Client {
 
     /// Starts a multipart upload and returns its upload id. Content type, metadata and
     /// storage class are fixed here, not on the parts.
-    public func createMultipartUpload(key: String, contentType: String, metadata: [String: String] = [:],
+    package func createMultipartUpload(key: String, contentType: String, metadata: [String: String] = [:],
                                       storageClass: String? = nil,
                                       credentials: S3Credentials) async throws(S3Error) -> String {
         let operation = "CreateMultipartUpload"
@@ -50,7 +50,7 @@ extension S3Client {
     ///   - contentMD5: base64 MD5 of this part's bytes. When nil the range is read once
     ///     to compute it (together with the SHA-256 over plain HTTP, in the same pass).
     ///   - payloadSHA256: see `putObject`.
-    public func uploadPart(key: String, uploadId: String, partNumber: Int, path: String, offset: Int64,
+    package func uploadPart(key: String, uploadId: String, partNumber: Int, path: String, offset: Int64,
                            length: Int64, contentMD5: String? = nil, payloadSHA256: String? = nil,
                            expected: FileIdentity? = nil, followSymlinks: Bool = true,
                            credentials: S3Credentials) async throws(S3Error) -> String {
@@ -85,7 +85,7 @@ extension S3Client {
 
     /// The parts S3 holds for an upload, in part-number order, following pagination.
     /// A `notFound` error with code `NoSuchUpload` means the upload is gone: start over.
-    public func listParts(key: String, uploadId: String, credentials: S3Credentials) async throws(S3Error) -> [Part] {
+    package func listParts(key: String, uploadId: String, credentials: S3Credentials) async throws(S3Error) -> [Part] {
         try await listParts(key: key, uploadId: uploadId, pageSize: 1000, credentials: credentials)
     }
 
@@ -136,7 +136,7 @@ extension S3Client {
     /// S3 may answer 200 and still fail: the status goes out before the assembly ends,
     /// and the failure arrives as an `<Error>` body. That is detected and thrown like any
     /// other error (usually `transient`, `InternalError`).
-    public func completeMultipartUpload(key: String, uploadId: String, parts: [Part],
+    package func completeMultipartUpload(key: String, uploadId: String, parts: [Part],
                                         credentials: S3Credentials) async throws(S3Error) -> String {
         let operation = "CompleteMultipartUpload"
         try checkKey(key, operation: operation)
@@ -167,7 +167,7 @@ extension S3Client {
     }
 
     /// Discards an upload and its parts. An upload that is already gone counts as aborted.
-    public func abortMultipartUpload(key: String, uploadId: String, credentials: S3Credentials) async throws(S3Error) {
+    package func abortMultipartUpload(key: String, uploadId: String, credentials: S3Credentials) async throws(S3Error) {
         let operation = "AbortMultipartUpload"
         try checkKey(key, operation: operation)
         let response = try await execute(Request(operation: operation, method: .DELETE, path: objectPath(key),

@@ -5,25 +5,25 @@ import PhotolalaCore
 /// rules the multipart extension shares.
 extension S3Client {
     /// What HEAD tells about an object.
-    public struct ObjectInfo: Sendable, Equatable {
-        public var size: Int64
+    package struct ObjectInfo: Sendable, Equatable {
+        package var size: Int64
         /// Without the surrounding quotes; the hex MD5 for a single-PUT object.
-        public var etag: String
+        package var etag: String
         /// `x-amz-storage-class`; nil means STANDARD (S3 leaves the header out for it).
-        public var storageClass: String?
+        package var storageClass: String?
         /// For an object in an archive class: whether a copy was asked back (`RestoreObject`)
         /// and whether it can be read now (`x-amz-restore`).
-        public var restore: Restore?
+        package var restore: Restore?
         /// `x-amz-server-side-encryption`: `AES256`, `aws:kms`, `aws:kms:dsse`; nil when S3
         /// says nothing. Under `aws:kms*` the ETag is not the MD5 of the bytes.
-        public var serverSideEncryption: String?
+        package var serverSideEncryption: String?
 
-        public enum Restore: Sendable, Equatable {
+        package enum Restore: Sendable, Equatable {
             case inProgress
             case available
         }
 
-        public init(size: Int64, etag: String, storageClass: String? = nil, restore: Restore? = nil,
+        package init(size: Int64, etag: String, storageClass: String? = nil, restore: Restore? = nil,
                     serverSideEncryption: String? = nil) {
             self.size = size
             self.etag = etag
@@ -33,12 +33,12 @@ extension S3Client {
         }
 
         /// SSE-KMS: the ETag is not an MD5, so only reading the bytes back proves them.
-        public var etagIsNotMD5: Bool {
+        package var etagIsNotMD5: Bool {
             serverSideEncryption?.lowercased().hasPrefix("aws:kms") ?? false
         }
 
         /// GLACIER and DEEP_ARCHIVE objects cannot be read until a copy is brought back.
-        public var needsRestore: Bool {
+        package var needsRestore: Bool {
             guard let storageClass, ["GLACIER", "DEEP_ARCHIVE"].contains(storageClass) else { return false }
             return restore != .available
         }
@@ -57,7 +57,7 @@ extension S3Client {
     ///   - expected: the identity the file had when it was hashed; anything else now at
     ///     `path` is refused (`.localFile`) before a byte is read.
     ///   - followSymlinks: false refuses a symlink at `path`.
-    public func putObject(key: String, path: String, offset: Int64 = 0, length: Int64? = nil,
+    package func putObject(key: String, path: String, offset: Int64 = 0, length: Int64? = nil,
                           contentMD5: String, contentType: String, metadata: [String: String] = [:],
                           storageClass: String? = nil, payloadSHA256: String? = nil,
                           expected: FileIdentity? = nil, followSymlinks: Bool = true, ifNoneMatch: Bool = false,
@@ -90,7 +90,7 @@ extension S3Client {
     ///
     /// A 403 throws an `S3Error` of kind `.forbidden`: a role policy may deny HeadObject,
     /// and the caller then treats existence as unknown and uploads.
-    public func headObject(key: String, credentials: S3Credentials) async throws(S3Error) -> ObjectInfo? {
+    package func headObject(key: String, credentials: S3Credentials) async throws(S3Error) -> ObjectInfo? {
         let operation = "HeadObject"
         try checkKey(key, operation: operation)
         let response = try await execute(Request(operation: operation, method: .HEAD, path: objectPath(key), key: key),
@@ -120,7 +120,7 @@ extension S3Client {
     ///   - ifMatch: replace only the object with this ETag (compare-and-swap).
     ///   - ifNoneMatch: only if the key is free.
     ///   A condition that does not hold throws `.preconditionFailed`.
-    public func putObject(key: String, bytes: [UInt8], contentType: String, metadata: [String: String] = [:],
+    package func putObject(key: String, bytes: [UInt8], contentType: String, metadata: [String: String] = [:],
                           ifMatch: String? = nil, ifNoneMatch: Bool = false,
                           credentials: S3Credentials) async throws(S3Error) -> String {
         let operation = "PutObject"

@@ -7,17 +7,17 @@ import NIOHTTP1
 /// ones streamed a buffer at a time (a restore, `verify --deep`), so memory stays flat.
 extension S3Client {
     /// What a GET answered besides the bytes.
-    public struct ObjectHead: Sendable, Equatable {
+    package struct ObjectHead: Sendable, Equatable {
         /// Without the quotes.
-        public var etag: String
+        package var etag: String
         /// Bytes in this answer (the range's length for a ranged GET).
-        public var contentLength: Int64
+        package var contentLength: Int64
         /// The whole object's size (from `Content-Range` for a ranged GET).
-        public var objectSize: Int64
+        package var objectSize: Int64
     }
 
     /// The whole object, which must fit in `maximumResponseBytes`.
-    public func getObject(key: String, credentials: S3Credentials) async throws(S3Error) -> [UInt8] {
+    package func getObject(key: String, credentials: S3Credentials) async throws(S3Error) -> [UInt8] {
         let operation = "GetObject"
         try checkKey(key, operation: operation)
         let response = try await execute(Request(operation: operation, method: .GET, path: objectPath(key), key: key),
@@ -27,7 +27,7 @@ extension S3Client {
     }
 
     /// A small object and its ETag, or nil when there is no such key.
-    public func getObjectIfPresent(key: String, credentials: S3Credentials) async throws(S3Error) -> (bytes: [UInt8], etag: String)? {
+    package func getObjectIfPresent(key: String, credentials: S3Credentials) async throws(S3Error) -> (bytes: [UInt8], etag: String)? {
         let operation = "GetObject"
         try checkKey(key, operation: operation)
         let response = try await execute(Request(operation: operation, method: .GET, path: objectPath(key), key: key),
@@ -48,7 +48,7 @@ extension S3Client {
     ///   `consume` throws, with its error in the message; the transfer errors of `execute`.
     ///   - onHead: told the answer's head (the range's length, the object's size) before
     ///     the first byte, so a relay can announce the length it is about to send.
-    public func getObject(key: String, range: ClosedRange<Int64>? = nil, expectedBytes: Int64 = 0,
+    package func getObject(key: String, range: ClosedRange<Int64>? = nil, expectedBytes: Int64 = 0,
                           credentials: S3Credentials,
                           onHead: (@Sendable (ObjectHead) async throws -> Void)? = nil,
                           consume: @Sendable (ByteBuffer) async throws -> Void) async throws(S3Error) -> ObjectHead {

@@ -2,7 +2,7 @@ import Foundation
 
 /// Bringing an object in an archive class (GLACIER, DEEP_ARCHIVE) back for reading.
 extension S3Client {
-    public enum RestoreRequest: Sendable, Equatable {
+    package enum RestoreRequest: Sendable, Equatable {
         /// Asked for now; HEAD says when it is ready (`ObjectInfo.restore`).
         case started
         /// Already asked for earlier, not ready yet.
@@ -13,7 +13,7 @@ extension S3Client {
 
     /// `RestoreObject` for `days` days at `tier` (`Standard`: hours for GLACIER, up to 12 h
     /// for DEEP_ARCHIVE; `Bulk`: cheaper and slower).
-    public func restoreObject(key: String, days: Int = 7, tier: String = "Standard",
+    package func restoreObject(key: String, days: Int = 7, tier: String = "Standard",
                               credentials: S3Credentials) async throws(S3Error) -> RestoreRequest {
         let operation = "RestoreObject"
         try checkKey(key, operation: operation)

@@ -11,21 +11,21 @@ import Logging
 /// offset is a plain property the uploader updates after a `clockSkew` error.
 ///
 /// Every failure is an `S3Error` whose `kind` says what to do next.
-public struct S3Client: Sendable {
-    public static let maximumSinglePutSize: Int64 = 5 << 30
-    public static let maximumPartCount = 10_000
+package struct S3Client: Sendable {
+    package static let maximumSinglePutSize: Int64 = 5 << 30
+    package static let maximumPartCount = 10_000
 
-    public var configuration: Configuration
+    package var configuration: Configuration
     /// Seconds added to the local clock when signing (S3's time minus ours); set it from
     /// `S3Error.clockOffset(localNow:)` after a `clockSkew` error.
-    public var clockOffset: TimeInterval
-    public let httpClient: HTTPClient
-    public var logger: Logger
+    package var clockOffset: TimeInterval
+    package let httpClient: HTTPClient
+    package var logger: Logger
     let signer: SigV4Signer
     let target: Target
 
     /// Uses `httpClient`, which the caller keeps and shuts down.
-    public init(configuration: Configuration, httpClient: HTTPClient, clockOffset: TimeInterval = 0,
+    package init(configuration: Configuration, httpClient: HTTPClient, clockOffset: TimeInterval = 0,
                 logger: Logger = Logger(label: "photolalad.s3")) throws(S3Error) {
         self.configuration = configuration
         self.httpClient = httpClient
@@ -36,7 +36,7 @@ public struct S3Client: Sendable {
     }
 
     /// Creates its own `HTTPClient` (see `makeHTTPClient`); call `shutdown()` when done.
-    public init(configuration: Configuration, clockOffset: TimeInterval = 0,
+    package init(configuration: Configuration, clockOffset: TimeInterval = 0,
                 logger: Logger = Logger(label: "photolalad.s3")) throws(S3Error) {
         try self.init(configuration: configuration, httpClient: Self.makeHTTPClient(), clockOffset: clockOffset,
                       logger: logger)
@@ -49,7 +49,7 @@ public struct S3Client: Sendable {
     /// (refused, TLS refused) fails its requests at once instead of being retried by the
     /// pool until their deadline: the uploader's own backoff retries, and status says why.
     /// TLS trust comes with each request (`Configuration.trust`).
-    public static func makeHTTPClient(connectTimeout: TimeInterval = 10, idleTimeout: TimeInterval = 60,
+    package static func makeHTTPClient(connectTimeout: TimeInterval = 10, idleTimeout: TimeInterval = 60,
                                       maximumConnectionsPerHost: Int = 8, connectProxy: ConnectProxy? = nil) -> HTTPClient {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
@@ -66,16 +66,16 @@ public struct S3Client: Sendable {
     }
 
     /// Shuts the underlying `HTTPClient` down; only for a client made by `init(configuration:)`.
-    public func shutdown() async throws {
+    package func shutdown() async throws {
         try await httpClient.shutdown()
     }
 
     /// True when bodies go over plain HTTP and must therefore be signed with their real SHA-256.
-    public var signsPayload: Bool { !target.usesTLS }
+    package var signsPayload: Bool { !target.usesTLS }
 
     /// The deadline for a request carrying `bodyBytes`: the minimum plus the time the body
     /// takes at the minimum throughput.
-    public func requestTimeout(bodyBytes: Int64) -> TimeInterval {
+    package func requestTimeout(bodyBytes: Int64) -> TimeInterval {
         configuration.minimumRequestTimeout + Double(max(0, bodyBytes)) / configuration.minimumThroughput
     }
 }

@@ -9,8 +9,8 @@ import FoundationXML
 /// body, so their code is synthesised from the status. Transport failures (refused,
 /// timed out, reset), a local file that cannot be read and cancellation are folded in
 /// too, so an uploader has one type to switch on.
-public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
-    public enum Kind: String, Sendable, Equatable {
+package struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
+    package enum Kind: String, Sendable, Equatable {
         /// Retry with backoff: 5xx, throttling, timeouts, a dropped connection.
         case transient
         /// The STS credentials expired or were revoked: refresh them, then retry.
@@ -36,24 +36,24 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
         case permanent
     }
 
-    public var kind: Kind
+    package var kind: Kind
     /// HTTP status; nil when no response arrived.
-    public var status: Int?
+    package var status: Int?
     /// S3's error code (`AccessDenied`, `SlowDown`, …) or a local one (`NetworkError`,
     /// `Timeout`, `LocalFileError`, `Cancelled`, `MalformedResponse`, `InvalidRequest`).
-    public var code: String
-    public var message: String
+    package var code: String
+    package var message: String
     /// `x-amz-request-id`: what AWS support asks for.
-    public var requestId: String?
+    package var requestId: String?
     /// `x-amz-id-2`, the extended request id.
-    public var hostId: String?
+    package var hostId: String?
     /// The server's `Date` header (or `<ServerTime>`): what a clock offset is computed from.
-    public var serverDate: Date?
+    package var serverDate: Date?
     /// The S3 operation (`PutObject`, `UploadPart`, …), for the log line.
-    public var operation: String?
-    public var key: String?
+    package var operation: String?
+    package var key: String?
 
-    public init(kind: Kind, status: Int? = nil, code: String, message: String, requestId: String? = nil,
+    package init(kind: Kind, status: Int? = nil, code: String, message: String, requestId: String? = nil,
                 hostId: String? = nil, serverDate: Date? = nil, operation: String? = nil, key: String? = nil) {
         self.kind = kind
         self.status = status
@@ -67,11 +67,11 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Seconds to add to the local clock to match S3's (server time minus `localNow`).
-    public func clockOffset(localNow: Date = Date()) -> TimeInterval? {
+    package func clockOffset(localNow: Date = Date()) -> TimeInterval? {
         serverDate.map { $0.timeIntervalSince(localNow) }
     }
 
-    public var description: String {
+    package var description: String {
         var text = operation.map { "\($0) " } ?? ""
         if let key { text += "\(key) " }
         text += "failed: "
@@ -86,7 +86,7 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// What the user (or the daemon on their behalf) should do.
-    public var advice: String {
+    package var advice: String {
         switch kind {
         case .transient:
             return "This is temporary; the upload will be retried with backoff."
@@ -133,7 +133,7 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
 
     // MARK: - Classification
 
-    public static func classify(status: Int?, code: String) -> Kind {
+    package static func classify(status: Int?, code: String) -> Kind {
         switch code {
         case "SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling",
              "ThrottlingException", "RequestThrottled", "TooManyRequests", "IncompleteBody",
@@ -174,7 +174,7 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
     /// Builds the error for a failed response. `body` may be empty (HEAD) or not XML (a
     /// proxy's HTML page): the status then decides, and `x-amz-error-code` is used when
     /// S3 sent it.
-    public static func decode(status: Int, headers: [(name: String, value: String)], body: [UInt8],
+    package static func decode(status: Int, headers: [(name: String, value: String)], body: [UInt8],
                               operation: String? = nil, key: String? = nil) -> S3Error {
         func header(_ name: String) -> String? {
             headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
@@ -210,15 +210,15 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// The fields of an `<Error>` document. Also what a 200 answer to
     /// CompleteMultipartUpload carries when the completion failed after the status was sent.
-    public struct ErrorDocument: Sendable, Equatable {
-        public var code: String
-        public var message: String?
-        public var requestId: String?
-        public var hostId: String?
-        public var serverTime: String?
+    package struct ErrorDocument: Sendable, Equatable {
+        package var code: String
+        package var message: String?
+        package var requestId: String?
+        package var hostId: String?
+        package var serverTime: String?
 
         /// Nil unless `body` is XML whose root element is `Error`.
-        public static func parse(_ body: [UInt8]) -> ErrorDocument? {
+        package static func parse(_ body: [UInt8]) -> ErrorDocument? {
             guard let root = S3XMLElement.parse(body), root.name == "Error" else { return nil }
             return ErrorDocument(code: root.childText("Code") ?? "UnknownError", message: root.childText("Message"),
                                  requestId: root.childText("RequestId"), hostId: root.childText("HostId"),

@@ -16,33 +16,33 @@ import Foundation
 /// encoding, no dot-segment removal: `a/../b` and `a//b` are distinct object keys).
 /// Every other service gets RFC 3986 dot-segment removal and a second encoding, as
 /// AWS's generic signing rules require.
-public struct SigV4Signer: Sendable, Equatable {
-    public static let algorithm = "AWS4-HMAC-SHA256"
+package struct SigV4Signer: Sendable, Equatable {
+    package static let algorithm = "AWS4-HMAC-SHA256"
     /// The payload hash to sign when the body is not hashed (over TLS, where Content-MD5
     /// still guards the bytes).
-    public static let unsignedPayload = "UNSIGNED-PAYLOAD"
+    package static let unsignedPayload = "UNSIGNED-PAYLOAD"
     /// SHA-256 of the empty string: the payload hash of GET, HEAD and DELETE.
-    public static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    package static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-    public var region: String
-    public var service: String
+    package var region: String
+    package var service: String
     /// S3's canonical-URI rules (single encoding, no normalisation). Defaults to `service == "s3"`.
-    public var usesS3PathRules: Bool
+    package var usesS3PathRules: Bool
     /// Send and sign `x-amz-content-sha256` (S3 requires it). Defaults to `service == "s3"`.
-    public var signsContentSHA256Header: Bool
+    package var signsContentSHA256Header: Bool
 
-    public init(region: String, service: String = "s3") {
+    package init(region: String, service: String = "s3") {
         self.region = region
         self.service = service
         usesS3PathRules = service == "s3"
         signsContentSHA256Header = service == "s3"
     }
 
-    public struct Header: Sendable, Equatable {
-        public var name: String
-        public var value: String
+    package struct Header: Sendable, Equatable {
+        package var name: String
+        package var value: String
 
-        public init(_ name: String, _ value: String) {
+        package init(_ name: String, _ value: String) {
             self.name = name
             self.value = value
         }
@@ -50,11 +50,11 @@ public struct SigV4Signer: Sendable, Equatable {
 
     /// One query parameter, not encoded. A nil value is a bare name (`?uploads`), which
     /// signs as `uploads=`.
-    public struct QueryItem: Sendable, Equatable {
-        public var name: String
-        public var value: String?
+    package struct QueryItem: Sendable, Equatable {
+        package var name: String
+        package var value: String?
 
-        public init(_ name: String, _ value: String? = nil) {
+        package init(_ name: String, _ value: String? = nil) {
             self.name = name
             self.value = value
         }
@@ -63,18 +63,18 @@ public struct SigV4Signer: Sendable, Equatable {
     /// Everything signing produced. `headersToAdd` are what the request must carry on top
     /// of the headers that were signed; `requestTarget` is the path and query exactly as
     /// they were signed, for the request line.
-    public struct Signature: Sendable, Equatable {
-        public var canonicalRequest: String
-        public var stringToSign: String
-        public var signature: String
-        public var signedHeaders: String
-        public var credentialScope: String
-        public var amzDate: String
-        public var authorization: String
-        public var headersToAdd: [Header]
-        public var canonicalURI: String
-        public var canonicalQuery: String
-        public var requestTarget: String
+    package struct Signature: Sendable, Equatable {
+        package var canonicalRequest: String
+        package var stringToSign: String
+        package var signature: String
+        package var signedHeaders: String
+        package var credentialScope: String
+        package var amzDate: String
+        package var authorization: String
+        package var headersToAdd: [Header]
+        package var canonicalURI: String
+        package var canonicalQuery: String
+        package var requestTarget: String
     }
 
     /// Signs one request.
@@ -88,7 +88,7 @@ public struct SigV4Signer: Sendable, Equatable {
     ///     a session token) are added here and replace any passed in.
     ///   - payloadHash: lowercase hex SHA-256 of the body, or `unsignedPayload`.
     ///   - date: the signing time; callers apply their clock offset before passing it.
-    public func sign(method: String, path: String, query: [QueryItem] = [], headers: [Header],
+    package func sign(method: String, path: String, query: [QueryItem] = [], headers: [Header],
                      payloadHash: String, credentials: S3Credentials, date: Date) -> Signature {
         let amzDate = Self.amzDate(date)
         let day = String(amzDate.prefix(8))
@@ -130,7 +130,7 @@ public struct SigV4Signer: Sendable, Equatable {
     }
 
     /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, day), region), service), "aws4_request").
-    public func signingKey(secret: String, day: String) -> [UInt8] {
+    package func signingKey(secret: String, day: String) -> [UInt8] {
         var key = HMACSHA256.authenticationCode(key: Array(("AWS4" + secret).utf8), message: day)
         key = HMACSHA256.authenticationCode(key: key, message: region)
         key = HMACSHA256.authenticationCode(key: key, message: service)
@@ -139,7 +139,7 @@ public struct SigV4Signer: Sendable, Equatable {
 
     // MARK: - Canonical pieces
 
-    public func canonicalURI(_ path: String) -> String {
+    package func canonicalURI(_ path: String) -> String {
         let path = path.isEmpty ? "/" : path
         if usesS3PathRules {
             // Re-encoding each decoded segment is the identity for a path built with
@@ -157,13 +157,13 @@ public struct SigV4Signer: Sendable, Equatable {
 
     /// Parameters sorted by encoded name, then encoded value (byte order), each encoded
     /// with AWS's rules (everything but unreserved characters, `/` and `=` included).
-    public static func canonicalQuery(_ items: [QueryItem]) -> String {
+    package static func canonicalQuery(_ items: [QueryItem]) -> String {
         encodedSorted(items).map { "\($0.name)=\($0.value ?? "")" }.joined(separator: "&")
     }
 
     /// The query as sent: the canonical order and encoding, but a bare name stays bare
     /// (some servers tell `?uploads` from `?uploads=`).
-    public static func wireQuery(_ items: [QueryItem]) -> String {
+    package static func wireQuery(_ items: [QueryItem]) -> String {
         encodedSorted(items).map { item in item.value.map { "\(item.name)=\($0)" } ?? item.name }
             .joined(separator: "&")
     }
@@ -180,7 +180,7 @@ public struct SigV4Signer: Sendable, Equatable {
     /// Lowercased names sorted by byte order, values trimmed with inner runs of
     /// whitespace collapsed to one space, repeated names joined with commas in the order
     /// given. Returns the block (each line ending in a newline) and the signed-headers list.
-    public static func canonicalHeaders(_ headers: [Header]) -> (block: String, signedHeaders: String) {
+    package static func canonicalHeaders(_ headers: [Header]) -> (block: String, signedHeaders: String) {
         var order: [String] = []
         var values: [String: [String]] = [:]
         for header in headers {
@@ -197,12 +197,12 @@ public struct SigV4Signer: Sendable, Equatable {
 
     /// AWS's URI encoding: every byte but `A–Z a–z 0–9 - . _ ~` as `%XX` (upper-case hex);
     /// `/` kept when `encodeSlash` is false (object keys in paths).
-    public static func uriEncode(_ text: String, encodeSlash: Bool) -> String {
+    package static func uriEncode(_ text: String, encodeSlash: Bool) -> String {
         uriEncode(Array(text.utf8), encodeSlash: encodeSlash)
     }
 
     /// The request-line path for an object key: every segment encoded once, `/` kept.
-    public static func encodePath(_ key: String) -> String {
+    package static func encodePath(_ key: String) -> String {
         uriEncode(key, encodeSlash: false)
     }
 
@@ -291,7 +291,7 @@ public struct SigV4Signer: Sendable, Equatable {
 
     /// `YYYYMMDD'T'HHMMSS'Z'` in UTC; `gmtime_r` rather than a DateFormatter, which is
     /// neither cheap nor safe to share across threads.
-    public static func amzDate(_ date: Date) -> String {
+    package static func amzDate(_ date: Date) -> String {
         var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
         var parts = tm()
         gmtime_r(&seconds, &parts)

@@ -2,7 +2,7 @@ import Foundation
 
 /// Why a server's certificate was refused, as far as its own fields tell, and the
 /// sentence that says what to do about it. Pure: the certificate and the time come in.
-public enum CertificateProblem: Sendable, Equatable {
+package enum CertificateProblem: Sendable, Equatable {
     case expired(notAfter: Date, now: Date)
     case notYetValid(notBefore: Date, now: Date)
     case wrongHost(names: [String])
@@ -13,7 +13,7 @@ public enum CertificateProblem: Sendable, Equatable {
 
     /// Dates first: an expired certificate is refused whoever issued it, and a wrong
     /// clock here makes every certificate look expired or not yet valid.
-    public static func diagnose(_ failure: TLSFailure, peer: PeerCertificate?, now: Date) -> CertificateProblem {
+    package static func diagnose(_ failure: TLSFailure, peer: PeerCertificate?, now: Date) -> CertificateProblem {
         guard let peer else { return .unexplained(failure) }
         if now > peer.notAfter { return .expired(notAfter: peer.notAfter, now: now) }
         if now < peer.notBefore { return .notYetValid(notBefore: peer.notBefore, now: now) }
@@ -21,7 +21,7 @@ public enum CertificateProblem: Sendable, Equatable {
         return .untrusted(issuer: peer.issuer, selfSigned: peer.selfIssued)
     }
 
-    public func sentence(host: String, caFile: String?) -> String {
+    package func sentence(host: String, caFile: String?) -> String {
         let lead = "certificate for \(host) is not trusted: "
         switch self {
         case let .expired(notAfter, now):

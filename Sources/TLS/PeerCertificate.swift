@@ -4,15 +4,15 @@ import X509
 
 /// What a server's certificate says about itself: enough to tell a user why it was
 /// refused. Read from the DER bytes with swift-certificates.
-public struct PeerCertificate: Sendable, Equatable {
-    public var subject: String
-    public var issuer: String
+package struct PeerCertificate: Sendable, Equatable {
+    package var subject: String
+    package var issuer: String
     /// Its subject alternative names: DNS names and IP addresses, as text.
-    public var names: [String]
-    public var notBefore: Date
-    public var notAfter: Date
+    package var names: [String]
+    package var notBefore: Date
+    package var notAfter: Date
 
-    public init(subject: String, issuer: String, names: [String], notBefore: Date, notAfter: Date) {
+    package init(subject: String, issuer: String, names: [String], notBefore: Date, notAfter: Date) {
         self.subject = subject
         self.issuer = issuer
         self.names = names
@@ -20,7 +20,7 @@ public struct PeerCertificate: Sendable, Equatable {
         self.notAfter = notAfter
     }
 
-    public init(der: [UInt8]) throws {
+    package init(der: [UInt8]) throws {
         let certificate = try Certificate(derEncoded: der)
         subject = certificate.subject.description
         issuer = certificate.issuer.description
@@ -31,7 +31,7 @@ public struct PeerCertificate: Sendable, Equatable {
     }
 
     /// A self-signed certificate names itself as its issuer.
-    public var selfIssued: Bool { subject == issuer }
+    package var selfIssued: Bool { subject == issuer }
 
     static func text(_ name: GeneralName) -> String? {
         switch name {

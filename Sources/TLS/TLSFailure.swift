@@ -1,7 +1,7 @@
 import NIOSSL
 
 /// A TLS failure, recognised among the errors a request can end with.
-public enum TLSFailure: Sendable, Equatable {
+package enum TLSFailure: Sendable, Equatable {
     /// The chain did not verify: an unknown or self-signed CA, an expired certificate or
     /// one not valid yet. BoringSSL does not say which (`CERTIFICATE_VERIFY_FAILED`).
     case certificateRejected
@@ -13,7 +13,7 @@ public enum TLSFailure: Sendable, Equatable {
     /// the associated value is BoringSSL's reason.
     case handshake(String)
 
-    public init?(_ error: any Error) {
+    package init?(_ error: any Error) {
         if let error = error as? NIOSSLExtraError {
             guard error == .failedToValidateHostname else { return nil }
             self = .wrongHost

@@ -7,15 +7,15 @@ import NIOSSL
 /// request rather than on the client, so a reload that changes the file takes effect
 /// with the next connection, and connections made under the old trust are never reused
 /// under the new one (the connection pool is keyed by it).
-public struct TLSTrust: Sendable, Equatable {
+package struct TLSTrust: Sendable, Equatable {
     /// The PEM file of extra CA certificates, as configured.
-    public let caFile: String?
+    package let caFile: String?
     /// The file's certificates as read when the settings were loaded. When they could not
     /// be read then, NIOSSL is given the path and the failure surfaces on the request,
     /// where `explain` names the file: never a silent fall-back to the system store alone.
     let extraRoots: NIOSSLAdditionalTrustRoots?
 
-    public init(caFile: String?) {
+    package init(caFile: String?) {
         let path = caFile.flatMap { $0.isEmpty ? nil : $0 }
         self.caFile = path
         guard let path else {
@@ -30,11 +30,11 @@ public struct TLSTrust: Sendable, Equatable {
     }
 
     /// The system's store only.
-    public static let system = TLSTrust(caFile: nil)
+    package static let system = TLSTrust(caFile: nil)
 
     /// A client configuration that verifies the chain, the validity dates and the host
     /// name against this trust, with TLS 1.2 at least.
-    public var configuration: TLSConfiguration {
+    package var configuration: TLSConfiguration {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.minimumTLSVersion = .tlsv12
         configuration.certificateVerification = .fullVerification
@@ -47,7 +47,7 @@ public struct TLSTrust: Sendable, Equatable {
     /// saying what is wrong and what to do; nil when it is not a TLS failure. A rejected
     /// certificate is fetched once more, unverified, to tell an expired one from a wrong
     /// host name or an unknown CA (BoringSSL reports them all as CERTIFICATE_VERIFY_FAILED).
-    public func explain(_ error: any Error, host: String, port: Int) async -> String? {
+    package func explain(_ error: any Error, host: String, port: Int) async -> String? {
         guard let failure = TLSFailure(error) else { return nil }
         switch failure {
         case .caFileUnusable(let detail):

@@ -156,7 +156,7 @@ extension ThumbnailService {
     }
 
     /// The stage's part of the status (cli.md's `thumbnails`).
-    public func contribute(to s: inout DaemonStatus) {
+    package func contribute(to s: inout DaemonStatus) {
         guard let counts = try? database.photoCounts() else { return }
         s.thumbnails = DaemonStatus.Thumbnails(done: counts.ready, pending: options.enabled ? counts.pending + counts.unseen : 0,
                                                failed: counts.failed)

@@ -18,18 +18,18 @@ import Upload
 /// transaction per step. Decoding happens only in sandboxed worker processes
 /// (`PreviewWorkerSlot`). Originals come first: while objects wait to be uploaded the
 /// stage waits, and its workers run at the lowest CPU and I/O priority.
-public actor ThumbnailService: Service {
-    public struct Options: Sendable, Equatable {
+package actor ThumbnailService: Service {
+    package struct Options: Sendable, Equatable {
         /// `catalog.enabled`: false turns the stage off.
-        public var enabled: Bool
+        package var enabled: Bool
         /// Photos read at once (one worker process each): few, a NAS has few cores.
-        public var concurrency: Int
+        package var concurrency: Int
         /// `watch.follow_symlinks`: a path may be a link, read through it as hashed.
-        public var followSymlinks: Bool
+        package var followSymlinks: Bool
         /// The system's CAs plus `tls.ca_file`, as for the uploads.
-        public var trust: TLSTrust
+        package var trust: TLSTrust
 
-        public init(_ settings: Settings) {
+        package init(_ settings: Settings) {
             enabled = settings.catalog.enabled
             concurrency = max(1, min(2, ProcessInfo.processInfo.activeProcessorCount / 2))
             followSymlinks = settings.watch.followSymlinks
@@ -55,7 +55,7 @@ public actor ThumbnailService: Service {
     var workerProblem: String?
     var clockOffset: TimeInterval = 0
 
-    public init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger,
+    package init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger,
                 workers: PreviewWorkerSlot.Options = .init()) {
         self.database = database
         self.account = account
@@ -66,14 +66,14 @@ public actor ThumbnailService: Service {
         http = S3Client.makeHTTPClient(maximumConnectionsPerHost: 4)
     }
 
-    public func apply(_ new: Options) async {
+    package func apply(_ new: Options) async {
         let concurrencyChanged = new.concurrency != options.concurrency
         options = new
         if concurrencyChanged { logger.notice("the number of preview workers takes effect at the next restart") }
         await signal.notify()
     }
 
-    public func run() async throws {
+    package func run() async throws {
         let gateChanges = gate.changes()
         let uploaded = database.signals.uploaded
         let retried = database.signals.photosRetried

@@ -6,18 +6,18 @@ import Queue
 /// of the user's photos completed; with a HEAD per object where listing is refused or
 /// failing; and right after a sign-in, by waiting for the first listing, so photos
 /// already in the bucket cost no request of their own at all.
-public struct PresenceCheck: Sendable, Equatable {
+package struct PresenceCheck: Sendable, Equatable {
     /// How long uploads wait for a first listing to begin before asking with HEAD instead
     /// (the inventory stage begins one within a second of a sign-in).
-    public var firstListingWait: TimeInterval = 60
+    package var firstListingWait: TimeInterval = 60
     /// A first listing that records no page for this long is taken for stuck: HEAD
     /// meanwhile. A page takes well under a second from S3; this is for a hung pass.
-    public var stalledListing: TimeInterval = 120
+    package var stalledListing: TimeInterval = 120
 
-    public init() {}
+    package init() {}
 
     /// How the uploader finds out, for every object, for now.
-    public enum Mode: Sendable, Equatable {
+    package enum Mode: Sendable, Equatable {
         /// A complete listing exists: listed or not listed is the answer.
         case inventory
         /// No usable listing (refused, failing, stuck): a HEAD per object, as before listings.
@@ -30,7 +30,7 @@ public struct PresenceCheck: Sendable, Equatable {
     /// - Parameters:
     ///   - listing: the listing of `photos/{userId}/`, nil if none ever began.
     ///   - waitingSince: when the uploader first wanted to upload for this user.
-    public func mode(listing: InventoryListing?, waitingSince: Date, now: Date) -> Mode {
+    package func mode(listing: InventoryListing?, waitingSince: Date, now: Date) -> Mode {
         guard let listing else {
             let until = waitingSince.addingTimeInterval(firstListingWait)
             return now < until ? .wait(until: until) : .head
@@ -46,7 +46,7 @@ public struct PresenceCheck: Sendable, Equatable {
     }
 
     /// What to do for one object.
-    public enum Step: Sendable, Equatable {
+    package enum Step: Sendable, Equatable {
         /// In the bucket with its size: mark it uploaded, send nothing.
         case alreadyThere
         /// Ask S3 first.
@@ -59,7 +59,7 @@ public struct PresenceCheck: Sendable, Equatable {
     /// - Parameters:
     ///   - presence: what the inventory knows of the object's key.
     ///   - overwrite: `verify` found the object in the bucket wrong: replace it, unasked.
-    public func step(mode: Mode, presence: InventoryPresence, size: Int64, overwrite: Bool) -> Step {
+    package func step(mode: Mode, presence: InventoryPresence, size: Int64, overwrite: Bool) -> Step {
         if overwrite { return .put(ifNoneMatch: false) }
         guard mode == .inventory else { return .head }
         switch presence {
@@ -74,7 +74,7 @@ public struct PresenceCheck: Sendable, Equatable {
     }
 
     /// After a HEAD answered: `size` nil means no such key.
-    public func afterHead(listedSize: Int64?, size: Int64) -> Step {
+    package func afterHead(listedSize: Int64?, size: Int64) -> Step {
         guard let listedSize else { return .put(ifNoneMatch: true) }
         return listedSize == size ? .alreadyThere : .put(ifNoneMatch: false)
     }

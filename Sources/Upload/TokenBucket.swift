@@ -3,24 +3,24 @@ import Foundation
 /// `upload.bandwidth_limit` across every uploader: one bucket of bytes refilled at the
 /// rate, up to one second's worth. Senders take what they are about to send and wait
 /// until the bucket can pay for it.
-public actor TokenBucket {
+package actor TokenBucket {
     private var rate: Double?
     private var tokens: Double
     private var last: ContinuousClock.Instant
 
-    public init(bytesPerSecond: Int64?) {
+    package init(bytesPerSecond: Int64?) {
         rate = bytesPerSecond.map(Double.init)
         tokens = rate ?? 0
         last = .now
     }
 
-    public func setRate(_ bytesPerSecond: Int64?) {
+    package func setRate(_ bytesPerSecond: Int64?) {
         rate = bytesPerSecond.map(Double.init)
         tokens = min(tokens, rate ?? 0)
     }
 
     /// Waits until `bytes` may be sent; returns at once when there is no limit.
-    public func take(_ bytes: Int) async {
+    package func take(_ bytes: Int) async {
         guard let rate, rate > 0 else { return }
         refill(rate)
         tokens -= Double(bytes)

@@ -5,23 +5,23 @@ import S3
 /// Every retry decision of the uploader, as a pure value: what an S3 error means for the
 /// object (retry, refresh, re-read, give up) and how long each kind of wait is. A change
 /// of the retry policy is this file and its test.
-public struct UploadPolicy: Sendable, Equatable {
+package struct UploadPolicy: Sendable, Equatable {
     /// An object put back in the queue: 4 s, 8 s, … up to 5 minutes, full jitter (AWS's
     /// advice for many clients), never under a second.
-    public var object = Backoff(base: 4, cap: 300, jitter: .full, floor: 1)
+    package var object = Backoff(base: 4, cap: 300, jitter: .full, floor: 1)
     /// One request tried again in place, as the AWS SDKs do, before the object goes back
     /// to the queue: a flaky link costs a second here and there, not minutes.
-    public var request = Backoff(base: 0.5, cap: 1, jitter: .full, floor: 0.1)
-    public var requestRetries = 2
+    package var request = Backoff(base: 0.5, cap: 1, jitter: .full, floor: 0.1)
+    package var requestRetries = 2
     /// S3 failing as a whole, shared by every worker (see `OutageBackoff`).
-    public var outage = OutageBackoff(base: 1, cap: 300)
+    package var outage = OutageBackoff(base: 1, cap: 300)
     /// Writing a result the database refused (a full disk): 1 s doubling to 30 s.
-    public var recording = Backoff(base: 1, cap: 30, jitter: .none)
+    package var recording = Backoff(base: 1, cap: 30, jitter: .none)
 
-    public init() {}
+    package init() {}
 
     /// What to do after an attempt at an object failed.
-    public enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         /// Fetch new STS credentials and try again at once (the first refusal only).
         case refreshCredentials
         /// Sign with S3's clock and try again at once (the first skew only).
@@ -44,7 +44,7 @@ public struct UploadPolicy: Sendable, Equatable {
 
     /// - Parameters: `credentialRetries` / `skewRetries`: how often this attempt already
     ///   refreshed credentials or corrected the clock.
-    public func action(for error: S3Error, credentialRetries: Int, skewRetries: Int) -> Action {
+    package func action(for error: S3Error, credentialRetries: Int, skewRetries: Int) -> Action {
         switch error.kind {
         case .credentialsExpired where credentialRetries == 0:
             return .refreshCredentials
@@ -76,7 +76,7 @@ public struct UploadPolicy: Sendable, Equatable {
 
     /// What a failed `HeadObject` means. A HEAD only saves sending bytes, so it never makes
     /// a file `failed` by itself.
-    public enum HeadVerdict: Sendable, Equatable {
+    package enum HeadVerdict: Sendable, Equatable {
         /// Existence unknown: upload, and let the PUT's answer say what is wrong.
         case unknown
         /// A bare 400 is how `ExpiredToken` / `InvalidToken` arrive on a HEAD (no body):
@@ -87,7 +87,7 @@ public struct UploadPolicy: Sendable, Equatable {
     }
 
     /// - Parameter freshCredentials: the credentials were already refreshed for this attempt.
-    public func headVerdict(_ error: S3Error, freshCredentials: Bool) -> HeadVerdict {
+    package func headVerdict(_ error: S3Error, freshCredentials: Bool) -> HeadVerdict {
         switch error.kind {
         case .forbidden: return .unknown
         case .permanent where error.status == 400 && !freshCredentials: return .staleCredentials
@@ -99,16 +99,16 @@ public struct UploadPolicy: Sendable, Equatable {
     /// Whether a request that failed is tried again in place. An answer that arrived but
     /// could not be read (`MalformedResponse`) is not repeated blindly: the request may
     /// have taken effect, and the object-level retry looks (HEAD, ListParts) first.
-    public func retriesRequest(_ error: S3Error, retriesSoFar: Int) -> Bool {
+    package func retriesRequest(_ error: S3Error, retriesSoFar: Int) -> Bool {
         error.kind == .transient && error.code != "MalformedResponse" && retriesSoFar < requestRetries
     }
 
-    public func requestDelay(retry: Int, random: Double) -> TimeInterval {
+    package func requestDelay(retry: Int, random: Double) -> TimeInterval {
         request.delay(after: retry, random: random)
     }
 
     /// - Parameter attempts: the object's failed attempts, this one included.
-    public func objectDelay(attempts: Int, random: Double) -> TimeInterval {
+    package func objectDelay(attempts: Int, random: Double) -> TimeInterval {
         object.delay(after: attempts, random: random)
     }
 }

@@ -58,7 +58,7 @@ extension UploaderService {
 
     /// The upload stage's part of the status: S3's health, the rate and the time left, and
     /// how it learns whether an object is already there.
-    public func contribute(to s: inout DaemonStatus) {
+    package func contribute(to s: inout DaemonStatus) {
         s.s3 = outage.isActive
             ? DaemonStatus.S3Health(state: .backoff, failures: outage.failures, since: outage.since.map(Timestamp.string),
                                     nextAttemptAt: outage.until.map(Timestamp.string), lastError: outage.lastError)

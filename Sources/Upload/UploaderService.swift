@@ -16,21 +16,21 @@ import TLS
 /// credentials the account service keeps fresh. Transient failures go back to the queue
 /// with `UploadPolicy`'s backoff; only a rejection S3 will repeat makes a file `failed`.
 /// Woken by the queue's `readyToUpload` signal and by the gate (pause, sign-in).
-public actor UploaderService: Service {
-    public struct Options: Sendable, Equatable {
-        public var concurrency: Int
-        public var multipartThreshold: Int64
-        public var partSize: Int64
-        public var storageClass: String
-        public var bandwidthLimit: Int64?
+package actor UploaderService: Service {
+    package struct Options: Sendable, Equatable {
+        package var concurrency: Int
+        package var multipartThreshold: Int64
+        package var partSize: Int64
+        package var storageClass: String
+        package var bandwidthLimit: Int64?
         /// `watch.follow_symlinks`: a queued path may be a link, read through it as hashed.
-        public var followSymlinks: Bool
+        package var followSymlinks: Bool
         /// What an https endpoint's certificate is verified against: the system's store
         /// plus `tls.ca_file`, read now (so a reload re-reads it).
-        public var trust: TLSTrust
+        package var trust: TLSTrust
 
         /// The one mapping from settings, at start and on reload.
-        public init(_ settings: Settings) {
+        package init(_ settings: Settings) {
             let s = settings.upload
             concurrency = s.concurrency
             multipartThreshold = s.multipartThreshold
@@ -49,7 +49,7 @@ public actor UploaderService: Service {
     var options: Options
     let policy: UploadPolicy
     let bandwidth: TokenBucket
-    public nonisolated let meter = RateMeter()
+    package nonisolated let meter = RateMeter()
     let http: HTTPClient
     let signal = WakeSignal()
     var clockOffset: TimeInterval = 0
@@ -65,7 +65,7 @@ public actor UploaderService: Service {
     /// The last mode, so a change is logged once.
     var presenceMode: PresenceCheck.Mode?
 
-    public init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger,
+    package init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger,
                 policy: UploadPolicy = UploadPolicy(), payloadDigests: PayloadDigests = PayloadDigests(),
                 presence: PresenceCheck = PresenceCheck()) {
         self.database = database
@@ -85,7 +85,7 @@ public actor UploaderService: Service {
         http = S3Client.makeHTTPClient(maximumConnectionsPerHost: max(8, options.concurrency * 2), connectProxy: proxy)
     }
 
-    public func apply(_ new: Options) async {
+    package func apply(_ new: Options) async {
         let grew = new.concurrency != options.concurrency
         options = new
         await bandwidth.setRate(new.bandwidthLimit)
@@ -97,7 +97,7 @@ public actor UploaderService: Service {
         for (_, task) in inFlight { task.cancel() }
     }
 
-    public func run() async throws {
+    package func run() async throws {
         // Uploads a crash interrupted go back to the queue (their multipart state stays).
         try database.resetInterruptedUploads()
         let gateChanges = gate.changes()

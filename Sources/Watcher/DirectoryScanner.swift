@@ -10,19 +10,19 @@ import PhotolalaCore
 /// when asked, and every directory is entered once by (device, inode), which also stops
 /// loops through bind mounts. FIFOs, sockets and devices are skipped; unreadable
 /// directories are reported and the walk goes on.
-public struct DirectoryScanner: Sendable {
-    public let filter: PathFilter
-    public let followSymlinks: Bool
-    public let batchSize: Int
-    public let logger: Logger
+package struct DirectoryScanner: Sendable {
+    package let filter: PathFilter
+    package let followSymlinks: Bool
+    package let batchSize: Int
+    package let logger: Logger
     /// The watched folders, resolved. A followed link into one of them is not entered:
     /// what it leads to is scanned under its own path already. The per-scan (device,
     /// inode) set stops loops within one scan, but a scan of a new subdirectory does not
     /// know the rest of the tree, and a link back up (to the folder itself, say) listed
     /// the whole library again under alias paths, each file hashed a second time.
-    public let coveredRoots: [String]
+    package let coveredRoots: [String]
 
-    public init(filter: PathFilter, followSymlinks: Bool = false, batchSize: Int = 1000, coveredRoots: [String] = [],
+    package init(filter: PathFilter, followSymlinks: Bool = false, batchSize: Int = 1000, coveredRoots: [String] = [],
                 logger: Logger = Logger(label: "photolala.watcher.scanner")) {
         self.filter = filter
         self.followSymlinks = followSymlinks
@@ -31,7 +31,7 @@ public struct DirectoryScanner: Sendable {
         self.logger = logger
     }
 
-    public init(options: WatcherOptions, logger: Logger = Logger(label: "photolala.watcher.scanner")) {
+    package init(options: WatcherOptions, logger: Logger = Logger(label: "photolala.watcher.scanner")) {
         self.init(filter: PathFilter(options: options), followSymlinks: options.followSymlinks,
                   coveredRoots: options.folders, logger: logger)
     }
@@ -50,7 +50,7 @@ public struct DirectoryScanner: Sendable {
 
     /// Scans on the calling thread, handing batches to `onBatch` as they fill. Blocking:
     /// call it from a thread of your own, never from the cooperative pool (use `batches`).
-    public func scan(_ path: String, recursive: Bool = true,
+    package func scan(_ path: String, recursive: Bool = true,
                      onBatch: ([ScannedDirectory]) throws -> Void) rethrows -> ScanSummary {
         let cursor = ScanCursor(scanner: self, root: path, recursive: recursive)
         while let output = cursor.next() {
@@ -68,7 +68,7 @@ public struct DirectoryScanner: Sendable {
     /// more is read ahead, so a slow consumer costs at most one batch of memory,
     /// concurrent scans take turns batch by batch, and dropping the stream stops the scan
     /// after the batch in hand. The last element is `.finished(summary)`.
-    public func batches(_ path: String, recursive: Bool = true) -> AsyncStream<ScanOutput> {
+    package func batches(_ path: String, recursive: Bool = true) -> AsyncStream<ScanOutput> {
         let readAhead = ScanReadAhead(ScanCursor(scanner: self, root: path, recursive: recursive))
         return AsyncStream(unfolding: {
             if Task.isCancelled { return nil }

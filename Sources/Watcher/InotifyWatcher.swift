@@ -6,25 +6,25 @@ import PhotolalaCore
 import Synchronization
 
 /// What `photolalactl status` shows under `watch` (filled into `DaemonStatus.Watch`).
-public struct WatcherStatus: Sendable, Equatable {
-    public var folders = 0
+package struct WatcherStatus: Sendable, Equatable {
+    package var folders = 0
     /// Directories with an inotify watch.
-    public var directories = 0
-    public var missingFolders: [String] = []
-    public var watchLimitReached = false
+    package var directories = 0
+    package var missingFolders: [String] = []
+    package var watchLimitReached = false
     /// fs.inotify.max_user_watches, as read at start and when the limit was hit.
-    public var maxUserWatches: Int?
+    package var maxUserWatches: Int?
     /// Directories scanned periodically because they could not be watched.
-    public var unwatchedDirectories = 0
+    package var unwatchedDirectories = 0
 
-    public init() {}
+    package init() {}
 }
 
-public enum WatcherError: Error, Sendable, CustomStringConvertible {
+package enum WatcherError: Error, Sendable, CustomStringConvertible {
     /// The process is out of descriptors or threads.
     case cannotStart(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .cannotStart(let why): "cannot start the folder watcher: \(why)"
         }
@@ -40,14 +40,14 @@ public enum WatcherError: Error, Sendable, CustomStringConvertible {
 ///
 /// All tree state (the wd ↔ directory table) lives on that thread (`WatchTree`); other
 /// threads see only the event stream and `snapshot()`.
-public final class InotifyWatcher: Sendable {
-    public let options: WatcherOptions
+package final class InotifyWatcher: Sendable {
+    package let options: WatcherOptions
     private let logger: Logger
     private let stream: AsyncStream<WatchEvent>
     private let continuation: AsyncStream<WatchEvent>.Continuation
     let shared: WatcherShared
 
-    public convenience init(options: WatcherOptions, logger: Logger) {
+    package convenience init(options: WatcherOptions, logger: Logger) {
         self.init(options: options, logger: logger, watchBudget: nil)
     }
 
@@ -65,12 +65,12 @@ public final class InotifyWatcher: Sendable {
     deinit { stop() }
 
     /// The events, for one consumer. It finishes after `stop()`.
-    public func events() -> AsyncStream<WatchEvent> { stream }
+    package func events() -> AsyncStream<WatchEvent> { stream }
 
     /// Starts the thread, which adds the watches and then reports per folder either
     /// `.scanNeeded(root, .initial)` (watched: scan it now to catch up) or `.folderMissing`.
     /// Returns at once; calling it again does nothing.
-    public func start() throws(WatcherError) {
+    package func start() throws(WatcherError) {
         var fds: [Int32] = [-1, -1]
         let proceed = shared.state.withLock { state -> Bool in
             guard !state.started else { return false }
@@ -105,7 +105,7 @@ public final class InotifyWatcher: Sendable {
     /// Wakes the thread, waits for it to finish (closing inotify drops every watch), and
     /// finishes the event stream. Safe to call more than once and from any thread but the
     /// watcher's own.
-    public func stop() {
+    package func stop() {
         let (thread, wakeWrite) = shared.state.withLock { state -> (pthread_t?, Int32) in
             state.stopping = true
             let taken = (state.thread, state.wakeWrite)
@@ -124,7 +124,7 @@ public final class InotifyWatcher: Sendable {
 
     /// Lists the whole tree again on the watcher's thread and adds the watches that are
     /// missing (directories that could not be watched before). For full rescans.
-    public func rewatch() {
+    package func rewatch() {
         let wake = shared.state.withLock { state -> Int32 in
             state.rewatchRequested = true
             return state.wakeWrite
@@ -135,7 +135,7 @@ public final class InotifyWatcher: Sendable {
         }
     }
 
-    public func snapshot() -> WatcherStatus {
+    package func snapshot() -> WatcherStatus {
         shared.state.withLock { $0.status }
     }
 

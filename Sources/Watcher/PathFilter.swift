@@ -17,48 +17,48 @@ import PhotolalaCore
 /// Swift compares `String`s by canonical equivalence: two names that differ only in
 /// Unicode normalization (NFC vs NFD from a Mac client) are one key in a dictionary. Both
 /// files still reach the scanner; the watcher's directory table keeps the first.
-public struct PathFilter: Sendable, Equatable {
+package struct PathFilter: Sendable, Equatable {
     /// Extensions accepted for files (lower-case, no dot); empty accepts every extension.
-    public let extensions: Set<String>
+    package let extensions: Set<String>
     /// User globs, matched with fnmatch(3) against single names.
-    public let exclude: [String]
+    package let exclude: [String]
 
     /// Built-in names skipped at any depth (config.md), compared ignoring ASCII case
     /// because most arrive from Windows and macOS clients over SMB, whose spelling varies
     /// (`$Recycle.Bin`, `Desktop.ini`).
-    public static let builtInNames: Set<String> = Set([
+    package static let builtInNames: Set<String> = Set([
         "@eaDir", "@__thumb", "#recycle", "#snapshot", "@Recycle", "@Recently-Snapshot",
         "$RECYCLE.BIN", "lost+found", ".SynologyWorkingDirectory", "Thumbs.db", "desktop.ini",
     ].map { $0.lowercased() })
     /// Synology's thumbnail files.
-    public static let builtInPrefixes = ["SYNOFILE_THUMB_"]
+    package static let builtInPrefixes = ["SYNOFILE_THUMB_"]
     /// Partial files of browsers, rsync-likes and editors (files only: a directory named
     /// `x.tmp` may hold finished photos).
-    public static let partialSuffixes = [".part", ".partial", ".tmp", ".crdownload", ".download", "~"]
+    package static let partialSuffixes = [".part", ".partial", ".tmp", ".crdownload", ".download", "~"]
 
     private static let longestBuiltInName = builtInNames.map(\.utf8.count).max() ?? 0
 
-    public init(extensions: Set<String>, exclude: [String]) {
+    package init(extensions: Set<String>, exclude: [String]) {
         self.extensions = Set(extensions.map { $0.lowercased() })
         self.exclude = exclude
     }
 
-    public init(options: WatcherOptions) {
+    package init(options: WatcherOptions) {
         self.init(extensions: options.extensions, exclude: options.exclude)
     }
 
     /// Skipped whatever it is: hidden, a built-in name, or a user glob.
-    public func isExcluded(name: String) -> Bool {
+    package func isExcluded(name: String) -> Bool {
         Self.isBuiltInExcluded(name: name) || matchesUserGlob(name)
     }
 
     /// A directory worth descending into.
-    public func accepts(directoryName name: String) -> Bool {
+    package func accepts(directoryName name: String) -> Bool {
         !name.isEmpty && !isExcluded(name: name)
     }
 
     /// A file worth reading: not excluded, not partial, and with an accepted extension.
-    public func accepts(fileName name: String) -> Bool {
+    package func accepts(fileName name: String) -> Bool {
         // The extension test comes first: it is cheap and rejects most non-photos.
         guard !name.isEmpty, hasAcceptedExtension(name) else { return false }
         guard !Self.isBuiltInExcluded(name: name), !Self.isPartial(name: name) else { return false }
@@ -67,7 +67,7 @@ public struct PathFilter: Sendable, Equatable {
 
     /// Checks every component of `path` below `root` (for paths that come from elsewhere,
     /// e.g. queue entries after the filter changed on reload).
-    public func accepts(filePath path: String, under root: String) -> Bool {
+    package func accepts(filePath path: String, under root: String) -> Bool {
         let root = normalizedPath(root)
         guard PathNames.isInside(path, root) else { return false }
         let relative = Substring(path.utf8.dropFirst(root == "/" ? 1 : root.utf8.count + 1))
@@ -77,7 +77,7 @@ public struct PathFilter: Sendable, Equatable {
         return accepts(fileName: String(file))
     }
 
-    public static func isBuiltInExcluded(name: String) -> Bool {
+    package static func isBuiltInExcluded(name: String) -> Bool {
         let utf8 = name.utf8
         if utf8.first == UInt8(ascii: ".") { return true }
         if utf8.count <= longestBuiltInName, builtInNames.contains(name.lowercased()) { return true }
@@ -85,7 +85,7 @@ public struct PathFilter: Sendable, Equatable {
         return false
     }
 
-    public static func isPartial(name: String) -> Bool {
+    package static func isPartial(name: String) -> Bool {
         partialSuffixes.contains { hasSuffixIgnoringASCIICase(name, $0) }
     }
 
@@ -120,12 +120,12 @@ public struct PathFilter: Sendable, Equatable {
 
     /// The one place where a name's bytes become a `String`: nil when they are not valid
     /// UTF-8 (the caller logs and skips).
-    public static func name(fromCString cName: UnsafePointer<CChar>) -> String? {
+    package static func name(fromCString cName: UnsafePointer<CChar>) -> String? {
         String(validatingCString: cName)
     }
 
     /// A readable rendering of bytes that are not valid UTF-8, for log lines only.
-    public static func lossyName(fromCString cName: UnsafePointer<CChar>) -> String {
+    package static func lossyName(fromCString cName: UnsafePointer<CChar>) -> String {
         let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(cName).assumingMemoryBound(to: UInt8.self), count: strlen(cName))
         return String(decoding: bytes, as: UTF8.self)
     }

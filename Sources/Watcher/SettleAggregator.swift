@@ -12,16 +12,16 @@ import PhotolalaCore
 ///   `.scanDirectory(dir, recursive: false)` with the same timing, so a copy of thousands
 ///   of photos costs one listing instead of thousands of entries.
 /// - A pending recursive scan covers everything below it: events there extend it.
-public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
-    public enum Ready: Sendable, Hashable {
+package struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
+    package enum Ready: Sendable, Hashable {
         case file(String)
         /// List `path` (and below it if `recursive`) and reconcile with the queue.
         case scanDirectory(String, recursive: Bool)
     }
 
-    public let settle: Duration
-    public let maxHold: Duration
-    public let rollUpThreshold: Int
+    package let settle: Duration
+    package let maxHold: Duration
+    package let rollUpThreshold: Int
 
     private struct Entry: Sendable {
         var first: Instant
@@ -57,25 +57,25 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
     private var heap = MinHeap<Deadline>()
     private var generation: UInt64 = 0
 
-    public init(settle: Duration, maxHold: Duration, rollUpThreshold: Int) {
+    package init(settle: Duration, maxHold: Duration, rollUpThreshold: Int) {
         self.settle = settle
         self.maxHold = maxHold
         self.rollUpThreshold = max(1, rollUpThreshold)
     }
 
-    public init(options: WatcherOptions) {
+    package init(options: WatcherOptions) {
         self.init(settle: options.settle, maxHold: options.maxHold, rollUpThreshold: options.rollUpThreshold)
     }
 
     /// When the earliest pending item becomes ready; nil when nothing is pending.
-    public var nextDeadline: Instant? { heap.top?.at }
+    package var nextDeadline: Instant? { heap.top?.at }
 
-    public var pendingFiles: Int { files.count }
-    public var pendingScans: Int { scans.count }
-    public var isEmpty: Bool { files.isEmpty && scans.isEmpty }
+    package var pendingFiles: Int { files.count }
+    package var pendingScans: Int { scans.count }
+    package var isEmpty: Bool { files.isEmpty && scans.isEmpty }
 
     /// A file was closed after writing or moved in.
-    public mutating func fileWritten(_ path: String, now: Instant) {
+    package mutating func fileWritten(_ path: String, now: Instant) {
         let dir = PathNames.parent(of: path)
         if let covering = coveringScan(ofFileIn: dir) {
             touchScan(covering, now: now)
@@ -97,13 +97,13 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
     }
 
     /// The hasher saw the file change while reading it: it waits for another settle period.
-    public mutating func markUnsettled(_ path: String, now: Instant) {
+    package mutating func markUnsettled(_ path: String, now: Instant) {
         fileWritten(path, now: now)
     }
 
     /// Something under `dir` needs a look (a new directory, an overflow, a roll-up from
     /// elsewhere). Counts as an event: it settles like a file.
-    public mutating func directoryScanRequested(_ dir: String, recursive: Bool = true, now: Instant) {
+    package mutating func directoryScanRequested(_ dir: String, recursive: Bool = true, now: Instant) {
         if let covering = coveringScan(ofDirectory: dir, recursive: recursive) {
             touchScan(covering, now: now)
             pruneTop()
@@ -139,7 +139,7 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
 
     /// A file or directory is gone: nothing pending at or below `path` is handed on.
     /// A pending scan of an ancestor stays (it will simply not find it).
-    public mutating func removed(_ path: String) {
+    package mutating func removed(_ path: String) {
         if files.removeValue(forKey: path) != nil {
             let dir = PathNames.parent(of: path)
             filesByDirectory[dir]?.remove(ExactPath(path))
@@ -155,7 +155,7 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
 
     /// A file or directory was renamed inside the tree: what was pending moves with it,
     /// keeping its timing.
-    public mutating func moved(from old: String, to new: String) {
+    package mutating func moved(from old: String, to new: String) {
         guard !old.utf8.elementsEqual(new.utf8) else { return }
         // Anything already pending at the destination was replaced by the rename.
         removed(new)
@@ -189,7 +189,7 @@ public struct SettleAggregator<Instant: InstantProtocol>: Sendable where Instant
     }
 
     /// Everything whose deadline has passed, earliest first. Each item is handed out once.
-    public mutating func due(now: Instant) -> [Ready] {
+    package mutating func due(now: Instant) -> [Ready] {
         var ready: [Ready] = []
         while let top = heap.top, top.at <= now {
             heap.pop()

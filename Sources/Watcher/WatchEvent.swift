@@ -1,7 +1,7 @@
 /// What the inotify layer reports. These are hints, not truth: each one tells the driver
 /// where to look (the database plus a scan is the truth), and none of them has settled yet.
 /// Every path has passed the `PathFilter` (a file's name also the extension filter).
-public enum WatchEvent: Sendable, Hashable {
+package enum WatchEvent: Sendable, Hashable {
     /// A regular file was closed after writing, moved in from outside, or hard-linked in.
     case fileWritten(String)
     /// A regular file renamed inside the watched folders (a paired move): it holds what
@@ -30,7 +30,7 @@ public enum WatchEvent: Sendable, Hashable {
 
 /// Why a directory needs a scan; lets the driver choose urgency (an initial scan can start
 /// at once, an overflow one is better settled first) and explain itself in logs.
-public enum ScanReason: String, Sendable, Hashable {
+package enum ScanReason: String, Sendable, Hashable {
     /// A folder got its watches at start.
     case initial
     /// A directory was created in, or moved into, the tree after its watches were added:

@@ -3,40 +3,40 @@ import PhotolalaCore
 /// What the watcher, the aggregator and the scanner need from `[watch]`, already validated
 /// by the config module. Paths are `String`s; see `PathFilter` for why and what happens to
 /// names that are not valid UTF-8.
-public struct WatcherOptions: Sendable, Equatable {
+package struct WatcherOptions: Sendable, Equatable {
     /// Absolute roots, watched recursively. Trailing slashes are dropped; a root inside
     /// another root is ignored (with a warning) because one inode can carry one watch only.
-    public var folders: [String]
+    package var folders: [String]
     /// Lower-case extensions without the dot. Empty means every extension.
-    public var extensions: Set<String>
+    package var extensions: Set<String>
     /// Extra name globs (fnmatch, case-sensitive), matched against single names at any depth.
-    public var exclude: [String]
+    package var exclude: [String]
     /// Follow symlinks found inside the folders. The folders themselves are always
     /// followed, as `find -H` does: naming a link in the config is asking for its target.
-    public var followSymlinks: Bool
+    package var followSymlinks: Bool
     /// Quiet time after a file's last event before it is handed on.
-    public var settle: Duration
+    package var settle: Duration
     /// A file that keeps changing is handed on anyway this long after its first event;
     /// the hasher's stat before/after then decides whether it was stable.
-    public var maxHold: Duration
+    package var maxHold: Duration
     /// More pending files than this in one directory become one scan of that directory.
-    public var rollUpThreshold: Int
+    package var rollUpThreshold: Int
     /// Retry schedule for a folder that is missing or unreadable (a volume not yet mounted).
-    public var missingFolderRetry: Backoff
+    package var missingFolderRetry: Backoff
     /// Rescan (and re-watch) schedule for directories left unwatched by the watch limit;
     /// its base is the interval the log line names.
-    public var unwatchedRescan: Backoff
+    package var unwatchedRescan: Backoff
     /// How long a MOVED_FROM waits for its MOVED_TO before it counts as "left the tree".
     /// The kernel queues both within one rename(2), so this only covers a pair split
     /// across two reads; it is short because an unpaired move delays its removal event.
-    public var movePairingWindow: Duration
+    package var movePairingWindow: Duration
 
-    public static let defaultExtensions: Set<String> = [
+    package static let defaultExtensions: Set<String> = [
         "jpg", "jpeg", "heic", "heif", "png", "tif", "tiff", "gif", "webp",
         "dng", "cr2", "cr3", "nef", "arw", "orf", "raf", "rw2", "mov", "mp4",
     ]
 
-    public init(
+    package init(
         folders: [String],
         extensions: Set<String> = WatcherOptions.defaultExtensions,
         exclude: [String] = [],
