@@ -111,8 +111,8 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Upload", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "Hashing", "Backend", "Credentials",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "Hashing",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -124,8 +124,8 @@ let package = Package(
         ]),
         // The thumbnail stage: uploaded objects → photo rows `ready` (thumbnail in the bucket).
         .target(name: "Thumbnails", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "Credentials", "Previews",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "Previews",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -137,17 +137,16 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Inventory", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "Backend", "Credentials",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "Queue", "Bucket", "Digests",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         // The apps' catalog: merge our ready photos into the user's catalog and publish it (app-catalog.md).
         .target(name: "Catalog", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "Backend",
+            "PhotolalaCore", "Queue", "Bucket", "Digests",
             .product(name: "GRDB", package: "GRDB.swift"),
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -180,7 +179,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
+            "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
             "Manifest", "Restore",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
@@ -202,7 +201,10 @@ let package = Package(
         ]),
         .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore"]),
         .testTarget(name: "HashingTests", dependencies: ["Hashing", "Digests", "CMultiMD5"]),
-        .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "QueueTests", dependencies: [
+            // Upload: the manifest's tests claim objects to have backed-up files.
+            "Queue", "Upload", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "WatcherTests", dependencies: [
             "Watcher", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
@@ -229,10 +231,16 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
-        .testTarget(name: "UploadTests", dependencies: ["Upload", "Bucket", "Queue", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "UploadTests", dependencies: [
+            "Upload", "Bucket", "Queue", "Digests", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "PreviewsTests", dependencies: ["Previews", "PhotolalaCore"]),
-        .testTarget(name: "ThumbnailsTests", dependencies: ["Thumbnails", "Previews", "Queue", "Digests", "PhotolalaCore"]),
-        .testTarget(name: "InventoryTests", dependencies: ["Inventory", "Queue", "Bucket", "PhotolalaCore"]),
+        .testTarget(name: "ThumbnailsTests", dependencies: [
+            "Thumbnails", "Previews", "Queue", "Digests", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
+        .testTarget(name: "InventoryTests", dependencies: [
+            "Inventory", "Upload", "Queue", "Bucket", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "ManifestTests", dependencies: ["Manifest", "Queue", "PhotolalaCore", "Digests"]),
         .testTarget(name: "RestoreTests", dependencies: ["Restore", "Manifest", "Control", "PhotolalaCore", "Digests"]),
         .testTarget(name: "CatalogTests", dependencies: [
@@ -241,6 +249,13 @@ let package = Package(
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
+        ]),
+        // Each stage actor in-process on a temporary database against the in-memory bucket.
+        .testTarget(name: "StageTests", dependencies: [
+            "Upload", "Inventory", "Thumbnails", "Catalog", "Bucket", "BucketTesting", "Queue", "Previews", "Digests",
+            "PhotolalaCore",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Credentials", "Ingest", "Upload", "Inventory", "PhotolalaCore",

@@ -185,20 +185,4 @@ package final class QueueDatabase: Sendable {
             return c
         }
     }
-
-    // MARK: settings (small persistent flags such as the user's pause)
-
-    package func setting(_ key: String) throws -> String? {
-        try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
-    }
-
-    package func setSetting(_ key: String, _ value: String?) throws {
-        try write { db in
-            if let value {
-                try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
-            } else {
-                try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [key])
-            }
-        }
-    }
 }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Digests
+import Dispatch
 import Foundation
 import PhotolalaCore
 
@@ -96,5 +97,19 @@ final class RangeReader: @unchecked Sendable {
         let unchanged = fstat(fd, &st) == 0 && (followSymlinks ? stat(path, &byPath) : lstat(path, &byPath)) == 0
             && FileIdentity(st) == identity && FileIdentity(byPath) == identity
         return (digest, unchanged)
+    }
+}
+
+/// Runs blocking file reads on a utility queue, off Swift's small cooperative pool.
+enum BlockingIO {
+    static let queue = DispatchQueue(label: "photolala.upload.io", qos: .utility, attributes: .concurrent)
+
+    static func run<T: Sendable, E: Error>(_ work: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+        let result: Result<T, E> = await withCheckedContinuation { c in
+            queue.async {
+                do throws(E) { c.resume(returning: .success(try work())) } catch { c.resume(returning: .failure(error)) }
+            }
+        }
+        return try result.get()
     }
 }
