@@ -56,9 +56,9 @@ let package = Package(
             "PhotolalaCore",
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
-        // MD5, SHA-256, HMAC, hex and the stat → identity rule, for the hasher and the S3 transport alike.
-        .target(name: "Digests", dependencies: ["PhotolalaCore", "COpenSSL"]),
-        .target(name: "Hashing", dependencies: ["PhotolalaCore", "Digests", "CLinux", "CMultiMD5"]),
+        // MD5, SHA-256, HMAC, hex, the hasher and VerifiedFile (the very file that was hashed),
+        // for the stages and the S3 transport alike: C libraries only.
+        .target(name: "Digests", dependencies: ["PhotolalaCore", "COpenSSL", "CLinux", "CMultiMD5"]),
         .target(name: "Queue", dependencies: [
             "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
@@ -99,12 +99,12 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Ingest", dependencies: [
-            "PhotolalaCore", "Queue", "Digests", "Hashing", "Watcher", "CLinux",
+            "PhotolalaCore", "Queue", "Digests", "Watcher", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Upload", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Hashing", "Backend", "Credentials", "TLS",
+            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "Credentials", "TLS",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -173,7 +173,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
+            "PhotolalaCore", "Config", "Queue", "Control", "Digests", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
             "Manifest", "Restore",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
@@ -193,8 +193,7 @@ let package = Package(
         .testTarget(name: "MetricsExportTests", dependencies: [
             "MetricsExport", "PhotolalaCore", .product(name: "CoreMetrics", package: "swift-metrics"),
         ]),
-        .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore"]),
-        .testTarget(name: "HashingTests", dependencies: ["Hashing", "Digests", "CMultiMD5"]),
+        .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore", "CMultiMD5"]),
         .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "WatcherTests", dependencies: [
             "Watcher", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),

@@ -1,5 +1,5 @@
 import Foundation
-import Hashing
+import Digests
 import Logging
 import PhotolalaCore
 import Queue

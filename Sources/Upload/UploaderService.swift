@@ -2,7 +2,7 @@ import AsyncHTTPClient
 import Backend
 import Credentials
 import Foundation
-import Hashing
+import Digests
 import Logging
 import PhotolalaCore
 import Queue
