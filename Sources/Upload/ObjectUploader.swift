@@ -1,7 +1,7 @@
 import Bucket
 import Digests
 import Foundation
-import Hashing
+import Digests
 import Logging
 import PhotolalaCore
 import Queue

@@ -2,7 +2,7 @@
 /// with fresh credentials, within the bandwidth limit.
 import Bucket
 import Foundation
-import Hashing
+import Digests
 import Logging
 import PhotolalaCore
 import Queue
