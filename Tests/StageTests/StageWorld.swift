@@ -63,8 +63,9 @@ final class StageWorld: Sendable {
 
     func photoKey(_ md5: String) -> String { "photos/\(userId)/\(md5).dat" }
 
-    /// Waits (in real time) until `done`, or records an issue and throws.
-    func waitUntil(_ what: String, timeout: Double = 30, _ done: () async throws -> Bool) async throws {
+    /// Waits (in real time) until `done`, or records an issue and throws. Generous: alone
+    /// these tests take a second, but a whole `swift test` on two busy cores starves them.
+    func waitUntil(_ what: String, timeout: Double = 120, _ done: () async throws -> Bool) async throws {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if try await done() { return }
