@@ -62,7 +62,7 @@ extension QueueDatabase {
 
     /// A pass over `prefix` begins. Rows of prefixes not in `keep` are forgotten: another
     /// user's keys (a sign-in as someone else) say nothing about this user's bucket.
-    package func beginListing(prefix: String, keep: [String], now: Date = Date()) throws {
+    package func beginListing(prefix: String, keep: [String], now: Date) throws {
         try write { db in
             let t = now.timeIntervalSince1970
             let known = try String.fetchAll(db, sql: "SELECT prefix FROM inventory_listing")
@@ -85,7 +85,7 @@ extension QueueDatabase {
     /// marked uploaded (nothing is sent for it; `ListingReconciliation`). Returns how many
     /// objects that marked.
     @discardableResult
-    package func recordListingPage(prefix: String, keys: [ListedKey], matchObjects: Bool, now: Date = Date()) throws -> Int {
+    package func recordListingPage(prefix: String, keys: [ListedKey], matchObjects: Bool, now: Date) throws -> Int {
         let marked: Int = try write { db in
             let t = now.timeIntervalSince1970
             let upsert = try db.cachedStatement(sql: """
@@ -117,7 +117,7 @@ extension QueueDatabase {
     /// wrote since it began) are gone from the bucket. Returns the keys now under the
     /// prefix and how many rows were removed.
     @discardableResult
-    package func finishListing(prefix: String, startedAt: Date, now: Date = Date()) throws -> (objects: Int, removed: Int) {
+    package func finishListing(prefix: String, startedAt: Date, now: Date) throws -> (objects: Int, removed: Int) {
         let result: (Int, Int) = try write { db in
             let (low, high) = Self.keyRange(prefix)
             try db.execute(sql: "DELETE FROM inventory WHERE key >= ? AND key < ? AND seenAt < ?",
@@ -136,7 +136,7 @@ extension QueueDatabase {
 
     /// A pass ended without seeing every key. `refused`: S3 said 403 (the policy does not
     /// allow listing). What earlier passes recorded stays; so does a complete listing.
-    package func listingFailed(prefix: String, refused: Bool, error: String, now: Date = Date()) throws {
+    package func listingFailed(prefix: String, refused: Bool, error: String, now: Date) throws {
         try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: """
@@ -181,7 +181,7 @@ extension QueueDatabase {
     /// under the key is wrong, so it is replaced without asking. Returns how many objects
     /// went back; one no file holds any more stays as it is (nothing to send it from).
     @discardableResult
-    package func requeue(_ md5s: [String], overwrite: Bool, reason: String, now: Date = Date()) throws -> Int {
+    package func requeue(_ md5s: [String], overwrite: Bool, reason: String, now: Date) throws -> Int {
         guard !md5s.isEmpty else { return 0 }
         let count: Int = try write { db in
             let t = now.timeIntervalSince1970
@@ -219,7 +219,7 @@ extension QueueDatabase {
         }
     }
 
-    package func markReadBack(md5: String, now: Date = Date()) throws {
+    package func markReadBack(md5: String, now: Date) throws {
         try write { db in
             try db.execute(sql: "UPDATE object SET deepCheckedAt = ? WHERE md5 = ?", arguments: [now.timeIntervalSince1970, md5])
         }

@@ -36,7 +36,7 @@ package struct UploadedPart: Sendable, Equatable {
 /// transaction, so two workers never take the same object.
 extension QueueDatabase {
     /// At start: uploads a crash interrupted go back to the queue (their multipart state stays).
-    package func resetInterruptedUploads(now: Date = Date()) throws {
+    package func resetInterruptedUploads(now: Date) throws {
         try write { db in
             try db.execute(sql: "UPDATE object SET state = 'pending', updatedAt = ? WHERE state = 'uploading'", arguments: [now.timeIntervalSince1970])
             try db.execute(sql: "UPDATE file SET state = 'queued', updatedAt = ? WHERE state = 'uploading'", arguments: [now.timeIntervalSince1970])
@@ -44,7 +44,7 @@ extension QueueDatabase {
         }
     }
 
-    package func claimObject(now: Date = Date()) throws -> UploadJob? {
+    package func claimObject(now: Date) throws -> UploadJob? {
         try write { db in
             let t = now.timeIntervalSince1970
             let candidates = try Row.fetchAll(db, sql: """
@@ -76,7 +76,7 @@ extension QueueDatabase {
     }
 
     /// The earliest moment a waiting object becomes due (nil: none waits on a timer).
-    package func nextDueTime(now: Date = Date()) throws -> Date? {
+    package func nextDueTime(now: Date) throws -> Date? {
         try read { db in
             try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM object WHERE state = 'pending' AND nextAttemptAt > ?",
                                 arguments: [now.timeIntervalSince1970]).map { Date(timeIntervalSince1970: $0) }
@@ -88,7 +88,7 @@ extension QueueDatabase {
     /// upload of the same bytes need not wait for a listing), in one transaction.
     /// Returns how many files became `uploaded` with it.
     @discardableResult
-    package func recordUpload(md5: String, key: String, size: Int64, etag: String, storageClass: String, now: Date = Date()) throws -> Int {
+    package func recordUpload(md5: String, key: String, size: Int64, etag: String, storageClass: String, now: Date) throws -> Int {
         let files = try write { db in
             let files = try Self.markUploaded(db, md5: md5, etag: etag, uploadedAt: now, now: now)
             try Self.recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now)
@@ -99,7 +99,7 @@ extension QueueDatabase {
     }
 
     /// Back to the queue after a transient failure (or a stop): due again at `retryAt`.
-    package func releaseObject(md5: String, retryAt: Date?, error: String?, countAttempt: Bool, now: Date = Date()) throws {
+    package func releaseObject(md5: String, retryAt: Date?, error: String?, countAttempt: Bool, now: Date) throws {
         try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: """
@@ -111,7 +111,7 @@ extension QueueDatabase {
     }
 
     /// Gave up (rejected by S3): every file with these bytes is `failed` with the reason, until `retry`.
-    package func failObject(md5: String, reason: String, now: Date = Date()) throws {
+    package func failObject(md5: String, reason: String, now: Date) throws {
         try write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: "UPDATE object SET state = 'failed', lastError = ?, attempts = attempts + 1, uploadId = NULL, updatedAt = ? WHERE md5 = ?", arguments: [reason, t, md5])
@@ -122,7 +122,7 @@ extension QueueDatabase {
 
     /// The file no longer holds the queued bytes (changed or gone): it goes back to be hashed
     /// (or is marked gone), and its object is released to any other file with those bytes.
-    package func sourceChanged(job: UploadJob, gone: Bool, now: Date = Date()) throws {
+    package func sourceChanged(job: UploadJob, gone: Bool, now: Date) throws {
         try write { db in
             let t = now.timeIntervalSince1970
             if gone {
