@@ -26,11 +26,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Already in the graph through async-http-client and swift-nio-extras; named here
-        // because the TLS target uses them directly.
+        // because the Bucket target uses them directly (TLS trust).
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.1.0"),
-        // Only the TLS tests use it (to make their own certificates).
+        // Only the Bucket tests use it (to make their own certificates).
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"6.0.0"),
     ],
     targets: [
@@ -51,14 +51,18 @@ let package = Package(
         .target(name: "CMultiMD5", dependencies: ["COpenSSL"]),
 
         // The counters' catalog is here so every part counts through swift-metrics' API alone.
-        .target(name: "PhotolalaCore", dependencies: [.product(name: "CoreMetrics", package: "swift-metrics")]),
+        .target(name: "PhotolalaCore", dependencies: [
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            // StageLoop stops on graceful shutdown.
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Config", dependencies: [
             "PhotolalaCore",
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
-        // MD5, SHA-256, HMAC, hex and the stat → identity rule, for the hasher and the S3 transport alike.
-        .target(name: "Digests", dependencies: ["PhotolalaCore", "COpenSSL"]),
-        .target(name: "Hashing", dependencies: ["PhotolalaCore", "Digests", "CLinux", "CMultiMD5"]),
+        // MD5, SHA-256, HMAC, hex, the hasher and VerifiedFile (the very file that was hashed),
+        // for the stages and the S3 transport alike: C libraries only.
+        .target(name: "Digests", dependencies: ["PhotolalaCore", "COpenSSL", "CLinux", "CMultiMD5"]),
         .target(name: "Queue", dependencies: [
             "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
@@ -69,43 +73,46 @@ let package = Package(
             "PhotolalaCore", "CInotifyTools", "CLinux",
             .product(name: "Logging", package: "swift-log"),
         ]),
-        // The trust (system store + tls.ca_file) both HTTP clients use, and certificate
-        // failures told as sentences.
-        .target(name: "TLS", dependencies: [
+        // The one way to the bucket: SigV4, the S3 client, TLS trust (the system store +
+        // tls.ca_file, certificate failures told as sentences), the `Bucket` protocol and the
+        // `BucketSession` every stage signs through.
+        .target(name: "Bucket", dependencies: [
+            "PhotolalaCore", "Digests",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
         ]),
-        .target(name: "S3", dependencies: [
-            "PhotolalaCore", "Digests", "TLS",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            .product(name: "Logging", package: "swift-log"),
+        // Test-only: a bucket in memory behind the real protocol, a fixed grant source, a test clock.
+        .target(name: "BucketTesting", dependencies: [
+            "Bucket", "PhotolalaCore", "Digests",
             .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Backend", dependencies: [
-            "PhotolalaCore", "TLS", "S3",
+            "PhotolalaCore", "Bucket",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Credentials", dependencies: [
-            "PhotolalaCore", "Backend", "TLS",
+            "PhotolalaCore", "Backend", "Bucket",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Ingest", dependencies: [
-            "PhotolalaCore", "Queue", "Digests", "Hashing", "Watcher", "CLinux",
+            "PhotolalaCore", "Queue", "Digests", "Watcher", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Upload", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Hashing", "Backend", "Credentials", "TLS",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "Queue", "Bucket", "Digests",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -117,30 +124,29 @@ let package = Package(
         ]),
         // The thumbnail stage: uploaded objects → photo rows `ready` (thumbnail in the bucket).
         .target(name: "Thumbnails", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Credentials", "Previews", "Upload", "TLS",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "Previews",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         // The device manifest: its format and replay, and the stage that writes it.
         .target(name: "Manifest", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "Credentials", "Upload", "TLS", "CLinux",
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "Backend", "Credentials", "Upload", "CLinux",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Inventory", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "Credentials", "TLS",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "Queue", "Bucket", "Digests",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         // The apps' catalog: merge our ready photos into the user's catalog and publish it (app-catalog.md).
         .target(name: "Catalog", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "TLS",
+            "PhotolalaCore", "Queue", "Bucket", "Digests",
             .product(name: "GRDB", package: "GRDB.swift"),
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -166,14 +172,14 @@ let package = Package(
         ]),
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
-            "PhotolalaCore", "Manifest", "Control", "S3", "Digests", "Backend", "Credentials", "Upload", "TLS", "CLinux",
+            "PhotolalaCore", "Manifest", "Control", "Bucket", "Digests", "Backend", "Credentials", "Upload", "CLinux",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
+            "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
             "Manifest", "Restore",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
@@ -188,19 +194,22 @@ let package = Package(
 
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "PhotolalaCoreTests", dependencies: [
-            "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
+            "PhotolalaCore", "BucketTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
         .testTarget(name: "MetricsExportTests", dependencies: [
             "MetricsExport", "PhotolalaCore", .product(name: "CoreMetrics", package: "swift-metrics"),
         ]),
-        .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore"]),
-        .testTarget(name: "HashingTests", dependencies: ["Hashing", "Digests", "CMultiMD5"]),
-        .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore", "CMultiMD5"]),
+        .testTarget(name: "QueueTests", dependencies: [
+            // Upload: the manifest's tests claim objects to have backed-up files.
+            "Queue", "Upload", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "WatcherTests", dependencies: [
             "Watcher", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
-        .testTarget(name: "TLSTests", dependencies: [
-            "TLS",
+        .testTarget(name: "BucketTests", dependencies: [
+            "Bucket", "BucketTesting", "Digests", "PhotolalaCore",
+            .product(name: "MetricsTestKit", package: "swift-metrics"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -209,9 +218,6 @@ let package = Package(
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "Crypto", package: "swift-crypto"),
-        ]),
-        .testTarget(name: "S3Tests", dependencies: [
-            "S3", "Digests", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
         .testTarget(name: "ControlTests", dependencies: [
             "Control",
@@ -224,18 +230,31 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
-        .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "UploadTests", dependencies: [
+            "Upload", "Bucket", "Queue", "Digests", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "PreviewsTests", dependencies: ["Previews", "PhotolalaCore"]),
-        .testTarget(name: "ThumbnailsTests", dependencies: ["Thumbnails", "Previews", "Queue", "Digests", "PhotolalaCore"]),
-        .testTarget(name: "InventoryTests", dependencies: ["Inventory", "Queue", "S3", "PhotolalaCore"]),
+        .testTarget(name: "ThumbnailsTests", dependencies: [
+            "Thumbnails", "Previews", "Queue", "Digests", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
+        .testTarget(name: "InventoryTests", dependencies: [
+            "Inventory", "Upload", "Queue", "Bucket", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "ManifestTests", dependencies: ["Manifest", "Queue", "PhotolalaCore", "Digests"]),
         .testTarget(name: "RestoreTests", dependencies: ["Restore", "Manifest", "Control", "PhotolalaCore", "Digests"]),
         .testTarget(name: "CatalogTests", dependencies: [
-            "Catalog", "Queue", "S3", "Digests", "Backend", "Credentials", "PhotolalaCore",
+            "Catalog", "Queue", "Bucket", "Digests", "Backend", "Credentials", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
+        ]),
+        // Each stage actor in-process on a temporary database against the in-memory bucket.
+        .testTarget(name: "StageTests", dependencies: [
+            "Upload", "Inventory", "Thumbnails", "Catalog", "Bucket", "BucketTesting", "Queue", "Previews", "Digests",
+            "PhotolalaCore",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Credentials", "Ingest", "Upload", "Inventory", "PhotolalaCore",

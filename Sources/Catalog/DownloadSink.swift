@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Digests
 import NIOCore
+import PhotolalaCore
 import Synchronization
 
 /// Where a streamed GET of a snapshot goes: a file, a buffer at a time, with the MD5 of
@@ -37,11 +38,8 @@ final class DownloadSink: Sendable {
                 s.md5.update(raw)
                 var offset = 0
                 while offset < raw.count {
-                    let wrote = Glibc.write(s.descriptor, raw.baseAddress! + offset, raw.count - offset)
-                    if wrote < 0 {
-                        if errno == EINTR { continue }
-                        throw CatalogFileError(path: path, action: "write", errno: errno)
-                    }
+                    let wrote = retryingInterrupts { Glibc.write(s.descriptor, raw.baseAddress! + offset, raw.count - offset) }
+                    if wrote < 0 { throw CatalogFileError(path: path, action: "write", errno: errno) }
                     offset += wrote
                 }
             }

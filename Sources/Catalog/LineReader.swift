@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PhotolalaCore
 
 /// Reads a file a line at a time through one fixed buffer: a snapshot of any size costs
 /// `bufferSize` bytes. Lines end with `\n`; a final line without one still counts. A line
@@ -61,11 +62,8 @@ final class LineReader {
         guard end < buffer.count else {
             throw CatalogUnreadable("it has a line of more than \(buffer.count / 1024) KiB, which no catalog writer makes")
         }
-        let got = read(descriptor, buffer.baseAddress! + end, buffer.count - end)
-        if got < 0 {
-            if errno == EINTR { return }
-            throw CatalogFileError(path: path, action: "read", errno: errno)
-        }
+        let got = retryingInterrupts { read(descriptor, buffer.baseAddress! + end, buffer.count - end) }
+        if got < 0 { throw CatalogFileError(path: path, action: "read", errno: errno) }
         if got == 0 { atEnd = true }
         end += got
     }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Digests
+import PhotolalaCore
 
 /// Writes the next snapshot to a file through one fixed buffer, taking the MD5 of its
 /// bytes on the way (the snapshot's name, its Content-MD5 and the pointer's body).
@@ -60,11 +61,8 @@ final class SnapshotWriter {
         md5.update(bytes)
         var offset = 0
         while offset < bytes.count {
-            let wrote = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-            if wrote < 0 {
-                if errno == EINTR { continue }
-                throw CatalogFileError(path: path, action: "write", errno: errno)
-            }
+            let wrote = retryingInterrupts { write(descriptor, bytes.baseAddress! + offset, bytes.count - offset) }
+            if wrote < 0 { throw CatalogFileError(path: path, action: "write", errno: errno) }
             offset += wrote
         }
         size += Int64(used)

@@ -81,10 +81,10 @@ package final class QueueDatabase: Sendable {
         }
     }
 
-    /// Every write goes through here: a full disk or an I/O error is remembered (and shown
-    /// in status) until a write succeeds again. SQLite rolls the failed transaction back,
-    /// so the file stays consistent.
-    func write<T>(_ updates: (Database) throws -> T) throws -> T {
+    /// One transaction: every write goes through here, each stage's requests included. A
+    /// full disk or an I/O error is remembered (and shown in status) until a write succeeds
+    /// again. SQLite rolls the failed transaction back, so the file stays consistent.
+    package func write<T>(_ updates: (Database) throws -> T) throws -> T {
         do {
             let result = try pool.write(updates)
             if writeProblem.withLock({ $0 }) != nil, !diskStillFull() { report(nil) }
@@ -102,6 +102,11 @@ package final class QueueDatabase: Sendable {
             if let message { report(message) }
             throw error
         }
+    }
+
+    /// A read of a consistent snapshot (WAL: never waits for the writer).
+    package func read<T>(_ value: (Database) throws -> T) throws -> T {
+        try pool.read(value)
     }
 
     /// Told (once per change) when a write problem starts or ends: the daemon logs it.
@@ -178,22 +183,6 @@ package final class QueueDatabase: Sendable {
             c.lastUploadAt = try Double.fetchOne(db, sql: "SELECT max(updatedAt) FROM object WHERE state = 'uploaded'")
                 .map { Date(timeIntervalSince1970: $0) }
             return c
-        }
-    }
-
-    // MARK: settings (small persistent flags such as the user's pause)
-
-    package func setting(_ key: String) throws -> String? {
-        try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
-    }
-
-    package func setSetting(_ key: String, _ value: String?) throws {
-        try write { db in
-            if let value {
-                try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
-            } else {
-                try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [key])
-            }
         }
     }
 }

@@ -1,8 +1,9 @@
 import Foundation
 import GRDB
 import PhotolalaCore
-import Testing
 @testable import Queue
+import Testing
+import Upload
 
 @Suite struct QueueManifestTests {
     let db: QueueDatabase

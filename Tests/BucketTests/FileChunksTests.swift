@@ -1,0 +1,69 @@
+import Foundation
+import NIOCore
+import Synchronization
+import Testing
+@testable import Bucket
+
+@Suite struct FileChunksTests {
+    static func file(_ bytes: [UInt8]) throws -> (path: String, file: OpenFile) {
+        let path = NSTemporaryDirectory() + "/file-chunks-\(UUID().uuidString)"
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return (path, try OpenFile(path: path, operation: "PutObject", key: nil))
+    }
+
+    static let bytes = (0..<(300 * 1024 + 123)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
+
+    @Test func aRangeComesBackByteForByteWhenEachChunkIsDroppedBeforeTheNext() async throws {
+        let (path, file) = try Self.file(Self.bytes)
+        defer { unlink(path) }
+        let chunks = FileChunks(file: file, offset: 100, length: Int64(Self.bytes.count - 100), chunkSize: 64 << 10, depth: 2,
+                                pause: { Issue.record("a dropped chunk was waited for") })
+        var got: [UInt8] = []
+        var sizes: [Int] = []
+        for try await chunk in chunks {
+            got += chunk.readableBytesView
+            sizes.append(chunk.readableBytes)
+        }
+        #expect(got == Array(Self.bytes[100...]))
+        #expect(sizes == [65536, 65536, 65536, 65536, 45079])
+    }
+
+    /// The consumer keeps every chunk; each wait drops its oldest. The stream must wait
+    /// for every chunk past the ring's depth, and no chunk kept may change.
+    @Test func noMoreThanDepthChunksAreOutWhileTheClientHoldsThem() async throws {
+        let (path, file) = try Self.file(Self.bytes)
+        defer { unlink(path) }
+        let held = Mutex<[ByteBuffer]>([])
+        let waits = Atomic<Int>(0)
+        let chunks = FileChunks(file: file, offset: 0, length: Int64(Self.bytes.count), chunkSize: 32 << 10, depth: 3, pause: {
+            waits.add(1, ordering: .relaxed)
+            held.withLock { _ = $0.removeFirst() }
+        })
+        var got: [UInt8] = []
+        var most = 0
+        for try await chunk in chunks {
+            let count = held.withLock { $0.append(chunk); return $0.count }
+            most = max(most, count)
+            got += chunk.readableBytesView
+        }
+        // 10 chunks, 3 out at a time: the 4th to the 10th each waited once.
+        #expect(waits.load(ordering: .relaxed) == 7)
+        #expect(most == 3)
+        #expect(got == Self.bytes)
+        let kept = held.withLock { $0.flatMap { Array($0.readableBytesView) } }
+        #expect(kept == Array(Self.bytes[(7 * 32 << 10)...]))
+    }
+
+    @Test func aCancelledUploadStopsWaiting() async throws {
+        let (path, file) = try Self.file(Self.bytes)
+        defer { unlink(path) }
+        let chunks = FileChunks(file: file, offset: 0, length: Int64(Self.bytes.count), chunkSize: 64 << 10, depth: 1)
+        let task = Task {
+            var kept: [ByteBuffer] = []
+            for try await chunk in chunks { kept.append(chunk) }
+            return kept.count
+        }
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+    }
+}
