@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Backend
 import Foundation
+import PhotolalaCore
 
 /// The saved sign-in: `account.json` in the state directory, mode 0600, written
 /// atomically (temp file, fsync, rename, fsync of the directory) so a crash leaves the
@@ -61,9 +62,8 @@ package struct AccountStore: Sendable {
         guard fd >= 0 else { throw .write("\(tmp): \(String(cString: strerror(errno)))") }
         var offset = 0
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            let n = retryingInterrupts { bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
             if n < 0 {
-                if errno == EINTR { continue }
                 let why = String(cString: strerror(errno))
                 close(fd)
                 unlink(tmp)
