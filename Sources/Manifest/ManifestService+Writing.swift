@@ -1,8 +1,8 @@
+import Bucket
 import CLinux
 import Foundation
 import PhotolalaCore
 import Queue
-import S3
 
 /// Writing: a log segment (PUT only if the number is free, then recorded), a snapshot
 /// (its parts, then its index, then the objects it supersedes deleted), the device record.

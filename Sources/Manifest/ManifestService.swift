@@ -1,12 +1,11 @@
 import AsyncHTTPClient
 import Backend
+import Bucket
 import Credentials
 import Foundation
 import Logging
 import PhotolalaCore
 import Queue
-import S3
-import TLS
 import ServiceLifecycle
 import Upload
 

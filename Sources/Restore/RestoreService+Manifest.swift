@@ -1,8 +1,8 @@
+import Bucket
 import Control
 import Foundation
 import Manifest
 import PhotolalaCore
-import S3
 
 /// The account's devices and their manifests, as the bucket holds them.
 extension RestoreService {

@@ -1,7 +1,7 @@
-import Control
 import Backend
+import Bucket
+import Control
 import Foundation
-import S3
 
 /// Where objects stand (HEAD), and asking archived ones back (`RestoreObject`).
 extension RestoreService {

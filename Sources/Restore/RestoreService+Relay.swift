@@ -1,8 +1,8 @@
 import Backend
+import Bucket
 import Control
 import Foundation
 import NIOCore
-import S3
 import Synchronization
 
 /// Relaying one object to `photolalactl restore`: small ones in one streamed GET (resumed

@@ -3,13 +3,12 @@
 /// (the plan, the files written with the rights of whoever runs it).
 import AsyncHTTPClient
 import Backend
+import Bucket
 import Control
 import Credentials
 import Foundation
 import Logging
 import PhotolalaCore
-import S3
-import TLS
 import ServiceLifecycle
 import Upload
 
