@@ -1,4 +1,4 @@
-import Backend
+import Account
 
 /// What the catalog stage needs from the rest of the daemon before it may write to the
 /// bucket: whose catalog it is and credentials for it. The daemon answers from the

@@ -1,4 +1,4 @@
-import Backend
+import Account
 
 /// Whose catalog, and the credentials to write it with.
 package struct CatalogSession: Sendable, Equatable {

@@ -1,6 +1,5 @@
-import Backend
+import Account
 import Catalog
-import Credentials
 
 /// The catalog writes to the bucket only when uploads may run (signed in, Apple ID
 /// authorized, no subscription or quota pause, not paused by the user), with the

@@ -1,8 +1,7 @@
 /// Inventory: what the bucket holds, from listing it (s3-layout.md, "Knowing what is already there"), and `verify`.
 import AsyncHTTPClient
-import Backend
+import Account
 import Bucket
-import Credentials
 import Foundation
 import Logging
 import PhotolalaCore

@@ -2,7 +2,7 @@
 /// bucket and its catalog columns into the `photo` row, for the catalog stage to publish.
 import AsyncHTTPClient
 import Bucket
-import Credentials
+import Account
 import Foundation
 import Logging
 import PhotolalaCore

@@ -1,5 +1,4 @@
 /// Credentials: the saved sign-in, the STS refresh state machine and the Apple credential-state schedule.
-import Backend
 import Foundation
 import PhotolalaCore
 

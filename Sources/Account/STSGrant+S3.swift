@@ -18,3 +18,10 @@ extension STSGrant {
         return configuration
     }
 }
+
+extension STSGrant {
+    /// The grant as a bucket session signs with it.
+    package var bucketGrant: BucketGrant {
+        BucketGrant(credentials: s3Credentials, bucket: bucket, region: region, endpoint: endpoint)
+    }
+}

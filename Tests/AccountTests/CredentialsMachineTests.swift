@@ -1,8 +1,7 @@
-import Backend
+@testable import Account
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Credentials
 
 /// Every transition of the STS machine, driven by plain dates (the test clock).
 @Suite struct CredentialsMachineTests {

@@ -1,4 +1,3 @@
-/// Backend: the Photolala backend client (shared/spec/backend-api.md): sign-in, pairing, token refresh, STS credentials, Apple credential state.
 import Foundation
 import PhotolalaCore
 
@@ -17,6 +16,16 @@ package struct SignIn: Codable, Sendable, Equatable, CustomStringConvertible {
     }
 
     package var description: String { "SignIn(userId: \(userId), tokens: [redacted])" }
+
+    /// This sign-in after a refresh: the new access token, and the rotated refresh token
+    /// when the backend sent one (stored before anything uses it).
+    package func refreshed(with fresh: RefreshedTokens) -> SignIn {
+        var updated = self
+        updated.accessToken = fresh.accessToken
+        updated.accessTokenExpiresAt = fresh.accessTokenExpiresAt
+        if let rotated = fresh.refreshToken { updated.refreshToken = rotated }
+        return updated
+    }
 }
 
 /// Section 3's answer. The refresh token may rotate: the new one must be stored before use.

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Backend
+@testable import Account
 
 /// Every error answer of backend-api.md (a status and `{"error", "message"}`) mapped to the
 /// case the daemon branches on.

@@ -1,4 +1,3 @@
-import Backend
 import Foundation
 import PhotolalaCore
 

@@ -6,9 +6,22 @@ import NIOCore
 import NIOHTTP1
 import PhotolalaCore
 
+/// What the account service asks the backend (backend-api.md sections 1 to 5): the
+/// real client, or a fake in a Swift test.
+package protocol AccountBackend: Sendable {
+    /// This NAS's id (s3-layout.md), sent with every call once made.
+    var deviceId: String? { get set }
+    func signInWithApple(identityToken: String, authorizationCode: String?, deviceName: String) async throws(BackendError) -> SignIn
+    func startPairing(deviceName: String) async throws(BackendError) -> DeviceAuthorization
+    func pollPairing(deviceCode: String) async throws(BackendError) -> SignIn
+    func refresh(refreshToken: String) async throws(BackendError) -> RefreshedTokens
+    func stsToken(accessToken: String) async throws(BackendError) -> STSGrant
+    func appleCredentialState(accessToken: String) async throws(BackendError) -> AppleCredentialState
+}
+
 /// Talks to the Photolala backend over HTTPS (plain HTTP only for loopback, as config
 /// checks). Every call has a deadline; errors come back classified, never with a token.
-package struct BackendClient: Sendable {
+package struct BackendClient: AccountBackend {
     package let baseURL: String
     let http: HTTPClient
     let timeout: TimeAmount
