@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Ingest
 import PhotolalaCore
 import Testing
 @testable import Queue

@@ -2,9 +2,10 @@ import Foundation
 import GRDB
 import PhotolalaCore
 import Testing
+@testable import Ingest
 @testable import Queue
 
-@Suite struct QueueIngestTests {
+@Suite struct IngestRecordsTests {
     let dir: URL
     let db: QueueDatabase
 

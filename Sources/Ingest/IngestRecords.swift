@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
 import PhotolalaCore
+import Queue
+import Watcher
 
 /// A file as the watcher or the scanner saw it.
 package struct ObservedFile: Sendable, Equatable {
@@ -19,6 +21,14 @@ package struct DirectoryListing: Sendable, Equatable {
     package init(dir: String, files: [ObservedFile]) {
         self.dir = dir
         self.files = files
+    }
+
+    /// A directory as the scanner listed it.
+    init(_ scanned: ScannedDirectory) {
+        self.init(dir: scanned.path, files: scanned.files.map {
+            ObservedFile(path: $0.path, identity: FileIdentity(device: $0.device, inode: $0.inode, size: $0.size,
+                                                                mtimeSec: $0.mtimeSeconds, mtimeNsec: $0.mtimeNanoseconds))
+        })
     }
 }
 
@@ -49,8 +59,9 @@ package struct HashedFile: Sendable, Equatable {
     }
 }
 
-/// The ingest side of the queue: files seen, hashed, moved and gone. Each call is one
-/// transaction, so a crash leaves every file either before or after the change.
+/// The ingest stage's rows (the `file` table, and the `object` a hashed file joins): files
+/// seen, hashed, moved and gone. Each call is one transaction, so a crash leaves every
+/// file either before or after the change.
 extension QueueDatabase {
     /// Upper bound of the paths strictly under `dir` in byte order ('/' + 1 is '0'), so the
     /// UNIQUE index answers "everything below" without LIKE and its wildcards.
@@ -176,7 +187,7 @@ extension QueueDatabase {
     /// mid-hash by a crash), or nil when none waits: where `unhashedFiles(after:)` starts.
     /// Found through the state index, so it costs as much as there are files waiting.
     package func unhashedStart() throws -> Int64? {
-        try pool.read { db in
+        try read { db in
             try Int64.fetchOne(db, sql: "SELECT min(id) FROM file WHERE state = 'pending'").map { $0 - 1 }
         }
     }
@@ -186,7 +197,7 @@ extension QueueDatabase {
     /// waiting file on each call): draining a backlog a chunk at a time reads the table
     /// once, however big the backlog.
     package func unhashedFiles(after id: Int64, limit: Int) throws -> [UnhashedFile] {
-        try pool.read { db in
+        try read { db in
             let select = try RawStatement(db, """
                 SELECT id, path, mtimeSec, mtimeNsec FROM file WHERE id > ? AND +state = 'pending' ORDER BY id LIMIT ?
                 """)
@@ -327,7 +338,7 @@ extension QueueDatabase {
     /// insert, which then takes the long way).
     package func reconcileDirectories(_ listings: [DirectoryListing], firstScan: Bool = false, now: Date = Date()) throws -> [ObservedFile] {
         guard !listings.isEmpty else { return [] }
-        let known: [[String: (FileIdentity, FileState)]] = firstScan ? listings.map { _ in [:] } : try pool.read { db in
+        let known: [[String: (FileIdentity, FileState)]] = firstScan ? listings.map { _ in [:] } : try read { db in
             let select = try RawStatement(db, "SELECT path, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE dir = ?")
             defer { select.reset() }
             return try listings.map { listing in
@@ -379,7 +390,7 @@ extension QueueDatabase {
     /// it knew nothing of can find nothing gone, and skips the sweep.
     package func knowsFiles(under dir: String) throws -> Bool {
         let (lo, hi) = Self.subtreeRange(dir)
-        return try pool.read { db in
+        return try read { db in
             try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != 'gone')",
                               arguments: [dir, lo, hi]) ?? false
         }
@@ -389,7 +400,7 @@ extension QueueDatabase {
     /// scan did not visit are gone, with their files.
     package func sweepDirectories(under root: String, visited: Set<String>, excluding blind: [String] = [], now: Date = Date()) throws -> Int {
         let (lo, hi) = Self.subtreeRange(root)
-        let dirs = try pool.read { db in
+        let dirs = try read { db in
             try String.fetchAll(db, sql: "SELECT DISTINCT dir FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != 'gone'", arguments: [root, lo, hi])
         }
         var swept = 0
@@ -400,5 +411,59 @@ extension QueueDatabase {
             }
         }
         return swept
+    }
+}
+
+/// One file as `photolalactl files` shows it: where it stands and, once backed up, when.
+package struct FileRecord: Sendable, Equatable {
+    package var path: String
+    package var state: FileState
+    package var size: Int64
+    package var md5: String?
+    /// When its object went up (or was found in the bucket); nil until it is uploaded.
+    package var uploadedAt: Date?
+    package var lastError: String?
+    package var updatedAt: Date
+
+    package init(path: String, state: FileState, size: Int64, md5: String?, uploadedAt: Date?, lastError: String?, updatedAt: Date) {
+        self.path = path
+        self.state = state
+        self.size = size
+        self.md5 = md5
+        self.uploadedAt = uploadedAt
+        self.lastError = lastError
+        self.updatedAt = updatedAt
+    }
+}
+
+/// `photolalactl files`: "is this backed up?" for a file or everything under a folder,
+/// a page at a time in path order.
+extension QueueDatabase {
+    /// The file at `path` itself (only on the first page, `after` nil: even one deleted
+    /// since), then the files under it as a folder that are still there, in byte order
+    /// after `after`, at most `limit` in all.
+    package func files(at path: String, after: String?, limit: Int) throws -> [FileRecord] {
+        try read { db in
+            let select = """
+                SELECT f.path, f.state, f.size, f.md5, f.updatedAt, coalesce(f.lastError, o.lastError) AS lastError,
+                       CASE WHEN f.state = 'uploaded' THEN o.uploadedAt END AS uploadedAt
+                FROM file f LEFT JOIN object o ON o.md5 = f.md5
+                """
+            var records: [FileRecord] = []
+            if after == nil, let row = try Row.fetchOne(db, sql: select + " WHERE f.path = ?", arguments: [path]) {
+                records.append(Self.record(row))
+            }
+            let (low, high) = Self.subtreeRange(path)
+            let rows = try Row.fetchAll(db, sql: select + """
+                 WHERE f.path > ? AND f.path < ? AND f.state != 'gone' ORDER BY f.path LIMIT ?
+                """, arguments: [max(low, after ?? ""), high, max(0, limit - records.count)])
+            return records + rows.map(Self.record)
+        }
+    }
+
+    static func record(_ row: Row) -> FileRecord {
+        FileRecord(path: row["path"], state: FileState(rawValue: row["state"]) ?? .pending, size: row["size"], md5: row["md5"],
+                   uploadedAt: (row["uploadedAt"] as Double?).map { Date(timeIntervalSince1970: $0) },
+                   lastError: row["lastError"], updatedAt: Date(timeIntervalSince1970: row["updatedAt"]))
     }
 }
