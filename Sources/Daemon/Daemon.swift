@@ -6,13 +6,12 @@ import Catalog
 import CLinux
 import Control
 import CoreMetrics
-import Credentials
+import Account
 import Foundation
 import Digests
 import Ingest
 import Inventory
 import Logging
-import MetricsExport
 import Manifest
 import PhotolalaCore
 import Queue

@@ -1,4 +1,4 @@
-/// MetricsExport: the Prometheus text the daemon serves: its counters (swift-metrics over swift-prometheus) and the status snapshot's gauges.
+/// The Prometheus text the daemon serves (on the socket and the metrics port): its counters (swift-metrics over swift-prometheus) and the status snapshot's gauges.
 import CoreMetrics
 import PhotolalaCore
 import Prometheus
