@@ -41,14 +41,16 @@ package actor AccountService: Service, GrantSource {
 
     /// Says when the pause reasons this service imposes changed (credentials or Apple
     /// state), and whatever else it shows in the status.
-    package nonisolated let statusChanges: ChangeFeed
+    package nonisolated var statusChanges: ChangeFeed { changes }
     /// Says when the credentials in hand were dropped (logout, Apple ID revoked, a
     /// subscription pause): whoever uses them stops what is under way.
-    package nonisolated let credentialDrops = ChangeFeed()
+    package nonisolated var credentialDrops: ChangeFeed { drops }
 
     /// What to do once the access-token refresh a caller joined has finished.
     private enum AfterRefresh: Sendable { case credentials, appleCheck }
 
+    private let changes: ChangeFeed
+    private let drops = ChangeFeed()
     private let store: AccountStore
     private let deviceIdentity: DeviceIdentity
     private let clock: any DaemonClock
@@ -87,7 +89,7 @@ package actor AccountService: Service, GrantSource {
         deviceIdentity = DeviceIdentity(stateDir: stateDir)
         let deviceId = deviceIdentity.load()
         device = deviceId
-        self.statusChanges = statusChanges
+        changes = statusChanges
         self.backend = backend
         self.backend.deviceId = deviceId
         self.deviceName = deviceName

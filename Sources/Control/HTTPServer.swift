@@ -32,26 +32,18 @@ package final class HTTPServer: Sendable {
         /// Connections open at once before accepting pauses (a flood waits in the backlog).
         package var acceptCap: Int
         package var backlog: Int
-
-        package init(maxHeaderBytes: Int, acceptCap: Int, backlog: Int) {
-            self.maxHeaderBytes = maxHeaderBytes
-            self.acceptCap = acceptCap
-            self.backlog = backlog
-        }
     }
 
     private let channel: Channel
     package let address: Address
+    /// The port bound (the one asked for, or the kernel's choice for port 0), as bound:
+    /// it stays readable after `stop()`. Nil on a socket file.
+    package let port: Int?
 
     private init(channel: Channel, address: Address) {
         self.channel = channel
         self.address = address
-    }
-
-    /// The port bound (the one asked for, or the kernel's choice for port 0); nil on a socket file.
-    package var port: Int? {
-        guard case .tcp(_, let asked) = address else { return nil }
-        return channel.localAddress?.port ?? asked
+        if case .tcp(_, let asked) = address { port = channel.localAddress?.port ?? asked } else { port = nil }
     }
 
     /// Binds `address`; each accepted connection gets the head guard, the HTTP codec and
