@@ -93,20 +93,19 @@ let package = Package(
             "Bucket", "PhotolalaCore", "Digests",
             .product(name: "NIOCore", package: "swift-nio"),
         ]),
-        .target(name: "Backend", dependencies: [
+        // The account: the backend client (behind `AccountBackend`), the sign-in store, the
+        // STS and Apple-check machines, and `AccountService`, every stage's grant source.
+        .target(name: "Account", dependencies: [
             "PhotolalaCore", "Bucket",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
-        ]),
-        .target(name: "Credentials", dependencies: [
-            "PhotolalaCore", "Backend", "Bucket",
-            .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Ingest", dependencies: [
             "PhotolalaCore", "Queue", "Digests", "Watcher", "CLinux",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -131,7 +130,7 @@ let package = Package(
         ]),
         // The device manifest: its format and replay, and the stage that writes it.
         .target(name: "Manifest", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "Backend", "Credentials", "Upload", "CLinux",
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "Account", "Upload", "CLinux",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -151,16 +150,10 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // The local API and the one HTTP server shape: the control socket (server, wire
+        // types, client) and Prometheus metrics (the status snapshot and the parts'
+        // counters as text, on the socket and over TCP).
         .target(name: "Control", dependencies: [
-            "PhotolalaCore",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-        ]),
-        // Prometheus: the status snapshot and the parts' counters as text, on the socket and over TCP.
-        .target(name: "MetricsExport", dependencies: [
             "PhotolalaCore",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
@@ -172,14 +165,14 @@ let package = Package(
         ]),
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
-            "PhotolalaCore", "Manifest", "Control", "Bucket", "Digests", "Backend", "Credentials", "Upload", "CLinux",
+            "PhotolalaCore", "Manifest", "Control", "Bucket", "Digests", "Account", "Upload", "CLinux",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
+            "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Account", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "CSystemd", "CLinux",
             "Manifest", "Restore",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
@@ -196,13 +189,11 @@ let package = Package(
         .testTarget(name: "PhotolalaCoreTests", dependencies: [
             "PhotolalaCore", "BucketTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
-        .testTarget(name: "MetricsExportTests", dependencies: [
-            "MetricsExport", "PhotolalaCore", .product(name: "CoreMetrics", package: "swift-metrics"),
-        ]),
         .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore", "CMultiMD5"]),
         .testTarget(name: "QueueTests", dependencies: [
-            // Upload: the manifest's tests claim objects to have backed-up files.
-            "Queue", "Upload", .product(name: "GRDB", package: "GRDB.swift"),
+            // Ingest puts files in the queue the way the stages' tests need; Upload claims
+            // objects so the manifest's tests have backed-up files.
+            "Queue", "Ingest", "Upload", .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "WatcherTests", dependencies: [
             "Watcher", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -220,16 +211,20 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "ControlTests", dependencies: [
-            "Control",
+            "Control", "PhotolalaCore", .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
         ]),
-        .testTarget(name: "CredentialsTests", dependencies: ["Credentials"]),
-        .testTarget(name: "BackendTests", dependencies: ["Backend", "PhotolalaCore"]),
+        .testTarget(name: "AccountTests", dependencies: [
+            "Account", "Bucket", "BucketTesting", "PhotolalaCore", .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "CLITests", dependencies: [
             "CLI", "Control", "PhotolalaCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
-        .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
+        .testTarget(name: "IngestTests", dependencies: [
+            "Ingest", "Queue", "Digests", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "UploadTests", dependencies: [
             "Upload", "Bucket", "Queue", "Digests", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
         ]),
@@ -243,7 +238,7 @@ let package = Package(
         .testTarget(name: "ManifestTests", dependencies: ["Manifest", "Queue", "PhotolalaCore", "Digests"]),
         .testTarget(name: "RestoreTests", dependencies: ["Restore", "Manifest", "Control", "PhotolalaCore", "Digests"]),
         .testTarget(name: "CatalogTests", dependencies: [
-            "Catalog", "Queue", "Bucket", "Digests", "Backend", "Credentials", "PhotolalaCore",
+            "Catalog", "Queue", "Bucket", "Digests", "Account", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
@@ -251,13 +246,13 @@ let package = Package(
         ]),
         // Each stage actor in-process on a temporary database against the in-memory bucket.
         .testTarget(name: "StageTests", dependencies: [
-            "Upload", "Inventory", "Thumbnails", "Catalog", "Bucket", "BucketTesting", "Queue", "Previews", "Digests",
+            "Upload", "Inventory", "Thumbnails", "Catalog", "Ingest", "Bucket", "BucketTesting", "Queue", "Previews", "Digests",
             "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "DaemonTests", dependencies: [
-            "Daemon", "Queue", "Credentials", "Ingest", "Upload", "Inventory", "PhotolalaCore",
+            "Daemon", "Queue", "Account", "Ingest", "Upload", "Inventory", "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),
         ]),
     ],

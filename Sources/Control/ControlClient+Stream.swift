@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import PhotolalaCore
 
 /// Reading a streamed answer (an object being restored, a manifest) as it arrives,
 /// instead of whole: the body goes to `consume` a read at a time.
@@ -34,13 +35,10 @@ extension ControlClient {
         var answer: StreamAnswer?
         var decoder = HTTPBodyDecoder(chunked: false)
         func readSome() throws(Failure) -> Int {
-            while true {
-                let n = read(fd, &buffer, buffer.count)
-                if n >= 0 { return n }
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { throw .timedOut(path: socketPath) }
-                return 0
-            }
+            let n = retryingInterrupts { read(fd, &buffer, buffer.count) }
+            if n >= 0 { return n }
+            if errno == EAGAIN || errno == EWOULDBLOCK { throw .timedOut(path: socketPath) }
+            return 0
         }
         while true {
             let n = try readSome()

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import PhotolalaCore
 
 /// The CLI's side of the control socket: one blocking request with timeouts. The CLI
 /// never opens the database; everything it shows comes through here.
@@ -73,10 +74,9 @@ package struct ControlClient: Sendable {
         var response: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16384)
         while true {
-            let n = read(fd, &chunk, chunk.count)
+            let n = retryingInterrupts { read(fd, &chunk, chunk.count) }
             if n == 0 { break }
             if n < 0 {
-                if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK { throw .timedOut(path: socketPath) }
                 if response.isEmpty { throw .notRunning(path: socketPath) }
                 break
@@ -118,9 +118,8 @@ package struct ControlClient: Sendable {
         request += body
         var sent = 0
         while sent < request.count {
-            let n = request[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            let n = retryingInterrupts { request[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
             if n <= 0 {
-                if errno == EINTR { continue }
                 throw errno == EAGAIN ? .timedOut(path: socketPath) : .notRunning(path: socketPath)
             }
             sent += n

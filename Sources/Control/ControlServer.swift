@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import ServiceLifecycle
 
 /// The control socket server: HTTP/1.1, one request per connection, over a Unix socket.
 /// Everything about a client is bounded — header and body size, the time to send the
@@ -49,11 +50,11 @@ package final class ControlServer: Sendable {
         }
     }
 
-    private let channel: Channel
+    private let server: HTTPServer
     package let path: String
 
-    private init(channel: Channel, path: String) {
-        self.channel = channel
+    private init(server: HTTPServer, path: String) {
+        self.server = server
         self.path = path
     }
 
@@ -72,28 +73,16 @@ package final class ControlServer: Sendable {
         }
         let connections = ConnectionCounter(limits: limits)
         let refusals = RefusalLog()
-        let throttle = AcceptThrottle.State(cap: limits.maxConnections + limits.maxConnections / 2)
-        let bootstrap = ServerBootstrap(group: eventLoopGroup)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelInitializer { server in
-                server.eventLoop.makeCompletedFuture {
-                    try server.pipeline.syncOperations.addHandler(AcceptThrottle(state: throttle))
-                }
-            }
-            .childChannelInitializer { child in
-                child.eventLoop.makeCompletedFuture {
-                    let sync = child.pipeline.syncOperations
-                    try sync.addHandler(HeaderSizeGuard(limit: limits.maxHeaderBytes))
-                    try sync.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
-                    try sync.addHandler(RequestHandler(
-                        policy: policy, handler: handler, limits: limits, connections: connections,
-                        refusals: refusals, logger: logger))
-                }
-            }
-        let channel: Channel
+        let server: HTTPServer
         do {
             // Umask-free creation: bind, then set the mode before anyone is told we are ready.
-            channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
+            server = try await HTTPServer.start(
+                on: .unix(path: path),
+                limits: .init(maxHeaderBytes: limits.maxHeaderBytes, acceptCap: limits.maxConnections + limits.maxConnections / 2, backlog: 256),
+                eventLoopGroup: eventLoopGroup
+            ) {
+                RequestHandler(policy: policy, handler: handler, limits: limits, connections: connections, refusals: refusals, logger: logger)
+            }
         } catch {
             throw StartError.cannotBind(path, "\(error)")
         }
@@ -103,11 +92,39 @@ package final class ControlServer: Sendable {
         } else {
             chmod(path, 0o600)
         }
-        return ControlServer(channel: channel, path: path)
+        return ControlServer(server: server, path: path)
     }
 
     package func stop() async {
-        try? await channel.close()
+        await server.stop()
         unlink(path)
+    }
+}
+
+/// What the daemon plugs into the control server: one async answer per request.
+/// Authorization is done before this is called.
+package protocol ControlHandler: Sendable {
+    func handle(_ request: ControlRequest) async -> ControlResponse
+}
+
+/// The control socket's lifetime as a service of the daemon's group.
+///
+/// Binding is not part of it: `ControlServer.start` binds before READY=1 and before the
+/// group runs, because clients and tests take a connectable socket for "up" and READY=1
+/// promises a listening socket. This service takes the bound server and answers on it
+/// until graceful shutdown (or cancellation), then closes it and removes the socket file.
+/// Listed first in the group, it is shut down last: status keeps answering "stopping"
+/// while the stages wind down.
+package struct ControlService: Service {
+    let server: ControlServer
+
+    package init(server: ControlServer) {
+        self.server = server
+    }
+
+    package func run() async throws {
+        // Graceful shutdown returns, cancellation throws: either way the socket goes.
+        try? await gracefulShutdown()
+        await server.stop()
     }
 }

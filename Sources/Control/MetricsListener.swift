@@ -30,17 +30,16 @@ package final class MetricsListener: Sendable {
         }
     }
 
-    private let channel: Channel
+    private let server: HTTPServer
     let connections: MetricsConnections
     package let address: Settings.ListenAddress
     /// The port bound (the one asked for, or the kernel's choice for port 0).
-    package let port: Int
+    package var port: Int { server.port ?? address.port }
 
-    private init(channel: Channel, connections: MetricsConnections, address: Settings.ListenAddress) {
-        self.channel = channel
+    private init(server: HTTPServer, connections: MetricsConnections, address: Settings.ListenAddress) {
+        self.server = server
         self.connections = connections
         self.address = address
-        self.port = channel.localAddress?.port ?? address.port
     }
 
     package static func start(
@@ -49,33 +48,22 @@ package final class MetricsListener: Sendable {
         eventLoopGroup: EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(StartError) -> MetricsListener {
         let open = MetricsConnections(cap: limits.maxConnections)
-        let throttle = AcceptThrottle.State(cap: limits.maxConnections + limits.maxConnections / 2)
-        let bootstrap = ServerBootstrap(group: eventLoopGroup)
-            .serverChannelOption(.backlog, value: 128)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelInitializer { server in
-                server.eventLoop.makeCompletedFuture {
-                    try server.pipeline.syncOperations.addHandler(AcceptThrottle(state: throttle))
-                }
-            }
-            .childChannelInitializer { child in
-                child.eventLoop.makeCompletedFuture {
-                    let sync = child.pipeline.syncOperations
-                    try sync.addHandler(HeaderSizeGuard(limit: limits.maxHeaderBytes))
-                    try sync.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
-                    try sync.addHandler(MetricsRequestHandler(limits: limits, connections: open, render: render))
-                }
-            }
         do {
-            let channel = try await bootstrap.bind(host: address.host, port: address.port).get()
-            return MetricsListener(channel: channel, connections: open, address: address)
+            let server = try await HTTPServer.start(
+                on: .tcp(host: address.host, port: address.port),
+                limits: .init(maxHeaderBytes: limits.maxHeaderBytes, acceptCap: limits.maxConnections + limits.maxConnections / 2, backlog: 128),
+                eventLoopGroup: eventLoopGroup
+            ) {
+                MetricsRequestHandler(limits: limits, connections: open, render: render)
+            }
+            return MetricsListener(server: server, connections: open, address: address)
         } catch {
             throw .cannotBind(address, Self.describe(error))
         }
     }
 
     package func stop() async {
-        try? await channel.close()
+        await server.stop()
     }
 
     static func describe(_ error: any Error) -> String {

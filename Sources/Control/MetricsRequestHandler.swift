@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// One scrape per connection: `GET /metrics` (or `HEAD`) with no body, answered with the
 /// exposition and closed. Everything else is refused with a one-line text answer.
@@ -17,7 +18,6 @@ final class MetricsRequestHandler: ChannelInboundHandler {
     private var acquired = false
     private var answered = false
     private var deadline: Scheduled<Void>?
-    private var responseDeadline: Scheduled<Void>?
 
     init(limits: MetricsListener.Limits, connections: MetricsConnections, render: @escaping @Sendable () async -> [UInt8]) {
         self.limits = limits
@@ -41,7 +41,6 @@ final class MetricsRequestHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         deadline?.cancel()
-        responseDeadline?.cancel()
         if acquired { connections.release(); acquired = false }
         context.fireChannelInactive()
     }
@@ -59,7 +58,7 @@ final class MetricsRequestHandler: ChannelInboundHandler {
             respond(context: context, 413, "a scrape has no body")
         case .end:
             // One request per connection: nothing more is read.
-            context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+            HTTPServer.stopReading(context)
             dispatch(context: context)
         }
     }
@@ -101,26 +100,29 @@ final class MetricsRequestHandler: ChannelInboundHandler {
         guard !answered else { return }
         answered = true
         deadline?.cancel()
-        context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: contentType)
-        headers.add(name: "Content-Length", value: "\(body.count)")
-        headers.add(name: "Connection", value: "close")
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status),
-                                                             headers: headers))), promise: nil)
-        if !headOnly {
-            var buffer = context.channel.allocator.buffer(capacity: body.count)
-            buffer.writeBytes(body)
-            context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
-        }
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        responseDeadline = context.eventLoop.scheduleTask(in: limits.responseDeadline) {
-            bound.value.1.close(promise: nil)
-        }
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
-            let (me, context) = bound.value
-            me.responseDeadline?.cancel()
-            context.close(promise: nil)
+        HTTPServer.respond(context, status: status, contentType: contentType, body: body, headOnly: headOnly,
+                           deadline: limits.responseDeadline)
+    }
+}
+
+/// Connections the metrics listener is answering: past the cap a new one is answered
+/// 503 at once, before anything is rendered for it.
+final class MetricsConnections: Sendable {
+    private let open = Mutex(0)
+    let cap: Int
+
+    init(cap: Int) { self.cap = cap }
+
+    func tryAcquire() -> Bool {
+        open.withLock { n in
+            guard n < cap else { return false }
+            n += 1
+            return true
         }
     }
+
+    func release() { open.withLock { $0 -= 1 } }
+
+    /// Connections held now (tests wait on it instead of guessing a delay).
+    var count: Int { open.withLock { $0 } }
 }

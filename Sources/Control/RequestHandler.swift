@@ -23,7 +23,6 @@ final class RequestHandler: ChannelInboundHandler {
     private var acquired = false
     private var privileged = false
     private var deadline: Scheduled<Void>?
-    private var responseDeadline: Scheduled<Void>?
     private var reservedBytes = 0
     private var peer: PeerCredentials?
 
@@ -74,7 +73,6 @@ final class RequestHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         deadline?.cancel()
-        responseDeadline?.cancel()
         if acquired, let peer { connections.release(uid: peer.uid, privileged: privileged); acquired = false }
         if reservedBytes > 0 { connections.releaseResponse(reservedBytes); reservedBytes = 0 }
         context.fireChannelInactive()
@@ -95,16 +93,10 @@ final class RequestHandler: ChannelInboundHandler {
             }
             body += chunk.readBytes(length: chunk.readableBytes) ?? []
         case .end:
-            // One request per connection: nothing more is read. A client that goes on
-            // sending (an endless second request, gigabytes of it) only fills its own
-            // socket buffer instead of keeping an event loop busy reading and discarding.
-            stopReading(context)
+            // One request per connection: nothing more is read.
+            HTTPServer.stopReading(context)
             dispatch(context: context)
         }
-    }
-
-    private func stopReading(_ context: ChannelHandlerContext) {
-        context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
@@ -154,7 +146,7 @@ final class RequestHandler: ChannelInboundHandler {
         guard !answered else { return }
         answered = true
         deadline?.cancel()
-        stopReading(context)
+        HTTPServer.stopReading(context)
         if let stream = response.stream {
             // The producer writes through the channel from its own task, paced by the socket.
             let writer = ControlStreamWriter(channel: context.channel, stallTimeout: limits.streamStallTimeout)
@@ -172,24 +164,11 @@ final class RequestHandler: ChannelInboundHandler {
                 response = .error(503, "busy", "too many large answers waiting to be read; try again")
             }
         }
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: response.contentType)
-        headers.add(name: "Content-Length", value: "\(response.body.count)")
-        headers.add(name: "Connection", value: "close")
-        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        var buffer = context.channel.allocator.buffer(capacity: response.body.count)
-        buffer.writeBytes(response.body)
-        context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        responseDeadline = context.eventLoop.scheduleTask(in: limits.responseDeadline) {
-            bound.value.1.close(promise: nil)
-        }
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
-            let (me, context) = bound.value
-            me.responseDeadline?.cancel()
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        HTTPServer.respond(context, status: response.status, contentType: response.contentType, body: response.body,
+                           deadline: limits.responseDeadline) {
+            let me = bound.value
             if me.reservedBytes > 0 { me.connections.releaseResponse(me.reservedBytes); me.reservedBytes = 0 }
-            context.close(promise: nil)
         }
     }
 
@@ -203,4 +182,11 @@ final class RequestHandler: ChannelInboundHandler {
         }
         return (String(uri[..<q]), query)
     }
+}
+
+/// The kernel's `struct ucred` (pid_t, uid_t, gid_t); Glibc's module hides it behind _GNU_SOURCE.
+struct KernelPeerCred: Sendable {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
 }

@@ -7,13 +7,12 @@ import Catalog
 import CLinux
 import Control
 import CoreMetrics
-import Credentials
+import Account
 import Foundation
 import Digests
 import Ingest
 import Inventory
 import Logging
-import MetricsExport
 import Manifest
 import PhotolalaCore
 import Queue
@@ -138,13 +137,16 @@ package struct Daemon: Sendable {
         config.maximumCancellationDuration = .seconds(3)
         let group = ServiceGroup(configuration: config)
         defer { logger.notice("photolalad stopped") }
-        let stopper = Task {
-            for await signal in stops {
-                logger.notice("\(signal) received: stopping")
-                await group.triggerGracefulShutdown()
+        // SIGTERM/SIGINT are relayed by a child of this task, ended with the group.
+        try await withThrowingDiscardingTaskGroup { relay in
+            relay.addTask {
+                for await signal in stops {
+                    logger.notice("\(signal) received: stopping")
+                    await group.triggerGracefulShutdown()
+                }
             }
+            try await group.run()
+            relay.cancelAll()
         }
-        defer { stopper.cancel() }
-        try await group.run()
     }
 }

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Control
 import Foundation
+import Ingest
 import PhotolalaCore
 import Queue
 

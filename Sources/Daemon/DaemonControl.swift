@@ -1,9 +1,8 @@
 import Control
-import Credentials
+import Account
 import Foundation
 import Ingest
 import Inventory
-import MetricsExport
 import PhotolalaCore
 import Queue
 import Restore

@@ -1,4 +1,4 @@
-import Credentials
+import Account
 import PhotolalaCore
 
 /// Uploads run only when the user has not paused them and the account allows them

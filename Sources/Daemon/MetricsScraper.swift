@@ -1,4 +1,4 @@
-import MetricsExport
+import Control
 import PhotolalaCore
 
 /// Renders a scrape from the status snapshot, for the control socket and the TCP

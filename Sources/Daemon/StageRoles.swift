@@ -1,6 +1,6 @@
 import Catalog
 import Control
-import Credentials
+import Account
 import Ingest
 import Inventory
 import Manifest

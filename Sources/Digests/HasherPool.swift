@@ -56,15 +56,23 @@ package final class HasherPool: Sendable {
     /// Files being read right now.
     package var busy: Int { state.withLock { $0.busy } }
 
-    /// `sha256`: also the SHA-256, in the same read (see `PayloadDigests`).
+    /// `sha256`: also the SHA-256, in the same read (see `PayloadDigests`). A task
+    /// cancelled while waiting is answered at once ("stopping"); the thread reading its
+    /// file finishes it and the digest is dropped.
     package func hash(path: String, followSymlinks: Bool = false, sha256: Bool = false) async -> Result {
-        await withCheckedContinuation { (c: CheckedContinuation<Result, Never>) in
-            let accepted = state.withLock { s -> Bool in
-                guard !s.stopped else { return false }
-                s.jobs.append(Job(path: path, followSymlinks: followSymlinks, sha256: sha256, done: { c.resume(returning: $0) }))
-                return true
+        let answer = Answer()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Result, Never>) in
+                guard answer.wait(c) else { return }
+                let accepted = state.withLock { s -> Bool in
+                    guard !s.stopped else { return false }
+                    s.jobs.append(Job(path: path, followSymlinks: followSymlinks, sha256: sha256, done: { answer.give($0) }))
+                    return true
+                }
+                if accepted { wake.signal() } else { answer.give(.failure(.unreadable("the daemon is stopping"))) }
             }
-            if accepted { wake.signal() } else { c.resume(returning: .failure(.unreadable("the daemon is stopping"))) }
+        } onCancel: {
+            answer.give(.failure(.unreadable("the daemon is stopping")))
         }
     }
 
@@ -159,5 +167,43 @@ package final class HasherPool: Sendable {
                 job.done(result)
             }
         }
+    }
+}
+
+/// One hash's answer, given once: by the thread that read the file, or by the caller's
+/// cancellation first (the thread's later answer is then dropped).
+private final class Answer: Sendable {
+    private struct State: ~Copyable {
+        var waiting: CheckedContinuation<HasherPool.Result, Never>?
+        var early: HasherPool.Result?
+        var given = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Holds the caller's continuation; false when the answer came first (it is resumed with it).
+    func wait(_ continuation: CheckedContinuation<HasherPool.Result, Never>) -> Bool {
+        let early = state.withLock { s -> HasherPool.Result? in
+            if let early = s.early { return early }
+            s.waiting = continuation
+            return nil
+        }
+        guard let early else { return true }
+        continuation.resume(returning: early)
+        return false
+    }
+
+    func give(_ result: HasherPool.Result) {
+        let waiting = state.withLock { s -> CheckedContinuation<HasherPool.Result, Never>? in
+            guard !s.given else { return nil }
+            s.given = true
+            guard let waiting = s.waiting else {
+                s.early = result
+                return nil
+            }
+            s.waiting = nil
+            return waiting
+        }
+        waiting?.resume(returning: result)
     }
 }

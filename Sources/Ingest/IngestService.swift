@@ -2,8 +2,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import CLinux
 import Digests
+import Foundation
 import Logging
 import PhotolalaCore
 import Queue
@@ -19,9 +20,7 @@ import Watcher
 ///
 /// The decisions live in values (`HashQueue`, `ScanTracker`, `SettleAggregator`,
 /// `SettleRule`, `FolderProblems`, `Backoff`); this actor performs the I/O around them.
-/// Its jobs, one file each: events (`+Events`), settling (`+Settle`), scans (`+Scans`),
-/// hashing and recording (`+Hashing`), recovery from lost writes and memory after a burst
-/// (`+Upkeep`).
+/// Its loops and the work its synchronous code starts are children of `run()`.
 package actor IngestService: Service {
     package struct Options: Sendable, Equatable {
         package var watcher: WatcherOptions
@@ -40,52 +39,58 @@ package actor IngestService: Service {
         var settleRule: SettleRule { SettleRule(settle: watcher.settle) }
     }
 
-    let database: QueueDatabase
-    var options: Options
-    let logger: Logger
-    let statusChanges: ChangeFeed
-    let pool: HasherPool
-    package nonisolated let hashMeter = RateMeter()
-    var watcher: InotifyWatcher?
-    var aggregator: SettleAggregator<ContinuousClock.Instant>
-    var hashes = HashQueue()
-    var scans = ScanTracker()
-    var lastScanAt: Date?
-    var folderProblems = FolderProblems()
-    /// A change the queue could not record (a full disk): a rescan, retried with backoff
-    /// until one goes through cleanly, puts back whatever was missed.
-    var lostWrites = false
-    var recovery: Task<Void, Never>?
+    /// As many files per hasher thread as it hashes at once, and a few more: while one
+    /// batch of results is being written the threads go on with the next files.
+    static let filesInFlightPerWorker = 4
     /// 5 s, 10 s, … up to 5 minutes between rescans that put back lost writes.
     static let recoveryBackoff = Backoff(base: 5, cap: 300, jitter: .none)
-    var pipelineTasks: [Task<Void, Never>] = []
-    let settleSignal = WakeSignal()
-    let hashSignal = WakeSignal()
-    let scanSignal = WakeSignal()
 
+    private let hashMeter = RateMeter()
+    /// SHA-256s for signed uploads, taken in the hashing pass when the uploader wants them.
+    private let payloadDigests: PayloadDigests
+
+    private let database: QueueDatabase
+    private var options: Options
+    private let logger: Logger
+    private let statusChanges: ChangeFeed
+    /// Wall-clock time: a file's mtime is compared with it, and the last scan shown.
+    private let clock: any DaemonClock
+    private let pool: HasherPool
+    private var watcher: InotifyWatcher?
+    private var aggregator: SettleAggregator<ContinuousClock.Instant>
+    private var hashes = HashQueue()
+    private var scans = ScanTracker()
+    private var lastScanAt: Date?
+    private var folderProblems = FolderProblems()
+    /// A change the queue could not record (a full disk): a rescan, retried with backoff
+    /// until one goes through cleanly, puts back whatever was missed.
+    private var lostWrites = false
+    private var recovering = false
+    private let tasks = ServiceTasks()
+    private let settleSignal = WakeSignal()
+    private let hashSignal = WakeSignal()
+    private let scanSignal = WakeSignal()
     /// Files being read by the pool now.
-    var hashing = 0
+    private var hashing = 0
     /// Set while a first scan lists a tree the queue knew nothing of.
-    var hashHeld = false
+    private var hashHeld = false
     /// Results waiting to be written. Small photos hash faster than one transaction per
     /// file commits, so results that arrive while this actor is busy are recorded
     /// together; a lone file is recorded at once (one task hop later), or within 0.1 s
     /// while a scan runs.
-    var hashed: [(String, HasherPool.Result)] = []
-    var recordScheduled = false
-    var hashWakePending = false
+    private var hashed: [(String, HasherPool.Result)] = []
+    private var recordScheduled = false
+    private var hashWakePending = false
     /// Set by scans and hashing; cleared when memory is given back.
-    var workSinceRelease = false
-    var idleCheckScheduled = false
+    private var workSinceRelease = false
+    private var idleCheckScheduled = false
 
-    /// SHA-256s for signed uploads, taken in the hashing pass when the uploader wants them.
-    package nonisolated let payloadDigests: PayloadDigests
-
-    package init(database: QueueDatabase, options: Options, logger: Logger, statusChanges: ChangeFeed = ChangeFeed(),
-                payloadDigests: PayloadDigests = PayloadDigests()) {
+    package init(database: QueueDatabase, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger,
+                 statusChanges: ChangeFeed = ChangeFeed(), payloadDigests: PayloadDigests = PayloadDigests()) {
         self.database = database
         self.payloadDigests = payloadDigests
         self.options = options
+        self.clock = clock
         self.logger = logger
         self.statusChanges = statusChanges
         pool = HasherPool(workers: options.hashWorkers)
@@ -97,19 +102,25 @@ package actor IngestService: Service {
         armBacklog()
         if hashes.backlogCursor != nil { logger.info("resuming: some files still need their hash") }
         startWatcher()
-        // As many files per hasher thread as it hashes at once, and a few more: while one
-        // batch of results is being written the threads go on with the next files.
-        for worker in 0..<pool.workers * (pool.filesAtOnce + Self.filesInFlightPerWorker - 1) {
-            pipelineTasks.append(Task { await self.hashLoop(worker) })
+        let hashLoops = pool.workers * (pool.filesAtOnce + Self.filesInFlightPerWorker - 1)
+        let (tasks, pool) = (self.tasks, self.pool)
+        _ = await cancelWhenGracefulShutdown {
+            // The pool answers the files it was given at once when stopping: the loops
+            // waiting on it end without waiting for the file being read.
+            await withTaskCancellationHandler {
+                await withDiscardingTaskGroup { group in
+                    for worker in 0..<hashLoops { group.addTask { await self.hashLoop(worker) } }
+                    group.addTask { await self.settleLoop() }
+                    group.addTask { await self.scanLoop() }
+                    group.addTask { await self.rescanTimer() }
+                    group.addTask { await self.needsHashLoop() }
+                    group.addTask { await tasks.run() }
+                }
+            } onCancel: {
+                pool.shutdown()
+            }
         }
-        pipelineTasks.append(Task { await self.settleLoop() })
-        pipelineTasks.append(Task { await self.scanLoop() })
-        pipelineTasks.append(Task { await self.rescanTimer() })
-        pipelineTasks.append(Task { await self.needsHashLoop() })
-        try? await gracefulShutdown()
         watcher?.stop()
-        recovery?.cancel()
-        for t in pipelineTasks { t.cancel() }
         pool.shutdown()
     }
 
@@ -133,12 +144,6 @@ package actor IngestService: Service {
         for root in options.watcher.folders { requestScan(root, recursive: true) }
     }
 
-    func changed() {
-        statusChanges.changed()
-    }
-
-    // MARK: status
-
     /// Ingest's own part of the status: the watch, scans, files being read now, the hash
     /// rate and the folders it cannot back up. It reads no other stage's fields.
     package func contribute(to s: inout DaemonStatus) {
@@ -157,5 +162,519 @@ package actor IngestService: Service {
         s.queue.hashing = min(hashing, pool.busy)
         s.queue.hashRate = hashMeter.rate()
         s.problems += folderProblems.statusLines()
+    }
+
+    private func notify(_ signal: WakeSignal) {
+        tasks.spawn { await signal.notify() }
+    }
+
+    // MARK: events
+
+    private func startWatcher() {
+        let w = InotifyWatcher(options: options.watcher, logger: logger)
+        do {
+            try w.start()
+        } catch {
+            logger.error("cannot watch the folders: \(error); falling back to periodic scans")
+            rescanAll(reason: "no inotify")
+            return
+        }
+        watcher = w
+        // Ends when the watcher stops (a reload starts another).
+        let events = w.events()
+        tasks.spawn {
+            for await event in events { await self.handle(event) }
+        }
+    }
+
+    private func handle(_ event: WatchEvent) async {
+        let now = ContinuousClock.now
+        do {
+            switch event {
+            case .fileWritten(let path):
+                aggregator.fileWritten(path, now: now)
+            case .fileMoved(let from, let to):
+                scans.noteChange(PathNames.parent(of: from))
+                scans.noteChange(PathNames.parent(of: to))
+                aggregator.moved(from: from, to: to)
+                if try !database.renameFile(from: from, to: to) {
+                    aggregator.fileWritten(to, now: now)
+                } else {
+                    rehashMoved(from: from, to: to, now: now)
+                }
+            case .removed(let path):
+                aggregator.removed(path)
+                hashes.drop(within: path)
+                try database.markGone(path: path)
+            case .directoryMoved(let from, let to):
+                scans.noteChange(from)
+                scans.noteChange(to)
+                aggregator.moved(from: from, to: to)
+                if let again = scans.follow(from: from, to: to) { requestScan(again.path, recursive: again.recursive) }
+                try database.renameDirectory(from: from, to: to)
+                rehashMoved(from: from, to: to, now: now)
+                logger.debug("directory renamed", metadata: ["from": "\(from)", "to": "\(to)"])
+            case .scanNeeded(let path, let reason):
+                switch reason {
+                case .initial, .folderAvailable, .newDirectory, .unwatched:
+                    requestScan(path, recursive: true)
+                case .overflow:
+                    logger.warning("the kernel's event queue overflowed: rescanning \(path)")
+                    requestScan(path, recursive: true)
+                case .invalidName:
+                    requestScan(path, recursive: false)
+                }
+            case .folderMissing(let root):
+                logger.warning("watched folder missing or unreadable (retrying): \(root)")
+                aggregator.removed(root)
+                hashes.drop(within: root)
+            case .folderAvailable(let root):
+                logger.notice("watched folder available again: \(root)")
+            case .watchLimitReached:
+                break
+            }
+        } catch {
+            logger.error("cannot record a change in the queue: \(error)", metadata: ["event": "\(event)"])
+            writeFailed()
+        }
+        await settleSignal.notify()
+        statusChanges.changed()
+    }
+
+    /// Files renamed (or inside a renamed directory) while waiting to be hashed or being
+    /// hashed settle again under their new name (see `HashQueue.moved`).
+    private func rehashMoved(from: String, to: String, now: ContinuousClock.Instant) {
+        for path in hashes.moved(from: from, to: to) { aggregator.fileWritten(path, now: now) }
+    }
+
+    // MARK: settling
+
+    private func settleLoop() async {
+        while !Task.isCancelled {
+            let since = await settleSignal.current
+            let ready = aggregator.due(now: .now)
+            for item in ready {
+                switch item {
+                case .file(let path): observe(path)
+                case .scanDirectory(let dir, let recursive): requestScan(dir, recursive: recursive)
+                }
+            }
+            if !ready.isEmpty { statusChanges.changed() }
+            let deadline = aggregator.nextDeadline
+            await settleSignal.wait(since: since, until: deadline)
+        }
+    }
+
+    /// A settled file: record what it is now, and hash it if it is new or changed.
+    private func observe(_ path: String) {
+        var st = stat()
+        let rc = options.watcher.followSymlinks ? stat(path, &st) : lstat(path, &st)
+        if rc != 0 {
+            if errno == ENOENT || errno == ENOTDIR { try? database.markGone(path: path) }
+            return
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return }
+        // Handed on by a scan, a roll-up or maxHold rather than by its CLOSE_WRITE, a file
+        // may still be open and growing (IN_MODIFY is not watched): its mtime says when it
+        // was last written. Not left alone for `settle` yet: wait until it has been.
+        let rule = options.settleRule
+        if let wait = rule.timeLeft(mtimeSec: Int64(st.st_mtim.tv_sec), mtimeNsec: Int64(st.st_mtim.tv_nsec), now: clock.now()) {
+            aggregator.markUnsettled(path, now: rule.lastWrite(now: ContinuousClock.now, timeLeft: wait))
+            return
+        }
+        scans.noteChange(PathNames.parent(of: path))
+        do {
+            for p in try database.observe([ObservedFile(path: path, identity: FileIdentity(st))]) { enqueueHash(p) }
+        } catch {
+            logger.error("cannot record a file in the queue: \(error)", metadata: ["path": "\(path)"])
+            writeFailed()
+        }
+    }
+
+    /// A file found waiting for its hash by a scan or in the backlog: hashed now, or, if
+    /// it was written moments ago and may still be growing, once it has settled (true:
+    /// the settle loop has a new deadline to wake for).
+    @discardableResult
+    private func admit(_ path: String, mtimeSec: Int64, mtimeNsec: Int64, now: Date) -> Bool {
+        let rule = options.settleRule
+        guard let wait = rule.timeLeft(mtimeSec: mtimeSec, mtimeNsec: mtimeNsec, now: now) else {
+            enqueueHash(path)
+            return false
+        }
+        // Settles from its last write (observe() checks again then).
+        aggregator.fileWritten(path, now: rule.lastWrite(now: ContinuousClock.now, timeLeft: wait))
+        return true
+    }
+
+    // MARK: scans
+
+    private func requestScan(_ path: String, recursive: Bool) {
+        guard scans.request(path, recursive: recursive) else { return }
+        notify(scanSignal)
+    }
+
+    private func scanLoop() async {
+        while !Task.isCancelled {
+            let since = await scanSignal.current
+            guard let next = scans.begin() else {
+                await scanSignal.wait(since: since, until: nil as ContinuousClock.Instant?)
+                continue
+            }
+            workSinceRelease = true
+            statusChanges.changed()
+            await scan(next.path, recursive: next.recursive)
+            scans.finish()
+            lastScanAt = clock.now()
+            statusChanges.changed()
+            noteMaybeIdle()
+        }
+    }
+
+    private func scan(_ root: String, recursive: Bool) async {
+        let started = ContinuousClock.now
+        // A folder the queue knows nothing of (a first scan) can have nothing gone.
+        let knewFiles = (try? database.knowsFiles(under: root)) ?? true
+        // A first scan lists and records the whole tree before anything is read: on a NAS's
+        // two cores the hashers competing with the listing made it six times slower than
+        // `find` (docs/benchmarks.md), and the status total is right sooner. Files stay in
+        // the hash queue meanwhile; events are still recorded.
+        if !knewFiles {
+            hashHeld = true
+            database.bulkWrites(true)
+        }
+        let summary = await list(root, recursive: recursive, knewFiles: knewFiles)
+        if !knewFiles {
+            database.bulkWrites(false)
+            armBacklog()
+        }
+        if hashHeld {
+            hashHeld = false
+            notify(hashSignal)
+        }
+        await settleSignal.notify()
+        guard var summary else { return }
+        if !summary.rootListed, access(root, F_OK) != 0, errno == ENOENT {
+            // Renamed or deleted before its scan ran (events said where it went): gone, not unreadable.
+            summary.unreadable.removeAll { $0.path.utf8.elementsEqual(root.utf8) }
+        }
+        let fresh = folderProblems.scanned(root, recursive: recursive, invalidNameCount: summary.invalidNameCount,
+                                           invalidNames: summary.invalidNames,
+                                           unreadable: summary.unreadable.map { .init(path: $0.path, reason: $0.reason) })
+        for problem in fresh {
+            logger.warning("cannot read a folder: \(problem.path): \(problem.reason) — \(FolderProblems.advice(for: problem.reason))")
+        }
+        if recursive && summary.rootListed && knewFiles {
+            sweep(root, summary: summary)
+        }
+        // From the first listing to the last write, sweep included: the whole scan.
+        let elapsed = ContinuousClock.now - started
+        logger.info("scanned \(root)", metadata: ["files": "\(summary.files)", "directories": "\(summary.directories)",
+                                                  "ms": "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)"])
+    }
+
+    /// Lists the tree and records it batch by batch; the scanner's summary, nil if it ended early.
+    private func list(_ root: String, recursive: Bool, knewFiles: Bool) async -> ScanSummary? {
+        let scanner = DirectoryScanner(options: options.watcher, logger: logger)
+        var summary: ScanSummary?
+        var iterator = scanner.batches(root, recursive: recursive).makeAsyncIterator()
+        // The scanner lists the next batch while this one is recorded, so a listing may
+        // have started as early as the previous request: changes since then make it suspect.
+        var previousRequest = scans.epoch
+        while true {
+            // Listings are taken while this actor goes on handling events.
+            let listedAfter = previousRequest
+            previousRequest = scans.epoch
+            guard let output = await iterator.next() else { break }
+            switch output {
+            case .directories(let listings):
+                var fresh: [DirectoryListing] = []
+                fresh.reserveCapacity(listings.count)
+                for listing in listings {
+                    if scans.changed(listing.path, since: listedAfter) {
+                        // Events moved or recorded files here after it was listed: list it
+                        // again once it is quiet instead of calling those files gone.
+                        logger.debug("directory changed while scanned; listing it again", metadata: ["dir": "\(listing.path)"])
+                        aggregator.directoryScanRequested(listing.path, recursive: false, now: .now)
+                        continue
+                    }
+                    fresh.append(DirectoryListing(listing))
+                }
+                do {
+                    // One batch, one read and at most one write transaction.
+                    let need = try database.reconcileDirectories(fresh, firstScan: !knewFiles)
+                    // A first scan's files wait in the database: the backlog reads them back.
+                    guard knewFiles else { continue }
+                    let now = clock.now()
+                    for f in need { admit(f.path, mtimeSec: f.identity.mtimeSec, mtimeNsec: f.identity.mtimeNsec, now: now) }
+                } catch {
+                    logger.error("cannot record a scan in the queue: \(error)", metadata: ["dir": "\(fresh.first?.dir ?? root)"])
+                    writeFailed()
+                }
+            case .finished(let s):
+                summary = s
+            }
+        }
+        return summary
+    }
+
+    /// Directories the queue knows but the scan did not find are gone — except under a
+    /// folder we could not read, where absence proves nothing.
+    private func sweep(_ root: String, summary: ScanSummary) {
+        let blind = summary.unreadable.map(\.path)
+        // Directories that events filled during the scan (a folder renamed into one listed
+        // earlier, files recorded in a directory made after its parent was listed) were not
+        // visited but are not gone either.
+        let changed = scans.changedDirectories(within: root)
+        guard changed.count <= 256 else {
+            logger.debug("the tree changed too much during the scan to tell what vanished; the next scan will", metadata: ["root": "\(root)"])
+            return
+        }
+        do {
+            let swept = try database.sweepDirectories(under: root, visited: summary.visitedDirectories, excluding: blind + changed)
+            if swept > 0 { logger.info("\(swept) files are gone from \(root)") }
+        } catch {
+            logger.error("cannot record vanished files: \(error)")
+            writeFailed()
+        }
+    }
+
+    private func rescanTimer() async {
+        while !Task.isCancelled {
+            guard let interval = options.rescanInterval else {
+                try? await clock.sleep(seconds: 3600)
+                continue
+            }
+            // ±10% so many NASes (and many folders) do not rescan in lockstep.
+            let jitter = Double.random(in: 0.9...1.1)
+            try? await clock.sleep(seconds: Units.seconds(interval) * jitter)
+            if Task.isCancelled { return }
+            rescanAll(reason: "periodic safety net")
+        }
+    }
+
+    // MARK: hashing
+
+    /// Points the backlog at the first file waiting for a hash (see `HashQueue.armBacklog`).
+    private func armBacklog() {
+        do {
+            guard let start = try database.unhashedStart() else { return }
+            hashes.armBacklog(at: start)
+            notify(hashSignal)
+        } catch {
+            logger.error("cannot read the files waiting for a hash: \(error); the next scan finds them")
+        }
+    }
+
+    /// Files put back to be hashed outside a scan (the uploader found a source changed,
+    /// `retry` of unreadable files) wait in the queue: the backlog reads them from there.
+    private func needsHashLoop() async {
+        let signal = database.signals.needsHash
+        var since = await signal.current
+        while !Task.isCancelled {
+            await signal.wait(since: since, until: nil as ContinuousClock.Instant?)
+            since = await signal.current
+            if Task.isCancelled { return }
+            armBacklog()
+        }
+    }
+
+    /// Moves the next chunk of the backlog into the hash queue; false when nothing is left
+    /// to take (or the database cannot be read: the next rescan finds those files
+    /// waiting, and the next start or first scan arms the backlog again).
+    private func refillFromBacklog() -> Bool {
+        guard let after = hashes.backlogCursor else { return false }
+        let files: [UnhashedFile]
+        do {
+            files = try database.unhashedFiles(after: after, limit: HashQueue.backlogChunk)
+        } catch {
+            logger.error("cannot read the files waiting for a hash: \(error); the next scan finds them")
+            hashes.backlogRead(lastId: nil)
+            return false
+        }
+        hashes.backlogRead(lastId: files.last?.id)
+        guard !files.isEmpty else { return false }
+        let now = clock.now()
+        var settling = false
+        // Files already queued, in flight or being recorded are skipped by enqueueHash.
+        for f in files where admit(f.path, mtimeSec: f.mtimeSec, mtimeNsec: f.mtimeNsec, now: now) { settling = true }
+        if settling { notify(settleSignal) }
+        return true
+    }
+
+    private func enqueueHash(_ path: String) {
+        guard hashes.enqueue(path) else { return }
+        workSinceRelease = true
+        // One wake-up for a scan batch's thousand files, not one each.
+        if !hashWakePending {
+            hashWakePending = true
+            tasks.spawn { await self.wakeHashLoops() }
+        }
+    }
+
+    private func wakeHashLoops() async {
+        // Cleared before notifying: a file queued after this gets a wake-up of its own.
+        hashWakePending = false
+        await hashSignal.notify()
+    }
+
+    private func nextToHash() -> String? {
+        repeat {
+            if let path = hashes.next() { return path }
+        } while refillFromBacklog()
+        return nil
+    }
+
+    private func hashLoop(_ worker: Int) async {
+        while !Task.isCancelled {
+            let since = await hashSignal.current
+            guard !hashHeld, let path = nextToHash() else {
+                await hashSignal.wait(since: since, until: nil as ContinuousClock.Instant?)
+                continue
+            }
+            hashing += 1
+            let result = await pool.hash(path: path, followSymlinks: options.watcher.followSymlinks, sha256: payloadDigests.wanted)
+            hashing -= 1
+            // Stopping: the file stays waiting in the queue and is read again at the next start.
+            if Task.isCancelled { return }
+            hashes.hashed(path)
+            hashed.append((path, result))
+            if !recordScheduled {
+                recordScheduled = true
+                // During a scan its own transactions come first: results are written a
+                // tenth of a second's worth at a time rather than two or three per commit.
+                let gather = scans.isScanning
+                tasks.spawn {
+                    if gather { try? await Task.sleep(for: .milliseconds(100)) }
+                    await self.recordHashed()
+                }
+            }
+        }
+    }
+
+    private func recordHashed() async {
+        recordScheduled = false
+        var batch = HashResults(hashed)
+        hashed.removeAll(keepingCapacity: true)
+        // In arrival order: a failure for a path is applied after its earlier successes.
+        while let step = batch.next() {
+            switch step {
+            case .digests(let files, let results):
+                for (file, result) in zip(files, results) {
+                    hashMeter.add(file.identity.size)
+                    DaemonCounter.hashedFiles.increment()
+                    DaemonCounter.hashedBytes.increment(by: file.identity.size)
+                    if let sha256 = result.sha256 { payloadDigests.store(md5: file.md5, identity: file.identity, sha256: sha256) }
+                }
+                record(files, elapsed: results.map(\.elapsed))
+            case .failure(let path, let failure):
+                record(path, failure)
+            }
+        }
+        hashes.recorded(batch.paths)
+        await settleSignal.notify()
+        statusChanges.changed()
+        noteMaybeIdle()
+    }
+
+    private func record(_ digests: [HashedFile], elapsed: [Duration]) {
+        do {
+            for (i, outcome) in try database.recordHashes(digests).enumerated() {
+                let file = digests[i]
+                switch outcome {
+                case .recorded(let state):
+                    // Same bytes as an object already in S3: backed up without an upload.
+                    if state == .uploaded { DaemonCounter.uploadedFiles.increment() }
+                    // µs from open to the last stat: the benchmark's figure for the hasher.
+                    let (seconds, attoseconds) = elapsed[i].components
+                    logger.debug("hashed", metadata: ["path": "\(file.path)", "md5": "\(file.md5)", "state": "\(state.publicName)",
+                                                      "us": "\(seconds * 1_000_000 + attoseconds / 1_000_000_000_000)"])
+                case .stale:
+                    aggregator.markUnsettled(file.path, now: .now)
+                case .unknown:
+                    break
+                }
+            }
+        } catch {
+            logger.error("cannot record hashes in the queue: \(error)", metadata: ["files": "\(digests.count)", "first": "\(digests[0].path)"])
+            writeFailed()
+        }
+    }
+
+    private func record(_ path: String, _ failure: FileHasher.Failure) {
+        do {
+            switch failure {
+            case .changed:
+                logger.debug("changed while being read; it settles again", metadata: ["path": "\(path)"])
+                aggregator.markUnsettled(path, now: .now)
+            case .vanished, .notRegularFile:
+                try database.markGone(path: path)
+            case .unreadable(let why):
+                logger.warning("cannot read a file: \(why)", metadata: ["path": "\(path)"])
+                try database.recordUnreadable(path: path, reason: why)
+            }
+        } catch {
+            logger.error("cannot record a hash in the queue: \(error)", metadata: ["path": "\(path)"])
+            writeFailed()
+        }
+    }
+
+    // MARK: upkeep
+
+    private func writeFailed() {
+        lostWrites = true
+        guard !recovering else { return }
+        recovering = true
+        tasks.spawn { await self.recover() }
+    }
+
+    /// Rescans every folder after a failed write (`recoveryBackoff`: 5 s, 10 s, … up to 5
+    /// minutes apart) until a whole rescan records without an error. Scans re-read nothing
+    /// already hashed, so a long outage costs listings, not hashing.
+    private func recover() async {
+        defer { recovering = false }
+        var backoff = Self.recoveryBackoff
+        var delay = backoff.fail(random: 0)
+        while !Task.isCancelled {
+            try? await Task.sleep(for: Backoff.duration(delay))
+            if Task.isCancelled { return }
+            lostWrites = false
+            rescanAll(reason: "putting back what the queue could not record")
+            while scans.isBusy && !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+            if !lostWrites {
+                logger.notice("the queue records changes again; nothing was missed")
+                return
+            }
+            delay = backoff.fail(random: 0)
+        }
+    }
+
+    private var isIdle: Bool {
+        hashes.isDrained && hashes.backlogCursor == nil && hashing == 0 && hashed.isEmpty && !scans.isBusy
+    }
+
+    /// After a burst of work (a first scan queues and hashes a hundred thousand files),
+    /// the heap keeps what the burst freed and SQLite keeps its page caches: 10 to 15 MB
+    /// the daemon no longer needs. Two seconds after the work runs out, give it back.
+    private func noteMaybeIdle() {
+        guard workSinceRelease, isIdle, !idleCheckScheduled else { return }
+        idleCheckScheduled = true
+        tasks.spawn {
+            try? await Task.sleep(for: .seconds(2))
+            await self.releaseMemoryIfStillIdle()
+        }
+    }
+
+    private func releaseMemoryIfStillIdle() {
+        idleCheckScheduled = false
+        // Busy again: the next time the work runs out does it.
+        guard isIdle else { return }
+        workSinceRelease = false
+        hashes.releaseMemory()
+        hashed = []
+        database.releaseMemory()
+        photolala_trim_malloc()
+        photolala_release_code_pages()
     }
 }

@@ -1,7 +1,6 @@
 import AsyncHTTPClient
-import Backend
+import Account
 import Bucket
-import Credentials
 import Foundation
 import Logging
 import PhotolalaCore

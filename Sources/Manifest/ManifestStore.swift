@@ -1,5 +1,5 @@
 import AsyncHTTPClient
-import Backend
+import Account
 import Bucket
 import Foundation
 import Logging

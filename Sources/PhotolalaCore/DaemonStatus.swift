@@ -1,3 +1,4 @@
+/// PhotolalaCore: Sendable value types shared by every module: the status snapshot, settings and their units. No I/O beyond time formatting.
 /// The one status snapshot: the daemon fills it, the control socket carries it as JSON,
 /// and `photolalactl status` renders it (human and `--json` print the same value).
 /// Field names are the stable contract of shared/spec/cli.md; more may be added.

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PhotolalaCore
 
 /// BMP, decoded here because libvips reads it only through ImageMagick (a large, lazily
 /// loading library we keep out of the worker). Uncompressed 1-, 4-, 8-, 24- and 32-bit
@@ -26,8 +27,7 @@ enum BMPDecoder {
         var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + offset, $0.count - offset, off_t(offset)) }
-            if n < 0, errno == EINTR { continue }
+            let n = retryingInterrupts { bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + offset, $0.count - offset, off_t(offset)) } }
             guard n > 0 else { return .failure(Failure(description: "the file ended early")) }
             offset += n
         }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CPreviews
+import PhotolalaCore
 
 /// The daemon's handle on one running preview worker: the process and the daemon's end of
 /// their socket pair. Blocking calls; `PreviewWorkerSlot` runs them off the cooperative pool
@@ -84,11 +85,9 @@ final class WorkerProcess: @unchecked Sendable {
             }
             var p = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
             let ms = Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
-            let ready = poll(&p, 1, ms)
-            if ready < 0 && errno == EINTR { continue }
+            let ready = retryingInterrupts { poll(&p, 1, ms) }
             if ready <= 0 { continue }
-            let n = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryingInterrupts { buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) } }
             guard n > 0 else { throw reap() }
             frames.append(buffer[0..<n])
         }
@@ -125,7 +124,7 @@ final class WorkerProcess: @unchecked Sendable {
         exited = true
         kill(pid, SIGKILL)
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        _ = retryingInterrupts { waitpid(pid, &status, 0) }
         close(socket)
     }
 

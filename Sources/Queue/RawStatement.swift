@@ -7,17 +7,17 @@ import GRDBSQLite
 /// with a hundred thousand files that cost as much as SQLite's own work. Only for plain
 /// reads and writes inside a transaction GRDB opened (`read`/`write`): nothing here
 /// begins or ends one.
-struct RawStatement {
+package struct RawStatement {
     private let statement: Statement
     private var handle: OpaquePointer { statement.sqliteStatement }
 
-    init(_ db: Database, _ sql: String) throws {
+    package init(_ db: Database, _ sql: String) throws {
         statement = try db.cachedStatement(sql: sql)
     }
 
     /// Binds `values` to ?1, ?2, … and steps once: true when a row is there to read with
     /// the column accessors, false when the statement is done. Call `reset()` after.
-    func step(_ values: RawValue...) throws -> Bool {
+    package func step(_ values: RawValue...) throws -> Bool {
         sqlite3_reset(handle)
         for (i, value) in values.enumerated() {
             let index = Int32(i + 1)
@@ -32,7 +32,7 @@ struct RawStatement {
     }
 
     /// The next row of a statement already stepped.
-    func next() throws -> Bool {
+    package func next() throws -> Bool {
         switch sqlite3_step(handle) {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false
@@ -46,25 +46,25 @@ struct RawStatement {
 
     /// Ends the current execution (a read's row, a write's statement) and lets go of
     /// bound strings.
-    func reset() {
+    package func reset() {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
     }
 
-    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    package func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
 
-    func text(_ column: Int32) -> String? {
+    package func text(_ column: Int32) -> String? {
         guard let p = sqlite3_column_text(handle, column) else { return nil }
         return String(cString: p)
     }
 
     /// Rows this write changed (SQLite counts them per connection).
-    var changes: Int32 { sqlite3_db_handle(handle).map { sqlite3_changes($0) } ?? 0 }
+    package var changes: Int32 { sqlite3_db_handle(handle).map { sqlite3_changes($0) } ?? 0 }
 
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 }
 
-enum RawValue {
+package enum RawValue {
     case int(Int64)
     case double(Double)
     case text(String)

@@ -1,4 +1,4 @@
-import Backend
+import Account
 import Bucket
 import Control
 import Foundation

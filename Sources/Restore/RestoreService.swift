@@ -2,10 +2,9 @@
 /// objects read back with its credentials and relayed to `photolalactl`) and the command's
 /// (the plan, the files written with the rights of whoever runs it).
 import AsyncHTTPClient
-import Backend
+import Account
 import Bucket
 import Control
-import Credentials
 import Foundation
 import Logging
 import PhotolalaCore

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import PhotolalaCore
 
 /// A watched (or deliberately unwatched) directory. Nodes know their name and parent, not
@@ -59,5 +62,31 @@ final class DirNode {
         if let parent, parent.children[name] === self { parent.children[name] = nil }
         if parent == nil, root.node === self { root.node = nil }
         parent = nil
+    }
+}
+
+/// A configured folder: its tree while it can be read, the retry schedule while it cannot.
+final class RootFolder {
+    let path: String
+    var node: DirNode?
+    var identity: DeviceInode?
+    var reportedMissing = false
+    var retryAt: ContinuousClock.Instant?
+    /// Counts the failed attempts since the folder was last attached.
+    var retry: Backoff
+
+    init(path: String, retry: Backoff) {
+        self.path = path
+        self.retry = retry
+    }
+}
+
+/// Identity of a directory for loop protection.
+struct DeviceInode: Hashable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+    init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
     }
 }

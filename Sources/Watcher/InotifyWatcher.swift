@@ -1,3 +1,4 @@
+/// Watcher: Finds photos: inotify watches, the settle/roll-up aggregator, and the directory scanner.
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Synchronization
+import PhotolalaCore
 
 /// One long-lived thread at nice 10 that runs scan steps in arrival order. Idle, it blocks
 /// in read(2) and costs nothing.
@@ -32,8 +33,7 @@ final class LowPriorityWorker: Sendable {
             try OSThread.detach(name: "photolala-scan", niceness: 10) {
                 var buffer = [UInt8](repeating: 0, count: 64)
                 while true {
-                    let n = read(readFd, &buffer, buffer.count)
-                    if n == 0 || (n < 0 && errno != EINTR) { return }
+                    if retryingInterrupts({ read(readFd, &buffer, buffer.count) }) <= 0 { return }
                     while let job = jobs.next() { job() }
                 }
             }

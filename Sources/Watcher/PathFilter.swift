@@ -130,3 +130,14 @@ package struct PathFilter: Sendable, Equatable {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
+/// `dir/name`, without doubling the slash of the root.
+func join(_ dir: String, _ name: String) -> String {
+    dir == "/" ? "/" + name : dir + "/" + name
+}
+
+/// Without trailing slashes, except for the root itself.
+func normalizedPath(_ path: String) -> String {
+    var path = path
+    while path.utf8.count > 1 && path.hasSuffix("/") { path.removeLast() }
+    return path
+}

@@ -49,10 +49,9 @@ extension WatchTree {
         guard fd >= 0, let base = buffer.baseAddress else { return }
         // Bounded, so a never-ending flood still lets timers, status and stop through.
         for _ in 0..<64 where !shared.stopping {
-            let n = read(fd, base, buffer.count)
+            let n = retryingInterrupts { read(fd, base, buffer.count) }
             if n < 0 {
                 let err = errno
-                if err == EINTR { continue }
                 if err != EAGAIN { logger.error("watcher: reading inotify failed: \(errnoText(err))") }
                 break
             }

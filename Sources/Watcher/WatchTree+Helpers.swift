@@ -23,7 +23,7 @@ extension WatchTree {
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: 32)
-        let n = read(fd, &bytes, bytes.count)
+        let n = retryingInterrupts { read(fd, &bytes, bytes.count) }
         guard n > 0 else { return nil }
         return Int(String(decoding: bytes[..<n], as: UTF8.self).trimmingCharacters(in: " \n"))
     }

@@ -101,10 +101,9 @@ final class WatchTree {
             fds[0] = pollfd(fd: wakeFd, events: Int16(POLLIN), revents: 0)
             fds[1] = pollfd(fd: paused ? -1 : fd, events: Int16(POLLIN), revents: 0)
             fds[2] = pollfd(fd: mountsFd, events: Int16(POLLPRI), revents: 0)
-            let n = poll(&fds, nfds_t(fds.count), pollTimeout())
+            let n = retryingInterrupts { poll(&fds, nfds_t(fds.count), pollTimeout()) }
             if n < 0 {
                 let err = errno
-                if err == EINTR { continue }
                 logger.error("watcher: poll failed: \(errnoText(err)); retrying in 1s")
                 usleep(1_000_000)
                 continue

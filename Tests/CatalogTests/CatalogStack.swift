@@ -1,8 +1,7 @@
 import AsyncHTTPClient
-import Backend
+import Account
 import Bucket
 import Catalog
-import Credentials
 import Foundation
 import Logging
 import NIOCore
@@ -79,6 +78,8 @@ actor CatalogStack {
         let account = AccountService(stateDir: stateDir, backend: BackendClient(baseURL: info.backend, logger: logger),
                                      deviceName: "catalog-tests", refreshBeforeExpiry: .seconds(300),
                                      appleCheckInterval: .seconds(3600), logger: logger)
+        // The account performs its backend calls in `run()`, as in the daemon's service group.
+        Task { try? await account.run() }
         let (userId, error) = await account.loginWithIdentityToken(token, authorizationCode: nil)
         guard let userId else { throw StackError("sign-in failed: \(error ?? "?")") }
         let grant = try await account.credentials()

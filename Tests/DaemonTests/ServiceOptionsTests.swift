@@ -1,4 +1,4 @@
-import Credentials
+import Account
 import Foundation
 import Ingest
 import Inventory

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 @testable import Inventory
+import Ingest
 import PhotolalaCore
 @testable import Queue
 import Testing

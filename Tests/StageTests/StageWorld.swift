@@ -3,6 +3,7 @@ import BucketTesting
 import Digests
 import Foundation
 import GRDB
+import Ingest
 import Logging
 import PhotolalaCore
 import Testing

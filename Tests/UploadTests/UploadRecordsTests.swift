@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Ingest
 import PhotolalaCore
 @testable import Queue
 import Testing

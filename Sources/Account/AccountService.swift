@@ -1,0 +1,642 @@
+import Bucket
+import Foundation
+import Logging
+import PhotolalaCore
+import ServiceLifecycle
+import Synchronization
+
+/// The account side of the daemon: the saved sign-in, login (pairing or identity token),
+/// the STS credentials machine and the Apple credential-state schedule. The machines
+/// decide; this actor only performs their actions and feeds the results back.
+///
+/// Every backend call the machines ask for, and a pairing's polling, runs as a child of
+/// `run()`'s task group: nothing outlives the service, and a stop cancels what is under
+/// way. Timers are one `StageLoop` aimed at the next scheduled moment on the injected
+/// clock: nothing polls. The backend is a protocol (`AccountBackend`), so a Swift test
+/// runs this actor against a fake one.
+package actor AccountService: Service, GrantSource {
+    /// What the account service takes from the settings: the one mapping, used at start
+    /// and on reload.
+    package struct Options: Sendable, Equatable {
+        package var apiURL: String
+        /// Resolved when used, so a renamed NAS shows its new name.
+        package var deviceName: String
+        package var refreshBeforeExpiry: Duration
+        package var appleCheckInterval: Duration
+        /// The system's CA store plus `tls.ca_file`, read now (so a reload re-reads it).
+        package var trust: TLSTrust
+
+        package init(_ settings: Settings) {
+            apiURL = settings.account.apiURL
+            deviceName = settings.account.deviceName ?? HostName.current()
+            refreshBeforeExpiry = settings.credentials.refreshBeforeExpiry
+            appleCheckInterval = settings.credentials.appleCheckInterval
+            trust = TLSTrust(caFile: settings.tls.caFile)
+        }
+
+        func backend(logger: Logger) -> BackendClient {
+            BackendClient(baseURL: apiURL, trust: trust, logger: logger)
+        }
+    }
+
+    /// Says when the pause reasons this service imposes changed (credentials or Apple
+    /// state), and whatever else it shows in the status.
+    package nonisolated var statusChanges: ChangeFeed { changes }
+    /// Says when the credentials in hand were dropped (logout, Apple ID revoked, a
+    /// subscription pause): whoever uses them stops what is under way.
+    package nonisolated var credentialDrops: ChangeFeed { drops }
+
+    /// What to do once the access-token refresh a caller joined has finished.
+    private enum AfterRefresh: Sendable { case credentials, appleCheck }
+
+    private let changes: ChangeFeed
+    private let drops = ChangeFeed()
+    private let store: AccountStore
+    private let deviceIdentity: DeviceIdentity
+    private let clock: any DaemonClock
+    private let logger: Logger
+    private var backend: any AccountBackend
+    /// This NAS's id, once made (at the first sign-in); every backend call carries it.
+    private var device: String?
+    private var deviceName: String
+    private var creds: CredentialsMachine
+    private var apple: AppleCheckMachine
+    private var signIn: SignIn?
+    private var needsLogin = false
+    private var pairing: PairingSession?
+    /// Changed by every new, cancelled or abandoned pairing: a poll loop of an older one
+    /// sees it and stops.
+    private var pairingRun = UUID()
+    private var credsWake: Date?
+    private var appleWake: Date?
+    /// Set while `fire()` runs: the wakes it schedules are picked up by its answer.
+    private var firing = false
+    /// The access-token refresh under way, and what each caller that joined a refresh
+    /// does once it has finished (a refresh of an old sign-in still answers its callers).
+    private var refreshing: UUID?
+    private var afterRefresh: [UUID: [AfterRefresh]] = [:]
+    private let waiters = GrantWaiters()
+    private var stopped = false
+    /// Backend calls and pairing polls, run by `run()` as children of its task group.
+    private let tasks = ServiceTasks()
+    /// Wakes at the next scheduled moment (an STS refresh, an Apple check).
+    private let timers: StageLoop
+
+    package init(stateDir: String, backend: any AccountBackend, deviceName: String, refreshBeforeExpiry: Duration,
+                 appleCheckInterval: Duration, clock: any DaemonClock = SystemClock(), logger: Logger,
+                 statusChanges: ChangeFeed = ChangeFeed()) {
+        store = AccountStore(stateDir: stateDir)
+        deviceIdentity = DeviceIdentity(stateDir: stateDir)
+        let deviceId = deviceIdentity.load()
+        device = deviceId
+        changes = statusChanges
+        self.backend = backend
+        self.backend.deviceId = deviceId
+        self.deviceName = deviceName
+        self.clock = clock
+        self.logger = logger
+        creds = CredentialsMachine(config: .init(refreshBeforeExpiry: Units.seconds(refreshBeforeExpiry)))
+        apple = AppleCheckMachine(config: .init(interval: Units.seconds(appleCheckInterval)))
+        timers = StageLoop(clock: clock)
+    }
+
+    package init(stateDir: String, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger,
+                 statusChanges: ChangeFeed = ChangeFeed()) {
+        self.init(stateDir: stateDir, backend: options.backend(logger: logger), deviceName: options.deviceName,
+                  refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval,
+                  clock: clock, logger: logger, statusChanges: statusChanges)
+    }
+
+    /// New settings on reload: a new backend client, device name and timings.
+    package func reconfigure(_ options: Options) {
+        reconfigure(backend: options.backend(logger: logger), deviceName: options.deviceName,
+                    refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval)
+    }
+
+    /// Settings that can change on reload.
+    package func reconfigure(backend: any AccountBackend, deviceName: String, refreshBeforeExpiry: Duration,
+                             appleCheckInterval: Duration) {
+        self.backend = backend
+        self.backend.deviceId = device
+        self.deviceName = deviceName
+        var credsConfig = creds.config
+        credsConfig.refreshBeforeExpiry = Units.seconds(refreshBeforeExpiry)
+        perform(creds.reconfigure(credsConfig, now: clock.now(), random: .random(in: 0..<1)))
+        perform(apple.reconfigure(.init(interval: Units.seconds(appleCheckInterval)), now: clock.now()))
+    }
+
+    /// Restores the saved sign-in (before READY, so status is right from the first answer).
+    package func restore() async {
+        guard signIn == nil, let saved = store.load() else { return }
+        logger.notice("restored the saved sign-in", metadata: ["user": "\(saved.userId)"])
+        // A sign-in saved by a version without device ids gets its id now: the NAS's
+        // manifest needs one, and a signed-in NAS may never sign in again.
+        do {
+            _ = try ensureDeviceId()
+        } catch {
+            logger.error("cannot save this NAS's device id in the state directory: \(error)")
+        }
+        adopt(saved, persist: false)
+    }
+
+    /// Performs the backend calls and the timers until graceful shutdown (or
+    /// cancellation), which cancels whatever is under way.
+    package func run() async throws {
+        let tasks = self.tasks
+        let timers = self.timers
+        _ = await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await timers.run { _ in await self.fire() } }
+                group.addTask { await tasks.run() }
+            }
+        }
+        stopped = true
+        waiters.resumeAll(with: nil)
+    }
+
+    // MARK: what the pipeline asks
+
+    /// Why uploads must not run now, if they must not.
+    package var uploadBlock: GrantUnavailable? {
+        if signIn == nil || needsLogin { return .signedOut }
+        if let r = apple.pauseReason { return .paused(r) }
+        if case .paused(let r, _) = creds.phase { return .paused(r) }
+        return nil
+    }
+
+    package var pauseReason: DaemonStatus.PauseReason? {
+        if case .paused(let r)? = uploadBlock { return r }
+        return nil
+    }
+
+    package var isSignedIn: Bool { signIn != nil && !needsLogin }
+
+    /// The Photolala user id (a UUID), never the Apple one.
+    package var userId: String? { isSignedIn ? signIn?.userId : nil }
+
+    /// This NAS's id, once made (at the first sign-in).
+    package var deviceId: String? { device }
+
+    /// `photolalactl resume`: re-ask at once after a subscription/quota pause.
+    package func resume() {
+        perform(creds.handle(.resume, now: clock.now(), random: .random(in: 0..<1)))
+        if apple.blocksUploads || apple.lastError != nil {
+            perform(apple.handle(.wake, now: .distantFuture))
+        }
+    }
+
+    /// Credentials to sign with: at once when valid (even while a refresh runs), otherwise
+    /// after the one fetch in flight. Throws when uploads must not happen.
+    package func credentials() async throws(GrantUnavailable) -> STSGrant {
+        while true {
+            if let block = uploadBlock { throw block }
+            if let g = creds.usable(now: clock.now()) { return g }
+            perform(creds.handle(.needed, now: clock.now(), random: .random(in: 0..<1)))
+            let id = UUID()
+            let waiters = self.waiters
+            let got: STSGrant? = await withTaskCancellationHandler {
+                await withCheckedContinuation { c in
+                    if stopped || !waiters.add(id, c) { c.resume(returning: nil) }
+                }
+            } onCancel: {
+                waiters.remove(id)?.resume(returning: nil)
+            }
+            if Task.isCancelled || stopped { throw .cancelled }
+            if let got { return got }
+        }
+    }
+
+    /// The grant as a bucket session signs with it (`GrantSource`).
+    package func grant() async throws(GrantUnavailable) -> BucketGrant {
+        try await credentials().bucketGrant
+    }
+
+    /// S3 refused `grant` (`GrantSource`).
+    package func rejected(_ grant: BucketGrant) async {
+        // Only the credentials that were refused: a newer grant may already be in place.
+        guard let held = creds.grant, held.bucketGrant == grant else { return }
+        rejectedByS3(held)
+    }
+
+    /// S3 refused the session token (ExpiredToken, InvalidToken, TokenRefreshRequired).
+    package func rejectedByS3(_ grant: STSGrant) {
+        guard creds.grant == grant else { return }
+        logger.notice("S3 refused the storage credentials; fetching new ones")
+        perform(creds.handle(.rejectedByS3, now: clock.now()))
+    }
+
+    // MARK: signing in and out
+
+    package func loginWithIdentityToken(_ token: String, authorizationCode: String?) async -> (userId: String?, error: String?) {
+        do {
+            _ = try ensureDeviceId()
+        } catch {
+            logger.error("\(error)")
+            return (nil, "cannot save this NAS's device id in the state directory: \(error)")
+        }
+        do {
+            let result = try await backend.signInWithApple(identityToken: token, authorizationCode: authorizationCode, deviceName: deviceName)
+            adopt(result, persist: true)
+            logger.notice("signed in with an identity token", metadata: ["user": "\(result.userId)"])
+            return (result.userId, nil)
+        } catch {
+            let message: String
+            switch error {
+            case .rejected(401, _, let m): message = "the identity token was refused (bad signature, wrong audience or expired)\(m.isEmpty ? "" : ": \(m)")"
+            case .rejected(_, _, let m): message = "the identity token was refused: \(m.isEmpty ? error.description : m)"
+            default: message = error.description
+            }
+            logger.warning("sign-in with an identity token failed: \(message)")
+            return (nil, message)
+        }
+    }
+
+    /// `photolalactl logout`: stop uploads, drop every credential from memory, erase the secrets on disk.
+    package func logout() async {
+        pairingRun = UUID()
+        pairing = nil
+        let had = signIn != nil
+        signIn = nil
+        refreshing = nil
+        needsLogin = false
+        store.erase()
+        perform(creds.handle(.signedOut, now: clock.now()))
+        perform(apple.handle(.signedOut, now: clock.now()))
+        credsWake = nil
+        appleWake = nil
+        rescheduleTimer()
+        waiters.resumeAll(with: nil)
+        credentialDrops.changed()
+        statusChanges.changed()
+        if had { logger.notice("signed out: the saved sign-in was erased") }
+    }
+
+    /// A sign-in from either way in (identity token, pairing) or from the disk.
+    private func adopt(_ result: SignIn, persist: Bool) {
+        for secret in [result.accessToken, result.refreshToken] { SecretRedactor.shared.register(secret) }
+        if persist {
+            do {
+                try store.save(result)
+            } catch {
+                logger.error("\(error)")
+            }
+        }
+        signIn = result
+        refreshing = nil   // a refresh of the old sign-in must not serve the new one
+        needsLogin = false
+        perform(creds.handle(.signedIn, now: clock.now()))
+        perform(apple.handle(.signedIn, now: clock.now()))
+        statusChanges.changed()
+    }
+
+    /// The device id, made and saved at the first sign-in; a sign-in without it would
+    /// register a device the manifest could not be found under again.
+    private func ensureDeviceId() throws(AccountStore.Failure) -> String {
+        if let device { return device }
+        let id = try deviceIdentity.loadOrCreate()
+        device = id
+        backend.deviceId = id
+        logger.notice("this NAS's device id was made", metadata: ["device": "\(id)"])
+        return id
+    }
+
+    // MARK: pairing (backend-api.md section 2)
+
+    package func startPairing() async -> PairingView {
+        pairingRun = UUID()
+        do {
+            _ = try ensureDeviceId()
+        } catch {
+            logger.error("\(error)")
+            return PairingView(outcome: "failed", message: "cannot save this NAS's device id in the state directory: \(error)")
+        }
+        do {
+            let auth = try await backend.startPairing(deviceName: deviceName)
+            pairing = PairingSession(authorization: auth, now: clock.now())
+            let run = UUID()
+            pairingRun = run
+            logger.notice("pairing started: waiting for the user to confirm the code on their phone")
+            spawn { await self.pollPairing(run) }
+            return pairingView()
+        } catch {
+            logger.warning("pairing could not start: \(error)")
+            return PairingView(outcome: "failed", message: error.description)
+        }
+    }
+
+    package func pairingView() -> PairingView {
+        pairing?.view ?? PairingView(outcome: "none", message: "no pairing in progress")
+    }
+
+    package func cancelPairing() {
+        pairingRun = UUID()
+        if pairing?.outcome == .pending {
+            pairing?.outcome = .cancelled
+            logger.notice("pairing cancelled")
+        }
+    }
+
+    /// Polls no faster than the backend allows, until the pairing ends or another replaces it.
+    private func pollPairing(_ run: UUID) async {
+        while pairingRun == run, let p = pairing, p.outcome == .pending, !Task.isCancelled {
+            try? await clock.sleep(seconds: p.interval)
+            guard !Task.isCancelled, pairingRun == run, let current = pairing, current.outcome == .pending else { return }
+            if clock.now() >= current.expiresAt {
+                pairing?.outcome = .expired
+                logger.warning("pairing expired before it was confirmed")
+                return
+            }
+            pairing?.polls += 1
+            do {
+                let result = try await backend.pollPairing(deviceCode: current.authorization.deviceCode)
+                guard !Task.isCancelled, pairingRun == run else { return }
+                adopt(result, persist: true)
+                pairing?.outcome = .signedIn(userId: result.userId)
+                logger.notice("paired: this NAS is signed in", metadata: ["user": "\(result.userId)"])
+                return
+            } catch {
+                guard pairingRun == run, pairing?.pollFailed(error) == false else { continue }
+                switch pairing?.outcome {
+                case .expired?: logger.warning("pairing expired")
+                case .denied?: logger.warning("pairing was declined")
+                default: break
+                }
+                return
+            }
+        }
+    }
+
+    // MARK: the machines' actions
+
+    private func perform(_ actions: [CredentialsMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .fetchSTS:
+                guard let token = signIn?.accessToken else { continue }
+                let backend = self.backend
+                spawn {
+                    let result: Result<STSGrant, BackendError>
+                    do throws(BackendError) { result = .success(try await backend.stsToken(accessToken: token)) } catch { result = .failure(error) }
+                    await self.stsAnswered(result)
+                }
+            case .refreshAccessToken:
+                refreshAccessToken(then: .credentials)
+            case .wake(let at):
+                credsWake = at
+                rescheduleTimer()
+            case .pause(let reason):
+                logger.warning("uploads paused: \(reason.rawValue): \(reason.explanation)")
+                waiters.resumeAll(with: nil)
+                credentialDrops.changed()
+                statusChanges.changed()
+            case .unpause:
+                logger.notice("the backend grants storage again: uploads resume")
+                statusChanges.changed()
+            case .needsLogin:
+                logger.error("the sign-in is no longer valid: run `photolalactl login`")
+                needsLogin = true
+                store.erase()
+                waiters.resumeAll(with: nil)
+                statusChanges.changed()
+            }
+        }
+    }
+
+    private func perform(_ actions: [AppleCheckMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .check:
+                checkApple(retried: false)
+            case .wake(let at):
+                appleWake = at
+                rescheduleTimer()
+            case .pause(let reason):
+                logger.warning("uploads paused: \(reason.explanation)")
+                statusChanges.changed()
+            case .dropCredentials:
+                perform(creds.handle(.drop, now: clock.now()))
+                waiters.resumeAll(with: nil)
+                credentialDrops.changed()
+            case .lift:
+                logger.notice("the Apple ID authorizes this NAS again: uploads resume")
+                statusChanges.changed()
+            }
+        }
+    }
+
+    private func stsAnswered(_ result: Result<STSGrant, BackendError>) {
+        guard signIn != nil else { return }
+        let now = clock.now()
+        switch result {
+        case .success(let grant):
+            for secret in [grant.accessKeyId, grant.secretAccessKey, grant.sessionToken] { SecretRedactor.shared.register(secret) }
+            DaemonCounter.stsFetches.increment()
+            if let held = creds.grant, held.expiration > now { DaemonCounter.stsRefreshes.increment() }
+            let blocked = apple.blocksUploads
+            perform(creds.handle(.stsSucceeded(grant), now: now, random: .random(in: 0..<1)))
+            if blocked {
+                perform(creds.handle(.drop, now: now))
+                waiters.resumeAll(with: nil)
+            } else {
+                logger.debug("storage credentials received", metadata: ["expires": "\(Timestamp.string(grant.expiration))"])
+                waiters.resumeAll(with: creds.usable(now: now))
+            }
+        case .failure(let error):
+            DaemonCounter.stsFailures.increment()
+            if !error.isTransient || error == .invalidToken {
+                logger.info("storage credentials refused: \(error)")
+            } else {
+                logger.warning("could not get storage credentials, retrying with backoff: \(error)")
+            }
+            perform(creds.handle(.stsFailed(error), now: now, random: .random(in: 0..<1)))
+        }
+    }
+
+    private func checkApple(retried: Bool) {
+        guard let token = signIn?.accessToken else { return }
+        let backend = self.backend
+        spawn {
+            let result: Result<AppleCredentialState, BackendError>
+            do throws(BackendError) { result = .success(try await backend.appleCredentialState(accessToken: token)) } catch { result = .failure(error) }
+            await self.appleAnswered(result, retried: retried)
+        }
+    }
+
+    private func appleAnswered(_ result: Result<AppleCredentialState, BackendError>, retried: Bool) {
+        guard signIn != nil else { return }
+        switch result {
+        case .success(let answer):
+            DaemonCounter.appleChecks.increment(answer.state.rawValue)
+            if answer.state != .authorized { logger.warning("Apple credential state: \(answer.state.rawValue)") }
+            perform(apple.handle(.checked(answer.state), now: clock.now(), random: .random(in: 0..<1)))
+        case .failure(.invalidToken) where !retried:
+            refreshAccessToken(then: .appleCheck)
+        case .failure(let error):
+            appleCheckFailed(error)
+        }
+    }
+
+    private func appleCheckFailed(_ error: BackendError) {
+        DaemonCounter.appleChecks.increment("error")
+        if error == .invalidGrant {
+            perform(creds.handle(.accessTokenRefreshFailed(.invalidGrant), now: clock.now()))
+            return
+        }
+        logger.warning("the Apple credential check failed (nothing changes; retrying with backoff): \(error)")
+        perform(apple.handle(.checkFailed(error.description), now: clock.now(), random: .random(in: 0..<1)))
+    }
+
+    // MARK: the access token
+
+    /// Refreshes the access token; the rotated refresh token is saved before anything uses it.
+    ///
+    /// One refresh at a time: the STS fetch and the Apple check can both meet an expired
+    /// access token at once, and the backend rotates refresh tokens, so a second refresh
+    /// sent with the same (by then dead) refresh token would be answered `invalid_grant`
+    /// and sign the NAS out although the first one succeeded. Every caller that asks while
+    /// a refresh runs joins that one and gets its result.
+    private func refreshAccessToken(then next: AfterRefresh) {
+        if let running = refreshing {
+            afterRefresh[running, default: []].append(next)
+            return
+        }
+        guard let current = signIn else { return }
+        let id = UUID()
+        refreshing = id
+        afterRefresh[id] = [next]
+        let backend = self.backend
+        spawn {
+            let outcome: BackendError?
+            do throws(BackendError) {
+                let fresh = try await backend.refresh(refreshToken: current.refreshToken)
+                DaemonCounter.accessTokenRefreshes.increment("ok")
+                await self.storeRefreshed(fresh, basedOn: current)
+                outcome = nil
+            } catch {
+                DaemonCounter.accessTokenRefreshes.increment("error")
+                outcome = await self.refreshFailed(error, basedOn: current)
+            }
+            await self.refreshFinished(id, outcome)
+        }
+    }
+
+    private func refreshFinished(_ id: UUID, _ error: BackendError?) {
+        if refreshing == id { refreshing = nil }
+        for next in afterRefresh.removeValue(forKey: id) ?? [] {
+            switch next {
+            case .credentials:
+                if let error {
+                    perform(creds.handle(.accessTokenRefreshFailed(error), now: clock.now(), random: .random(in: 0..<1)))
+                } else {
+                    perform(creds.handle(.accessTokenRefreshed, now: clock.now()))
+                }
+            case .appleCheck:
+                if let error { appleCheckFailed(error) } else { checkApple(retried: true) }
+            }
+        }
+    }
+
+    /// A refresh refused with `invalid_grant` only means "sign in again" if the refresh
+    /// token it used is still the one in force: if a newer sign-in replaced it meanwhile,
+    /// the access token in memory is already fresh.
+    private func refreshFailed(_ error: BackendError, basedOn old: SignIn) -> BackendError? {
+        if error == .invalidGrant, let now = signIn, now.refreshToken != old.refreshToken {
+            return nil
+        }
+        return error
+    }
+
+    private func storeRefreshed(_ fresh: RefreshedTokens, basedOn old: SignIn) {
+        guard signIn?.refreshToken == old.refreshToken else { return }
+        let updated = old.refreshed(with: fresh)
+        for secret in [updated.accessToken, updated.refreshToken] { SecretRedactor.shared.register(secret) }
+        do {
+            try store.save(updated)
+        } catch {
+            logger.error("\(error)")
+        }
+        signIn = updated
+        logger.info("access token refreshed")
+    }
+
+    // MARK: timers and jobs
+
+    /// Runs `job` as a child of `run()`'s task group (queued until `run()` starts).
+    private func spawn(_ job: @escaping ServiceTasks.Job) {
+        tasks.spawn(job)
+    }
+
+    private func rescheduleTimer() {
+        guard !stopped, !firing else { return }
+        let timers = self.timers
+        spawn { await timers.wake() }
+    }
+
+    /// The timers' step: performs what is due, answers when to look again.
+    private func fire() -> StageLoop.Next {
+        firing = true
+        defer { firing = false }
+        let now = clock.now()
+        if let at = credsWake, at <= now {
+            credsWake = nil
+            perform(creds.handle(.wake, now: now, random: .random(in: 0..<1)))
+        }
+        if let at = appleWake, at <= now {
+            appleWake = nil
+            perform(apple.handle(.wake, now: now, random: .random(in: 0..<1)))
+        }
+        return .wait(until: [credsWake, appleWake].compactMap { $0 }.min())
+    }
+
+    // MARK: status
+
+    /// The account's part of status: sign-in, Apple check, credentials, a pairing under
+    /// way; and, while running, whether uploads wait for a login or a pause.
+    package func contribute(to s: inout DaemonStatus) {
+        let now = clock.now()
+        s.account = DaemonStatus.Account(signedIn: isSignedIn, userId: signIn?.userId)
+        s.appleCredential = apple.status
+        s.credentials = creds.status(now: now)
+        if let p = pairing, p.outcome == .pending, now < p.expiresAt {
+            s.pairing = DaemonStatus.Pairing(userCode: p.authorization.userCode, verificationUri: p.authorization.verificationUri,
+                                             verificationUriComplete: p.authorization.verificationUriComplete,
+                                             expiresAt: Timestamp.string(p.expiresAt))
+        }
+        if s.state == .running {
+            if !isSignedIn {
+                s.state = .needsLogin
+            } else if let r = pauseReason {
+                s.state = .paused
+                s.pauseReason = r
+            }
+        }
+    }
+}
+
+/// The callers of `credentials()` waiting for the fetch in flight. Behind a lock rather
+/// than in the actor: a waiter's cancellation handler runs synchronously, off the actor,
+/// and must take it out itself instead of sending a task to do it.
+private final class GrantWaiters: Sendable {
+    private let waiting = Mutex<[UUID: CheckedContinuation<STSGrant?, Never>]>([:])
+
+    /// False when the calling task was cancelled first (its handler may have run already).
+    func add(_ id: UUID, _ continuation: CheckedContinuation<STSGrant?, Never>) -> Bool {
+        waiting.withLock { w in
+            guard !Task.isCancelled else { return false }
+            w[id] = continuation
+            return true
+        }
+    }
+
+    func remove(_ id: UUID) -> CheckedContinuation<STSGrant?, Never>? {
+        waiting.withLock { $0.removeValue(forKey: id) }
+    }
+
+    func resumeAll(with grant: STSGrant?) {
+        let all = waiting.withLock { w in
+            defer { w.removeAll() }
+            return w.values
+        }
+        for c in all { c.resume(returning: grant) }
+    }
+}

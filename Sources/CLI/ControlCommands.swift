@@ -1,0 +1,43 @@
+import ArgumentParser
+import Control
+
+/// The commands that send one request without arguments and print the daemon's answer
+/// (cli.md): one shape, a route each.
+protocol ControlCommand: ParsableCommand {
+    static var route: ControlRoute { get }
+    var options: CtlOptions { get }
+}
+
+extension ControlCommand {
+    func run() throws { try CtlFailure.command(options, Self.route) }
+}
+
+struct LogoutCommand: ControlCommand {
+    static let configuration = CommandConfiguration(commandName: "logout", abstract: "Forget the sign-in; uploads stop.")
+    static let route = ControlRoute.logout
+    @OptionGroup(title: "Global options") var options: CtlOptions
+}
+
+struct PauseCommand: ControlCommand {
+    static let configuration = CommandConfiguration(commandName: "pause", abstract: "Stop uploading (hashing goes on; survives a restart).")
+    static let route = ControlRoute.pause
+    @OptionGroup(title: "Global options") var options: CtlOptions
+}
+
+struct ResumeCommand: ControlCommand {
+    static let configuration = CommandConfiguration(commandName: "resume", abstract: "Start uploading again.")
+    static let route = ControlRoute.resume
+    @OptionGroup(title: "Global options") var options: CtlOptions
+}
+
+struct RescanCommand: ControlCommand {
+    static let configuration = CommandConfiguration(commandName: "rescan", abstract: "Walk every watched folder again now.")
+    static let route = ControlRoute.rescan
+    @OptionGroup(title: "Global options") var options: CtlOptions
+}
+
+struct RetryCommand: ControlCommand {
+    static let configuration = CommandConfiguration(commandName: "retry", abstract: "Put failed files back in the queue and read photos without a preview again.")
+    static let route = ControlRoute.retry
+    @OptionGroup(title: "Global options") var options: CtlOptions
+}

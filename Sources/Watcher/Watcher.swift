@@ -1,2 +1,0 @@
-/// Watcher: Finds photos: inotify watches, the settle/roll-up aggregator, and the directory scanner.
-
