@@ -1,4 +1,5 @@
 import Foundation
+import PhotolalaCore
 
 /// A non-2xx answer of the backend, read the way the daemon branches on it
 /// (backend-api.md: `error` is the code to branch on, `message` is for logs). Pure, so
@@ -7,8 +8,8 @@ struct BackendRefusal: Sendable, Equatable {
     var status: Int
     /// The body's `error`, empty when the body had none (a proxy's HTML page, say).
     var code: String
-    /// The backend's own words, shortened: it is their text, and it must never carry
-    /// back a request value into the log.
+    /// The backend's own words, without any secret the daemon knows (a refusal may quote
+    /// the token it refused), then shortened: cut first, a long token's head would stay.
     var message: String
 
     private struct Body: Decodable {
@@ -20,7 +21,7 @@ struct BackendRefusal: Sendable, Equatable {
         let parsed = (try? JSONDecoder().decode(Body.self, from: body)) ?? Body()
         self.status = status
         code = parsed.error ?? ""
-        message = String((parsed.message ?? "").prefix(200))
+        message = String(SecretRedactor.shared.redact(parsed.message ?? "").prefix(200))
     }
 
     /// `withBearer`: the call carried an access token. Only then is a 401 `invalid_token`

@@ -13,9 +13,9 @@ struct LoginCommand: ParsableCommand {
         commandName: "login",
         abstract: "Sign this NAS in: prints a URL and a code to confirm on your phone, and waits.")
     @OptionGroup(title: "Global options") var options: CtlOptions
-    @Option(name: .long, help: ArgumentHelp("An identity token from Sign in with Apple on another device.", valueName: "token"))
+    @Option(name: .long, help: ArgumentHelp("An identity token from Sign in with Apple on another device; \"-\" reads it from standard input (use that: a command line is visible to every user).", valueName: "token|-"))
     var identityToken: String?
-    @Option(name: .long, help: ArgumentHelp("The authorization code that came with the identity token.", valueName: "code"))
+    @Option(name: .long, help: ArgumentHelp("The authorization code that came with the identity token; \"-\" reads it from standard input (after the token's line when both are \"-\").", valueName: "code|-"))
     var authorizationCode: String?
 
     func validate() throws {
@@ -28,7 +28,17 @@ struct LoginCommand: ParsableCommand {
         let client = options.client()
         do {
             if let identityToken {
-                let body = try ControlJSON.encode(IdentityTokenLogin(identityToken: identityToken, authorizationCode: authorizationCode))
+                let secrets: LoginSecrets
+                do {
+                    secrets = try LoginSecrets.resolve(identityToken: identityToken, authorizationCode: authorizationCode,
+                                                       line: StandardInput.line(asking:))
+                } catch {
+                    StandardError.print("photolalactl: \(error)")
+                    throw ExitCode(1)
+                }
+                if let warning = secrets.warning { StandardError.print("photolalactl: warning: \(warning)") }
+                let body = try ControlJSON.encode(IdentityTokenLogin(identityToken: secrets.identityToken,
+                                                                     authorizationCode: secrets.authorizationCode))
                 let progress = try client.call(.loginIdentityToken, body: body, as: LoginProgress.self)
                 try finish(progress)
                 return
@@ -76,5 +86,63 @@ struct LoginCommand: ParsableCommand {
             StandardError.print("photolalactl: sign-in failed: \(progress.message ?? progress.state.rawValue)")
             throw ExitCode(1)
         }
+    }
+}
+
+/// The identity token and authorization code of `login`: from the command line, or, given
+/// as "-", one line each from standard input (both "-": the token's line, then the code's).
+struct LoginSecrets: Equatable {
+    var identityToken: String
+    var authorizationCode: String?
+    /// The options whose value was on the command line, where every user sees it.
+    var onCommandLine: [String] = []
+
+    struct Missing: Error, Equatable, CustomStringConvertible {
+        var what: String
+        var option: String
+        var description: String {
+            "standard input held no \(what) (\(option) - reads it from there, one line)"
+        }
+    }
+
+    /// `line(what)` reads the next line of standard input (`what` names it on a terminal).
+    static func resolve(identityToken: String, authorizationCode: String?, line: (String) -> String?) throws(Missing) -> LoginSecrets {
+        func value(_ given: String, _ what: String, _ option: String) throws(Missing) -> (String, Bool) {
+            guard given == "-" else { return (given, true) }
+            // A pasted token may carry a CR or spaces around it; a token or code has none inside.
+            guard let read = line(what)?.trimmingCharacters(in: .whitespacesAndNewlines), !read.isEmpty else {
+                throw Missing(what: what, option: option)
+            }
+            return (read, false)
+        }
+        let (token, tokenVisible) = try value(identityToken, "identity token", "--identity-token")
+        var secrets = LoginSecrets(identityToken: token)
+        if tokenVisible { secrets.onCommandLine.append("--identity-token") }
+        if let authorizationCode {
+            let (code, codeVisible) = try value(authorizationCode, "authorization code", "--authorization-code")
+            secrets.authorizationCode = code
+            if codeVisible { secrets.onCommandLine.append("--authorization-code") }
+        }
+        return secrets
+    }
+
+    /// What to tell the user who put a secret on the command line, or nil.
+    var warning: String? {
+        guard !onCommandLine.isEmpty else { return nil }
+        let what = onCommandLine.count == 2 ? "the identity token and the authorization code are" :
+            onCommandLine[0] == "--identity-token" ? "the identity token is" : "the authorization code is"
+        let instead = onCommandLine.map { "\($0) -" }.joined(separator: " ")
+        return "\(what) visible to other users on the command line (ps, /proc) and kept in your shell's history; "
+            + "pass \(onCommandLine.count == 2 ? "them" : "it") on standard input instead: \(instead)"
+    }
+}
+
+/// Lines of standard input for secrets.
+enum StandardInput {
+    /// The next line; on a terminal, asked for on stderr first (without it, nothing shows
+    /// that the command waits).
+    static func line(asking what: String) -> String? {
+        if isatty(0) == 1 { StandardError.write("Paste the \(what) and press Enter: ") }
+        return readLine(strippingNewline: true)
     }
 }

@@ -104,9 +104,13 @@ struct DaemonControl: ControlHandler {
             guard let body = try? ControlJSON.decode(IdentityTokenLogin.self, from: request.body), !body.identityToken.isEmpty else {
                 return .error(400, "bad_request", "expected {\"identityToken\": ..., \"authorizationCode\": ...}")
             }
+            // Known to the redactor from the moment they arrive: a backend refusal that
+            // quotes them is logged, and answered, without them.
+            SecretRedactor.shared.register(body.identityToken)
+            SecretRedactor.shared.register(body.authorizationCode)
             let (userId, error) = await account.loginWithIdentityToken(body.identityToken, authorizationCode: body.authorizationCode)
             if let userId { return .json(LoginProgress(state: .signedIn, userId: userId)) }
-            return .json(LoginProgress(state: .failed, message: error))
+            return .json(LoginProgress(state: .failed, message: error.map(SecretRedactor.shared.redact)))
         case .loginDeviceStart:
             return .json(Self.progress(await account.startPairing()))
         case .loginDevicePoll:

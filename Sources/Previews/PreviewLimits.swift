@@ -1,9 +1,10 @@
-/// What one photo may cost the preview worker. Passed on its command line, so the
-/// daemon's choice is the one enforced.
+/// What one photo may cost the preview worker. The memory and pixel limits are passed on
+/// its command line, so the daemon's choice is the one enforced; the CPU time is set by
+/// the daemon itself before each photo (the sandboxed worker cannot change its limits).
 package struct PreviewLimits: Sendable, Equatable {
     /// RLIMIT_AS of the worker: libvips, LibRaw and one photo's buffers.
     package var addressSpace: UInt64 = 1 << 30
-    /// CPU seconds per photo (RLIMIT_CPU, raised before each one).
+    /// CPU seconds per photo (the worker's RLIMIT_CPU, raised by the daemon before each one).
     package var cpuSecondsPerPhoto: Int32 = 20
     /// Images declaring more pixels are refused from their header, before decoding:
     /// a decompression bomb costs a header read.
@@ -12,7 +13,7 @@ package struct PreviewLimits: Sendable, Equatable {
     package init() {}
 
     package var arguments: [String] {
-        ["--address-space", String(addressSpace), "--cpu", String(cpuSecondsPerPhoto), "--max-pixels", String(maximumPixels)]
+        ["--address-space", String(addressSpace), "--max-pixels", String(maximumPixels)]
     }
 
     init(arguments: [String]) {
@@ -21,7 +22,6 @@ package struct PreviewLimits: Sendable, Equatable {
             return arguments[i + 1]
         }
         if let v = value("--address-space").flatMap(UInt64.init) { addressSpace = v }
-        if let v = value("--cpu").flatMap(Int32.init) { cpuSecondsPerPhoto = v }
         if let v = value("--max-pixels").flatMap(Int.init) { maximumPixels = v }
     }
 }

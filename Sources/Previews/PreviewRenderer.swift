@@ -9,7 +9,6 @@ struct PreviewRenderer {
     var limits: PreviewLimits
 
     func read(fd: Int32, _ request: WorkerMessage.Request) -> WorkerMessage.Reply {
-        _ = photolala_cpu_budget(limits.cpuSecondsPerPhoto)
         var error = [CChar](repeating: 0, count: 512)
         var header = ptm_header()
         let opened: OpaquePointer?

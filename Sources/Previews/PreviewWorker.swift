@@ -14,6 +14,9 @@ package enum PreviewWorker {
     static let channel: Int32 = 3
 
     package static func main(_ arguments: [String]) -> Never {
+        // The daemon passes no environment; started any other way, the worker drops what it
+        // got before libvips and GLib read their settings from it.
+        clearenv()
         _ = photolala_disable_core_dumps()
         photolala_tune_malloc()
         photolala_lowest_priority()

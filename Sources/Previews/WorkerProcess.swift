@@ -10,6 +10,7 @@ import PhotolalaCore
 final class WorkerProcess: @unchecked Sendable {
     let pid: pid_t
     private let socket: Int32
+    private let cpuSecondsPerPhoto: Int32
     private var frames = WorkerMessage.FrameReader()
     private var exited = false
 
@@ -38,7 +39,7 @@ final class WorkerProcess: @unchecked Sendable {
             close(pair[0])
             throw .died("cannot start \(executable): \(String(cString: strerror(rc)))")
         }
-        let process = WorkerProcess(pid: pid, socket: pair[0])
+        let process = WorkerProcess(pid: pid, socket: pair[0], cpuSecondsPerPhoto: limits.cpuSecondsPerPhoto)
         let hello = try process.receive(timeout: timeout)
         if let why = hello.failure {
             process.stop()
@@ -47,15 +48,19 @@ final class WorkerProcess: @unchecked Sendable {
         return process
     }
 
-    private init(pid: pid_t, socket: Int32) {
+    private init(pid: pid_t, socket: Int32, cpuSecondsPerPhoto: Int32) {
         self.pid = pid
         self.socket = socket
+        self.cpuSecondsPerPhoto = cpuSecondsPerPhoto
     }
 
     deinit { stop() }
 
     /// Hands the worker `fd` (the daemon keeps its own copy) and waits for its reply.
     func exchange(_ request: WorkerMessage.Request, fd: Int32, timeout: Duration) throws(Failure) -> WorkerMessage.Reply {
+        // Should the limit not take (it always does for our own child), the wall-clock
+        // timeout still ends a photo that spins.
+        _ = photolala_cpu_budget(pid, cpuSecondsPerPhoto)
         let frame = WorkerMessage.frame(WorkerMessage.encode(request))
         var sent = 0
         while sent < frame.count {

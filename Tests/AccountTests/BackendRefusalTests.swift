@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Account
+import PhotolalaCore
 
 /// Every error answer of backend-api.md (a status and `{"error", "message"}`) mapped to the
 /// case the daemon branches on.
@@ -83,6 +84,18 @@ import Testing
             Issue.record("not a refusal"); return
         }
         #expect(message.count == 200)
+    }
+
+    /// A refusal quoting a token longer than the 200 characters kept: redacted before it is
+    /// cut, or the token's head would reach the log.
+    @Test func aQuotedSecretIsRedactedBeforeTheMessageIsShortened() {
+        let token = "eyJ" + String(repeating: UUID().uuidString, count: 12)
+        SecretRedactor.shared.register(token)
+        guard case .rejected(401, "invalid_token", let message) = error(401, "invalid_token", message: "refused: \(token)", withBearer: false) else {
+            Issue.record("not a refusal"); return
+        }
+        #expect(message == "refused: [redacted]")
+        #expect(!message.contains(token.prefix(12)))
     }
 
     @Test func unknownFieldsInAnErrorBodyAreIgnored() {

@@ -44,10 +44,11 @@ import Testing
         return path
     }
 
-    func slot(_ executable: String, timeout: Duration = .seconds(10)) -> PreviewWorkerSlot {
+    func slot(_ executable: String, timeout: Duration = .seconds(10), cpuSeconds: Int32? = nil) -> PreviewWorkerSlot {
         var options = PreviewWorkerSlot.Options()
         options.executable = executable
         options.timeout = timeout
+        if let cpuSeconds { options.limits.cpuSecondsPerPhoto = cpuSeconds }
         return PreviewWorkerSlot(options: options)
     }
 
@@ -71,6 +72,37 @@ import Testing
         defer { close(fd) }
         let r = await s.read(fd: fd, request)
         #expect(r == .crashed("the decoder used up its CPU time"), "\(r)")
+    }
+
+    /// The CPU limit is the daemon's to set (the sandboxed worker may not touch its own
+    /// limits): a worker that spins on a photo is ended by it long before the wall clock.
+    @Test func theDaemonSetsEachPhotosCPULimit() async throws {
+        // Without the daemon's limit the script would spin until the wall clock's minute.
+        let s = slot(try Self.script("while True: pass"), timeout: .seconds(60), cpuSeconds: 1)
+        let fd = open("/dev/null", O_RDONLY)
+        defer { close(fd) }
+        let r = await s.read(fd: fd, request)
+        #expect(r == .crashed("the decoder used up its CPU time"), "\(r)")
+    }
+
+    /// Nothing of the daemon's environment (this test process has PATH, HOME …) reaches
+    /// the worker: what it was started with (/proc/self/environ, before Python adds
+    /// anything) is empty.
+    @Test func theWorkerStartsWithAnEmptyEnvironment() async throws {
+        #expect(!ProcessInfo.processInfo.environment.isEmpty)
+        let s = slot(try Self.file("""
+            #!/usr/bin/env python3
+            import os, socket, struct
+            s = socket.socket(fileno=3)
+            why = ("environment " + repr(open("/proc/self/environ", "rb").read())).encode()
+            hello = bytes([1]) + bytes(8) + bytes([0, 0, 0, 1]) + struct.pack(">I", len(why)) + why + bytes([0])
+            s.sendall(struct.pack(">I", len(hello)) + hello)
+            os._exit(70)
+            """))
+        let fd = open("/dev/null", O_RDONLY)
+        defer { close(fd) }
+        let r = await s.read(fd: fd, request)
+        #expect(r == .unavailable("environment b''"), "\(r)")
     }
 
     @Test func aHungWorkerIsKilledAtTheTimeout() async throws {

@@ -188,7 +188,7 @@ def test_login_by_identity_token(world):
 def test_bad_identity_token_is_refused_clearly(world, mint, why):
     d = world.daemon()
     token = world.backend.mint_identity_token(apple_subject("refused"), **mint)
-    r = d.ctl("login", "--identity-token", token)
+    r = d.ctl("login", "--identity-token", "-", input=token + "\n")
     assert r.returncode == 1, r
     assert r.stdout == ""
     msg = r.stderr.strip()

@@ -278,14 +278,57 @@ def test_hostile_images_cost_their_preview_never_the_daemon(world, tmp_path):
 
 
 def test_the_worker_sandbox_refuses_files_sockets_and_processes():
+    # Started with this test's whole environment: the worker drops it before anything reads it.
     r = subprocess.run([binary(), "__preview-worker", "--self-test"], capture_output=True, text=True, timeout=60,
-                       pass_fds=())
+                       pass_fds=(), env=dict(os.environ, PHOTOLALA_SELF_TEST_MARKER="not-for-the-worker"))
     print(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
     for attempt in ("open /etc/hostname", "create /tmp/previews-self-test", "socket AF_INET", "socket AF_UNIX",
-                    "fork", "execve /bin/true", "mmap executable"):
+                    "fork", "execve /bin/true", "mmap executable", "newfstatat of the working directory"):
         assert f"{attempt}: refused" in r.stdout, r.stdout
+    # Issue 24: signals through fcntl, a named file through the fstat calls, a raised limit.
+    for attempt in ("fcntl F_SETOWN", "fcntl F_SETSIG", "fcntl F_SETFL O_ASYNC", "fcntl F_GETFD",
+                    "newfstatat /etc/hostname", "newfstatat /etc/hostname with AT_EMPTY_PATH",
+                    "statx /etc/hostname", "statx /etc/hostname with AT_EMPTY_PATH",
+                    "prlimit64 raising RLIMIT_CPU", "prlimit64 lowering RLIMIT_CPU"):
+        assert f"{attempt}: refused (Operation not permitted)" in r.stdout, r.stdout
+    assert "environment: empty" in r.stdout, r.stdout
+    # What the decoders need still works: fstat of a descriptor it holds (glibc's fstat is
+    # newfstatat with an empty path), statx the same way, reading its limits.
+    for need in ("fstat(2) of a held descriptor", "fstat of a held descriptor (newfstatat with an empty path)",
+                 "statx of a held descriptor with an empty path", "getrlimit RLIMIT_CPU"):
+        assert f"{need}: works" in r.stdout, r.stdout
+    assert "sandbox: every attempt refused, every need met" in r.stdout
     assert not os.path.exists("/tmp/previews-self-test")
+
+
+def worker_of(daemon_pid: int) -> int:
+    """The preview worker the daemon started (its child running `__preview-worker`)."""
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    cmdline = f.read().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == daemon_pid and b"__preview-worker" in cmdline:
+                return int(name)
+    raise AssertionError(f"no preview worker under {daemon_pid}")
+
+
+def test_the_daemon_passes_its_worker_no_environment(world, tmp_path):
+    d = world.daemon(env={"PHOTOLALA_DAEMON_ONLY": "a-value-of-the-daemons-own"})
+    world.login(d)
+    stage(d.photos, "one.jpg", images.encode(images.upright_pattern(640, 480), "JPEG"))
+    wait_settled(d, ready=1, failed=0, uploaded=1)
+    with open(f"/proc/{d.proc.pid}/environ", "rb") as f:
+        assert b"PHOTOLALA_DAEMON_ONLY=" in f.read()
+    worker = worker_of(d.proc.pid)
+    # What it was started with (the kernel's copy; the worker empties its own too).
+    with open(f"/proc/{worker}/environ", "rb") as f:
+        assert f.read() == b""
 
 
 def test_the_worker_protocol_answers_each_descriptor_and_survives_nothing_else(tmp_path):

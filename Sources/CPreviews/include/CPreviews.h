@@ -68,14 +68,30 @@ void ptm_rendered_size(const ptm_image *image, int *width, int *height);
 
 // MARK: the sandbox
 
-// Closes every descriptor but 0, 1, 2 and `keep`, limits the address space and the
-// number of descriptors, sets PR_SET_NO_NEW_PRIVS and loads the seccomp filter: no file
-// can be opened, no socket made or connected, no process started; what is not listed
-// fails with EPERM. Returns 0, or -1 with `error` filled.
+// Closes every descriptor but 0, 1, 2 and `keep`, empties the environment, limits the
+// address space and the number of descriptors, sets PR_SET_NO_NEW_PRIVS and loads the
+// seccomp filter: no file can be opened or stat'ed by name, no socket made or connected,
+// no process started, no fcntl, no limit raised; what is not listed fails with EPERM.
+// fstat-like calls on a descriptor (newfstatat/statx with an empty path) are answered by
+// a SIGSYS handler from fstat(2). Returns 0, or -1 with `error` filled.
 int photolala_sandbox_enter(int keep, uint64_t address_space_bytes, char *error, size_t error_size);
 
-// Lets the next photo use `seconds` more CPU time (RLIMIT_CPU: SIGXCPU ends the worker).
-int photolala_cpu_budget(int seconds);
+// Called by the daemon before each photo: lets worker `pid` use `seconds` more CPU time
+// (its RLIMIT_CPU, set from outside: the worker itself may not change its limits; SIGXCPU
+// ends it). Returns 0, or -1 with errno set.
+int photolala_cpu_budget(pid_t pid, int seconds);
+
+// The self-test's probes (Swift cannot call statx nor the raw system calls): each returns
+// what the call returned, with errno set, and the inode it saw.
+int photolala_probe_fstatat(int dirfd, const char *path, int empty_path, uint64_t *inode);
+int photolala_probe_statx(int dirfd, const char *path, int empty_path, uint64_t *inode);
+int photolala_probe_fstat_syscall(int fd, uint64_t *inode);
+typedef enum {
+    PHOTOLALA_FCNTL_SETOWN, PHOTOLALA_FCNTL_SETSIG, PHOTOLALA_FCNTL_SETFL_ASYNC, PHOTOLALA_FCNTL_GETFD
+} photolala_fcntl_probe;
+int photolala_probe_fcntl(int fd, photolala_fcntl_probe probe);
+// The environment's size (0: empty).
+int photolala_environment_count(void);
 
 // Lowest CPU and I/O priority for this process: previews yield to everything else.
 void photolala_lowest_priority(void);

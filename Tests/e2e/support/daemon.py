@@ -97,13 +97,14 @@ class Daemon:
             time.sleep(0.05)
         raise TimeoutError(f"photolalad did not listen on {self.socket} within {timeout}s:\n{self.log()}")
 
-    def ctl(self, *args, user: str | None = None, groups: str | None = None, timeout: float = 60, check: bool = False):
+    def ctl(self, *args, user: str | None = None, groups: str | None = None, timeout: float = 60, check: bool = False,
+            input: str | None = None):
         cmd = [binary(), "ctl", *args, "--socket", self.socket]
         if user:
             prefix = ["setpriv", f"--reuid={user}", f"--regid={user if user != 'nobody' else 'nogroup'}"]
             prefix += [f"--groups={groups}"] if groups else ["--clear-groups"]
             cmd = prefix + cmd
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=input)
         if check and r.returncode != 0:
             raise AssertionError(f"{' '.join(args)} exited {r.returncode}: {r.stdout}{r.stderr}")
         return r
