@@ -4,6 +4,7 @@ import Foundation
 import Ingest
 import Inventory
 import MetricsExport
+import Notify
 import PhotolalaCore
 import Queue
 import Restore
@@ -18,6 +19,7 @@ struct DaemonControl: ControlHandler {
     let inventory: InventoryService
     let restore: RestoreService
     let metrics: MetricsScraper
+    let notify: NotifyService
 
     var database: QueueDatabase { core.database }
 
@@ -62,6 +64,8 @@ struct DaemonControl: ControlHandler {
             return await files(request)
         case .devices, .manifest, .restoreObjects, .restoreListing, .restoreThaw, .restoreObject, .restoreSession:
             return await restoring(request)
+        case .notifyTest:
+            return .json(await notify.test())
         }
     }
 
