@@ -30,6 +30,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.1.0"),
+        // The notify command: spawned in its own process group, with a time limit and its output bounded.
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.5.0"),
         // Only the Bucket tests use it (to make their own certificates).
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"6.0.0"),
     ],
@@ -171,9 +174,22 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // Telling the owner when backups stop: the policy deciding what to send, and the
+        // webhook, command and dead man's switch channels that send it (config.md "Notifications").
+        .target(name: "Notify", dependencies: [
+            "PhotolalaCore", "Bucket",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "Subprocess", package: "swift-subprocess"),
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Account", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "CSystemd", "CLinux",
-            "Manifest", "Restore",
+            "Manifest", "Restore", "Notify",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -251,6 +267,7 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "NotifyTests", dependencies: ["Notify", "PhotolalaCore"]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Account", "Ingest", "Upload", "Inventory", "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),

@@ -17,13 +17,22 @@ enum StatusRenderer {
         out.append("\(mark) \(bold(headline))")
         if let p = s.pairing {
             out.append("  Pairing in progress: on your phone open \(p.verificationUriComplete ?? p.verificationUri) and confirm the code \(bold(p.userCode))" + (p.expiresAt.map { " (expires \($0))" } ?? ""))
-        } else if s.state == .needsLogin {
-            out.append("  Action needed: this NAS is not signed in. Run `photolalactl login` and confirm on your phone.")
+        } else if s.state == .needsLogin && !s.attention.contains(where: { $0.reason == .notSignedIn }) {
+            out.append("  Not signed in yet: run `photolalactl login` and confirm on your phone to start backing up.")
         }
-        if let reason = s.pauseReason {
+        // "Action needed" is the daemon's attention list, exactly: what notifications tell too.
+        for item in s.attention {
+            out.append("  \(tint("Action needed:", item.severity == .critical ? "31" : "33")) \(item.sentence)")
+        }
+        if let reason = s.pauseReason, !s.attention.contains(where: { $0.reason.rawValue == reason.rawValue }) {
             out.append("  \(reason.explanation)")
+            if reason == .schedule, let until = s.bandwidth.until.flatMap(Timestamp.parse) {
+                out.append("  Uploads resume at \(localTime(until, now: now)) (in \(duration(until.timeIntervalSince(now))))"
+                           + (s.bandwidth.nextLimit.map { ", at \(Units.humanBytes($0))/s" } ?? "") + ".")
+            }
         }
-        for p in s.problems { out.append("  \(tint("Problem:", "31")) \(p)") }
+        let shown = Set(s.attention.map { $0.message.lowercased() })
+        for p in s.problems where !shown.contains(p.lowercased()) { out.append("  \(tint("Problem:", "31")) \(p)") }
         out.append("")
 
         let q = s.queue
@@ -63,6 +72,7 @@ enum StatusRenderer {
             if let e = h.lastError { out.append("           last error: \(e)") }
         }
         if s.account.signedIn { out += inventoryLines(s, tint: tint) }
+        out += bandwidthAndNotifyLines(s, now: now, tint: tint)
         if let m = s.manifest, m.state != .off {
             var line = "Manifest   \(m.files) files (\(Units.humanBytes(m.bytes))) listed in the bucket, segment \(m.segments)"
             switch m.state {
@@ -154,6 +164,49 @@ enum StatusRenderer {
             lines.append("           the store ignores conditional writes: the catalog pointer is written and read back")
         }
         return lines
+    }
+
+    /// The upload rate in force (a timetable's slot and when it ends), and the notification
+    /// channels with how their deliveries go.
+    static func bandwidthAndNotifyLines(_ s: DaemonStatus, now: Date, tint: (String, String) -> String) -> [String] {
+        var out: [String] = []
+        let b = s.bandwidth
+        func rate(_ limit: Int64?) -> String {
+            switch limit {
+            case nil: "no limit"
+            case 0?: "paused"
+            case let n?: "\(Units.humanBytes(n))/s"
+            }
+        }
+        if b.timetable != nil {
+            var line = "Bandwidth  \(rate(b.limit)) (timetable)"
+            if let until = b.until.flatMap(Timestamp.parse) {
+                line += " until \(localTime(until, now: now))" + (b.nextLimit != b.limit ? ", then \(rate(b.nextLimit))" : "")
+            }
+            out.append(line)
+        } else if let limit = b.limit {
+            out.append("Bandwidth  \(rate(limit))")
+        }
+        let n = s.notify
+        if !n.channels.isEmpty {
+            var line = "Notify     \(n.channels.joined(separator: ", "))"
+            if let at = n.lastSentAt { line += "; last sent \(at)" }
+            out.append(line)
+            for c in n.perChannel where c.lastError != nil {
+                out.append(tint("           \(c.channel) failing: \(c.lastError ?? "")" + (c.pending > 0 ? " (\(c.pending) waiting, retried)" : ""), "33"))
+            }
+        }
+        return out
+    }
+
+    /// A time of the NAS's day: "18:00", or with the weekday when it is not within a day.
+    static func localTime(_ date: Date, now: Date, timeZone: TimeZone = .current) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        let c = calendar.dateComponents([.weekday, .hour, .minute], from: date)
+        let time = String(format: "%02d:%02d", c.hour ?? 0, c.minute ?? 0)
+        guard date.timeIntervalSince(now) >= 86400 - 60, let day = c.weekday else { return time }
+        return ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"][day - 1] + " " + time
     }
 
     static func bar(_ fraction: Double, width: Int) -> String {

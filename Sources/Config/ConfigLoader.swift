@@ -77,6 +77,8 @@ struct TableReader {
         "catalog": ["enabled", "publish_interval", "check_interval"],
         "tls": ["ca_file"],
         "metrics": ["listen"],
+        "notify": ["webhook", "webhook_format", "command", "healthcheck_url", "healthcheck_interval", "repeat", "daily_summary"],
+        "audit": ["max_size"],
         "credentials": ["refresh_before_expiry", "apple_check_interval"],
         "daemon": ["state_dir", "socket", "socket_group", "log_level"],
     ]
@@ -161,13 +163,6 @@ struct TableReader {
         if let v = upload?["part_size"], let n = size("upload.part_size", v) {
             if n < 5 << 20 || n > 5 << 30 { problem("upload.part_size", render(v), "a size from 5MiB to 5GiB (S3's limits for a part)") } else { s.upload.partSize = n }
         }
-        if let v = upload?["bandwidth_limit"] {
-            if let text = v.string, let rate = Units.parseRate(text) {
-                s.upload.bandwidthLimit = rate
-            } else {
-                problem("upload.bandwidth_limit", render(v), "\"off\" or a size per second such as \"10MiB/s\"")
-            }
-        }
         if let v = upload?["storage_class"], let c = string("upload.storage_class", v) {
             if Self.storageClasses.contains(c) { s.upload.storageClass = c } else {
                 problem("upload.storage_class", quote(c), "one of \(Self.storageClasses.joined(separator: ", "))")
@@ -178,6 +173,7 @@ struct TableReader {
             if d < .seconds(60) || d > .seconds(30 * 86400) { problem("upload.inventory_interval", render(v), "a duration from 1m to 30d") } else { s.upload.inventoryInterval = d }
         }
         readStageSections(root, into: &s)
+        readNotifySections(root, into: &s)
 
         let credentials = root["credentials"]?.table
         if let v = credentials?["refresh_before_expiry"], let d = duration("credentials.refresh_before_expiry", v) {

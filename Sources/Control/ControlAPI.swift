@@ -31,6 +31,8 @@ package enum ControlRoute: String, Sendable, CaseIterable {
     case restoreThaw = "POST /v1/restore/thaw"
     case restoreObject = "GET /v1/restore/object"
     case restoreSession = "POST /v1/restore/session"
+    /// `photolalactl notify --test`: sends to the owner, so root or the daemon's user only.
+    case notifyTest = "POST /v1/notify/test"
 
     package enum Access: Sendable { case read, write }
 

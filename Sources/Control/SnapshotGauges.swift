@@ -22,7 +22,7 @@ package enum SnapshotGauges {
     static let buildInfo = Family(name: "photolala_build_info", help: "1, labelled with the daemon's version.")
     static let startTime = Family(name: "photolala_start_time_seconds", help: "When the daemon started, in Unix seconds.")
     static let state = Family(name: "photolala_state", help: "The daemon's state: 1 for the current one (starting, running, paused, needsLogin, stopping).")
-    static let paused = Family(name: "photolala_paused", help: "1 for the reason uploads are paused (user, appleRevoked, appleNotFound, appleTransferred, subscriptionRequired, quotaExceeded, accountRevoked), all 0 when not paused.")
+    static let paused = Family(name: "photolala_paused", help: "1 for the reason uploads are paused (user, appleRevoked, appleNotFound, appleTransferred, subscriptionRequired, quotaExceeded, accountRevoked, schedule), all 0 when not paused.")
     static let signedIn = Family(name: "photolala_signed_in", help: "1 when this NAS is signed in to Photolala.")
     static let appleState = Family(name: "photolala_apple_credential_state", help: "The Apple credential state the last check found: 1 for the current one.")
     static let appleChecked = Family(name: "photolala_apple_credential_checked_timestamp_seconds", help: "When the Apple credential state was last checked, in Unix seconds (0: never).")
@@ -49,6 +49,10 @@ package enum SnapshotGauges {
     static let inventoryObjects = Family(name: "photolala_inventory_objects", help: "Objects the last bucket listing found under this account's prefixes.")
     static let inventoryListed = Family(name: "photolala_inventory_listed_timestamp_seconds", help: "When the bucket was last listed, in Unix seconds (0: never).")
     static let verifyObjects = Family(name: "photolala_verify_objects", help: "The last verify: objects checked, missing, and mismatched (wrong size or bytes).")
+    static let attention = Family(name: "photolala_attention", help: "Things that need the user now, by reason (the \"Action needed\" lines of status and what notifications tell): notSignedIn, appleRevoked, quotaExceeded, folderMissing, stateDirectoryFull, s3Failing, certificateRefused, ...")
+    static let notifyFailing = Family(name: "photolala_notify_channel_failing", help: "1 while a notification channel's last attempt failed (its events are retried for a day), by channel.")
+    static let notifyPending = Family(name: "photolala_notify_pending", help: "Notifications waiting to be sent again, by channel.")
+    static let bandwidthLimit = Family(name: "photolala_upload_bandwidth_limit_bytes", help: "Bytes per second uploads may use now (upload.bandwidth_limit, or its timetable's slot); 0 while the timetable pauses; absent without a limit.")
     static let verifyChecked = Family(name: "photolala_verify_checked_timestamp_seconds", help: "When the last verify ran, in Unix seconds (0: never).")
 
     /// Every family, for the documentation's list and the tests.
@@ -56,7 +60,7 @@ package enum SnapshotGauges {
         buildInfo, startTime, state, paused, signedIn, appleState, appleChecked, stsState, stsExpiresIn, s3Outage, s3Failures,
         files, filesBytes, oldestPending, lastUpload, watchedFolders, watchedDirectories, missingFolders, unwatched, watchLimit,
         scanning, lastScan, problems, catalogState, catalogRows, catalogPublished, thumbnails, inventoryObjects, inventoryListed,
-        verifyObjects, verifyChecked,
+        verifyObjects, verifyChecked, attention, notifyFailing, notifyPending, bandwidthLimit,
     ]
 
     static let states: [DaemonStatus.State] = [.starting, .running, .paused, .needsLogin, .stopping]
@@ -120,6 +124,17 @@ package enum SnapshotGauges {
             add(verifyObjects, n, [("result", name)])
         }
         add(verifyChecked, seconds(s.verify.checkedAt) ?? 0)
+
+        for reason in AttentionItem.Reason.allCases {
+            add(attention, s.attention.filter { $0.reason == reason }.count, [("reason", reason.rawValue)])
+        }
+        // Every channel kind, configured or not (0), so an alert's series exist from the start.
+        for kind in ["webhook", "command", "healthcheck"] {
+            let channel = s.notify.perChannel.first { $0.channel == kind }
+            add(notifyFailing, flag(channel?.lastError != nil), [("channel", kind)])
+            add(notifyPending, channel?.pending ?? 0, [("channel", kind)])
+        }
+        if let limit = s.bandwidth.limit { add(bandwidthLimit, Double(limit)) }
         return out
     }
 

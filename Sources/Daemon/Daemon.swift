@@ -14,6 +14,7 @@ import Ingest
 import Inventory
 import Logging
 import Manifest
+import Notify
 import PhotolalaCore
 import Queue
 import Restore
@@ -71,9 +72,18 @@ package struct Daemon: Sendable {
         if let proxy {
             logger.warning("debug build: every S3 connection of the uploads goes through the proxy \(proxy.host):\(proxy.port) (\(ConnectProxy.debugVariable))")
         }
+        // upload.bandwidth_limit, slot by slot when it is a timetable: its `0` slots pause the
+        // photos' uploads through the gate, its rates go to the uploader.
+        let bandwidth = BandwidthFeed()
         let uploader = UploaderService(database: database, bucket: bucket(max(8, settings.upload.concurrency * 2), proxy: proxy),
-                                       gate: DaemonGate(core: core, account: account), options: .init(settings), logger: logger,
-                                       payloadDigests: payloadDigests)
+                                       gate: DaemonGate(core: core, account: account, schedule: bandwidth),
+                                       options: .init(settings), logger: logger, payloadDigests: payloadDigests)
+        let schedule = BandwidthSchedule(settings: settings, feed: bandwidth, statusChanges: core.statusChanges, logger: logger, follow: { rate in
+            // The uploader's TokenBucket takes the slot's rate (a `0` slot is held by the gate).
+            var options = UploaderService.Options(await core.settings)
+            options.bandwidthLimit = rate == 0 ? nil : rate
+            await uploader.apply(options)
+        })
         let scraper = MetricsScraper(core: core, exposition: MetricsExposition(counters: counters.registry))
         let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
         // What the bucket holds: the uploader trusts it instead of asking one key at a time.
@@ -90,9 +100,14 @@ package struct Daemon: Sendable {
         // Photos the thumbnails left ready → rows in the apps' catalog.
         let catalog = CatalogService(database: database, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
                                      options: .init(settings), logger: logger, statusChanges: core.statusChanges)
-        for part in [account, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener] as [any StatusContributor] {
+        // Telling the owner when backups stop: reads the status, keeps what it told in the queue database.
+        let notify = NotifyService(options: .init(settings), source: NotifyBridge(core: core), store: NotifyBridge(core: core),
+                                   logger: logger)
+        for part in [account, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
+                     notify] as [any StatusContributor] {
             await core.add(part)
         }
+        await core.add(account as any AttentionWitness)
 
         // Trapped before the control socket listens (let alone READY=1): a client that can
         // connect may send SIGTERM at once (tests and scripts take a connectable socket for
@@ -102,7 +117,7 @@ package struct Daemon: Sendable {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory,
-                                                                restore: restore, metrics: scraper))
+                                                                restore: restore, metrics: scraper, notify: notify))
 
         await core.markRunning()
         let status = await core.status()
@@ -124,9 +139,13 @@ package struct Daemon: Sendable {
             .init(service: catalog, serviceName: "catalog"),
             .init(service: manifest, serviceName: "manifest"),
             .init(service: restore, serviceName: "restore"),
+            .init(service: schedule, serviceName: "bandwidth-schedule"),
+            .init(service: notify, serviceName: "notify"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account, inventory, thumbnails, catalog, manifest, restore, metricsListener],
+                                         // The schedule after the uploader: it re-applies the slot's rate.
+                                         parts: [uploader, ingest, account, inventory, thumbnails, catalog, manifest, restore, metricsListener,
+                                                 schedule, notify],
                                          signals: hangups), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {

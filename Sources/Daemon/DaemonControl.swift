@@ -3,6 +3,7 @@ import Account
 import Foundation
 import Ingest
 import Inventory
+import Notify
 import PhotolalaCore
 import Queue
 import Restore
@@ -17,6 +18,7 @@ struct DaemonControl: ControlHandler {
     let inventory: InventoryService
     let restore: RestoreService
     let metrics: MetricsScraper
+    let notify: NotifyService
 
     var database: QueueDatabase { core.database }
 
@@ -61,6 +63,8 @@ struct DaemonControl: ControlHandler {
             return await files(request)
         case .devices, .manifest, .restoreObjects, .restoreListing, .restoreThaw, .restoreObject, .restoreSession:
             return await restoring(request)
+        case .notifyTest:
+            return .json(await notify.test())
         }
     }
 

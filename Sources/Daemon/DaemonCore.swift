@@ -14,11 +14,16 @@ package actor DaemonCore {
     private var userPaused: Bool
     private var startedAt = Date()
     private var contributors: [any StatusContributor] = []
+    private var witnesses: [any AttentionWitness] = []
+    /// What makes the status say "Action needed" (and the notifications tell).
+    private let attentionRules: AttentionRules
 
     static let userPauseKey = "userPaused"
 
-    package init(settings: Settings, database: QueueDatabase, logger: Logger) throws {
+    package init(settings: Settings, database: QueueDatabase, logger: Logger,
+                attentionRules: AttentionRules = AttentionRules(environment: ProcessInfo.processInfo.environment)) throws {
         self.settings = settings
+        self.attentionRules = attentionRules
         self.database = database
         self.logger = logger
         self.userPaused = (try database.setting(Self.userPauseKey)) == "1"
@@ -26,6 +31,10 @@ package actor DaemonCore {
 
     func add(_ contributor: any StatusContributor) {
         contributors.append(contributor)
+    }
+
+    func add(_ witness: any AttentionWitness) {
+        witnesses.append(witness)
     }
 
     // MARK: lifecycle
@@ -88,7 +97,11 @@ package actor DaemonCore {
             s.problems.append("The queue database cannot be read: \(error)")
         }
         for part in contributors { await part.contribute(to: &s) }
-        Self.finish(&s, userPaused: userPaused, databaseProblem: database.currentProblem)
+        let databaseProblem = database.currentProblem
+        Self.finish(&s, userPaused: userPaused, databaseProblem: databaseProblem)
+        var facts = AttentionRules.Facts(databaseProblem: databaseProblem)
+        for witness in witnesses { await witness.note(&facts) }
+        s.attention = attentionRules.items(for: s, facts: facts, now: Date())
         return s
     }
 
@@ -101,6 +114,11 @@ package actor DaemonCore {
         if s.state == .running && userPaused {
             s.state = .paused
             s.pauseReason = .user
+        }
+        // The timetable's pause comes last: the user's own pause says what they must undo.
+        if s.state == .running && s.bandwidth.timetable != nil && s.bandwidth.limit == 0 {
+            s.state = .paused
+            s.pauseReason = .schedule
         }
         if let databaseProblem { s.problems.append(databaseProblem) }
     }

@@ -4,6 +4,7 @@ import Account
 import Ingest
 import Inventory
 import Manifest
+import Notify
 import Restore
 import PhotolalaCore
 import Thumbnails
@@ -13,6 +14,11 @@ import Upload
 /// only, so the order they are asked in does not matter.
 protocol StatusContributor: Sendable {
     func contribute(to status: inout DaemonStatus) async
+}
+
+/// A part that knows a fact the attention rules need and the status does not show.
+protocol AttentionWitness: Sendable {
+    func note(_ facts: inout AttentionRules.Facts) async
 }
 
 /// A part of the daemon that takes new settings on reload, through the same mapping from
@@ -29,9 +35,19 @@ extension UploaderService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
-extension AccountService: StatusContributor, Reconfigurable {
+extension AccountService: StatusContributor, Reconfigurable, AttentionWitness {
     func apply(_ settings: Settings) async { reconfigure(AccountService.Options(settings)) }
+
+    /// A device id is made at the first sign-in and kept: "not signed in" on a NAS that
+    /// has one means backups that ran have stopped, not a fresh install.
+    func note(_ facts: inout AttentionRules.Facts) async { facts.signedInBefore = deviceId != nil }
 }
+
+extension NotifyService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+}
+
+extension BandwidthSchedule: StatusContributor, Reconfigurable {}
 
 extension MetricsListenerService: StatusContributor, Reconfigurable {
     func contribute(to status: inout DaemonStatus) async {

@@ -29,6 +29,7 @@ package enum DaemonCounter: String, CaseIterable, Sendable {
     case hashedFiles = "photolala_hashed_files_total"
     case hashedBytes = "photolala_hashed_bytes_total"
     case inotifyOverflows = "photolala_inotify_overflows_total"
+    case notifications = "photolala_notifications_total"
 
     package var name: String { rawValue }
 
@@ -40,6 +41,7 @@ package enum DaemonCounter: String, CaseIterable, Sendable {
         case .accessTokenRefreshes: ["result"]
         case .backendRequests: ["endpoint", "status"]
         case .appleChecks: ["result"]
+        case .notifications: ["channel", "result"]
         default: []
         }
     }
@@ -66,6 +68,7 @@ package enum DaemonCounter: String, CaseIterable, Sendable {
         case .hashedFiles: "Files read and hashed."
         case .hashedBytes: "Bytes read and hashed."
         case .inotifyOverflows: "Times the kernel's inotify queue overflowed (events lost; the watched folders are rescanned)."
+        case .notifications: "Notification attempts by channel (webhook, command, healthcheck) and result: sent, failed (retried), dropped (given up after a day)."
         }
     }
 
@@ -75,6 +78,7 @@ package enum DaemonCounter: String, CaseIterable, Sendable {
         switch self {
         case .accessTokenRefreshes: [["ok"], ["error"]]
         case .appleChecks: ["authorized", "revoked", "notFound", "transferred", "error"].map { [$0] }
+        case .notifications: ["webhook", "command", "healthcheck"].flatMap { c in ["sent", "failed", "dropped"].map { [c, $0] } }
         case .s3Requests, .s3ForbiddenResponses, .uploadRetries, .backendRequests: []
         default: [[]]
         }

@@ -8,6 +8,8 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
     package enum PauseReason: String, Codable, Sendable, CaseIterable {
         case user, appleRevoked, appleNotFound, appleTransferred
         case subscriptionRequired, quotaExceeded, accountRevoked
+        /// A `0` slot of the bandwidth timetable (`bandwidth.until` says when it ends).
+        case schedule
 
         /// Plain words and what to do about it.
         package var explanation: String {
@@ -19,6 +21,7 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
             case .subscriptionRequired: "Your Photolala subscription has ended. Renew it in the Photolala app; uploads resume by themselves within 15 minutes (or run `photolalactl resume`)."
             case .quotaExceeded: "Your Photolala storage is full. Free space or upgrade in the Photolala app; uploads resume by themselves within 15 minutes (or run `photolalactl resume`)."
             case .accountRevoked: "Your Photolala account was disabled. Contact Photolala support, then run `photolalactl login`."
+            case .schedule: "Paused by the bandwidth timetable (upload.bandwidth_limit); hashing, thumbnails and the catalog go on. `photolalactl resume` does not override it: change the timetable and reload."
             }
         }
     }
@@ -150,6 +153,12 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
     @Null package var manifest: Manifest?
     /// A restore under way, nil when none is.
     @Null package var restore: Restore?
+    /// What needs the user now: the "Action needed" lines and what notifications tell.
+    package var attention: [AttentionItem]
+    /// The notification channels and how their deliveries went.
+    package var notify: Notify
+    /// The upload rate in force (`upload.bandwidth_limit`, a rate or a timetable).
+    package var bandwidth: Bandwidth
 
     package init(version: String = PhotolalaVersion.current, state: State = .starting) {
         self.version = version
@@ -170,6 +179,9 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
         self.verify = Verify()
         self.manifest = nil
         self.restore = nil
+        self.attention = []
+        self.notify = Notify()
+        self.bandwidth = Bandwidth()
     }
 }
 

@@ -27,8 +27,10 @@ package struct Settings: Sendable, Equatable {
         package var concurrency = 4
         package var multipartThreshold: Int64 = 64 << 20
         package var partSize: Int64 = 16 << 20
-        /// Bytes per second; nil is "off".
+        /// Bytes per second; nil is "off", and also when a timetable sets the rate instead.
         package var bandwidthLimit: Int64? = nil
+        /// `bandwidth_limit` given as a timetable (config.md "Bandwidth timetable"); nil for one rate.
+        package var bandwidthTimetable: BandwidthTimetable? = nil
         package var storageClass = "STANDARD"
         /// How often the bucket is listed to learn what is already there (s3-layout.md).
         package var inventoryInterval: Duration = .seconds(24 * 3600)
@@ -87,6 +89,39 @@ package struct Settings: Sendable, Equatable {
         package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
     }
 
+    /// `[notify]`: telling the owner when backups stop (config.md "Notifications").
+    package struct Notify: Sendable, Equatable {
+        package enum WebhookFormat: String, Sendable, CaseIterable {
+            /// The event object of config.md.
+            case json
+            /// ntfy's: the message as a text body, Title/Priority/Tags headers.
+            case ntfy
+            /// `{"text": …}`: Slack, Discord's /slack and Mattermost.
+            case slack
+        }
+        /// An https URL (http only on loopback); nil is none.
+        package var webhook: String? = nil
+        package var webhookFormat: WebhookFormat = .json
+        /// An absolute path run for each event; nil is none.
+        package var command: String? = nil
+        /// A Healthchecks-style ping URL; nil is none.
+        package var healthcheckURL: String? = nil
+        package var healthcheckInterval: Duration = .seconds(3600)
+        package var repeatInterval: Duration = .seconds(24 * 3600)
+        package var dailySummary = false
+        package init() {}
+
+        /// Whether any channel is configured (nothing is decided, written or sent otherwise).
+        package var hasChannels: Bool { webhook != nil || command != nil || healthcheckURL != nil }
+    }
+
+    /// `[audit]`: the audit trail (cli.md "audit").
+    package struct Audit: Sendable, Equatable {
+        /// The trail is rotated at this size; two old files are kept.
+        package var maxSize: Int64 = 8 << 20
+        package init() {}
+    }
+
     package struct Credentials: Sendable, Equatable {
         package var refreshBeforeExpiry: Duration = .seconds(300)
         package var appleCheckInterval: Duration = .seconds(6 * 3600)
@@ -111,6 +146,8 @@ package struct Settings: Sendable, Equatable {
     package var catalog = Catalog()
     package var tls = TLS()
     package var metrics = Metrics()
+    package var notify = Notify()
+    package var audit = Audit()
     package var credentials = Credentials()
     package var daemon = Daemon()
 

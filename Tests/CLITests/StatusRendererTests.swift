@@ -98,7 +98,8 @@ import Testing
         s.queue.pending = 5
         let out = lines(s)
         #expect(out[0] == "‖ Not signed in: run photolalactl login — 5 waiting (0 B), 0 backed up")
-        #expect(out[1] == "  Action needed: this NAS is not signed in. Run `photolalactl login` and confirm on your phone.")
+        // A fresh install is not a problem: no "Action needed" (that list is the daemon's attention items).
+        #expect(out[1] == "  Not signed in yet: run `photolalactl login` and confirm on your phone to start backing up.")
         #expect(out.contains("Account    not signed in"))
         #expect(out.contains("Storage    credentials none"))
     }
@@ -110,7 +111,7 @@ import Testing
         let out = lines(s)
         #expect(out[0].hasPrefix("‖ Pairing: confirm code WDJB-MJHT at https://photolala.app/pair"))
         #expect(out[1] == "  Pairing in progress: on your phone open https://photolala.app/pair?code=WDJB-MJHT and confirm the code WDJB-MJHT (expires 2026-11-22T07:10:00Z)")
-        #expect(!render(s).contains("Action needed"), "the pairing line replaces the login hint")
+        #expect(!render(s).contains("Not signed in yet"), "the pairing line replaces the login hint")
     }
 
     @Test func stopping() {

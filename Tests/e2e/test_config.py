@@ -18,6 +18,8 @@ GOOD = [
     ('[watch]\nfolders = ["/a"]\nextensions = ["JPG", ".heic"]\nexclude = ["*.xmp"]\n', 'extensions = ["jpg", "heic"]'),
     ('[watch]\nfolders = ["/a"]\n[credentials]\nrefresh_before_expiry = "5m"\napple_check_interval = "6h"\n', 'apple_check_interval = "6h"'),
     ('[watch]\nfolders = ["/a"]\n[daemon]\nlog_level = "warning"\nstate_dir = "/tmp/x"\n', 'log_level = "warning"'),
+    ('[watch]\nfolders = ["/a"]\n[upload]\nbandwidth_limit = "18:00,0 08:00,2MiB/s 23:00,off"\n', 'bandwidth_limit = "08:00,2MiB/s 18:00,0 23:00,off"'),
+    ('[watch]\nfolders = ["/a"]\n[notify]\nwebhook = "https://ntfy.sh/nas"\nwebhook_format = "ntfy"\nrepeat = "6h"\n[audit]\nmax_size = "4MiB"\n', 'repeat = "6h"'),
 ]
 
 BAD = [
@@ -49,6 +51,12 @@ BAD = [
     ('[watch]\nfolders = ["/a"]\n[daemon]\nstate_dir = "var/lib"\n', "daemon.state_dir", "absolute"),
     ('[watch]\nfolders = ["/a"]\n[daemon]\nsocket = "/' + "s" * 120 + '"\n', "daemon.socket", "107"),
     ('[watch\nfolders = ["/a"]\n', "line 1", "TOML"),
+    ('[watch]\nfolders = ["/a"]\n[upload]\nbandwidth_limit = "08:00,2MiB/s 18:00,0 25:00,off"\n', "upload.bandwidth_limit", '"25:00,off"'),
+    ('[watch]\nfolders = ["/a"]\n[upload]\nbandwidth_limit = "Mon-08:00,off 18:00,0"\n', "upload.bandwidth_limit", "not mixed"),
+    ('[watch]\nfolders = ["/a"]\n[notify]\nwebhook = "http://10.0.0.5/hook"\n', "notify.webhook", "loopback"),
+    ('[watch]\nfolders = ["/a"]\n[notify]\ncommand = "notify.sh"\n', "notify.command", "absolute"),
+    ('[watch]\nfolders = ["/a"]\n[notify]\nrepeat = "60d"\n', "notify.repeat", "30d"),
+    ('[watch]\nfolders = ["/a"]\n[audit]\nmax_size = "2GiB"\n', "audit.max_size", "1GiB"),
 ]
 
 

@@ -1,0 +1,93 @@
+import Foundation
+import Logging
+import PhotolalaCore
+import ServiceLifecycle
+
+/// Puts `upload.bandwidth_limit` in force: a single rate at once, a timetable slot by slot
+/// (config.md "Bandwidth timetable"). A timer wakes at the end of each slot (and at least
+/// every minute, so a changed clock or a suspend is caught up), a reload at once; the new
+/// rate goes out on `feed` and through `follow`, and a `0` slot pauses uploading through
+/// the gate with `pauseReason` `schedule` until the slot ends.
+actor BandwidthSchedule: Service {
+    /// What spends upload bandwidth reads the rate here.
+    nonisolated let feed: BandwidthFeed
+    private var timetable: BandwidthTimetable?
+    private var fixedRate: Int64?
+    private let statusChanges: ChangeFeed
+    private let logger: Logger
+    private let timeZone: @Sendable () -> TimeZone
+    /// Told each new rate (bytes per second; nil no limit, 0 paused).
+    private let follow: @Sendable (Int64?) async -> Void
+    private let signal = WakeSignal()
+
+    init(settings: Settings, feed: BandwidthFeed, statusChanges: ChangeFeed, logger: Logger, timeZone: @escaping @Sendable () -> TimeZone = { TimeZone.current },
+         follow: @escaping @Sendable (Int64?) async -> Void = { _ in }) {
+        timetable = settings.upload.bandwidthTimetable
+        fixedRate = settings.upload.bandwidthLimit
+        self.feed = feed
+        self.statusChanges = statusChanges
+        self.logger = logger
+        self.timeZone = timeZone
+        self.follow = follow
+        feed.publish(Self.current(timetable: timetable, fixedRate: fixedRate, now: Date(), timeZone: timeZone()))
+    }
+
+    func apply(_ settings: Settings) async {
+        timetable = settings.upload.bandwidthTimetable
+        fixedRate = settings.upload.bandwidthLimit
+        await publish(now: Date(), force: true)
+        await signal.notify()
+    }
+
+    func run() async throws {
+        await publish(now: Date(), force: true)
+        try? await cancelWhenGracefulShutdown { await self.loop() }
+    }
+
+    private func loop() async {
+        while !Task.isCancelled {
+            let since = await signal.current
+            let minute = Date().addingTimeInterval(60)
+            await signal.wait(since: since, until: feed.current.until.map { min($0, minute) } ?? minute)
+            guard !Task.isCancelled else { return }
+            await publish(now: Date(), force: false)
+        }
+    }
+
+    private func publish(now: Date, force: Bool) async {
+        let before = feed.current
+        let new = Self.current(timetable: timetable, fixedRate: fixedRate, now: now, timeZone: timeZone())
+        feed.publish(new)
+        let changed = new.rate != before.rate || new.scheduled != before.scheduled
+        if changed && new.scheduled {
+            let until = new.until.map { Self.localTime($0, timeZone()) } ?? "?"
+            logger.notice(new.isPaused ? "the bandwidth timetable pauses uploads until \(until)"
+                          : "the bandwidth timetable allows \(new.rate) until \(until)")
+        }
+        // On a reload the uploader was just given the settings' own rate: give it the slot's again.
+        if changed || force { await follow(new.rate.bytesPerSecond) }
+        if changed || force || new != before { statusChanges.changed() }
+    }
+
+    static func current(timetable: BandwidthTimetable?, fixedRate: Int64?, now: Date, timeZone: TimeZone) -> BandwidthFeed.Current {
+        guard let timetable else { return BandwidthFeed.Current(rate: fixedRate.map { .limit($0) } ?? .unlimited) }
+        let slot = timetable.slot(at: now, in: timeZone)
+        return BandwidthFeed.Current(rate: slot.rate, until: slot.endsAt, scheduled: true)
+    }
+
+    static func localTime(_ date: Date, _ timeZone: TimeZone) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        let c = calendar.dateComponents([.hour, .minute], from: date)
+        return String(format: "%02d:%02d", c.hour ?? 0, c.minute ?? 0)
+    }
+
+    /// The `bandwidth` block of status (the pause itself is set where the parts meet, in
+    /// `DaemonCore.finish`).
+    func contribute(to s: inout DaemonStatus) {
+        let current = feed.current
+        s.bandwidth = DaemonStatus.Bandwidth(limit: current.rate.bytesPerSecond, timetable: timetable?.description,
+                                             until: current.until.map(Timestamp.string),
+                                             nextLimit: timetable.map { $0.slot(at: Date(), in: timeZone()).nextRate.bytesPerSecond } ?? nil)
+    }
+}
