@@ -122,9 +122,13 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
-        // The device manifest: its format and replay, and the stage that writes it.
+        // The device manifest's values (docs/manifest.md): the segment codec, keys and chain,
+        // replay, device record, the reader's checks, the frames to the command. No I/O.
+        .target(name: "ManifestFormat", dependencies: ["PhotolalaCore", "Digests"]),
+        // The stage that writes the manifest, and its tables in the queue database.
         .target(name: "Manifest", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "Credentials", "Upload", "TLS", "CLinux",
+            "PhotolalaCore", "ManifestFormat", "Queue", "S3", "Digests", "Backend", "Credentials", "Upload", "TLS", "CLinux",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -166,7 +170,7 @@ let package = Package(
         ]),
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
-            "PhotolalaCore", "Manifest", "Control", "S3", "Digests", "Backend", "Credentials", "Upload", "TLS", "CLinux",
+            "PhotolalaCore", "ManifestFormat", "Control", "S3", "Digests", "Backend", "Credentials", "Upload", "TLS", "CLinux",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -181,7 +185,7 @@ let package = Package(
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CLI", dependencies: [
-            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Manifest", "Restore", "Digests",
+            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Restore", "Digests",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),
@@ -228,8 +232,11 @@ let package = Package(
         .testTarget(name: "PreviewsTests", dependencies: ["Previews", "PhotolalaCore"]),
         .testTarget(name: "ThumbnailsTests", dependencies: ["Thumbnails", "Previews", "Queue", "Digests", "PhotolalaCore"]),
         .testTarget(name: "InventoryTests", dependencies: ["Inventory", "Queue", "S3", "PhotolalaCore"]),
-        .testTarget(name: "ManifestTests", dependencies: ["Manifest", "Queue", "PhotolalaCore", "Digests"]),
-        .testTarget(name: "RestoreTests", dependencies: ["Restore", "Manifest", "Control", "PhotolalaCore", "Digests"]),
+        .testTarget(name: "ManifestFormatTests", dependencies: ["ManifestFormat", "PhotolalaCore", "Digests"]),
+        .testTarget(name: "ManifestTests", dependencies: [
+            "Manifest", "ManifestFormat", "Queue", "PhotolalaCore", "Digests", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
+        .testTarget(name: "RestoreTests", dependencies: ["Restore", "ManifestFormat", "Control", "PhotolalaCore", "Digests"]),
         .testTarget(name: "CatalogTests", dependencies: [
             "Catalog", "Queue", "S3", "Digests", "Backend", "Credentials", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),

@@ -81,10 +81,15 @@ package final class QueueDatabase: Sendable {
         }
     }
 
+    /// A read of a stage's own tables (its records and requests live with the stage).
+    package func read<T>(_ value: (Database) throws -> T) throws -> T {
+        try pool.read(value)
+    }
+
     /// Every write goes through here: a full disk or an I/O error is remembered (and shown
     /// in status) until a write succeeds again. SQLite rolls the failed transaction back,
     /// so the file stays consistent.
-    func write<T>(_ updates: (Database) throws -> T) throws -> T {
+    package func write<T>(_ updates: (Database) throws -> T) throws -> T {
         do {
             let result = try pool.write(updates)
             if writeProblem.withLock({ $0 }) != nil, !diskStillFull() { report(nil) }
@@ -178,6 +183,14 @@ package final class QueueDatabase: Sendable {
             c.lastUploadAt = try Double.fetchOne(db, sql: "SELECT max(updatedAt) FROM object WHERE state = 'uploaded'")
                 .map { Date(timeIntervalSince1970: $0) }
             return c
+        }
+    }
+
+    /// Whether any file still waits to be hashed or uploaded: the manifest gathers changes
+    /// longer while uploads go on.
+    package func hasUploadsInFlight() throws -> Bool {
+        try pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))") ?? false
         }
     }
 

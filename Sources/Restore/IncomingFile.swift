@@ -4,7 +4,7 @@ import Glibc
 import CLinux
 import Digests
 import Foundation
-import Manifest
+import ManifestFormat
 
 /// One file's bytes on their way in: written to the temporary file while its MD5 is
 /// taken, then checked and put in place, or thrown away.

@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Control
 import Foundation
-import Manifest
+import ManifestFormat
 import PhotolalaCore
 
 /// The writing: worker threads take files one by one; objects still in an archive class

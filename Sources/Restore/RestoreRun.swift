@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Control
 import Foundation
-import Manifest
+import ManifestFormat
 import PhotolalaCore
 import Synchronization
 

@@ -1,6 +1,6 @@
 import Control
 import Foundation
-import Manifest
+import ManifestFormat
 import PhotolalaCore
 import Testing
 @testable import Restore

@@ -1,10 +1,11 @@
 import Foundation
 import GRDB
 import PhotolalaCore
+import Queue
 import Testing
-@testable import Queue
+@testable import Manifest
 
-@Suite struct QueueManifestTests {
+@Suite struct ManifestMirrorTests {
     let db: QueueDatabase
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
