@@ -26,11 +26,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Already in the graph through async-http-client and swift-nio-extras; named here
-        // because the TLS target uses them directly.
+        // because the Bucket target uses them directly (TLS trust).
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.1.0"),
-        // Only the TLS tests use it (to make their own certificates).
+        // Only the Bucket tests use it (to make their own certificates).
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"6.0.0"),
     ],
     targets: [
@@ -51,7 +51,11 @@ let package = Package(
         .target(name: "CMultiMD5", dependencies: ["COpenSSL"]),
 
         // The counters' catalog is here so every part counts through swift-metrics' API alone.
-        .target(name: "PhotolalaCore", dependencies: [.product(name: "CoreMetrics", package: "swift-metrics")]),
+        .target(name: "PhotolalaCore", dependencies: [
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            // StageLoop stops on graceful shutdown.
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Config", dependencies: [
             "PhotolalaCore",
             .product(name: "TOMLKit", package: "TOMLKit"),
@@ -69,32 +73,35 @@ let package = Package(
             "PhotolalaCore", "CInotifyTools", "CLinux",
             .product(name: "Logging", package: "swift-log"),
         ]),
-        // The trust (system store + tls.ca_file) both HTTP clients use, and certificate
-        // failures told as sentences.
-        .target(name: "TLS", dependencies: [
+        // The one way to the bucket: SigV4, the S3 client, TLS trust (the system store +
+        // tls.ca_file, certificate failures told as sentences), the `Bucket` protocol and the
+        // `BucketSession` every stage signs through.
+        .target(name: "Bucket", dependencies: [
+            "PhotolalaCore", "Digests",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
         ]),
-        .target(name: "S3", dependencies: [
-            "PhotolalaCore", "Digests", "TLS",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            .product(name: "Logging", package: "swift-log"),
+        // Test-only: a bucket in memory behind the real protocol, a fixed grant source, a test clock.
+        .target(name: "BucketTesting", dependencies: [
+            "Bucket", "PhotolalaCore", "Digests",
             .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Backend", dependencies: [
-            "PhotolalaCore", "TLS", "S3",
+            "PhotolalaCore", "Bucket",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .target(name: "Credentials", dependencies: [
-            "PhotolalaCore", "Backend", "TLS",
+            "PhotolalaCore", "Backend", "Bucket",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -104,7 +111,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Upload", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Hashing", "Backend", "Credentials", "TLS",
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "Hashing", "Backend", "Credentials",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -117,7 +124,7 @@ let package = Package(
         ]),
         // The thumbnail stage: uploaded objects → photo rows `ready` (thumbnail in the bucket).
         .target(name: "Thumbnails", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Credentials", "Previews", "Upload", "TLS",
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "Credentials", "Previews",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -127,14 +134,14 @@ let package = Package(
         .target(name: "ManifestFormat", dependencies: ["PhotolalaCore", "Digests"]),
         // The stage that writes the manifest, and its tables in the queue database.
         .target(name: "Manifest", dependencies: [
-            "PhotolalaCore", "ManifestFormat", "Queue", "S3", "Digests", "Backend", "Credentials", "Upload", "TLS", "CLinux",
+            "PhotolalaCore", "ManifestFormat", "Queue", "Bucket", "Digests", "Backend", "Credentials", "Upload", "CLinux",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Inventory", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "Credentials", "TLS",
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "Backend", "Credentials",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -142,7 +149,7 @@ let package = Package(
         ]),
         // The apps' catalog: merge our ready photos into the user's catalog and publish it (app-catalog.md).
         .target(name: "Catalog", dependencies: [
-            "PhotolalaCore", "Queue", "S3", "Digests", "Backend", "TLS",
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "Backend",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
@@ -170,7 +177,7 @@ let package = Package(
         ]),
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
-            "PhotolalaCore", "ManifestFormat", "Control", "S3", "Digests", "Backend", "Credentials", "Upload", "TLS", "CLinux",
+            "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "Backend", "Credentials", "Upload", "CLinux",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -192,7 +199,7 @@ let package = Package(
 
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "PhotolalaCoreTests", dependencies: [
-            "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
+            "PhotolalaCore", "BucketTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
         .testTarget(name: "MetricsExportTests", dependencies: [
             "MetricsExport", "PhotolalaCore", .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -203,8 +210,9 @@ let package = Package(
         .testTarget(name: "WatcherTests", dependencies: [
             "Watcher", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
-        .testTarget(name: "TLSTests", dependencies: [
-            "TLS",
+        .testTarget(name: "BucketTests", dependencies: [
+            "Bucket", "BucketTesting", "Digests", "PhotolalaCore",
+            .product(name: "MetricsTestKit", package: "swift-metrics"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -213,9 +221,6 @@ let package = Package(
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "Crypto", package: "swift-crypto"),
-        ]),
-        .testTarget(name: "S3Tests", dependencies: [
-            "S3", "Digests", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
         .testTarget(name: "ControlTests", dependencies: [
             "Control",
@@ -228,17 +233,17 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
-        .testTarget(name: "UploadTests", dependencies: ["Upload", "S3", "Queue", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "UploadTests", dependencies: ["Upload", "Bucket", "Queue", "Digests", "PhotolalaCore"]),
         .testTarget(name: "PreviewsTests", dependencies: ["Previews", "PhotolalaCore"]),
         .testTarget(name: "ThumbnailsTests", dependencies: ["Thumbnails", "Previews", "Queue", "Digests", "PhotolalaCore"]),
-        .testTarget(name: "InventoryTests", dependencies: ["Inventory", "Queue", "S3", "PhotolalaCore"]),
+        .testTarget(name: "InventoryTests", dependencies: ["Inventory", "Queue", "Bucket", "PhotolalaCore"]),
         .testTarget(name: "ManifestFormatTests", dependencies: ["ManifestFormat", "PhotolalaCore", "Digests"]),
         .testTarget(name: "ManifestTests", dependencies: [
             "Manifest", "ManifestFormat", "Queue", "PhotolalaCore", "Digests", .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "RestoreTests", dependencies: ["Restore", "ManifestFormat", "Control", "PhotolalaCore", "Digests"]),
         .testTarget(name: "CatalogTests", dependencies: [
-            "Catalog", "Queue", "S3", "Digests", "Backend", "Credentials", "PhotolalaCore",
+            "Catalog", "Queue", "Bucket", "Digests", "Backend", "Credentials", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),

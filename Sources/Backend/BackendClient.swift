@@ -1,10 +1,10 @@
 import AsyncHTTPClient
+import Bucket
 import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
 import PhotolalaCore
-import TLS
 
 /// Talks to the Photolala backend over HTTPS (plain HTTP only for loopback, as config
 /// checks). Every call has a deadline; errors come back classified, never with a token.

@@ -1,5 +1,4 @@
-import S3
-import TLS
+import Bucket
 
 /// How every stage reaches its part of the bucket with a grant: one place that turns the
 /// backend's answer into the S3 client's configuration and signing keys.

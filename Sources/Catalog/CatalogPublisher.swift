@@ -1,8 +1,8 @@
+import Bucket
 import Foundation
 import GRDB
 import Logging
 import Queue
-import S3
 
 /// One sync of the user's catalog, app-catalog.md's steps 1–5:
 ///

@@ -1,10 +1,9 @@
 import AsyncHTTPClient
+import Bucket
 import Foundation
 import Logging
 import PhotolalaCore
 import Queue
-import S3
-import TLS
 import ServiceLifecycle
 
 /// The catalog stage: takes photos the thumbnail stage left `ready` and publishes their

@@ -1,4 +1,4 @@
-import S3
+import Bucket
 
 /// The bucket as the catalog stage uses it: the user's catalog objects, and whether a
 /// photo is still there. `S3CatalogStore` is the real one; tests of the publishing logic

@@ -1,10 +1,9 @@
 import AsyncHTTPClient
 import Backend
+import Bucket
 import Foundation
 import Logging
 import PhotolalaCore
-import S3
-import TLS
 
 /// The catalog's objects in the user's bucket, through two clients that refuse any key
 /// outside `catalogs/{userId}/` and `photos/{userId}/` respectively (the latter only

@@ -1,7 +1,7 @@
 import Backend
+import Bucket
 import Logging
 import PhotolalaCore
-import TLS
 
 extension AccountService {
     /// What the account service takes from the settings: the one mapping, used at start

@@ -1,9 +1,9 @@
 import Credentials
-import Upload
+import PhotolalaCore
 
 /// Uploads run only when the user has not paused them and the account allows them
 /// (signed in, Apple ID authorized, no subscription or quota pause).
-struct DaemonGate: UploadGate {
+struct DaemonGate: StageGate {
     let core: DaemonCore
     let account: AccountService
 

@@ -1,7 +1,7 @@
+import Bucket
 import Foundation
 import PhotolalaCore
 import Queue
-import S3
 
 /// A listing pass: every page of a prefix recorded in its own transaction, then, once a
 /// pass saw every key, what the bucket lost put back in the queue.

@@ -1,9 +1,9 @@
+import Bucket
 import Digests
 import Foundation
 import NIOCore
 import PhotolalaCore
 import Queue
-import S3
 import Synchronization
 
 /// `verify --deep`: objects read back, streamed through an MD5 a buffer at a time (memory

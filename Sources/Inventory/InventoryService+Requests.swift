@@ -1,7 +1,7 @@
 import Backend
+import Bucket
 import Foundation
 import PhotolalaCore
-import S3
 import ServiceLifecycle
 
 /// S3 requests with the account's credentials: refreshed once when S3 refuses them,

@@ -1,14 +1,13 @@
 /// Inventory: what the bucket holds, from listing it (s3-layout.md, "Knowing what is already there"), and `verify`.
 import AsyncHTTPClient
 import Backend
+import Bucket
 import Credentials
 import Foundation
 import Logging
 import PhotolalaCore
 import Queue
-import S3
 import ServiceLifecycle
-import TLS
 
 /// Lists `photos/{userId}/` and `thumbnails/{userId}/` (1,000 keys a page, one
 /// transaction per page, nothing held beyond a page) after a sign-in, every

@@ -1,6 +1,6 @@
+import Bucket
 import Foundation
 import Queue
-import S3
 
 /// What a complete listing says about one object the daemon holds as backed up, as a pure
 /// value: the end of every listing asks it about sizes (an object gone or cut short is

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Backend
+import Bucket
 import CLinux
 import Credentials
 import Foundation
@@ -7,9 +8,7 @@ import Logging
 import ManifestFormat
 import PhotolalaCore
 import Queue
-import S3
 import ServiceLifecycle
-import TLS
 import Upload
 
 /// The manifest stage: takes the paths whose backed-up state changed (`manifest_change`,

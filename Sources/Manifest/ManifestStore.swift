@@ -1,10 +1,9 @@
 import AsyncHTTPClient
 import Backend
+import Bucket
 import Foundation
 import Logging
 import ManifestFormat
-import S3
-import TLS
 
 /// The manifest's objects in the bucket, for one account: listing, reading (checked),
 /// writing and deleting under `metadata/{userId}/`. Made per grant, as the uploader makes

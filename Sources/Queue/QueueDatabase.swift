@@ -81,14 +81,9 @@ package final class QueueDatabase: Sendable {
         }
     }
 
-    /// A read of a stage's own tables (its records and requests live with the stage).
-    package func read<T>(_ value: (Database) throws -> T) throws -> T {
-        try pool.read(value)
-    }
-
-    /// Every write goes through here: a full disk or an I/O error is remembered (and shown
-    /// in status) until a write succeeds again. SQLite rolls the failed transaction back,
-    /// so the file stays consistent.
+    /// One transaction: every write goes through here, each stage's requests included. A
+    /// full disk or an I/O error is remembered (and shown in status) until a write succeeds
+    /// again. SQLite rolls the failed transaction back, so the file stays consistent.
     package func write<T>(_ updates: (Database) throws -> T) throws -> T {
         do {
             let result = try pool.write(updates)
@@ -107,6 +102,11 @@ package final class QueueDatabase: Sendable {
             if let message { report(message) }
             throw error
         }
+    }
+
+    /// A read of a consistent snapshot (WAL: never waits for the writer).
+    package func read<T>(_ value: (Database) throws -> T) throws -> T {
+        try pool.read(value)
     }
 
     /// Told (once per change) when a write problem starts or ends: the daemon logs it.

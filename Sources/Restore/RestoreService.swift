@@ -3,6 +3,7 @@
 /// (the plan, the files written with the rights of whoever runs it).
 import AsyncHTTPClient
 import Backend
+import Bucket
 import Control
 import Credentials
 import Foundation
@@ -10,10 +11,8 @@ import Logging
 import ManifestFormat
 import NIOCore
 import PhotolalaCore
-import S3
 import ServiceLifecycle
 import Synchronization
-import TLS
 import Upload
 
 /// The network side of `photolalactl restore`: lists the account's devices, reads a

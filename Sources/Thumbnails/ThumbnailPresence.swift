@@ -1,5 +1,5 @@
+import Bucket
 import Queue
-import S3
 
 /// "Is this thumbnail already in the bucket?" (a phone may have made it; app-catalog.md
 /// says an existing one is kept). The bucket's inventory answers when a complete listing

@@ -1,9 +1,9 @@
 import Backend
+import Bucket
 import Foundation
 import PhotolalaCore
 import Previews
 import Queue
-import S3
 import ServiceLifecycle
 
 /// One photo: its live file, its head, its thumbnail and date from a worker, the

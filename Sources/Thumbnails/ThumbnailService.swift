@@ -1,16 +1,14 @@
 /// Thumbnails: the stage after the upload: each uploaded photo's PTM-256 thumbnail into the
 /// bucket and its catalog columns into the `photo` row, for the catalog stage to publish.
 import AsyncHTTPClient
+import Bucket
 import Credentials
 import Foundation
 import Logging
 import PhotolalaCore
 import Previews
 import Queue
-import S3
 import ServiceLifecycle
-import TLS
-import Upload
 
 /// The thumbnail stage: takes objects `uploaded` with no `photo` row, gives each a
 /// `pending` row, and moves it to `ready` (thumbnail in the bucket, columns filled),
@@ -39,7 +37,7 @@ package actor ThumbnailService: Service {
 
     let database: QueueDatabase
     let account: AccountService
-    let gate: any UploadGate
+    let gate: any StageGate
     let logger: Logger
     var options: Options
     let workers: PreviewWorkerSlot.Options
@@ -55,7 +53,7 @@ package actor ThumbnailService: Service {
     var workerProblem: String?
     var clockOffset: TimeInterval = 0
 
-    package init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger,
+    package init(database: QueueDatabase, account: AccountService, gate: any StageGate, options: Options, logger: Logger,
                 workers: PreviewWorkerSlot.Options = .init()) {
         self.database = database
         self.account = account

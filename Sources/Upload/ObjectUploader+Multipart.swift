@@ -1,8 +1,8 @@
+import Bucket
 import Digests
 import Foundation
 import PhotolalaCore
 import Queue
-import S3
 
 /// Above `upload.multipart_threshold`: parts read front to back, each with its own
 /// Content-MD5, recorded as S3 acknowledges them so a restart resumes (ListParts) instead

@@ -1,9 +1,9 @@
+import Bucket
 import Foundation
 import Hashing
 import Logging
 import PhotolalaCore
 import Queue
-import S3
 
 /// Sends one object: first whether it is already there (the inventory, or a HEAD where
 /// there is no listing to trust: `PresenceCheck`), then one PUT up to the threshold or a

@@ -1,6 +1,6 @@
+import Bucket
 import Foundation
 import PhotolalaCore
-import S3
 
 /// Every retry decision of the uploader, as a pure value: what an S3 error means for the
 /// object (retry, refresh, re-read, give up) and how long each kind of wait is. A change
@@ -50,7 +50,8 @@ package struct UploadPolicy: Sendable, Equatable {
             return .refreshCredentials
         case .clockSkew where skewRetries == 0:
             return .correctClock
-        case .cancelled:
+        case .cancelled, .unavailable:
+            // Stopping, signed out or paused: the object waits, uncounted.
             return .cancelled
         case .transient:
             // A local database error is not S3's: it does not hold back the other workers.

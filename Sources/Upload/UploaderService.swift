@@ -1,14 +1,13 @@
 import AsyncHTTPClient
 import Backend
+import Bucket
 import Credentials
 import Foundation
 import Hashing
 import Logging
 import PhotolalaCore
 import Queue
-import S3
 import ServiceLifecycle
-import TLS
 
 /// The upload stage: takes objects whose files are hashed (`queued`) and moves them to
 /// `uploaded`. `upload.concurrency` workers claim objects from the queue (one transaction
@@ -44,7 +43,7 @@ package actor UploaderService: Service {
 
     let database: QueueDatabase
     let account: AccountService
-    let gate: any UploadGate
+    let gate: any StageGate
     let logger: Logger
     var options: Options
     let policy: UploadPolicy
@@ -65,7 +64,7 @@ package actor UploaderService: Service {
     /// The last mode, so a change is logged once.
     var presenceMode: PresenceCheck.Mode?
 
-    package init(database: QueueDatabase, account: AccountService, gate: any UploadGate, options: Options, logger: Logger,
+    package init(database: QueueDatabase, account: AccountService, gate: any StageGate, options: Options, logger: Logger,
                 policy: UploadPolicy = UploadPolicy(), payloadDigests: PayloadDigests = PayloadDigests(),
                 presence: PresenceCheck = PresenceCheck()) {
         self.database = database

@@ -1,11 +1,11 @@
 import AsyncHTTPClient
 import Backend
+import Bucket
 import Catalog
 import Credentials
 import Foundation
 import Logging
 import NIOCore
-import S3
 import Testing
 
 /// The real parts the catalog meets, on loopback: moto (S3 and STS, signatures and

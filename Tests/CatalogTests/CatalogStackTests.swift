@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Queue
-@testable import S3
+@testable import Bucket
 import Synchronization
 import Testing
 @testable import Catalog

@@ -1,7 +1,7 @@
+import Bucket
 import Digests
 import Foundation
 import GRDB
-import S3
 import Testing
 @testable import Catalog
 @testable import Queue

@@ -1,6 +1,6 @@
 import Testing
 @testable import Catalog
-@testable import S3
+@testable import Bucket
 
 /// The bucket as a Photolala app sees it, with the user's own STS credentials.
 struct S3App: Sendable {

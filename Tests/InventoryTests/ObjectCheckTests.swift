@@ -1,6 +1,6 @@
+import Bucket
 import Foundation
 import Queue
-import S3
 import Testing
 @testable import Inventory
 

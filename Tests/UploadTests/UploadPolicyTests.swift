@@ -1,5 +1,5 @@
+import Bucket
 import Foundation
-import S3
 import Testing
 @testable import Upload
 

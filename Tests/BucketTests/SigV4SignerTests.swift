@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import S3
+@testable import Bucket
 
 // The vectors and where they come from: SigV4TestVectors.swift.
 

@@ -1,5 +1,5 @@
 import Testing
-@testable import S3
+@testable import Bucket
 
 @Suite("where connections go: the target's host and port, the debug proxy")
 struct ConnectProxyTests {

@@ -28,6 +28,9 @@ package struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
         case localFile
         /// The task was cancelled (shutdown, pause).
         case cancelled
+        /// No credentials to sign with: signed out, paused by the account, or stopping
+        /// (`BucketSession` says so before sending anything).
+        case unavailable
         /// A conditional request's condition did not hold (412): `If-None-Match: *` found the
         /// key already there, or `If-Match` found another ETag. The caller decides what
         /// that means (already uploaded; someone published in between).
@@ -114,6 +117,8 @@ package struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
             return "Check the file still exists and the daemon's user can read it."
         case .cancelled:
             return "The upload was interrupted and will resume later."
+        case .unavailable:
+            return "Nothing is sent while photolalad is signed out or paused: see `photolalactl status`."
         case .preconditionFailed:
             return "The object changed or appeared since it was last read; the daemon reads it again."
         case .permanent:

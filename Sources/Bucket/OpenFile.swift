@@ -8,24 +8,24 @@ import Foundation
 import PhotolalaCore
 
 /// Why a file body could not be read; becomes an `S3Error` of kind `.localFile`.
-struct FileReadError: Error, Sendable, CustomStringConvertible {
-    var description: String
+package struct FileReadError: Error, Sendable, CustomStringConvertible {
+    package var description: String
 }
 
 /// An open file descriptor shared by the request and its body stream. Closing in
 /// `deinit` rather than when `execute` returns matters: the HTTP client may still be
 /// pulling body chunks after an early answer, and a descriptor closed (and reused) under
 /// it would send another file's bytes.
-final class OpenFile: @unchecked Sendable {
+package final class OpenFile: @unchecked Sendable {
     // Only `pread`, which takes an explicit offset, touches the descriptor: no shared position.
-    let descriptor: Int32
-    let size: Int64
-    let path: String
+    package let descriptor: Int32
+    package let size: Int64
+    package let path: String
 
     /// O_NONBLOCK: what is at `path` may have been swapped for a FIFO since it was hashed,
     /// and a blocking open of a FIFO waits for a writer forever (an upload worker, then the
     /// daemon's shutdown, held with it). `expected`: refuse any other file than the hashed one.
-    init(path: String, operation: String, key: String?, expected: FileIdentity? = nil,
+    package init(path: String, operation: String, key: String?, expected: FileIdentity? = nil,
          followSymlinks: Bool = true) throws(S3Error) {
         self.path = path
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlinks ? 0 : O_NOFOLLOW))
@@ -59,7 +59,7 @@ final class OpenFile: @unchecked Sendable {
     deinit { close(descriptor) }
 
     /// The length to send, checked against the file's size at open.
-    func checkRange(offset: Int64, length: Int64?, operation: String, key: String?) throws(S3Error) -> Int64 {
+    package func checkRange(offset: Int64, length: Int64?, operation: String, key: String?) throws(S3Error) -> Int64 {
         let length = length ?? (size - offset)
         guard offset >= 0, length >= 0, offset + length <= size else {
             throw S3Error(kind: .localFile, code: "LocalFileError",
@@ -70,7 +70,7 @@ final class OpenFile: @unchecked Sendable {
     }
 
     /// Fills `buffer` from `offset`; fewer bytes than asked only at end of file.
-    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(FileReadError) -> Int {
+    package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(FileReadError) -> Int {
         var done = 0
         while done < buffer.count {
             let n = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))

@@ -11,6 +11,11 @@ extension S3Client {
         package var objects: [ListedObject]
         /// Where the next page starts; nil on the last page.
         package var nextContinuationToken: String?
+
+        package init(objects: [ListedObject], nextContinuationToken: String?) {
+            self.objects = objects
+            self.nextContinuationToken = nextContinuationToken
+        }
     }
 
     /// One page of the keys under `prefix`, in key order. `prefix` must lie inside the

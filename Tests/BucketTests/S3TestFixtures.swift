@@ -5,7 +5,7 @@ import CoreMetrics
 import Foundation
 import MetricsTestKit
 import Testing
-@testable import S3
+@testable import Bucket
 import Digests
 import PhotolalaCore
 

@@ -1,5 +1,4 @@
 import Foundation
-import TLS
 
 /// Which bucket, where, and the limits every request is held to.
 extension S3Client {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import S3
+@testable import Bucket
 
 @Suite("S3 errors")
 struct S3ErrorTests {

@@ -2,7 +2,7 @@ import Foundation
 import NIOCore
 import Synchronization
 import Testing
-@testable import S3
+@testable import Bucket
 
 @Suite struct FileChunksTests {
     static func file(_ bytes: [UInt8]) throws -> (path: String, file: OpenFile) {

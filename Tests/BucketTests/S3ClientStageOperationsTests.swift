@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 import Synchronization
 import Testing
-@testable import S3
+@testable import Bucket
 
 /// The operations the stages after the upload use — listing, conditional writes, reading
 /// back, archive restores — against moto with signatures and session tokens enforced.

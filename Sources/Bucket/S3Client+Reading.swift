@@ -14,6 +14,12 @@ extension S3Client {
         package var contentLength: Int64
         /// The whole object's size (from `Content-Range` for a ranged GET).
         package var objectSize: Int64
+
+        package init(etag: String, contentLength: Int64, objectSize: Int64) {
+            self.etag = etag
+            self.contentLength = contentLength
+            self.objectSize = objectSize
+        }
     }
 
     /// The whole object, which must fit in `maximumResponseBytes`.
