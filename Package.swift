@@ -60,9 +60,9 @@ let package = Package(
             "PhotolalaCore",
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
-        // MD5, SHA-256, HMAC, hex and the stat → identity rule, for the hasher and the S3 transport alike.
-        .target(name: "Digests", dependencies: ["PhotolalaCore", "COpenSSL"]),
-        .target(name: "Hashing", dependencies: ["PhotolalaCore", "Digests", "CLinux", "CMultiMD5"]),
+        // MD5, SHA-256, HMAC, hex, the hasher and VerifiedFile (the very file that was hashed),
+        // for the stages and the S3 transport alike: C libraries only.
+        .target(name: "Digests", dependencies: ["PhotolalaCore", "COpenSSL", "CLinux", "CMultiMD5"]),
         .target(name: "Queue", dependencies: [
             "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
@@ -106,12 +106,12 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Ingest", dependencies: [
-            "PhotolalaCore", "Queue", "Digests", "Hashing", "Watcher", "CLinux",
+            "PhotolalaCore", "Queue", "Digests", "Watcher", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Upload", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "Hashing", "Backend", "Credentials",
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "Backend", "Credentials",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -184,7 +184,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
+            "PhotolalaCore", "Config", "Queue", "Control", "Digests", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
             "Manifest", "Restore",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
@@ -204,8 +204,7 @@ let package = Package(
         .testTarget(name: "MetricsExportTests", dependencies: [
             "MetricsExport", "PhotolalaCore", .product(name: "CoreMetrics", package: "swift-metrics"),
         ]),
-        .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore"]),
-        .testTarget(name: "HashingTests", dependencies: ["Hashing", "Digests", "CMultiMD5"]),
+        .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore", "CMultiMD5"]),
         .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "WatcherTests", dependencies: [
             "Watcher", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),

@@ -8,7 +8,7 @@ import Control
 import CoreMetrics
 import Credentials
 import Foundation
-import Hashing
+import Digests
 import Ingest
 import Inventory
 import Logging

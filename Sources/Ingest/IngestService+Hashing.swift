@@ -1,5 +1,5 @@
 import Foundation
-import Hashing
+import Digests
 import PhotolalaCore
 import Queue
 

@@ -3,7 +3,7 @@
 import Glibc
 #endif
 import Foundation
-import Hashing
+import Digests
 import Logging
 import PhotolalaCore
 import Queue

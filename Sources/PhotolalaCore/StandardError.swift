@@ -14,8 +14,8 @@ package enum StandardError {
         bytes.withUnsafeMutableBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = Glibc.write(2, raw.baseAddress! + offset, raw.count - offset)
-                if n <= 0 { if errno == EINTR { continue }; return }
+                let n = retryingInterrupts { Glibc.write(2, raw.baseAddress! + offset, raw.count - offset) }
+                if n <= 0 { return }
                 offset += n
             }
         }

@@ -1,6 +1,6 @@
 import Bucket
 import Foundation
-import Hashing
+import Digests
 import Logging
 import PhotolalaCore
 import Queue

@@ -3,7 +3,7 @@ import Backend
 import Bucket
 import Credentials
 import Foundation
-import Hashing
+import Digests
 import Logging
 import PhotolalaCore
 import Queue

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CLinux
+import PhotolalaCore
 
 /// Threads of our own, off the cooperative pool: the watcher blocks in poll(2) and the
 /// scanner in readdir(2)/stat(2), which must not starve async tasks.

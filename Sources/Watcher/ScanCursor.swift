@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import PhotolalaCore
 
 /// The resumable state of one scan: an explicit stack, so a scan can stop after any
 /// directory and continue on the next request. Holds no open descriptor between calls.

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PhotolalaCore
 
 /// The configured folders: attached when present, retried with backoff while missing.
 extension WatchTree {

@@ -145,7 +145,7 @@ package final class HasherPool: Sendable {
             current = engine
             for job in taken {
                 do {
-                    engine.add(try HashedFileReader(path: job.path, followSymlinks: job.followSymlinks, sha256: job.sha256,
+                    engine.add(try HashPass(path: job.path, followSymlinks: job.followSymlinks, sha256: job.sha256,
                                                     dropCacheAbove: dropCacheAbove), tag: job)
                 } catch {
                     state.withLock { $0.busy -= 1 }

@@ -1,7 +1,6 @@
 import CMultiMD5
-import Digests
 import Testing
-@testable import Hashing
+@testable import Digests
 
 /// The SIMD kernel against OpenSSL's MD5, at every level this CPU runs: any lane mix,
 /// any block count per call, every padding length.

@@ -2,7 +2,7 @@ import CMultiMD5
 import Foundation
 import Synchronization
 import Testing
-@testable import Hashing
+@testable import Digests
 
 /// The pool hashing many files at once per thread, at every SIMD level this CPU runs:
 /// the same digests as md5sum and sha256sum, and FileHasher's rules for files that are

@@ -16,7 +16,7 @@ final class LaneHasher<Tag> {
     static var chunk: Int { 64 << 10 }
 
     private struct Lane {
-        var reader: HashedFileReader
+        var reader: HashPass
         var tag: Tag
         /// Unhashed bytes are slot[start..<end].
         var start = 0
@@ -48,7 +48,7 @@ final class LaneHasher<Tag> {
     var free: Int { Self.lanes - active }
 
     /// Puts a file in a free lane (there must be one).
-    func add(_ reader: HashedFileReader, tag: Tag) {
+    func add(_ reader: HashPass, tag: Tag) {
         guard let i = lanes.firstIndex(where: { $0 == nil }) else { preconditionFailure("no free lane") }
         pl_md5_lanes_reset(state, UInt32(i))
         lanes[i] = Lane(reader: reader, tag: tag)

@@ -2,7 +2,7 @@ import CMultiMD5
 import Foundation
 import Synchronization
 import Testing
-@testable import Hashing
+@testable import Digests
 
 @Suite struct FileHasherTests {
     static func tempDir() throws -> URL {
