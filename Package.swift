@@ -134,9 +134,8 @@ let package = Package(
         .target(name: "ManifestFormat", dependencies: ["PhotolalaCore", "Digests"]),
         // The stage that writes the manifest, and its tables in the queue database.
         .target(name: "Manifest", dependencies: [
-            "PhotolalaCore", "ManifestFormat", "Queue", "Bucket", "Digests", "Backend", "Credentials", "Upload", "CLinux",
+            "PhotolalaCore", "ManifestFormat", "Queue", "Bucket", "CLinux",
             .product(name: "GRDB", package: "GRDB.swift"),
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -177,15 +176,14 @@ let package = Package(
         ]),
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
-            "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "Backend", "Credentials", "Upload", "CLinux",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Config", "Queue", "Control", "Digests", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
-            "Manifest", "Restore",
+            "Bucket", "Manifest", "Restore",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -238,9 +236,14 @@ let package = Package(
         .testTarget(name: "InventoryTests", dependencies: ["Inventory", "Queue", "Bucket", "PhotolalaCore"]),
         .testTarget(name: "ManifestFormatTests", dependencies: ["ManifestFormat", "PhotolalaCore", "Digests"]),
         .testTarget(name: "ManifestTests", dependencies: [
-            "Manifest", "ManifestFormat", "Queue", "PhotolalaCore", "Digests", .product(name: "GRDB", package: "GRDB.swift"),
+            "Manifest", "ManifestFormat", "Queue", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "RestoreTests", dependencies: ["Restore", "ManifestFormat", "Control", "PhotolalaCore", "Digests"]),
+        .testTarget(name: "RestoreTests", dependencies: [
+            "Restore", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "CatalogTests", dependencies: [
             "Catalog", "Queue", "Bucket", "Digests", "Backend", "Credentials", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),

@@ -2,6 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Bucket
 import Catalog
 import CLinux
 import Control
@@ -71,11 +72,14 @@ package struct Daemon: Sendable {
         // After the upload: thumbnails and the photo rows the catalog stage publishes.
         let thumbnails = ThumbnailService(database: database, account: account, gate: DaemonGate(core: core, account: account),
                                           options: .init(settings), logger: logger)
+        let trust = TLSTrust(caFile: settings.tls.caFile)
         // After the upload: this NAS's manifest in the bucket (paths, names, times).
-        let manifest = ManifestService(database: database, account: account, options: .init(settings), logger: logger,
+        let manifest = ManifestService(database: database, session: BucketSession(grants: account, connections: 2, trust: trust, logger: logger),
+                                       options: .init(settings), wakes: [.stream(account.statusChanges.changes())], logger: logger,
                                        statusChanges: core.statusChanges)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`.
-        let restore = RestoreService(account: account, options: .init(settings), logger: logger)
+        let restore = RestoreService(session: BucketSession(grants: account, connections: 32, trust: trust, logger: logger),
+                                     options: .init(settings), logger: logger)
         // Photos the thumbnails left ready → rows in the apps' catalog.
         let catalog = CatalogService(database: database, access: CatalogGate(core: core, account: account),
                                      options: .init(settings), logger: logger, statusChanges: core.statusChanges)

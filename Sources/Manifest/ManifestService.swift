@@ -1,15 +1,11 @@
-import AsyncHTTPClient
-import Backend
 import Bucket
 import CLinux
-import Credentials
 import Foundation
 import Logging
 import ManifestFormat
 import PhotolalaCore
 import Queue
 import ServiceLifecycle
-import Upload
 
 /// The manifest stage: takes the paths whose backed-up state changed (`manifest_change`,
 /// filled by the queue's triggers) and appends them to this NAS's manifest in the bucket
@@ -18,8 +14,9 @@ import Upload
 /// with the changes it consumed, so a kill -9 loses nothing and at worst leaves one
 /// segment written but unrecorded, which the next start finds and takes back.
 ///
-/// Woken by the queue's `uploaded` signal and the account's changes; it also looks every
-/// `pollInterval` for changes nothing signals (files gone or moved).
+/// Woken by the queue's `uploaded` signal and whatever else the daemon passes (the
+/// account's changes); it also looks every `pollInterval` for changes nothing signals
+/// (files gone or moved).
 package actor ManifestService: Service {
     package struct Options: Sendable, Equatable {
         package var folders: [String]
@@ -42,13 +39,11 @@ package actor ManifestService: Service {
     }
 
     private let database: QueueDatabase
-    private let account: AccountService
+    private let session: BucketSession
+    private let clock: any DaemonClock
+    private let loop: StageLoop
     private let logger: Logger
     private var options: Options
-    private let uploadPolicy = UploadPolicy()
-    private let http: HTTPClient
-    private let wake = WakeSignal()
-    private var clockOffset: TimeInterval = 0
     private var ledger: ManifestLedger?
     /// Whether the bucket's manifest was compared with the ledger since the account (or
     /// the process) started.
@@ -63,54 +58,46 @@ package actor ManifestService: Service {
     private var lastError: String?
     private let statusChanges: ChangeFeed
 
-    package init(database: QueueDatabase, account: AccountService, options: Options, logger: Logger,
-                 statusChanges: ChangeFeed = ChangeFeed()) {
+    /// - Parameters:
+    ///   - session: the stage's way to the bucket; the signed-in user and this NAS's device
+    ///     id come from its grant source.
+    ///   - wakes: what else makes the stage look (the daemon passes the account's changes).
+    package init(database: QueueDatabase, session: BucketSession, options: Options, clock: any DaemonClock = SystemClock(),
+                 wakes: [StageLoop.Source] = [], logger: Logger, statusChanges: ChangeFeed = ChangeFeed()) {
         self.database = database
-        self.account = account
+        self.session = session
         self.options = options
+        self.clock = clock
         self.logger = logger
         self.statusChanges = statusChanges
+        loop = StageLoop(clock: clock, wakes: [.signal(database.signals.uploaded)] + wakes)
         retry = options.policy.retry
-        http = S3Client.makeHTTPClient(maximumConnectionsPerHost: 2)
         ledger = try? database.manifestLedger()
     }
 
-    package func apply(_ new: Options) {
+    package func apply(_ new: Options) async {
         if new.folders != options.folders || new.deviceName != options.deviceName { recordStale = true }
         options = new
-        Task { await wake.notify() }
+        await session.apply(trust: new.trust)
+        await loop.wake()
     }
 
     package func run() async throws {
-        let uploaded = database.signals.uploaded
-        let accountChanges = account.statusChanges.changes()
-        let relays = [
-            Task { [wake] in
-                await uploaded.onEveryNotify { await wake.notify() }
-            },
-            Task { [wake] in
-                for await _ in accountChanges { await wake.notify() }
-            },
-        ]
         // A step may wait on credentials or S3 for a long time (the backend down, a slow
         // link): a stop cancels it rather than waiting. A segment cut off on the wire is
         // in the bucket whole or not at all; the next start takes it back or writes it.
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                let since = await self.wake.current
-                let next = await self.step()
-                let poll = Date().addingTimeInterval(await self.options.policy.pollInterval)
-                await self.wake.wait(since: since, until: min(next ?? poll, poll))
-            }
+        await loop.run { _ in
+            let next = await self.step()
+            let poll = self.clock.now().addingTimeInterval(await self.options.policy.pollInterval)
+            return .wait(until: min(next ?? poll, poll))
         }
-        for relay in relays { relay.cancel() }
-        try? await http.shutdown()
+        await session.shutdown()
     }
 
     /// One look: write what is due, or say when to look again (nil: when woken).
-    func step() async -> Date? {
-        let now = Date()
-        guard let userId = await account.userId, let deviceId = await account.deviceId else {
+    private func step() async -> Date? {
+        let now = clock.now()
+        guard let userId = await session.userId, let deviceId = await session.deviceId else {
             setState(.off)
             return nil
         }
@@ -135,14 +122,8 @@ package actor ManifestService: Service {
             setState(.idle)
             return nil
         }
-        let grant: STSGrant
         do {
-            grant = try await account.credentials()
-        } catch {
-            return nil
-        }
-        do {
-            let store = try ManifestStore(grant: grant, userId: userId, trust: options.trust, http: http, clockOffset: clockOffset, logger: logger)
+            let store = ManifestStore(session: session, userId: userId)
             let keys = ManifestKeys(userId: userId, deviceId: deviceId)
             if !synced {
                 try await sync(store, keys)
@@ -155,7 +136,7 @@ package actor ManifestService: Service {
             lastError = nil
             return wait
         } catch {
-            return await failed(error, grant: grant)
+            return failed(error)
         }
     }
 
@@ -169,7 +150,7 @@ package actor ManifestService: Service {
             if let since = waitingSince {
                 let changes = try database.manifestChangeCount(upTo: options.policy.maxEntriesPerSegment)
                 if changes > 0, case .at(let date) = options.policy.flush(
-                    pending: changes, waitingSince: since, uploadsInFlight: (try? database.hasUploadsInFlight()) ?? true, now: Date()) {
+                    pending: changes, waitingSince: since, uploadsInFlight: (try? database.hasUploadsInFlight()) ?? true, now: clock.now()) {
                     setState(.pending)
                     return date
                 }
@@ -187,7 +168,7 @@ package actor ManifestService: Service {
             let since = waitingSince ?? now
             waitingSince = since
             let due = options.policy.flush(pending: records.count, waitingSince: since,
-                                           uploadsInFlight: (try? database.hasUploadsInFlight()) ?? true, now: Date())
+                                           uploadsInFlight: (try? database.hasUploadsInFlight()) ?? true, now: clock.now())
             if case .at(let date) = due {
                 setState(.pending)
                 return date
@@ -202,28 +183,17 @@ package actor ManifestService: Service {
         }
     }
 
-    /// A failure: the uploader's rule says what it means; the step is tried again after
-    /// the manifest's own backoff.
-    private func failed(_ error: any Error, grant: STSGrant) async -> Date {
+    /// A failure the session handed back (credentials and the clock were already tried
+    /// again once, in place): the step is tried again after the manifest's own backoff.
+    private func failed(_ error: any Error) -> Date? {
+        let s3 = error as? S3Error
         // Stopping: the step was cut off on purpose; nothing to report.
-        if Task.isCancelled || (error as? S3Error)?.kind == .cancelled { return Date() }
-        var immediate = false
-        if let s3 = error as? S3Error {
-            switch uploadPolicy.action(for: s3, credentialRetries: retry.failures == 0 ? 0 : 1, skewRetries: 0) {
-            case .refreshCredentials:
-                await account.rejectedByS3(grant)
-                immediate = true
-            case .correctClock:
-                if let offset = s3.clockOffset() { clockOffset = offset }
-                immediate = true
-            case .alreadyPresent:
-                // Another write of ours got there first (a PUT answered too late): take it back.
-                synced = false
-                immediate = true
-            default:
-                break
-            }
-        }
+        if Task.isCancelled || s3?.kind == .cancelled { return clock.now() }
+        // No grant (signed out, paused): nothing was sent; the account's change wakes the stage.
+        if s3?.kind == .unavailable { return nil }
+        // Another write of ours got there first (a PUT answered too late): take it back, at once.
+        let immediate = s3?.kind == .preconditionFailed
+        if immediate { synced = false }
         let first = retry.failures == 0
         let delay = retry.fail(random: .random(in: 0..<1))
         let wait = immediate && first ? 0 : delay
@@ -233,7 +203,7 @@ package actor ManifestService: Service {
             lastError = text
             setState(.backoff)
         }
-        return Date().addingTimeInterval(wait)
+        return clock.now().addingTimeInterval(wait)
     }
 
     private func setState(_ new: DaemonStatus.Manifest.State) {
@@ -245,7 +215,7 @@ package actor ManifestService: Service {
     package func contribute(to s: inout DaemonStatus) async {
         let l = ledger
         s.manifest = DaemonStatus.Manifest(
-            state: state, deviceId: await account.deviceId, segments: l?.seq ?? 0, snapshot: l?.snapshot ?? 0,
+            state: state, deviceId: await session.deviceId, segments: l?.seq ?? 0, snapshot: l?.snapshot ?? 0,
             files: l?.files ?? 0, bytes: l?.bytes ?? 0, writtenAt: l?.writtenAt.map { Timestamp.string(Date(timeIntervalSince1970: $0)) },
             lastError: lastError)
     }
@@ -257,7 +227,7 @@ package actor ManifestService: Service {
     private func writeLog(_ records: [ManifestRecord], through: Int64, _ store: ManifestStore, _ keys: ManifestKeys) async throws {
         guard let current = ledger else { return }
         let seq = current.seq + 1
-        var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .log, device: keys.deviceId, seq: seq, createdAt: Timestamp.string(Date()),
+        var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .log, device: keys.deviceId, seq: seq, createdAt: Timestamp.string(clock.now()),
                                                                     writer: current.writer, through: through))
         for record in records {
             if let entry = ManifestChanges.entry(record) { encoder.append(entry) }
@@ -266,7 +236,7 @@ package actor ManifestService: Service {
         // If-None-Match: a number is written once. A 412 means a write of ours got there
         // before its answer did (or before a kill -9): the next step takes it back.
         try await store.put(keys.log(seq), bytes, ifNoneMatch: true)
-        let written = Date()
+        let written = clock.now()
         ledger = try database.recordManifestSegment(seq: seq, records: records, through: through) { l in
             l.logged(seq, records: records, writtenAt: written.timeIntervalSince1970)
         }
@@ -292,7 +262,7 @@ package actor ManifestService: Service {
         while true {
             let number = parts.count + 1
             var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .snapshot, device: keys.deviceId, seq: seq, part: number,
-                                                                        createdAt: Timestamp.string(Date())))
+                                                                        createdAt: Timestamp.string(clock.now())))
             var last: StoredManifestRecord?
             let read = try database.manifestRecords(after: after, limit: options.policy.maxEntriesPerPart) { stored in
                 if let entry = ManifestChanges.entry(stored.record) { encoder.append(entry) }
@@ -307,7 +277,7 @@ package actor ManifestService: Service {
             guard let last, read == options.policy.maxEntriesPerPart else { break }
             after = (last.record.path, last.seq, last.ord)
         }
-        var index = ManifestHeader(kind: .snapshotIndex, device: keys.deviceId, seq: seq, createdAt: Timestamp.string(Date()), parts: parts)
+        var index = ManifestHeader(kind: .snapshotIndex, device: keys.deviceId, seq: seq, createdAt: Timestamp.string(clock.now()), parts: parts)
         index.entries = total
         try await store.put(keys.snapshotIndex(seq), ManifestSegment(header: index, entries: []).encoded())
         current.snapshot = seq
@@ -333,7 +303,7 @@ package actor ManifestService: Service {
         let record = DeviceRecord(
             deviceId: keys.deviceId, name: options.deviceName, folders: options.folders,
             lastBackupAt: l.lastChange.map { Timestamp.string(Date(timeIntervalSince1970: Double($0) / 1000)) },
-            files: l.files, bytes: l.bytes, logSeq: l.seq, snapshotSeq: l.snapshot, updatedAt: Timestamp.string(Date()),
+            files: l.files, bytes: l.bytes, logSeq: l.seq, snapshotSeq: l.snapshot, updatedAt: Timestamp.string(clock.now()),
             software: "photolalad \(PhotolalaVersion.current)")
         try await store.put(keys.record, record.encoded(), contentType: "application/json")
         recordStale = false
@@ -413,5 +383,45 @@ package actor ManifestService: Service {
         let result = saved ?? ManifestLedger(userId: keys.userId, deviceId: keys.deviceId, writer: writer)
         ledger = result
         return result
+    }
+}
+
+/// The manifest's objects in the bucket under `metadata/{userId}/`, through the stage's
+/// session: each request on its own (a listing page at a time), with no transient retry in
+/// place (`BucketBudget.handBack`): a failed step is tried again on the stage's backoff.
+private struct ManifestStore: ManifestObjects {
+    let session: BucketSession
+    let prefix: String
+
+    init(session: BucketSession, userId: String) {
+        self.session = session
+        prefix = ManifestKeys.userPrefix(userId)
+    }
+
+    func keys(under prefix: String) async throws(S3Error) -> [String] {
+        var keys: [String] = []
+        var token: String?
+        repeat {
+            let page = try await session.perform(under: self.prefix) { [token] bucket throws(S3Error) in
+                try await bucket.listObjects(prefix: prefix, continuationToken: token)
+            }
+            keys += page.objects.map(\.key)
+            token = page.nextContinuationToken
+        } while token != nil
+        return keys
+    }
+
+    func bytes(_ key: String) async throws(S3Error) -> [UInt8]? {
+        try await session.perform(under: prefix) { bucket throws(S3Error) in try await bucket.getObjectIfPresent(key: key)?.bytes }
+    }
+
+    func put(_ key: String, _ bytes: [UInt8], contentType: String = "application/octet-stream", ifNoneMatch: Bool = false) async throws(S3Error) {
+        _ = try await session.perform(under: prefix) { bucket throws(S3Error) in
+            try await bucket.putObject(key: key, bytes: bytes, contentType: contentType, ifNoneMatch: ifNoneMatch)
+        }
+    }
+
+    func delete(_ key: String) async throws(S3Error) {
+        try await session.perform(under: prefix) { bucket throws(S3Error) in try await bucket.deleteObject(key: key) }
     }
 }

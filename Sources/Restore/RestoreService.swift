@@ -1,11 +1,8 @@
 /// Restore: bringing files back from the bucket. The daemon's side (devices, the manifest,
 /// objects read back with its credentials and relayed to `photolalactl`) and the command's
 /// (the plan, the files written with the rights of whoever runs it).
-import AsyncHTTPClient
-import Backend
 import Bucket
 import Control
-import Credentials
 import Foundation
 import Logging
 import ManifestFormat
@@ -13,12 +10,12 @@ import NIOCore
 import PhotolalaCore
 import ServiceLifecycle
 import Synchronization
-import Upload
 
 /// The network side of `photolalactl restore`: lists the account's devices, reads a
 /// device's manifest, asks objects back from archive classes and relays objects to the
-/// command, read with ranged, parallel GETs under the uploads' retry rule and bandwidth
-/// limit. The command never sees a credential: it gets bytes.
+/// command, read with ranged, parallel GETs under the bandwidth limit, through its own
+/// bucket session (4 transient retries in place). The command never sees a credential:
+/// it gets bytes.
 package actor RestoreService: Service {
     package struct Options: Sendable, Equatable {
         /// `upload.bandwidth_limit`, applied to what restores read as well.
@@ -35,6 +32,9 @@ package actor RestoreService: Service {
         package var thawDays = 7
         /// The system CA store plus `tls.ca_file`, as for every other connection.
         package var trust: TLSTrust
+        /// Transient failures tried again in place: 4, after 0.25 s to 1, 2, 4 and 8 s.
+        package var budget = BucketBudget(transientRetries: 4, backoff: Backoff(base: 1, cap: 75, jitter: .full, floor: 0.25),
+                                          repeatsUnreadableAnswers: true)
 
         package init(_ settings: Settings) {
             bandwidthLimit = settings.upload.bandwidthLimit
@@ -42,73 +42,69 @@ package actor RestoreService: Service {
         }
     }
 
-    private let account: AccountService
+    private let session: BucketSession
+    private let clock: any DaemonClock
     private let logger: Logger
     private var options: Options
-    private let policy = UploadPolicy()
-    private let http: HTTPClient
     private let bandwidth: TokenBucket
     private let budget: ByteBudget
     private let meter = RateMeter()
     private var sessions = RestoreSessions()
-    private var clockOffset: TimeInterval = 0
 
-    package init(account: AccountService, options: Options, logger: Logger) {
-        self.account = account
+    /// - Parameter session: the way to the bucket; the signed-in user and this NAS's device
+    ///   id come from its grant source.
+    package init(session: BucketSession, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger) {
+        self.session = session
         self.options = options
+        self.clock = clock
         self.logger = logger
         bandwidth = TokenBucket(bytesPerSecond: options.bandwidthLimit)
         budget = ByteBudget(capacity: options.bufferBudget)
-        http = S3Client.makeHTTPClient(maximumConnectionsPerHost: 32)
     }
 
     package func apply(_ new: Options) async {
         options = new
         await bandwidth.setRate(new.bandwidthLimit)
+        await session.apply(trust: new.trust)
     }
 
     package func run() async throws {
         try? await gracefulShutdown()
-        try? await http.shutdown()
+        await session.shutdown()
     }
 
     // MARK: devices and their manifests, as the bucket holds them
 
     /// `photolalactl devices`: every device with a manifest under this account, this NAS first.
     package func devices() async -> ControlResponse {
-        let reached = await access()
-        guard case .ready(let grant, let userId) = reached else {
-            if case .unavailable(let response) = reached { return response }
-            return .error(503, "unavailable", "the bucket cannot be reached now")
+        let userId: String
+        switch await access() {
+        case .success(let id): userId = id
+        case .failure(let refusal): return refusal.response
         }
-        var attempt = 0
-        var refreshed = false
-        while true {
-            do {
-                let store = try objects(grant, userId: userId)
-                let keys = try await store.keys(under: ManifestKeys.devicesPrefix(userId))
-                var found: [String: Bool] = [:]
-                for key in keys {
-                    guard let (device, isRecord) = ManifestKeys.deviceOf(key: key, userId: userId) else { continue }
-                    found[device] = (found[device] ?? false) || isRecord
-                }
-                let current = await account.deviceId
-                var list: [DeviceList.Device] = []
-                for (id, hasRecord) in found {
-                    let layout = ManifestKeys(userId: userId, deviceId: id)
-                    let record = hasRecord ? try await store.bytes(layout.record).flatMap(DeviceRecord.decode) : nil
-                    list.append(DeviceList.Device(
-                        id: id, name: record?.name, folders: record?.folders ?? [], lastBackupAt: record?.lastBackupAt,
-                        files: record?.files ?? 0, bytes: record?.bytes ?? 0, current: id == current, updatedAt: record?.updatedAt))
-                }
-                list.sort { a, b in
-                    a.current != b.current ? a.current : (a.lastBackupAt ?? "", a.id) > (b.lastBackupAt ?? "", b.id)
-                }
-                return .json(DeviceList(devices: list))
-            } catch {
-                if await shouldRetry(error, grant: grant, attempt: &attempt, refreshed: &refreshed) { continue }
-                return .error(502, "storage_error", "could not list the devices in the bucket: \(error)")
+        do {
+            let store = ManifestReads(session: session, userId: userId, budget: options.budget)
+            let keys = try await store.keys(under: ManifestKeys.devicesPrefix(userId))
+            var found: [String: Bool] = [:]
+            for key in keys {
+                guard let (device, isRecord) = ManifestKeys.deviceOf(key: key, userId: userId) else { continue }
+                found[device] = (found[device] ?? false) || isRecord
             }
+            let current = await session.deviceId
+            var list: [DeviceList.Device] = []
+            for (id, hasRecord) in found {
+                let layout = ManifestKeys(userId: userId, deviceId: id)
+                let record = hasRecord ? try await store.bytes(layout.record).flatMap(DeviceRecord.decode) : nil
+                list.append(DeviceList.Device(
+                    id: id, name: record?.name, folders: record?.folders ?? [], lastBackupAt: record?.lastBackupAt,
+                    files: record?.files ?? 0, bytes: record?.bytes ?? 0, current: id == current, updatedAt: record?.updatedAt))
+            }
+            list.sort { a, b in
+                a.current != b.current ? a.current : (a.lastBackupAt ?? "", a.id) > (b.lastBackupAt ?? "", b.id)
+            }
+            return .json(DeviceList(devices: list))
+        } catch {
+            return Refusal(error)?.response ?? .error(502, "storage_error", "could not list the devices in the bucket: \(error)")
         }
     }
 
@@ -118,17 +114,12 @@ package actor RestoreService: Service {
         guard !device.isEmpty, device.utf8.count <= 64, device.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x41 && $0 <= 0x5a) }) else {
             return .error(400, "bad_request", "device must be a device id (photolalactl devices lists them)")
         }
-        let reached = await access()
-        guard case .ready(let grant, let userId) = reached else {
-            if case .unavailable(let response) = reached { return response }
-            return .error(503, "unavailable", "the bucket cannot be reached now")
+        let userId: String
+        switch await access() {
+        case .success(let id): userId = id
+        case .failure(let refusal): return refusal.response
         }
-        let store: BucketManifestObjects
-        do {
-            store = try objects(grant, userId: userId)
-        } catch {
-            return .error(502, "storage_error", "\(error)")
-        }
+        let store = ManifestReads(session: session, userId: userId, budget: options.budget)
         let logger = self.logger
         return .stream { writer in
             do {
@@ -153,10 +144,10 @@ package actor RestoreService: Service {
             return .error(400, "bad_request", "at most \(ObjectQuery.maxBatch) objects a call")
         }
         guard query.md5s.allSatisfy(Self.isMD5) else { return .error(400, "bad_request", "md5s must be 32 lowercase hex digits") }
-        let reached = await access()
-        guard case .ready(let grant, let userId) = reached else {
-            if case .unavailable(let response) = reached { return response }
-            return .error(503, "unavailable", "the bucket cannot be reached now")
+        let userId: String
+        switch await access() {
+        case .success(let id): userId = id
+        case .failure(let refusal): return refusal.response
         }
         let limit = options.headConcurrency
         let statuses = await withTaskGroup(of: (Int, ObjectStatus).self) { group in
@@ -166,7 +157,7 @@ package actor RestoreService: Service {
                 guard next < query.md5s.count else { return }
                 let (i, md5) = (next, query.md5s[next])
                 next += 1
-                group.addTask { (i, await self.status(of: md5, grant: grant, userId: userId, thaw: thaw)) }
+                group.addTask { (i, await self.status(of: md5, userId: userId, thaw: thaw)) }
             }
             for _ in 0..<min(limit, query.md5s.count) { launch() }
             for await (i, status) in group {
@@ -178,30 +169,27 @@ package actor RestoreService: Service {
         return .json(ObjectStatusList(objects: statuses))
     }
 
-    private func status(of md5: String, grant: STSGrant, userId: String, thaw: Bool) async -> ObjectStatus {
+    private func status(of md5: String, userId: String, thaw: Bool) async -> ObjectStatus {
         let key = "photos/\(userId)/\(md5).dat"
-        var attempt = 0
-        var refreshed = false
-        while true {
-            do {
-                let (client, credentials) = try client(grant, prefix: "photos/\(userId)/")
-                guard let info = try await client.headObject(key: key, credentials: credentials) else {
-                    return ObjectStatus(md5: md5, state: .missing)
-                }
+        let days = options.thawDays
+        do {
+            let (status, asked) = try await session.perform(under: Self.photos(userId), budget: options.budget) { bucket throws(S3Error) in
+                guard let info = try await bucket.headObject(key: key) else { return (ObjectStatus(md5: md5, state: .missing), false) }
                 let storageClass = info.storageClass ?? "STANDARD"
-                guard info.needsRestore else { return ObjectStatus(md5: md5, state: .ready, size: info.size, storageClass: storageClass) }
-                if info.restore == .inProgress { return ObjectStatus(md5: md5, state: .restoring, size: info.size, storageClass: storageClass) }
-                guard thaw else { return ObjectStatus(md5: md5, state: .archived, size: info.size, storageClass: storageClass) }
-                switch try await client.restoreObject(key: key, days: options.thawDays, credentials: credentials) {
-                case .available: return ObjectStatus(md5: md5, state: .ready, size: info.size, storageClass: storageClass)
-                case .started, .inProgress:
-                    logger.info("asked an archived object back", metadata: ["key": "\(key)", "class": "\(storageClass)"])
-                    return ObjectStatus(md5: md5, state: .restoring, size: info.size, storageClass: storageClass)
+                guard info.needsRestore else { return (ObjectStatus(md5: md5, state: .ready, size: info.size, storageClass: storageClass), false) }
+                if info.restore == .inProgress {
+                    return (ObjectStatus(md5: md5, state: .restoring, size: info.size, storageClass: storageClass), false)
                 }
-            } catch {
-                if await shouldRetry(error, grant: grant, attempt: &attempt, refreshed: &refreshed) { continue }
-                return ObjectStatus(md5: md5, state: .unknown, message: error.description)
+                guard thaw else { return (ObjectStatus(md5: md5, state: .archived, size: info.size, storageClass: storageClass), false) }
+                switch try await bucket.restoreObject(key: key, days: days) {
+                case .available: return (ObjectStatus(md5: md5, state: .ready, size: info.size, storageClass: storageClass), false)
+                case .started, .inProgress: return (ObjectStatus(md5: md5, state: .restoring, size: info.size, storageClass: storageClass), true)
+                }
             }
+            if asked { logger.info("asked an archived object back", metadata: ["key": "\(key)", "class": "\(status.storageClass ?? "")"]) }
+            return status
+        } catch {
+            return ObjectStatus(md5: md5, state: .unknown, message: error.description)
         }
     }
 
@@ -210,32 +198,28 @@ package actor RestoreService: Service {
     /// `photos/{userId}/`, `md5 size storageClass`, streamed a page at a time (the daemon
     /// holds one page), then `end` on a line of its own.
     package func listing() async -> ControlResponse {
-        let reached = await access()
-        guard case .ready(let grant, let userId) = reached else {
-            if case .unavailable(let response) = reached { return response }
-            return .error(503, "unavailable", "the bucket cannot be reached now")
+        let userId: String
+        switch await access() {
+        case .success(let id): userId = id
+        case .failure(let refusal): return refusal.response
         }
-        let prefix = "photos/\(userId)/"
+        let prefix = Self.photos(userId)
+        let (session, budget) = (self.session, options.budget)
         return .stream { writer in
             var token: String?
             var begun = false
-            var attempt = 0
-            var refreshed = false
-            var grant = grant
             while true {
                 let page: S3Client.ListPage
                 do throws(S3Error) {
-                    let (client, credentials) = try await self.client(grant, prefix: prefix)
-                    page = try await client.listObjects(prefix: prefix, continuationToken: token, credentials: credentials)
-                } catch {
-                    guard await self.shouldRetry(error, grant: grant, attempt: &attempt, refreshed: &refreshed) else {
-                        if !begun { await writer.respond(.error(502, "storage_error", "could not list \(prefix): \(error)")) }
-                        return
+                    page = try await session.perform(under: prefix, budget: budget) { [token] bucket throws(S3Error) in
+                        try await bucket.listObjects(prefix: prefix, continuationToken: token)
                     }
-                    if refreshed, let fresh = try? await self.account.credentials() { grant = fresh }
-                    continue
+                } catch {
+                    if !begun {
+                        await writer.respond(Refusal(error)?.response ?? .error(502, "storage_error", "could not list \(prefix): \(error)"))
+                    }
+                    return
                 }
-                attempt = 0
                 var text = ""
                 for o in page.objects {
                     let name = o.key.dropFirst(prefix.count)
@@ -265,6 +249,8 @@ package actor RestoreService: Service {
         text.utf8.count == 32 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }
 
+    private static func photos(_ userId: String) -> String { "photos/\(userId)/" }
+
     // MARK: relaying one object to the command: small ones in one streamed GET (resumed
     // from where it broke off if the connection drops), big ones as ranges read several at
     // a time and sent in order. Whatever goes wrong before the first byte is answered as
@@ -273,36 +259,33 @@ package actor RestoreService: Service {
     /// `GET /v1/restore/object?md5=M&size=N` (N: the size the manifest gives).
     package func object(md5: String, expectedSize: Int64?) async -> ControlResponse {
         guard Self.isMD5(md5) else { return .error(400, "bad_request", "md5 must be 32 lowercase hex digits") }
-        let reached = await access()
-        guard case .ready(let grant, let userId) = reached else {
-            if case .unavailable(let response) = reached { return response }
-            return .error(503, "unavailable", "the bucket cannot be reached now")
+        let userId: String
+        switch await access() {
+        case .success(let id): userId = id
+        case .failure(let refusal): return refusal.response
         }
         let key = "photos/\(userId)/\(md5).dat"
         let ranged = RangePlan(size: expectedSize ?? 0, threshold: options.rangeThreshold, rangeSize: options.rangeSize).isRanged
         return .stream { writer in
             if ranged {
-                await self.relayRanges(key: key, userId: userId, grant: grant, writer: writer)
+                await self.relayRanges(key: key, prefix: Self.photos(userId), writer: writer)
             } else {
-                await self.relayWhole(key: key, userId: userId, grant: grant, writer: writer)
+                await self.relayWhole(key: key, prefix: Self.photos(userId), writer: writer)
             }
         }
     }
 
-    private func relayWhole(key: String, userId: String, grant: STSGrant, writer: ControlStreamWriter) async {
+    /// One GET streamed to the command; a transient failure resumes from the byte where
+    /// it broke off (the session tries the operation again, which asks for the rest).
+    private func relayWhole(key: String, prefix: String, writer: ControlStreamWriter) async {
         let relayed = Relayed()
-        var grant = grant
-        var attempt = 0
-        var refreshed = false
-        let bandwidth = self.bandwidth
-        let meter = self.meter
-        while true {
-            let outcome: S3Error?
-            do throws(S3Error) {
-                let (client, credentials) = try client(grant, prefix: "photos/\(userId)/")
+        let (bandwidth, meter) = (self.bandwidth, self.meter)
+        do throws(S3Error) {
+            try await session.perform(under: prefix, budget: options.budget) { bucket throws(S3Error) in
                 let from = relayed.sent
+                guard !(relayed.begun && from >= relayed.total) else { return }
                 let range: ClosedRange<Int64>? = relayed.begun && from > 0 ? from...(relayed.total - 1) : nil
-                _ = try await client.getObject(key: key, range: range, expectedBytes: relayed.total - from, credentials: credentials, onHead: { head in
+                _ = try await bucket.getObject(key: key, range: range, expectedBytes: relayed.total - from, onHead: { head in
                     guard !relayed.begun else { return }
                     relayed.begin(head.objectSize)
                     try await writer.begin(contentType: "application/octet-stream", contentLength: head.objectSize)
@@ -312,96 +295,85 @@ package actor RestoreService: Service {
                     relayed.add(buffer.readableBytes)
                     meter.add(Int64(buffer.readableBytes))
                 })
-                outcome = nil
-            } catch {
-                outcome = error
             }
-            guard let error = outcome, !(relayed.begun && relayed.sent >= relayed.total) else {
-                if !relayed.begun { try? await writer.begin(contentType: "application/octet-stream", contentLength: 0) }
-                try? await writer.finish()
-                return
-            }
+        } catch {
+            guard !(relayed.begun && relayed.sent >= relayed.total) else { return await Self.finish(writer, begun: true) }
             if error.kind == .localFile { return }   // the command went away
-            if !relayed.begun, let answer = Self.refusal(error, key: key) {
-                await writer.respond(answer)
-                return
-            }
-            guard await shouldRetry(error, grant: grant, attempt: &attempt, refreshed: &refreshed) else {
-                if !relayed.begun { await writer.respond(.error(502, "storage_error", "could not read \(key): \(error)")) }
-                logger.warning("an object could not be relayed whole", metadata: ["key": "\(key)", "error": "\(error)"])
-                return
-            }
-            if refreshed, let fresh = try? await account.credentials() { grant = fresh }
+            if !relayed.begun, let refusal = Refusal(error, key: key) { return await writer.respond(refusal.response) }
+            if !relayed.begun { await writer.respond(.error(502, "storage_error", "could not read \(key): \(error)")) }
+            logger.warning("an object could not be relayed whole", metadata: ["key": "\(key)", "error": "\(error)"])
+            return
         }
+        await Self.finish(writer, begun: relayed.begun)
     }
 
-    private func relayRanges(key: String, userId: String, grant: STSGrant, writer: ControlStreamWriter) async {
-        // The first range says how big the object is; then the rest, `parallelRanges` ahead.
-        // A range's bytes count against the shared budget from before it is fetched until
-        // they are written to the command.
+    private static func finish(_ writer: ControlStreamWriter, begun: Bool) async {
+        if !begun { try? await writer.begin(contentType: "application/octet-stream", contentLength: 0) }
+        try? await writer.finish()
+    }
+
+    /// The first range says how big the object is; then the rest, `parallelRanges` ahead,
+    /// each a child task, sent in order. A range's bytes count against the shared budget
+    /// from before it is fetched until they are written to the command.
+    private func relayRanges(key: String, prefix: String, writer: ControlStreamWriter) async {
         var held: [Int: Int64] = [0: await budget.acquire(options.rangeSize)]
-        var tasks: [Int: Task<Result<(S3Client.ObjectHead, ByteBuffer), S3Error>, Never>] = [:]
-        defer {
-            for task in tasks.values { task.cancel() }
-            let budget = self.budget
-            let total = held.values.reduce(0, +)
-            Task { await budget.release(total) }
-        }
-        let first = await fetchRange(key: key, userId: userId, range: 0...(options.rangeSize - 1), grant: grant)
+        let first = await fetchRange(key: key, prefix: prefix, range: 0...(options.rangeSize - 1))
         guard case .success(let (head, firstBytes)) = first else {
             if case .failure(let error) = first {
-                await writer.respond(Self.refusal(error, key: key) ?? .error(502, "storage_error", "could not read \(key): \(error)"))
+                await writer.respond(Refusal(error, key: key)?.response ?? .error(502, "storage_error", "could not read \(key): \(error)"))
             }
+            await budget.release(held.values.reduce(0, +))
             return
         }
         let plan = RangePlan(size: head.objectSize, threshold: 0, rangeSize: options.rangeSize)
-        var next = 1
+        let parallel = options.parallelRanges
         do {
             try await writer.begin(contentType: "application/octet-stream", contentLength: head.objectSize)
             try await send(firstBytes, writer)
             await budget.release(held.removeValue(forKey: 0) ?? 0)
-            for i in 1..<max(1, plan.ranges.count) {
-                while next < plan.ranges.count && next < i + options.parallelRanges {
-                    let range = plan.ranges[next]
-                    held[next] = await budget.acquire(Int64(range.count))
-                    tasks[next] = Task { await self.fetchRange(key: key, userId: userId, range: range, grant: grant) }
-                    next += 1
+            try await withThrowingTaskGroup(of: (Int, Result<ByteBuffer, S3Error>).self) { group in
+                var next = 1
+                var arrived: [Int: Result<ByteBuffer, S3Error>] = [:]
+                for i in 1..<max(1, plan.ranges.count) {
+                    while next < plan.ranges.count && next < i + parallel {
+                        let (n, range) = (next, plan.ranges[next])
+                        held[n] = await budget.acquire(Int64(range.count))
+                        group.addTask { (n, await self.fetchRange(key: key, prefix: prefix, range: range).map { $0.1 }) }
+                        next += 1
+                    }
+                    while arrived[i] == nil, let (n, result) = try await group.next() { arrived[n] = result }
+                    guard case .success(let bytes) = arrived.removeValue(forKey: i) else {
+                        logger.warning("a range of an object could not be read; the command sees it cut short", metadata: ["key": "\(key)"])
+                        group.cancelAll()
+                        return
+                    }
+                    try await send(bytes, writer)
+                    await budget.release(held.removeValue(forKey: i) ?? 0)
                 }
-                guard let task = tasks.removeValue(forKey: i) else { break }
-                guard case .success(let (_, bytes)) = await task.value else {
-                    logger.warning("a range of an object could not be read; the command sees it cut short", metadata: ["key": "\(key)"])
-                    return
-                }
-                try await send(bytes, writer)
-                await budget.release(held.removeValue(forKey: i) ?? 0)
+                try await writer.finish()
             }
-            try await writer.finish()
         } catch {
             logger.info("a ranged relay stopped: \(error)", metadata: ["key": "\(key)"])
         }
+        await budget.release(held.values.reduce(0, +))
     }
 
-    /// One range into memory, retried under the uploads' rule.
-    private func fetchRange(key: String, userId: String, range: ClosedRange<Int64>, grant: STSGrant) async -> Result<(S3Client.ObjectHead, ByteBuffer), S3Error> {
-        var grant = grant
-        var attempt = 0
-        var refreshed = false
+    /// One range into memory.
+    private func fetchRange(key: String, prefix: String, range: ClosedRange<Int64>) async -> Result<(S3Client.ObjectHead, ByteBuffer), S3Error> {
         let meter = self.meter
-        while true {
-            let collected = Mutex(ByteBuffer())
-            do {
-                let (client, credentials) = try client(grant, prefix: "photos/\(userId)/")
-                let head = try await client.getObject(key: key, range: range, credentials: credentials) { buffer in
+        do {
+            return .success(try await session.perform(under: prefix, budget: options.budget) { bucket throws(S3Error) in
+                // Each try starts the range over.
+                let collected = Mutex(ByteBuffer())
+                let head = try await bucket.getObject(key: key, range: range) { buffer in
                     var b = buffer
                     collected.withLock { _ = $0.writeBuffer(&b) }
                     meter.add(Int64(buffer.readableBytes))
                 }
-                return .success((head, collected.withLock { $0 }))
-            } catch {
-                if Task.isCancelled { return .failure(error) }
-                guard await shouldRetry(error, grant: grant, attempt: &attempt, refreshed: &refreshed) else { return .failure(error) }
-                if refreshed, let fresh = try? await account.credentials() { grant = fresh }
-            }
+                return (head, collected.withLock { $0 })
+            })
+        } catch {
+            return .failure(error)
         }
     }
 
@@ -413,84 +385,68 @@ package actor RestoreService: Service {
         }
     }
 
-    /// An answer the command can act on, for failures before the first byte.
-    private static func refusal(_ error: S3Error, key: String) -> ControlResponse? {
-        if error.code == "InvalidObjectState" {
-            return .error(409, "archived", "\(key) is in an archive class and must be asked back first")
-        }
-        if error.kind == .notFound {
-            return .error(404, "missing", "\(key) is not in the bucket")
-        }
-        return nil
-    }
-
     // MARK: the bucket
 
-    /// Why the bucket cannot be reached now, in words for the command; nil when it can.
-    private enum Access {
-        case ready(grant: STSGrant, userId: String)
-        case unavailable(ControlResponse)
-    }
-
-    private func access() async -> Access {
-        guard let userId = await account.userId else {
-            return .unavailable(.error(409, "not_signed_in", "this NAS is not signed in: run `photolalactl login` first (with the Apple ID the devices were backed up with)"))
-        }
+    /// The signed-in user, once a grant is in hand; or why the bucket cannot be reached,
+    /// in words for the command.
+    private func access() async -> Result<String, Refusal> {
+        guard let userId = await session.userId else { return .failure(.notSignedIn) }
         do {
-            return .ready(grant: try await account.credentials(), userId: userId)
+            // No request: only the grant, so a paused account is told before a stream begins.
+            try await session.perform(under: Self.photos(userId)) { _ throws(S3Error) in }
         } catch {
-            let why: String
-            switch error {
-            case .signedOut: why = "this NAS is not signed in: run `photolalactl login`"
-            case .paused(let reason): why = "the bucket cannot be reached now: \(reason.explanation)"
-            case .cancelled: why = "photolalad is stopping"
-            }
-            return .unavailable(.error(503, "unavailable", why))
+            return .failure(Refusal(error) ?? .unavailable("the bucket cannot be reached now: \(error)"))
         }
-    }
-
-    private func client(_ grant: STSGrant, prefix: String) throws(S3Error) -> (S3Client, S3Credentials) {
-        let client = try S3Client(configuration: grant.s3Configuration(keyPrefix: prefix, trust: options.trust),
-                                  httpClient: http, clockOffset: clockOffset, logger: logger)
-        return (client, grant.s3Credentials)
-    }
-
-    private func objects(_ grant: STSGrant, userId: String) throws(S3Error) -> BucketManifestObjects {
-        let (client, credentials) = try client(grant, prefix: ManifestKeys.userPrefix(userId))
-        return BucketManifestObjects(client: client, credentials: credentials)
-    }
-
-    /// The uploader's rule for a failed request: refresh refused credentials once, correct
-    /// the clock once, retry transient failures with its backoff; anything else is final.
-    /// Returns whether to try again.
-    private func shouldRetry(_ error: S3Error, grant: STSGrant, attempt: inout Int, refreshed: inout Bool) async -> Bool {
-        switch policy.action(for: error, credentialRetries: refreshed ? 1 : 0, skewRetries: 0) {
-        case .refreshCredentials:
-            refreshed = true
-            await account.rejectedByS3(grant)
-            return true
-        case .correctClock:
-            if let offset = error.clockOffset() { clockOffset = offset }
-            return true
-        case .retry:
-            attempt += 1
-            guard attempt <= 4 else { return false }
-            let wait = policy.objectDelay(attempts: attempt, random: .random(in: 0..<1)) / 4
-            try? await Task.sleep(for: .milliseconds(Int64(max(0.2, wait) * 1000)))
-            return !Task.isCancelled
-        default:
-            return false
-        }
+        return .success(userId)
     }
 
     // MARK: sessions, for status
 
     package func report(_ r: RestoreReport) -> String {
-        sessions.update(r, now: Date())
+        sessions.update(r, now: clock.now())
     }
 
     package func contribute(to s: inout DaemonStatus) {
-        s.restore = sessions.current(now: Date(), rate: meter.rate())
+        s.restore = sessions.current(now: clock.now(), rate: meter.rate())
+    }
+}
+
+/// An answer the command can act on, for what goes wrong before the first byte: not
+/// signed in, no grant now (paused, stopping), an object archived or missing.
+struct Refusal: Error {
+    var response: ControlResponse
+
+    static let notSignedIn = Refusal(response: .error(
+        409, "not_signed_in", "this NAS is not signed in: run `photolalactl login` first (with the Apple ID the devices were backed up with)"))
+
+    static func unavailable(_ why: String) -> Refusal {
+        Refusal(response: .error(503, "unavailable", why))
+    }
+
+    /// nil for a failure that is the bucket's (a 502 with the error's words).
+    init?(_ error: S3Error, key: String? = nil) {
+        if error.kind == .unavailable {
+            // `S3Error.unavailable` says why the grant source had none.
+            let why: String
+            switch error.message {
+            case "not signed in": why = "this NAS is not signed in: run `photolalactl login`"
+            case "stopping": why = "photolalad is stopping"
+            default:
+                let reason = error.message.hasPrefix("paused: ") ? DaemonStatus.PauseReason(rawValue: String(error.message.dropFirst(8))) : nil
+                why = "the bucket cannot be reached now: \(reason?.explanation ?? error.message)"
+            }
+            self = .unavailable(why)
+        } else if let key, error.code == "InvalidObjectState" {
+            response = .error(409, "archived", "\(key) is in an archive class and must be asked back first")
+        } else if let key, error.kind == .notFound {
+            response = .error(404, "missing", "\(key) is not in the bucket")
+        } else {
+            return nil
+        }
+    }
+
+    init(response: ControlResponse) {
+        self.response = response
     }
 }
 
@@ -504,16 +460,19 @@ private final class Relayed: Sendable {
     func add(_ n: Int) { state.withLock { $0.sent += Int64(n) } }
 }
 
-/// A device's manifest objects, read with the daemon's credentials.
-private struct BucketManifestObjects: ManifestObjects {
-    let client: S3Client
-    let credentials: S3Credentials
+/// A device's manifest objects, read through the restore's session and its budget.
+private struct ManifestReads: ManifestObjects {
+    let session: BucketSession
+    let userId: String
+    let budget: BucketBudget
 
     func keys(under prefix: String) async throws(S3Error) -> [String] {
         var keys: [String] = []
         var token: String?
         repeat {
-            let page = try await client.listObjects(prefix: prefix, continuationToken: token, credentials: credentials)
+            let page = try await session.perform(under: ManifestKeys.userPrefix(userId), budget: budget) { [token] bucket throws(S3Error) in
+                try await bucket.listObjects(prefix: prefix, continuationToken: token)
+            }
             keys += page.objects.map(\.key)
             token = page.nextContinuationToken
         } while token != nil
@@ -521,7 +480,9 @@ private struct BucketManifestObjects: ManifestObjects {
     }
 
     func bytes(_ key: String) async throws(S3Error) -> [UInt8]? {
-        try await client.getObjectIfPresent(key: key, credentials: credentials)?.bytes
+        try await session.perform(under: ManifestKeys.userPrefix(userId), budget: budget) { bucket throws(S3Error) in
+            try await bucket.getObjectIfPresent(key: key)?.bytes
+        }
     }
 }
 
