@@ -94,8 +94,9 @@ package actor ManifestService: Service {
         await session.shutdown()
     }
 
-    /// One look: write what is due, or say when to look again (nil: when woken).
-    private func step() async -> Date? {
+    /// One look: write what is due, or say when to look again (nil: when woken). The
+    /// loop's step; the tests take it one at a time.
+    func step() async -> Date? {
         let now = clock.now()
         guard let userId = await session.userId, let deviceId = await session.deviceId else {
             setState(.off)

@@ -73,6 +73,32 @@ package actor RestoreService: Service {
         await session.shutdown()
     }
 
+    /// The calls of `photolalactl devices` and `restore` on the control socket.
+    package func answer(_ request: ControlRequest) async -> ControlResponse {
+        switch request.route {
+        case .devices:
+            return await devices()
+        case .manifest:
+            return await manifest(device: request.query["device"] ?? "")
+        case .restoreObjects, .restoreThaw:
+            guard let query = try? ControlJSON.decode(ObjectQuery.self, from: request.body) else {
+                return .error(400, "bad_request", "expected {\"md5s\": [...]}")
+            }
+            return await objects(query, thaw: request.route == .restoreThaw)
+        case .restoreListing:
+            return await listing()
+        case .restoreObject:
+            return await object(md5: request.query["md5"] ?? "", expectedSize: request.query["size"].flatMap { Int64($0) })
+        case .restoreSession:
+            guard let report = try? ControlJSON.decode(RestoreReport.self, from: request.body) else {
+                return .error(400, "bad_request", "expected a restore report")
+            }
+            return .json(RestoreSessionReply(id: self.report(report)))
+        default:
+            return .error(404, "not_found", "not a restore call")
+        }
+    }
+
     // MARK: devices and their manifests, as the bucket holds them
 
     /// `photolalactl devices`: every device with a manifest under this account, this NAS first.
