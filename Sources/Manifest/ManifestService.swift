@@ -388,8 +388,8 @@ package actor ManifestService: Service {
 }
 
 /// The manifest's objects in the bucket under `metadata/{userId}/`, through the stage's
-/// session: each request on its own (a listing page at a time), with no transient retry in
-/// place (`BucketBudget.handBack`): a failed step is tried again on the stage's backoff.
+/// session: each request on its own, with no transient retry in place
+/// (`BucketBudget.handBack`): a failed step is tried again on the stage's backoff.
 private struct ManifestStore: ManifestObjects {
     let session: BucketSession
     let prefix: String
@@ -399,17 +399,11 @@ private struct ManifestStore: ManifestObjects {
         prefix = ManifestKeys.userPrefix(userId)
     }
 
-    func keys(under prefix: String) async throws(S3Error) -> [String] {
-        var keys: [String] = []
-        var token: String?
-        repeat {
-            let page = try await session.perform(under: self.prefix) { [token] bucket throws(S3Error) in
-                try await bucket.listObjects(prefix: prefix, continuationToken: token)
-            }
-            keys += page.objects.map(\.key)
-            token = page.nextContinuationToken
-        } while token != nil
-        return keys
+    func keys(under prefix: String, from token: String?) async throws(S3Error) -> (keys: [String], next: String?) {
+        let page = try await session.perform(under: self.prefix) { bucket throws(S3Error) in
+            try await bucket.listObjects(prefix: prefix, continuationToken: token)
+        }
+        return (page.objects.map(\.key), page.nextContinuationToken)
     }
 
     func bytes(_ key: String) async throws(S3Error) -> [UInt8]? {

@@ -4,13 +4,26 @@ import Foundation
 /// else. The manifest stage and restore each answer it from their bucket; the reading and
 /// every check stay here, with the format.
 package protocol ManifestObjects: Sendable {
-    /// Every key under `prefix`, page after page.
-    func keys(under prefix: String) async throws -> [String]
+    /// One page of the keys under `prefix` from `token` (nil: the first), and the token of
+    /// the next page (nil: that was the last).
+    func keys(under prefix: String, from token: String?) async throws -> (keys: [String], next: String?)
     /// The object's bytes, nil when there is no such key.
     func bytes(_ key: String) async throws -> [UInt8]?
 }
 
 extension ManifestObjects {
+    /// Every key under `prefix`, page after page.
+    package func keys(under prefix: String) async throws -> [String] {
+        var keys: [String] = []
+        var token: String?
+        repeat {
+            let page = try await self.keys(under: prefix, from: token)
+            keys += page.keys
+            token = page.next
+        } while token != nil
+        return keys
+    }
+
     /// A segment, read and checked; `digest` (hex) must match when given (a snapshot part
     /// against its index).
     package func segment(_ key: String, digest: String? = nil) async throws -> (segment: ManifestSegment, bytes: [UInt8]) {

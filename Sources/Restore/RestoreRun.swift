@@ -435,8 +435,8 @@ package final class RestoreRun: Sendable {
         bytes.withUnsafeMutableBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = Glibc.write(1, raw.baseAddress! + offset, raw.count - offset)
-                if n <= 0 { if errno == EINTR { continue }; return }
+                let n = retryingInterrupts { Glibc.write(1, raw.baseAddress! + offset, raw.count - offset) }
+                guard n > 0 else { return }
                 offset += n
             }
         }

@@ -130,7 +130,8 @@ package actor RestoreService: Service {
             }
             return .json(DeviceList(devices: list))
         } catch {
-            return Refusal(error)?.response ?? .error(502, "storage_error", "could not list the devices in the bucket: \(error)")
+            return (error as? S3Error).flatMap { Refusal($0) }?.response
+                ?? .error(502, "storage_error", "could not list the devices in the bucket: \(error)")
         }
     }
 
@@ -492,17 +493,11 @@ private struct ManifestReads: ManifestObjects {
     let userId: String
     let budget: BucketBudget
 
-    func keys(under prefix: String) async throws(S3Error) -> [String] {
-        var keys: [String] = []
-        var token: String?
-        repeat {
-            let page = try await session.perform(under: ManifestKeys.userPrefix(userId), budget: budget) { [token] bucket throws(S3Error) in
-                try await bucket.listObjects(prefix: prefix, continuationToken: token)
-            }
-            keys += page.objects.map(\.key)
-            token = page.nextContinuationToken
-        } while token != nil
-        return keys
+    func keys(under prefix: String, from token: String?) async throws(S3Error) -> (keys: [String], next: String?) {
+        let page = try await session.perform(under: ManifestKeys.userPrefix(userId), budget: budget) { bucket throws(S3Error) in
+            try await bucket.listObjects(prefix: prefix, continuationToken: token)
+        }
+        return (page.objects.map(\.key), page.nextContinuationToken)
     }
 
     func bytes(_ key: String) async throws(S3Error) -> [UInt8]? {

@@ -218,8 +218,8 @@ import Testing
 private struct Peek: ManifestObjects {
     let bucket: InMemoryBucket
 
-    func keys(under prefix: String) async throws -> [String] {
-        bucket.keys.filter { $0.hasPrefix(prefix) }
+    func keys(under prefix: String, from token: String?) async throws -> (keys: [String], next: String?) {
+        (bucket.keys.filter { $0.hasPrefix(prefix) }, nil)
     }
 
     func bytes(_ key: String) async throws -> [UInt8]? {
