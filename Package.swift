@@ -111,8 +111,8 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Upload", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "Backend", "Credentials",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "Queue", "Bucket", "Digests",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -124,8 +124,8 @@ let package = Package(
         ]),
         // The thumbnail stage: uploaded objects → photo rows `ready` (thumbnail in the bucket).
         .target(name: "Thumbnails", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "Credentials", "Previews",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "Previews",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -140,17 +140,16 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Inventory", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "Backend", "Credentials",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "Queue", "Bucket", "Digests",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         // The apps' catalog: merge our ready photos into the user's catalog and publish it (app-catalog.md).
         .target(name: "Catalog", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "Backend",
+            "PhotolalaCore", "Queue", "Bucket", "Digests",
             .product(name: "GRDB", package: "GRDB.swift"),
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -182,8 +181,8 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "Daemon", dependencies: [
-            "PhotolalaCore", "Config", "Queue", "Control", "Digests", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
-            "Bucket", "Manifest", "Restore",
+            "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
+            "Manifest", "Restore",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -203,7 +202,10 @@ let package = Package(
             "MetricsExport", "PhotolalaCore", .product(name: "CoreMetrics", package: "swift-metrics"),
         ]),
         .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore", "CMultiMD5"]),
-        .testTarget(name: "QueueTests", dependencies: ["Queue", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "QueueTests", dependencies: [
+            // Upload: the manifest's tests claim objects to have backed-up files.
+            "Queue", "Upload", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "WatcherTests", dependencies: [
             "Watcher", "PhotolalaCore", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
@@ -230,13 +232,20 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "PhotolalaCore"]),
-        .testTarget(name: "UploadTests", dependencies: ["Upload", "Bucket", "Queue", "Digests", "PhotolalaCore"]),
+        .testTarget(name: "UploadTests", dependencies: [
+            "Upload", "Bucket", "Queue", "Digests", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "PreviewsTests", dependencies: ["Previews", "PhotolalaCore"]),
-        .testTarget(name: "ThumbnailsTests", dependencies: ["Thumbnails", "Previews", "Queue", "Digests", "PhotolalaCore"]),
-        .testTarget(name: "InventoryTests", dependencies: ["Inventory", "Queue", "Bucket", "PhotolalaCore"]),
+        .testTarget(name: "ThumbnailsTests", dependencies: [
+            "Thumbnails", "Previews", "Queue", "Digests", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
+        .testTarget(name: "InventoryTests", dependencies: [
+            "Inventory", "Upload", "Queue", "Bucket", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "ManifestFormatTests", dependencies: ["ManifestFormat", "PhotolalaCore", "Digests"]),
         .testTarget(name: "ManifestTests", dependencies: [
-            "Manifest", "ManifestFormat", "Queue", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
+            // Upload: the tests' files become `uploaded` the way the uploader makes them.
+            "Manifest", "ManifestFormat", "Queue", "Upload", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -250,6 +259,13 @@ let package = Package(
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
+        ]),
+        // Each stage actor in-process on a temporary database against the in-memory bucket.
+        .testTarget(name: "StageTests", dependencies: [
+            "Upload", "Inventory", "Thumbnails", "Catalog", "Bucket", "BucketTesting", "Queue", "Previews", "Digests",
+            "PhotolalaCore",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Credentials", "Ingest", "Upload", "Inventory", "PhotolalaCore",

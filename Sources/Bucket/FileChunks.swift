@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import NIOCore
 
 /// A file range as a stream of `ByteBuffer`s of `chunkSize` bytes, read when the HTTP
@@ -99,10 +94,7 @@ struct FileChunks: AsyncSequence, Sendable {
             guard got == want else {
                 throw FileReadError(description: "\(file.path) shrank during the upload: it changed since it was hashed")
             }
-            #if os(Linux)
-            // Uploaded bytes are not read again soon: keep a big video from flushing the page cache.
-            if file.size > 64 << 20 { _ = posix_fadvise(file.descriptor, off_t(position), off_t(got), POSIX_FADV_DONTNEED) }
-            #endif
+            if file.size > 64 << 20 { file.dropFromCache(from: position, length: Int64(got)) }
             self.position += Int64(got)
             remaining -= Int64(got)
         }

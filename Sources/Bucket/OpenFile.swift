@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Digests
 import Foundation
 import PhotolalaCore
@@ -12,51 +7,36 @@ package struct FileReadError: Error, Sendable, CustomStringConvertible {
     package var description: String
 }
 
-/// An open file descriptor shared by the request and its body stream. Closing in
-/// `deinit` rather than when `execute` returns matters: the HTTP client may still be
-/// pulling body chunks after an early answer, and a descriptor closed (and reused) under
-/// it would send another file's bytes.
-package final class OpenFile: @unchecked Sendable {
-    // Only `pread`, which takes an explicit offset, touches the descriptor: no shared position.
-    package let descriptor: Int32
-    package let size: Int64
-    package let path: String
+/// A file a request's body is read from: the `VerifiedFile` (opened once, checked to be
+/// the one hashed when an identity is expected) shared by the request and its body
+/// stream, with what an S3 request needs of it: its failures as `S3Error`s (`.localFile`),
+/// the range to send, and its digests. Closing when the last reference goes rather than
+/// when `execute` returns matters: the HTTP client may still be pulling body chunks after
+/// an early answer, and a descriptor closed (and reused) under it would send another
+/// file's bytes.
+package final class OpenFile: Sendable {
+    private let file: VerifiedFile
 
-    /// O_NONBLOCK: what is at `path` may have been swapped for a FIFO since it was hashed,
-    /// and a blocking open of a FIFO waits for a writer forever (an upload worker, then the
-    /// daemon's shutdown, held with it). `expected`: refuse any other file than the hashed one.
+    package var descriptor: Int32 { file.descriptor }
+    package var size: Int64 { file.size }
+    package var path: String { file.path }
+
+    /// `expected`: refuse any other file than the hashed one. A FIFO swapped in at `path`
+    /// does not hold a worker: `VerifiedFile` opens without blocking.
     package init(path: String, operation: String, key: String?, expected: FileIdentity? = nil,
-         followSymlinks: Bool = true) throws(S3Error) {
-        self.path = path
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlinks ? 0 : O_NOFOLLOW))
-        guard fd >= 0 else {
-            let code = errno
-            let why = switch code {
-            case ENOENT, ENOTDIR: "the file disappeared before it was uploaded"
-            case EACCES, EPERM: "permission denied: the daemon's user cannot read it"
-            case ELOOP: "it is a symbolic link now: it changed since it was hashed"
-            default: "cannot open: \(String(cString: strerror(code)))"
+                 followSymlinks: Bool = true) throws(S3Error) {
+        do {
+            file = try VerifiedFile(path: path, expected: expected, followSymlinks: followSymlinks)
+        } catch {
+            let why = switch error {
+            case .vanished: "\(path): the file disappeared before it was uploaded"
+            case .changed: "\(path) is another file than the one hashed: it changed since it was hashed"
+            case .notRegularFile: "\(path) is not a regular file"
+            case .unreadable(let reason): "\(path): \(reason)"
             }
-            throw S3Error(kind: .localFile, code: "LocalFileError", message: "\(path): \(why)",
-                          operation: operation, key: key)
+            throw S3Error(kind: .localFile, code: "LocalFileError", message: why, operation: operation, key: key)
         }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            close(fd)
-            throw S3Error(kind: .localFile, code: "LocalFileError", message: "\(path) is not a regular file",
-                          operation: operation, key: key)
-        }
-        if let expected, FileIdentity(info) != expected {
-            close(fd)
-            throw S3Error(kind: .localFile, code: "LocalFileError",
-                          message: "\(path) is another file than the one hashed: it changed since it was hashed",
-                          operation: operation, key: key)
-        }
-        descriptor = fd
-        size = Int64(info.st_size)
     }
-
-    deinit { close(descriptor) }
 
     /// The length to send, checked against the file's size at open.
     package func checkRange(offset: Int64, length: Int64?, operation: String, key: String?) throws(S3Error) -> Int64 {
@@ -71,17 +51,16 @@ package final class OpenFile: @unchecked Sendable {
 
     /// Fills `buffer` from `offset`; fewer bytes than asked only at end of file.
     package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(FileReadError) -> Int {
-        var done = 0
-        while done < buffer.count {
-            let n = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw FileReadError(description: "\(path): read failed: \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { break }
-            done += n
+        do {
+            return try file.read(filling: buffer, at: offset)
+        } catch {
+            throw FileReadError(description: "\(path): \(error)")
         }
-        return done
+    }
+
+    /// Uploaded bytes are not read again soon: keeps a big video from flushing the page cache.
+    package func dropFromCache(from offset: Int64, length: Int64) {
+        file.advise(.dontNeed, from: offset, length: length)
     }
 
     func digest(offset: Int64, length: Int64, md5: Bool, sha256: Bool, chunkSize: Int,

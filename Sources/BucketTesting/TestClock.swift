@@ -4,7 +4,8 @@ import Synchronization
 
 /// A clock a test moves. Manual (the default): sleepers wait until `advance` brings their
 /// deadline. `skipsWaits`: every sleep moves the time to its deadline at once, so a stage
-/// whose backoff would take minutes runs through it in milliseconds.
+/// whose backoff would take minutes runs through it in milliseconds; `skipsWaitsUpTo`:
+/// only sleeps that short do (backoffs), longer ones wait for `advance` (schedules).
 package final class TestClock: DaemonClock {
     private struct Sleeper {
         var deadline: Date
@@ -17,11 +18,13 @@ package final class TestClock: DaemonClock {
     }
 
     private let state: Mutex<State>
-    private let skipsWaits: Bool
+    /// Sleeps up to this long are over at once.
+    private let skipped: TimeInterval
 
-    package init(now: Date = Date(timeIntervalSince1970: 1_700_000_000), skipsWaits: Bool = false) {
+    package init(now: Date = Date(timeIntervalSince1970: 1_700_000_000), skipsWaits: Bool = false,
+                 skipsWaitsUpTo: TimeInterval = 0) {
         state = Mutex(State(now: now))
-        self.skipsWaits = skipsWaits
+        skipped = skipsWaits ? .infinity : skipsWaitsUpTo
     }
 
     package func now() -> Date {
@@ -46,8 +49,12 @@ package final class TestClock: DaemonClock {
 
     package func sleep(until deadline: Date) async throws {
         try Task.checkCancellation()
-        if skipsWaits {
-            state.withLock { $0.now = max($0.now, deadline) }
+        let skips = state.withLock { s -> Bool in
+            guard deadline.timeIntervalSince(s.now) <= skipped else { return false }
+            s.now = max(s.now, deadline)
+            return true
+        }
+        if skips {
             await Task.yield()
             return try Task.checkCancellation()
         }

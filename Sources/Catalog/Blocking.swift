@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// Runs the merge's file and SQLite work on a utility queue, off Swift's small
 /// cooperative pool (a million-row merge takes seconds of blocking I/O). The work is
@@ -17,5 +18,17 @@ enum Blocking {
             flag.cancel()
         }
         return try result.get()
+    }
+}
+
+/// Set when the task waiting for blocking work was cancelled: long loops look at it every
+/// few thousand rows and stop with `CancellationError`.
+final class CancelFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+
+    func cancel() { flag.store(true, ordering: .relaxed) }
+
+    func check() throws {
+        if flag.load(ordering: .relaxed) { throw CancellationError() }
     }
 }

@@ -1,4 +1,5 @@
-import AsyncHTTPClient
+/// Catalog: the apps' catalog: our ready photos merged into the user's catalog and
+/// published (app-catalog.md).
 import Bucket
 import Foundation
 import Logging
@@ -9,9 +10,9 @@ import ServiceLifecycle
 /// The catalog stage: takes photos the thumbnail stage left `ready` and publishes their
 /// rows in the user's catalog, merged with every row already there (app-catalog.md), so
 /// the Photolala apps show them. `CatalogSchedule` decides when, `CatalogPublisher` does
-/// one sync; this actor only waits, asks, and keeps what status shows. Woken by the
-/// queue's `photosReady` and `uploaded` signals, by reloads, and by the account when it
-/// was waiting for one.
+/// one sync through `BucketCatalogStore`; this actor only waits, asks, and keeps what
+/// status shows. Woken by the queue's `photosReady` and `uploaded` signals, by reloads,
+/// and by the gate (the catalog writes only when uploads may run).
 package actor CatalogService: Service {
     package struct Options: Sendable, Equatable {
         package var enabled: Bool
@@ -36,40 +37,47 @@ package actor CatalogService: Service {
         }
     }
 
-    let database: QueueDatabase
-    let access: any CatalogAccess
-    let logger: Logger
-    let statusChanges: ChangeFeed
-    let workspace: CatalogWorkspace
-    let http: HTTPClient
-    let wake = WakeSignal()
-    var options: Options
-    var schedule: CatalogSchedule
-    var ledger = CatalogLedger()
-    var pending = 0
-    var drained = false
-    var syncing = false
-    var waitingForAccess = false
-    var conditionalWrites = true
-    var blockedReason: String?
-    var lastError: String?
-    var clockOffset: TimeInterval = 0
-    var inFlight: Task<Void, Never>?
+    private let database: QueueDatabase
+    private let bucket: BucketSession
+    private let gate: any StageGate
+    private let clock: any DaemonClock
+    private let logger: Logger
+    private let statusChanges: ChangeFeed
+    private let workspace: CatalogWorkspace
+    private var options: Options
+    private var schedule: CatalogSchedule
+    private var ledger = CatalogLedger()
+    /// Ready photos without a row in the catalog.
+    private var pending = 0
+    /// Nothing left to read, upload or preview.
+    private var drained = false
+    private var syncing = false
+    /// False once the store refused a condition that held (see `CatalogPublisher`).
+    private var conditionalWrites = true
+    /// Why the catalog cannot be read (nothing is published over it), until it can.
+    private var blockedReason: String?
+    private var lastError: String?
+    private var loop: StageLoop?
 
-    package init(database: QueueDatabase, access: any CatalogAccess, options: Options, logger: Logger,
-                statusChanges: ChangeFeed = ChangeFeed()) {
+    /// - Parameters:
+    ///   - bucket: the stage's session.
+    ///   - gate: the catalog writes only when uploads may run (signed in, not paused by
+    ///     the user nor by the account).
+    package init(database: QueueDatabase, bucket: BucketSession, gate: any StageGate, options: Options, logger: Logger,
+                 clock: any DaemonClock = SystemClock(), statusChanges: ChangeFeed = ChangeFeed()) {
         self.database = database
-        self.access = access
+        self.bucket = bucket
+        self.gate = gate
         self.options = options
         self.logger = logger
+        self.clock = clock
         self.statusChanges = statusChanges
         workspace = CatalogWorkspace(stateDir: options.stateDir)
         schedule = CatalogSchedule(publishInterval: Units.seconds(options.publishInterval),
                                    checkInterval: Units.seconds(options.checkInterval))
-        http = S3Client.makeHTTPClient(maximumConnectionsPerHost: 2)
     }
 
-    package func apply(_ new: Options) {
+    package func apply(_ new: Options) async {
         if new.stateDir != options.stateDir { logger.notice("the catalog's scratch space moves with daemon.state_dir at the next restart") }
         var new = new
         new.stateDir = options.stateDir
@@ -78,69 +86,39 @@ package actor CatalogService: Service {
         }
         options = new
         schedule.reconfigure(publishInterval: Units.seconds(new.publishInterval), checkInterval: Units.seconds(new.checkInterval))
+        await bucket.apply(trust: new.trust)
         statusChanges.changed()
-        Task { await wake.notify() }
+        await loop?.wake()
     }
 
     package func run() async throws {
         restore()
-        let signals = database.signals
-        let accessChanges = access.changes()
-        // Rows becoming ready (and uploads, which end the drain) wake the loop; the account
-        // only when a sync is waiting for it (it changes with every upload otherwise).
-        let relays = [
-            Self.relay(signals.photosReady, to: wake),
-            Self.relay(signals.uploaded, to: wake),
-            Task { [wake] in
-                for await _ in accessChanges {
-                    if self.waitingForAccess { await wake.notify() }
-                }
-            },
-        ]
-        await withGracefulShutdownHandler {
-            await loop()
-        } onGracefulShutdown: { [wake] in
-            // A publish can be cut anywhere (the pointer goes last): stop it now rather
-            // than hold the daemon's stop for a million-row merge.
-            Task {
-                await self.cancelSync()
-                await wake.notify()
-            }
-        }
-        for relay in relays { relay.cancel() }
-        try? await http.shutdown()
+        // Rows becoming ready, and uploads (which end the drain), wake the loop; so does the
+        // gate (a sign-in, a pause lifted).
+        let loop = StageLoop(clock: clock, wakes: [.signal(database.signals.photosReady), .signal(database.signals.uploaded),
+                                                   .stream(gate.changes())])
+        self.loop = loop
+        // A publish can be cut anywhere (the pointer goes last): a stop cancels it rather
+        // than wait for a million-row merge.
+        await loop.run { _ in await self.step() }
+        await bucket.shutdown()
     }
 
-    private static func relay(_ signal: WakeSignal, to wake: WakeSignal) -> Task<Void, Never> {
-        Task {
-            await signal.onEveryNotify { await wake.notify() }
-        }
-    }
-
-    private func loop() async {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            let since = await wake.current
-            guard options.enabled, !waitingForAccess else {
-                await wake.wait(since: since, until: nil as Date?)
-                waitingForAccess = false
-                continue
-            }
-            refreshCounts()
-            switch schedule.next(now: Date(), pending: pending, listed: ledger.rows, drained: drained) {
-            case .publish, .check:
-                // Its own task, so a stop can cancel it without ending the loop first.
-                let task = Task { await self.sync() }
-                inFlight = task
-                await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
-                inFlight = nil
-            case .idle:
-                await wake.wait(since: since, until: nil as Date?)
-            case .wait(let until):
-                // A photo that ends failed or skipped sends no signal: while rows wait for
-                // the drain, look again now and then.
-                let deadline = pending > 0 && !drained ? min(until, Date().addingTimeInterval(15)) : until
-                await wake.wait(since: since, until: deadline)
-            }
+    private func step() async -> StageLoop.Next {
+        guard options.enabled else { return .wake }
+        refreshCounts()
+        guard await gate.blockReason() == nil, let userId = await bucket.userId else { return .wake }
+        let now = clock.now()
+        switch schedule.next(now: now, pending: pending, listed: ledger.rows, drained: drained) {
+        case .publish, .check:
+            await sync(userId: userId)
+            return .now
+        case .idle:
+            return .wake
+        case .wait(let until):
+            // A photo that ends failed or skipped sends no signal: while rows wait for
+            // the drain, look again now and then.
+            return .wait(until: pending > 0 && !drained ? min(until, now.addingTimeInterval(15)) : until)
         }
     }
 
@@ -152,10 +130,6 @@ package actor CatalogService: Service {
                                    lastPublishAt: ledger.publishedAt)
         workspace.clear()
         refreshCounts()
-    }
-
-    private func cancelSync() {
-        inFlight?.cancel()
     }
 
     private func refreshCounts() {
@@ -171,15 +145,11 @@ package actor CatalogService: Service {
 
     // MARK: one sync
 
-    private func sync() async {
-        guard let session = await access.session() else {
-            waitingForAccess = true
-            return
-        }
-        if ledger.userId != session.userId {
+    private func sync(userId: String) async {
+        if ledger.userId != userId {
             // Bookkeeping belongs to one user's catalog; another user's starts from nothing.
             if ledger.userId != nil { logger.notice("signed in as another user: their catalog is read from scratch") }
-            ledger.forget(newUser: session.userId)
+            ledger.forget(newUser: userId)
             do {
                 try database.forgetCatalog(settings: ledger.settings)
             } catch {
@@ -187,17 +157,10 @@ package actor CatalogService: Service {
                 return
             }
         }
-        let store: S3CatalogStore
-        do {
-            store = try S3CatalogStore(grant: session.grant, userId: session.userId, trust: options.trust, http: http, clockOffset: clockOffset,
-                                       multipartThreshold: options.multipartThreshold, partSize: options.partSize,
-                                       logger: logger, journal: { [database] upload in
+        let store = BucketCatalogStore(userId: userId, bucket: bucket, multipartThreshold: options.multipartThreshold,
+                                       partSize: options.partSize, journal: { [database] upload in
                                            try? database.setSetting(CatalogLedger.prefix + "openUpload", upload)
-                                       })
-        } catch {
-            failed("\(error)")
-            return
-        }
+                                       }, logger: logger)
         if let open = ledger.openUpload {
             let parts = open.split(separator: " ", maxSplits: 1).map(String.init)
             if parts.count == 2 { await store.abort(key: parts[0], uploadId: parts[1]) }
@@ -214,26 +177,16 @@ package actor CatalogService: Service {
         var publisher = CatalogPublisher(store: store, workspace: workspace, database: database, logger: logger,
                                          conditionalWrites: conditionalWrites)
         var seen = ledger
-        var took = Duration.zero
         do {
             let started = ContinuousClock.now
-            let outcome = try await publisher.sync(ledger: &seen, pending: pending)
-            took = ContinuousClock.now - started
+            let outcome = try await publisher.sync(ledger: &seen, pending: pending, now: { [clock] in clock.now() })
             conditionalWrites = publisher.conditionalWrites
             ledger = seen
-            record(outcome, took: took)
+            record(outcome, took: ContinuousClock.now - started)
         } catch let error as S3Error {
             conditionalWrites = publisher.conditionalWrites
-            switch error.kind {
-            case .cancelled: return
-            case .credentialsExpired: await access.rejected(session.grant)
-            case .clockSkew:
-                if let offset = error.clockOffset() {
-                    clockOffset = offset
-                    logger.warning("the clock differs from S3's by \(Int(offset))s; signing the catalog's requests with S3's time")
-                }
-            default: break
-            }
+            // Stopping, or signed out / paused meanwhile: the gate says when to go on.
+            if error.kind == .cancelled || error.kind == .unavailable { return }
             failed("publishing the catalog failed: \(error)")
         } catch is CancellationError {
             // Stopping: the catalog is as it was or as published, the scratch space goes.
@@ -244,7 +197,7 @@ package actor CatalogService: Service {
     }
 
     private func record(_ outcome: SyncOutcome, took: Duration) {
-        let now = Date()
+        let now = clock.now()
         switch outcome {
         case .unchanged:
             schedule.read(now: now)
@@ -286,10 +239,31 @@ package actor CatalogService: Service {
     }
 
     private func failed(_ why: String) {
-        let retry = schedule.failed(now: Date(), random: .random(in: 0..<1))
+        let now = clock.now()
+        let retry = schedule.failed(now: now, random: .random(in: 0..<1))
         if lastError != why {
-            logger.warning("\(why)", metadata: ["retryIn": "\(Int(retry.timeIntervalSinceNow.rounded()))s"])
+            logger.warning("\(why)", metadata: ["retryIn": "\(Int(retry.timeIntervalSince(now).rounded()))s"])
         }
         lastError = why
+    }
+
+    // MARK: status
+
+    /// The catalog's part of the status (cli.md `catalog`).
+    package func contribute(to s: inout DaemonStatus) {
+        s.catalog = DaemonStatus.Catalog(
+            state: state, rows: ledger.rows, publishedAt: ledger.publishedAt.map(Timestamp.string), lastError: lastError,
+            pending: pending, total: ledger.total, checkedAt: ledger.checkedAt.map(Timestamp.string),
+            conditionalWrites: conditionalWrites)
+    }
+
+    /// Off overrides everything; a catalog that cannot be read comes next, since new rows
+    /// wait on it; then what the rows are doing.
+    private var state: DaemonStatus.Catalog.State {
+        if !options.enabled { return .off }
+        if blockedReason != nil { return .blocked }
+        if syncing && pending > 0 { return .publishing }
+        if pending > 0 { return .pending }
+        return ledger.rows > 0 ? .published : .idle
     }
 }

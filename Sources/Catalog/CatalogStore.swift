@@ -1,7 +1,7 @@
 import Bucket
 
 /// The bucket as the catalog stage uses it: the user's catalog objects, and whether a
-/// photo is still there. `S3CatalogStore` is the real one; tests of the publishing logic
+/// photo is still there. `BucketCatalogStore` is the real one; tests of the publishing logic
 /// may use one in memory.
 package protocol CatalogStore: Sendable {
     var userId: String { get }
@@ -19,4 +19,26 @@ package protocol CatalogStore: Sendable {
     func photoExists(md5: String) async throws(S3Error) -> Bool
     /// Every photo MD5 under `photos/{userId}/`, a page at a time.
     func listPhotos(_ page: @Sendable ([String]) throws -> Void) async throws(S3Error)
+}
+
+/// The catalog's pointer as read from the bucket.
+package struct StoredPointer: Sendable, Equatable {
+    package var body: [UInt8]
+    /// Without quotes.
+    package var etag: String
+
+    package init(body: [UInt8], etag: String) {
+        self.body = body
+        self.etag = etag
+    }
+}
+
+/// How the pointer is replaced (app-catalog.md step 4).
+package enum PointerCondition: Sendable, Equatable {
+    /// Only if it still has this ETag (it was read with it).
+    case ifMatch(String)
+    /// Only if there is none yet.
+    case ifNoneMatch
+    /// Whatever is there: only for a store that mishandles conditions, and then read back.
+    case unconditional
 }

@@ -11,3 +11,38 @@ package enum SyncOutcome: Sendable, Equatable {
     /// Someone published between our read and our write this many times in a row.
     case contended(rounds: Int)
 }
+
+/// What one sync found and did.
+package struct SyncReport: Sendable, Equatable {
+    /// The pointer as the sync left it; nil when the user has no catalog.
+    package var pointer: SeenPointer?
+    /// Our photos with a row in the catalog.
+    package var rows: Int
+    /// Rows in the catalog, from every device.
+    package var total: Int
+    package var added = 0
+    /// Rows of ours an app removed together with the photo (not put back).
+    package var withdrawn = 0
+    /// Ready photos whose columns the apps could not read (not published).
+    package var rejected = 0
+    package var firstRejection: String?
+    /// Where the time went, step by step.
+    package var phases = ""
+
+    package init(pointer: SeenPointer?, rows: Int, total: Int) {
+        self.pointer = pointer
+        self.rows = rows
+        self.total = total
+    }
+}
+
+/// The catalog's pointer as last seen: its ETag and the snapshot MD5 it names.
+package struct SeenPointer: Sendable, Equatable {
+    package var etag: String
+    package var md5: String
+
+    package init(etag: String, md5: String) {
+        self.etag = etag
+        self.md5 = md5
+    }
+}

@@ -62,26 +62,35 @@ package struct Daemon: Sendable {
         let payloadDigests = PayloadDigests()
         let ingest = IngestService(database: database, options: .init(settings), logger: logger,
                                    statusChanges: core.statusChanges, payloadDigests: payloadDigests)
-        let uploader = UploaderService(database: database, account: account, gate: DaemonGate(core: core, account: account),
-                                       options: .init(settings), logger: logger, payloadDigests: payloadDigests)
+        // Each stage reaches the bucket through its own session (its own connection pool),
+        // with the account's grants.
+        let trust = TLSTrust(caFile: settings.tls.caFile)
+        func bucket(_ connections: Int, proxy: ConnectProxy? = nil) -> BucketSession {
+            BucketSession(grants: account, connections: connections, connectProxy: proxy, trust: trust, logger: logger)
+        }
+        let proxy = ConnectProxy.debugOverride
+        if let proxy {
+            logger.warning("debug build: every S3 connection of the uploads goes through the proxy \(proxy.host):\(proxy.port) (\(ConnectProxy.debugVariable))")
+        }
+        let uploader = UploaderService(database: database, bucket: bucket(max(8, settings.upload.concurrency * 2), proxy: proxy),
+                                       gate: DaemonGate(core: core, account: account), options: .init(settings), logger: logger,
+                                       payloadDigests: payloadDigests)
         let scraper = MetricsScraper(core: core, exposition: MetricsExposition(counters: counters.registry))
         let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
         // What the bucket holds: the uploader trusts it instead of asking one key at a time.
-        let inventory = InventoryService(database: database, account: account, options: .init(settings), logger: logger,
-                                         statusChanges: core.statusChanges)
+        let inventory = InventoryService(database: database, bucket: bucket(8), gate: AccountGate(account: account),
+                                         options: .init(settings), logger: logger, statusChanges: core.statusChanges)
         // After the upload: thumbnails and the photo rows the catalog stage publishes.
-        let thumbnails = ThumbnailService(database: database, account: account, gate: DaemonGate(core: core, account: account),
+        let thumbnails = ThumbnailService(database: database, bucket: bucket(4), gate: DaemonGate(core: core, account: account),
                                           options: .init(settings), logger: logger)
-        let trust = TLSTrust(caFile: settings.tls.caFile)
         // After the upload: this NAS's manifest in the bucket (paths, names, times).
-        let manifest = ManifestService(database: database, session: BucketSession(grants: account, connections: 2, trust: trust, logger: logger),
-                                       options: .init(settings), wakes: [.stream(account.statusChanges.changes())], logger: logger,
+        let manifest = ManifestService(database: database, bucket: bucket(2), options: .init(settings),
+                                       wakes: [.stream(account.statusChanges.changes())], logger: logger,
                                        statusChanges: core.statusChanges)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`.
-        let restore = RestoreService(session: BucketSession(grants: account, connections: 32, trust: trust, logger: logger),
-                                     options: .init(settings), logger: logger)
+        let restore = RestoreService(bucket: bucket(32), options: .init(settings), logger: logger)
         // Photos the thumbnails left ready → rows in the apps' catalog.
-        let catalog = CatalogService(database: database, access: CatalogGate(core: core, account: account),
+        let catalog = CatalogService(database: database, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
                                      options: .init(settings), logger: logger, statusChanges: core.statusChanges)
         for part in [account, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener] as [any StatusContributor] {
             await core.add(part)

@@ -2,22 +2,37 @@ import Credentials
 import PhotolalaCore
 
 /// Uploads run only when the user has not paused them and the account allows them
-/// (signed in, Apple ID authorized, no subscription or quota pause).
+/// (signed in, Apple ID authorized, no subscription or quota pause): the gate of the
+/// uploader, the thumbnails and the catalog.
 struct DaemonGate: StageGate {
     let core: DaemonCore
     let account: AccountService
 
     func blockReason() async -> String? {
         if await core.isUserPaused { return "paused by the user" }
-        switch await account.uploadBlock {
-        case nil: return nil
-        case .signedOut?: return "not signed in"
-        case .paused(let reason)?: return reason.rawValue
-        case .cancelled?: return "stopping"
-        }
+        return await AccountGate(account: account).blockReason()
     }
 
     func changes() -> AsyncStream<Void> {
         core.changes()
+    }
+}
+
+/// The account alone (signed in, not paused by the account), whatever the user's pause:
+/// the inventory keeps listing while the user pauses uploads.
+struct AccountGate: StageGate {
+    let account: AccountService
+
+    func blockReason() async -> String? {
+        switch await account.uploadBlock {
+        case nil: nil
+        case .signedOut?: "not signed in"
+        case .paused(let reason)?: reason.rawValue
+        case .cancelled?: "stopping"
+        }
+    }
+
+    func changes() -> AsyncStream<Void> {
+        account.statusChanges.changes()
     }
 }

@@ -46,7 +46,7 @@ extension ThumbnailService: StatusContributor, Reconfigurable {
 }
 
 extension InventoryService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { apply(Options(settings)) }
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
 extension ManifestService: StatusContributor, Reconfigurable {
@@ -58,5 +58,5 @@ extension RestoreService: StatusContributor, Reconfigurable {
 }
 
 extension CatalogService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { apply(Options(settings)) }
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }

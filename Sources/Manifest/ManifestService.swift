@@ -59,10 +59,10 @@ package actor ManifestService: Service {
     private let statusChanges: ChangeFeed
 
     /// - Parameters:
-    ///   - session: the stage's way to the bucket; the signed-in user and this NAS's device
+    ///   - bucket: the stage's way to the bucket; the signed-in user and this NAS's device
     ///     id come from its grant source.
     ///   - wakes: what else makes the stage look (the daemon passes the account's changes).
-    package init(database: QueueDatabase, session: BucketSession, options: Options, clock: any DaemonClock = SystemClock(),
+    package init(database: QueueDatabase, bucket session: BucketSession, options: Options, clock: any DaemonClock = SystemClock(),
                  wakes: [StageLoop.Source] = [], logger: Logger, statusChanges: ChangeFeed = ChangeFeed()) {
         self.database = database
         self.session = session

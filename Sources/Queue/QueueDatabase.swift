@@ -185,28 +185,4 @@ package final class QueueDatabase: Sendable {
             return c
         }
     }
-
-    /// Whether any file still waits to be hashed or uploaded: the manifest gathers changes
-    /// longer while uploads go on.
-    package func hasUploadsInFlight() throws -> Bool {
-        try pool.read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))") ?? false
-        }
-    }
-
-    // MARK: settings (small persistent flags such as the user's pause)
-
-    package func setting(_ key: String) throws -> String? {
-        try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
-    }
-
-    package func setSetting(_ key: String, _ value: String?) throws {
-        try write { db in
-            if let value {
-                try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
-            } else {
-                try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [key])
-            }
-        }
-    }
 }

@@ -51,9 +51,9 @@ package actor RestoreService: Service {
     private let meter = RateMeter()
     private var sessions = RestoreSessions()
 
-    /// - Parameter session: the way to the bucket; the signed-in user and this NAS's device
+    /// - Parameter bucket: the way to the bucket; the signed-in user and this NAS's device
     ///   id come from its grant source.
-    package init(session: BucketSession, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger) {
+    package init(bucket session: BucketSession, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger) {
         self.session = session
         self.options = options
         self.clock = clock

@@ -1,18 +1,40 @@
 import Bucket
+import Digests
 import Foundation
 import Digests
 import Logging
 import PhotolalaCore
 import Queue
 
+/// What became of one attempt at one object. The uploader records it in the queue; the
+/// outage backoff reads it to tell "S3 answered" from "S3 is failing".
+enum UploadOutcome: Sendable, Equatable {
+    /// `etag`: what S3 lists for the bytes sent (see `ETag`), recorded for `verify`.
+    case uploaded(sent: Int64, etag: String, key: String)
+    case alreadyPresent
+    /// `outage`: S3 failed to answer properly (5xx, throttling, a reset, a time-out),
+    /// which makes every worker back off, not just this object. `after` nil: the object's
+    /// own backoff decides.
+    case retry(String, countAttempt: Bool, after: TimeInterval?, outage: Bool = false)
+    case failed(String)
+    /// The file no longer holds the queued bytes: hashed again (or, gone, dropped).
+    case sourceChanged(gone: Bool)
+    case cancelled
+}
+
 /// Sends one object: first whether it is already there (the inventory, or a HEAD where
 /// there is no listing to trust: `PresenceCheck`), then one PUT up to the threshold or a
-/// resumable multipart upload above it (`+Multipart`). Made for one attempt with one set
-/// of credentials; what an error means is `UploadPolicy`'s call.
+/// resumable multipart upload above it: parts read front to back, each with its own
+/// Content-MD5, recorded as S3 acknowledges them so a restart resumes (ListParts) instead
+/// of starting over, and a running MD5 of the whole file that must equal the key before
+/// completing. Every request goes through the stage's `BucketSession` with the
+/// uploader's budget (`UploadPolicy`: two quick tries in place, then the queue); what a
+/// failure means for the object is the caller's call.
 struct ObjectUploader: Sendable {
-    let client: S3Client
-    let credentials: S3Credentials
-    let key: String
+    let bucket: BucketSession
+    /// `photos/{userId}/`: every key is refused outside it.
+    let keyPrefix: String
+    let md5: String
     let options: UploaderService.Options
     let policy: UploadPolicy
     let database: QueueDatabase
@@ -22,47 +44,59 @@ struct ObjectUploader: Sendable {
     let presence: PresenceCheck
     let logger: Logger
 
-    var source: SourceCheck { SourceCheck(followSymlinks: options.followSymlinks) }
+    var key: String { keyPrefix + md5 + ".dat" }
 
-    /// - Parameters:
-    ///   - mode: how presence is found out for now (the inventory or a HEAD).
-    ///   - freshCredentials: this attempt already refreshed its credentials once.
-    func upload(_ job: UploadJob, mode: PresenceCheck.Mode, freshCredentials: Bool) async -> Result<UploadOutcome, S3Error> {
+    private var source: SourceCheck { SourceCheck(followSymlinks: options.followSymlinks) }
+
+    private var storageClass: String? { options.storageClass == "STANDARD" ? nil : options.storageClass }
+
+    private func metadata(_ type: MediaType) -> [String: String] { ["original-format": type.originalFormat] }
+
+    /// - Parameter mode: how presence is found out for now (the inventory or a HEAD).
+    func upload(_ job: UploadJob, mode: PresenceCheck.Mode) async throws(S3Error) -> UploadOutcome {
+        let key = self.key
         let known = mode == .inventory ? ((try? database.inventoryPresence(key: key)) ?? .unknown) : .unknown
         var step = presence.step(mode: mode, presence: known, size: job.size, overwrite: job.overwrite)
         if step == .head {
             do {
-                let info = try await retrying { () async throws(S3Error) in try await client.headObject(key: key, credentials: credentials) }
+                let info = try await request { bucket throws(S3Error) in try await bucket.headObject(key: key) }
                 step = presence.afterHead(listedSize: info?.size, size: job.size)
             } catch {
-                switch policy.headVerdict(error, freshCredentials: freshCredentials) {
+                // The session already took a bare 400 for stale credentials once.
+                switch policy.headVerdict(error, freshCredentials: true) {
                 case .unknown: step = .put(ifNoneMatch: true)
-                case .staleCredentials:
-                    var stale = error
-                    stale.kind = .credentialsExpired
-                    return .failure(stale)
-                case .fail: return .failure(error)
+                case .staleCredentials, .fail: throw error
                 }
             }
         }
-        guard case .put(let ifNoneMatch) = step else { return .success(.alreadyPresent) }
+        guard case .put(let ifNoneMatch) = step else { return .alreadyPresent }
+        let signs = try await request { bucket throws(S3Error) in bucket.signsPayload }
+        if payloadDigests.wanted != signs { payloadDigests.setWanted(signs) }
         let plan = PartPlan(fileSize: job.size, multipartThreshold: options.multipartThreshold, configuredPartSize: options.partSize)
-        do {
-            if plan.partSize == nil && job.uploadId == nil {
-                return .success(try await single(job, ifNoneMatch: ifNoneMatch))
-            }
-            return .success(try await multipart(job, plan: plan))
-        } catch {
-            return .failure(error)
+        if plan.partSize == nil && job.uploadId == nil {
+            return try await single(job, ifNoneMatch: ifNoneMatch, signs: signs)
+        }
+        return try await multipart(job, plan: plan, signs: signs)
+    }
+
+    /// One request under the session's one rule and the uploader's budget.
+    private func request<T: Sendable>(_ operation: @Sendable (any Bucket) async throws(S3Error) -> T) async throws(S3Error) -> T {
+        let budget = BucketBudget(transientRetries: policy.requestRetries, backoff: policy.request, repeatsUnreadableAnswers: false)
+        return try await bucket.perform(under: keyPrefix, budget: budget, observer: Self.countRetry, operation)
+    }
+
+    /// What the session retried in place that the upload counters count.
+    private static let countRetry: BucketSession.RetryObserver = { error, decision in
+        switch decision {
+        case .refreshGrant, .correctClock:
+            if error.kind == .credentialsExpired { DaemonCounter.credentialExpirationMisses.increment() }
+            DaemonCounter.uploadRetries.increment(error.kind.rawValue)
+        case .retry, .handBack:
+            break
         }
     }
 
-    func metadata(_ type: MediaType) -> [String: String] { ["original-format": type.originalFormat] }
-
-    var storageClass: String? { options.storageClass == "STANDARD" ? nil : options.storageClass }
-
-    private func single(_ job: UploadJob, ifNoneMatch: Bool) async throws(S3Error) -> UploadOutcome {
-        let signs = client.signsPayload
+    private func single(_ job: UploadJob, ifNoneMatch: Bool, signs: Bool) async throws(S3Error) -> UploadOutcome {
         let follow = options.followSymlinks
         // Taken in the hashing pass for exactly this identity: no second read to sign.
         let known = signs ? payloadDigests.take(md5: job.md5, identity: job.identity) : nil
@@ -93,13 +127,13 @@ struct ObjectUploader: Sendable {
             return .failed("the queued MD5 is malformed")
         }
         let type = MediaType.forPath(job.path)
+        let (key, metadata, storageClass, payloadSHA256) = (self.key, metadata(type), storageClass, check.0?.sha256Hex)
         await bandwidth.take(Int(job.size))
         func put(_ condition: Bool) async throws(S3Error) -> String {
-            try await retrying { () async throws(S3Error) in
-                try await client.putObject(key: key, path: job.path, contentMD5: contentMD5, contentType: type.contentType,
-                                           metadata: metadata(type), storageClass: storageClass,
-                                           payloadSHA256: check.0?.sha256Hex, expected: job.identity, followSymlinks: follow,
-                                           ifNoneMatch: condition, credentials: credentials)
+            try await request { bucket throws(S3Error) in
+                try await bucket.putObject(key: key, path: job.path, contentMD5: contentMD5, contentType: type.contentType,
+                                           metadata: metadata, storageClass: storageClass, payloadSHA256: payloadSHA256,
+                                           expected: job.identity, followSymlinks: follow, ifNoneMatch: condition)
             }
         }
         do {
@@ -114,22 +148,104 @@ struct ObjectUploader: Sendable {
         return .uploaded(sent: job.size, etag: job.md5, key: key)
     }
 
-    /// One S3 request, tried again in place while `policy` says so (see
-    /// `UploadPolicy.retriesRequest`); only then does the object go back to the queue.
-    func retrying<T>(_ request: () async throws(S3Error) -> T) async throws(S3Error) -> T {
-        var retries = 0
-        while true {
+    private func multipart(_ job: UploadJob, plan: PartPlan, signs: Bool) async throws(S3Error) -> UploadOutcome {
+        let key = self.key
+        // A resumed upload keeps the part size it started with.
+        let partSize = job.partSize ?? plan.partSize ?? options.partSize
+        let parts = PartPlan(fileSize: job.size, multipartThreshold: 0, configuredPartSize: partSize)
+        let type = MediaType.forPath(job.path)
+        var uploadId = job.uploadId
+        var existing: [Int: S3Client.Part] = [:]
+        if let id = uploadId {
             do {
-                return try await request()
-            } catch where policy.retriesRequest(error, retriesSoFar: retries) {
-                retries += 1
-                let delay = policy.requestDelay(retry: retries, random: .random(in: 0..<1))
-                try? await Task.sleep(for: Backoff.duration(delay))
-                if Task.isCancelled {
-                    throw S3Error(kind: .cancelled, code: "Cancelled", message: "the upload was interrupted",
-                                  operation: error.operation, key: error.key)
-                }
+                let listed = try await request { bucket throws(S3Error) in try await bucket.listParts(key: key, uploadId: id) }
+                for p in listed { existing[p.partNumber] = p }
+                logger.info("resuming a multipart upload", metadata: ["path": "\(job.path)", "partsAtS3": "\(existing.count)", "parts": "\(parts.partCount)"])
+            } catch where error.kind == .notFound {
+                uploadId = nil
+                try? database.recordMultipart(md5: job.md5, uploadId: nil, partSize: nil)
             }
         }
+        if uploadId == nil {
+            let (metadata, storageClass) = (metadata(type), storageClass)
+            let id = try await request { bucket throws(S3Error) in
+                try await bucket.createMultipartUpload(key: key, contentType: type.contentType, metadata: metadata,
+                                                       storageClass: storageClass)
+            }
+            do {
+                try database.recordMultipart(md5: job.md5, uploadId: id, partSize: partSize)
+            } catch {
+                throw S3Error(kind: .transient, code: "LocalDatabase", message: "cannot record the upload id: \(error)")
+            }
+            uploadId = id
+        }
+        guard let uploadId else { return .cancelled }
+        let reader: RangeReader
+        let follow = options.followSymlinks
+        do {
+            reader = try RangeReader(path: job.path, expected: job.identity, followSymlinks: follow)
+        } catch {
+            await abort(uploadId: uploadId)
+            return source.outcome(error, job)
+        }
+        var completed: [S3Client.Part] = []
+        // Each part's MD5, from the read that sends it (or that compares it with the part
+        // S3 already has): the object's ETag is the MD5 of these, which `verify` checks.
+        var partMD5s: [[UInt8]] = []
+        partMD5s.reserveCapacity(parts.partCount)
+        var sent: Int64 = 0
+        for number in 1...parts.partCount {
+            if Task.isCancelled { return .cancelled }
+            let (offset, length) = parts.range(ofPart: number)
+            let have = existing[number]
+            let digest: RangeReader.PartDigest
+            do {
+                let wantSHA = signs && !(have?.size == length)
+                digest = try await BlockingIO.run { () throws(RangeReader.Failure) in try reader.next(length: length, sha256: wantSHA) }
+            } catch {
+                await abort(uploadId: uploadId)
+                return source.outcome(error, job)
+            }
+            partMD5s.append(Hex.bytes(digest.md5Hex) ?? [])
+            if let have, have.size == length, have.etag.lowercased() == digest.md5Hex {
+                completed.append(S3Client.Part(partNumber: number, etag: have.etag, size: length))
+                continue
+            }
+            await bandwidth.take(Int(length))
+            let etag: String
+            do {
+                etag = try await request { bucket throws(S3Error) in
+                    try await bucket.uploadPart(key: key, uploadId: uploadId, partNumber: number, path: job.path, offset: offset,
+                                                length: length, contentMD5: digest.contentMD5, payloadSHA256: digest.sha256Hex,
+                                                expected: job.identity, followSymlinks: follow)
+                }
+            } catch where error.kind == .localFile || error.kind == .contentMismatch {
+                // The file changed or went away mid-upload: what S3 holds of it is of no use
+                // (a deleted file's upload was otherwise left open at S3 for good).
+                await abort(uploadId: uploadId)
+                throw error
+            }
+            try? database.recordPart(md5: job.md5, part: UploadedPart(partNumber: number, etag: etag, size: length))
+            completed.append(S3Client.Part(partNumber: number, etag: etag, size: length))
+            meter.add(length)
+            sent += length
+        }
+        let (whole, unchanged) = reader.finish(path: job.path)
+        guard unchanged, whole == job.md5 else {
+            await abort(uploadId: uploadId)
+            return .sourceChanged(gone: false)
+        }
+        let done = completed
+        _ = try await request { bucket throws(S3Error) in
+            try await bucket.completeMultipartUpload(key: key, uploadId: uploadId, parts: done)
+        }
+        return .uploaded(sent: sent, etag: ETag.multipart(partMD5s: partMD5s), key: key)
+    }
+
+    /// An upload we abandon is aborted so S3 does not keep (and bill) its parts.
+    private func abort(uploadId: String) async {
+        let key = self.key
+        try? await request { bucket throws(S3Error) in try await bucket.abortMultipartUpload(key: key, uploadId: uploadId) }
+        try? database.recordMultipart(md5: md5, uploadId: nil, partSize: nil)
     }
 }

@@ -1,62 +1,41 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Digests
+import Dispatch
 import Foundation
 import PhotolalaCore
 
-/// Reads a file once, front to back, part by part: each part's MD5 (its Content-MD5 and
-/// expected ETag) and optionally SHA-256 (signed over plain HTTP), while a running MD5 of
-/// the whole file proves the bytes still are the ones the key names.
+/// Reads a hashed file once, front to back, part by part, through its `VerifiedFile`:
+/// each part's MD5 (its Content-MD5 and expected ETag) and optionally SHA-256 (signed
+/// over plain HTTP), while a running MD5 of the whole file proves the bytes still are the
+/// ones the key names.
 final class RangeReader: @unchecked Sendable {
+    // @unchecked: one upload reads its parts in order, one `next` at a time; the buffer
+    // and the running MD5 are never touched from two threads at once.
+
     struct PartDigest: Sendable {
         var md5Hex: String
         var contentMD5: String
         var sha256Hex: String?
     }
 
-    enum Failure: Error, Sendable {
-        case gone
-        case unreadable(String)
-        case changed
-    }
+    /// Why the file could not be read as hashed: `VerifiedFile`'s one error.
+    typealias Failure = VerifiedFile.Failure
 
-    private let fd: Int32
+    private let file: VerifiedFile
     private let buffer: UnsafeMutableRawBufferPointer
     private var whole = MD5()
     private var position: Int64 = 0
-    let identity: FileIdentity
 
-    private let followSymlinks: Bool
+    var identity: FileIdentity { file.identity }
 
-    /// Opens the file and checks it is still the one that was hashed.
-    ///
-    /// Whatever is at `path` now may not be that file: another program can swap in a FIFO
-    /// (whose open would wait for a writer forever, holding an upload worker and then the
-    /// daemon's shutdown), a device or a symlink. O_NONBLOCK makes such an open return at
-    /// once and fstat then tells; links are followed only when the watcher follows them
-    /// (`watch.follow_symlinks`), and then the identity compared is the target's, as hashed.
+    /// Opens the file and checks it is still the one that was hashed (a FIFO, device or
+    /// link swapped in is `.changed`; links are followed only when the watcher follows them).
     init(path: String, expected: FileIdentity, followSymlinks: Bool = false) throws(Failure) {
-        self.followSymlinks = followSymlinks
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlinks ? 0 : O_NOFOLLOW))
-        guard fd >= 0 else {
-            switch errno {
-            case ENOENT, ENOTDIR: throw .gone
-            // A link where a file was hashed, a socket: not the hashed file any more.
-            case ELOOP, ENXIO, EOPNOTSUPP: throw .changed
-            default: throw .unreadable(String(cString: strerror(errno)))
-            }
-        }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { close(fd); throw .unreadable(String(cString: strerror(errno))) }
-        identity = FileIdentity(st)
-        guard (st.st_mode & S_IFMT) == S_IFREG, identity == expected else { close(fd); throw .changed }
+        file = try VerifiedFile(path: path, expected: expected, followSymlinks: followSymlinks)
         buffer = .allocate(byteCount: 1 << 20, alignment: 4096)
-        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
+        file.advise(.sequential)
     }
 
     deinit {
-        close(fd)
         buffer.deallocate()
     }
 
@@ -68,11 +47,9 @@ final class RangeReader: @unchecked Sendable {
         var sha = SHA256()
         var remaining = length
         while remaining > 0 {
-            let n = pread(fd, buffer.baseAddress, Int(min(Int64(buffer.count), remaining)), off_t(position))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .unreadable(String(cString: strerror(errno)))
-            }
+            let want = Int(min(Int64(buffer.count), remaining))
+            let n = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: position)
+            // The end before `length`: shorter than it was hashed.
             if n == 0 { throw .changed }
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
             if wantMD5 {
@@ -88,13 +65,23 @@ final class RangeReader: @unchecked Sendable {
                           sha256Hex: wantSHA ? Hex.string(sha.finish()) : nil)
     }
 
-    /// After the last part: the whole file's MD5, and whether the file is unchanged since opening.
+    /// After the last part: the whole file's MD5, and whether the file is unchanged since
+    /// opening (by its descriptor and by its path).
     func finish(path: String) -> (md5: String, unchanged: Bool) {
-        let digest = Hex.string(whole.finalize())
-        var st = stat()
-        var byPath = stat()
-        let unchanged = fstat(fd, &st) == 0 && (followSymlinks ? stat(path, &byPath) : lstat(path, &byPath)) == 0
-            && FileIdentity(st) == identity && FileIdentity(byPath) == identity
-        return (digest, unchanged)
+        (Hex.string(whole.finalize()), file.isUnchanged)
+    }
+}
+
+/// Runs blocking file reads on a utility queue, off Swift's small cooperative pool.
+enum BlockingIO {
+    static let queue = DispatchQueue(label: "photolala.upload.io", qos: .utility, attributes: .concurrent)
+
+    static func run<T: Sendable, E: Error>(_ work: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+        let result: Result<T, E> = await withCheckedContinuation { c in
+            queue.async {
+                do throws(E) { c.resume(returning: .success(try work())) } catch { c.resume(returning: .failure(error)) }
+            }
+        }
+        return try result.get()
     }
 }

@@ -16,7 +16,7 @@ struct SourceCheck: Sendable {
 
     func outcome(_ failure: RangeReader.Failure, _ job: UploadJob) -> UploadOutcome {
         switch failure {
-        case .gone: .sourceChanged(gone: true)
+        case .vanished, .notRegularFile: .sourceChanged(gone: true)
         case .changed: recheck(job, unreadable: nil)
         case .unreadable(let why): recheck(job, unreadable: "cannot read the file: \(why)")
         }

@@ -1,7 +1,6 @@
-import AsyncHTTPClient
-import Backend
+/// Upload: the uploader pool: claims objects from the queue and sends them to the bucket
+/// with fresh credentials, within the bandwidth limit.
 import Bucket
-import Credentials
 import Foundation
 import Digests
 import Logging
@@ -11,10 +10,10 @@ import ServiceLifecycle
 
 /// The upload stage: takes objects whose files are hashed (`queued`) and moves them to
 /// `uploaded`. `upload.concurrency` workers claim objects from the queue (one transaction
-/// each, so no object is taken twice) and send each with `ObjectUploader`, signed with
-/// credentials the account service keeps fresh. Transient failures go back to the queue
-/// with `UploadPolicy`'s backoff; only a rejection S3 will repeat makes a file `failed`.
-/// Woken by the queue's `readyToUpload` signal and by the gate (pause, sign-in).
+/// each, so no object is taken twice) and send each with `ObjectUploader` through the
+/// stage's `BucketSession`. Transient failures go back to the queue with `UploadPolicy`'s
+/// backoff; only a rejection S3 will repeat makes a file `failed`. Woken by the queue's
+/// `readyToUpload` and `inventoryChanged` signals and by the gate (pause, sign-in).
 package actor UploaderService: Service {
     package struct Options: Sendable, Equatable {
         package var concurrency: Int
@@ -41,148 +40,114 @@ package actor UploaderService: Service {
         }
     }
 
-    let database: QueueDatabase
-    let account: AccountService
-    let gate: any StageGate
-    let logger: Logger
-    var options: Options
-    let policy: UploadPolicy
-    let bandwidth: TokenBucket
-    package nonisolated let meter = RateMeter()
-    let http: HTTPClient
-    let signal = WakeSignal()
-    var clockOffset: TimeInterval = 0
-    var inFlight: [Int: Task<UploadOutcome, Never>] = [:]
-    /// S3 failing as a whole: every worker waits (see `OutageBackoff`).
-    var outage: OutageBackoff
+    private let database: QueueDatabase
+    private let bucket: BucketSession
+    private let gate: any StageGate
+    private let clock: any DaemonClock
+    private let logger: Logger
+    private var options: Options
+    private let policy: UploadPolicy
+    private let bandwidth: TokenBucket
+    private let meter = RateMeter()
     /// SHA-256s the hasher took for signed payloads (plain-HTTP endpoints): see `PayloadDigests`.
-    let payloadDigests: PayloadDigests
+    private let payloadDigests: PayloadDigests
     /// Whether objects are already there: the inventory, a HEAD, or wait for the first listing.
-    let presence: PresenceCheck
+    private let presence: PresenceCheck
+    /// S3 failing as a whole: every worker waits (see `OutageBackoff`).
+    private var outage: OutageBackoff
     /// The user uploads are for, and when the workers first wanted to upload for them.
-    var waitingForListing: (userId: String, since: Date)?
+    private var waitingForListing: (userId: String, since: Date)?
     /// The last mode, so a change is logged once.
-    var presenceMode: PresenceCheck.Mode?
+    private var presenceMode: PresenceCheck.Mode?
+    /// The running loop, to wake the other workers when an outcome changes what they wait for.
+    private var loop: StageLoop?
 
-    package init(database: QueueDatabase, account: AccountService, gate: any StageGate, options: Options, logger: Logger,
-                policy: UploadPolicy = UploadPolicy(), payloadDigests: PayloadDigests = PayloadDigests(),
-                presence: PresenceCheck = PresenceCheck()) {
+    /// - Parameters:
+    ///   - bucket: the stage's session (its own pool of `max(8, 2 × concurrency)` connections).
+    ///   - gate: whether uploads may run (the user's pause, the account).
+    package init(database: QueueDatabase, bucket: BucketSession, gate: any StageGate, options: Options, logger: Logger,
+                 clock: any DaemonClock = SystemClock(), policy: UploadPolicy = UploadPolicy(),
+                 payloadDigests: PayloadDigests = PayloadDigests(), presence: PresenceCheck = PresenceCheck()) {
         self.database = database
-        self.account = account
+        self.bucket = bucket
         self.gate = gate
         self.options = options
         self.logger = logger
+        self.clock = clock
         self.policy = policy
         self.payloadDigests = payloadDigests
         self.presence = presence
         outage = policy.outage
         bandwidth = TokenBucket(bytesPerSecond: options.bandwidthLimit)
-        let proxy = ConnectProxy.debugOverride
-        if let proxy {
-            logger.warning("debug build: every S3 connection goes through the proxy \(proxy.host):\(proxy.port) (\(ConnectProxy.debugVariable))")
-        }
-        http = S3Client.makeHTTPClient(maximumConnectionsPerHost: max(8, options.concurrency * 2), connectProxy: proxy)
     }
 
     package func apply(_ new: Options) async {
         let grew = new.concurrency != options.concurrency
         options = new
         await bandwidth.setRate(new.bandwidthLimit)
+        await bucket.apply(trust: new.trust)
         if grew { logger.notice("upload.concurrency takes effect at the next restart") }
-    }
-
-    /// Stop every upload under way now (credentials dropped, shutdown).
-    func cancelInFlight() {
-        for (_, task) in inFlight { task.cancel() }
     }
 
     package func run() async throws {
         // Uploads a crash interrupted go back to the queue (their multipart state stays).
-        try database.resetInterruptedUploads()
-        let gateChanges = gate.changes()
-        let drops = account.credentialDrops.changes()
-        let ready = database.signals.readyToUpload
-        let listed = database.signals.inventoryChanged
-        // The gate, new work and the inventory's listings fold into the workers' one "look
-        // again"; dropped credentials stop what is on the wire (logout, Apple ID revoked, a
-        // backend pause).
-        let relays = [
-            Task { [signal] in
-                for await _ in gateChanges { await signal.notify() }
-            },
-            Task {
-                for await _ in drops.dropFirst() { self.cancelInFlight() }
-            },
-            Task { [signal] in
-                await ready.onEveryNotify { await signal.notify() }
-            },
-            // The first listing after a sign-in ended (or failed): waiting workers go on.
-            Task { [signal] in
-                await listed.onEveryNotify { await signal.notify() }
-            },
-        ]
-        await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { group in
-                for worker in 0..<options.concurrency {
-                    group.addTask { await self.work(worker) }
-                }
-            }
-        } onGracefulShutdown: { [signal] in
-            // Stop what is on the wire now: a big video's upload lasts minutes, far past the
-            // stop budget, and the workers waited for it until ServiceLifecycle gave up with
-            // a fatal error ("Cancellation took longer than allowed") — the daemon crashed
-            // on `systemctl stop`. A multipart upload resumes from its recorded parts.
-            Task {
-                await self.cancelInFlight()
-                await signal.notify()
-            }
-        }
-        for relay in relays { relay.cancel() }
-        try? await http.shutdown()
+        try database.resetInterruptedUploads(now: clock.now())
+        // The gate, new work and the inventory's listings (the first one after a sign-in
+        // ending, or failing, lets waiting workers go on) make the workers look again.
+        let loop = StageLoop(clock: clock, wakes: [.stream(gate.changes()), .signal(database.signals.readyToUpload),
+                                                   .signal(database.signals.inventoryChanged)])
+        self.loop = loop
+        // A stop cancels what is on the wire at once: a big video's upload lasts minutes,
+        // far past the stop budget. A multipart upload resumes from its recorded parts.
+        await loop.run(workers: options.concurrency) { _ in await self.step() }
+        await bucket.shutdown()
     }
 
-    private func work(_ worker: Int) async {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            let since = await signal.current
-            if await gate.blockReason() != nil {
-                await signal.wait(since: since, until: nil as Date?)
-                continue
+    /// One object, or the reason to wait.
+    private func step() async -> StageLoop.Next {
+        if await gate.blockReason() != nil { return .wake }
+        let mode = await currentPresenceMode()
+        if case .wait(let until) = mode { return .wait(until: until) }
+        let now = clock.now()
+        let admission = outage.admit(now: now)
+        if case .wait(let until) = admission { return .wait(until: until) }
+        let probe = admission == .probe
+        let job: UploadJob?
+        do {
+            job = try database.claimObject(now: now)
+        } catch {
+            outage.inconclusive(probe: probe)
+            logger.error("cannot read the queue: \(error)")
+            return .wait(until: now.addingTimeInterval(5))
+        }
+        guard let job else {
+            outage.inconclusive(probe: probe)
+            return .wait(until: try? database.nextDueTime(now: now))
+        }
+        let epoch = outage.epoch
+        let outcome = await uploadUnlessDropped(job, mode: mode)
+        noteForOutage(outcome, startedIn: epoch, probe: probe)
+        await record(outcome, for: job)
+        return .now
+    }
+
+    /// The upload, stopped as soon as the credentials in hand are dropped (logout, Apple
+    /// ID revoked, a backend pause): what is on the wire must not go on with them.
+    private func uploadUnlessDropped(_ job: UploadJob, mode: PresenceCheck.Mode) async -> UploadOutcome {
+        let drops = bucket.credentialDrops.changes()
+        return await withTaskGroup(of: UploadOutcome?.self) { group in
+            group.addTask { await self.upload(job, mode: mode) }
+            group.addTask {
+                // The first element is the subscription's own; the next one is a drop.
+                for await _ in drops.dropFirst() { return nil }
+                return nil
             }
-            let mode = await currentPresenceMode()
-            if case .wait(let until) = mode {
-                await signal.wait(since: since, until: until)
-                continue
+            var outcome = UploadOutcome.cancelled
+            while let next = await group.next() {
+                if let next { outcome = next }
+                group.cancelAll()
             }
-            let admission = outage.admit(now: Date())
-            if case .wait(let until) = admission {
-                await signal.wait(since: since, until: until)
-                continue
-            }
-            let probe = admission == .probe
-            let job: UploadJob?
-            do {
-                job = try database.claimObject()
-            } catch {
-                outage.inconclusive(probe: probe)
-                logger.error("cannot read the queue: \(error)")
-                await signal.wait(since: since, until: Date().addingTimeInterval(5))
-                continue
-            }
-            guard let job else {
-                outage.inconclusive(probe: probe)
-                let due = try? database.nextDueTime()
-                await signal.wait(since: since, until: due)
-                continue
-            }
-            let epoch = outage.epoch
-            let task = Task { await self.upload(job, mode: mode) }
-            inFlight[worker] = task
-            // The upload is an unstructured task (so it can be cancelled by itself): a
-            // cancelled worker must pass its cancellation on rather than wait it out.
-            let outcome = await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
-            inFlight[worker] = nil
-            noteForOutage(outcome, startedIn: epoch, probe: probe)
-            await record(outcome, for: job)
+            return outcome
         }
     }
 
@@ -197,11 +162,12 @@ package actor UploaderService: Service {
             outage.succeeded()
         case let .retry(why, _, _, true):
             let before = outage.failures
-            outage.failed(why, startedIn: epoch, now: Date(), random: .random(in: 0..<1))
+            let now = clock.now()
+            outage.failed(why, startedIn: epoch, now: now, random: .random(in: 0..<1))
             if before == 0, outage.isActive { DaemonCounter.s3Outages.increment() }
             if outage.failures != before, let until = outage.until {
                 logger.warning("S3 is failing: every upload waits before trying again", metadata: [
-                    "failures": "\(outage.failures)", "next": "\(Int(max(0, until.timeIntervalSinceNow).rounded()))s", "why": "\(why)"])
+                    "failures": "\(outage.failures)", "next": "\(Int(max(0, until.timeIntervalSince(now)).rounded()))s", "why": "\(why)"])
             }
         default:
             outage.inconclusive(probe: probe)
@@ -213,10 +179,11 @@ package actor UploaderService: Service {
     /// How presence is found out now (`PresenceCheck`): the listing of the signed-in
     /// user's photos, as the inventory stage left it in the queue.
     private func currentPresenceMode() async -> PresenceCheck.Mode {
-        guard let userId = await account.userId else { return .head }
-        if waitingForListing?.userId != userId { waitingForListing = (userId, Date()) }
+        guard let userId = await bucket.userId else { return .head }
+        let now = clock.now()
+        if waitingForListing?.userId != userId { waitingForListing = (userId, now) }
         let listing = try? database.inventoryListing(prefix: "photos/\(userId)/")
-        let mode = presence.mode(listing: listing, waitingSince: waitingForListing?.since ?? Date(), now: Date())
+        let mode = presence.mode(listing: listing, waitingSince: waitingForListing?.since ?? now, now: now)
         if mode != presenceMode {
             switch mode {
             case .inventory: logger.info("uploads ask the inventory whether each object is already in the bucket")
@@ -229,41 +196,24 @@ package actor UploaderService: Service {
     }
 
     private func upload(_ job: UploadJob, mode: PresenceCheck.Mode) async -> UploadOutcome {
-        var credentialRetries = 0
-        var skewRetries = 0
-        while true {
-            if Task.isCancelled { return .cancelled }
-            let grant: STSGrant
-            do {
-                grant = try await account.credentials()
-            } catch {
-                return .cancelled
-            }
-            guard let userId = await account.userId else { return .cancelled }
-            let result: Result<UploadOutcome, S3Error>
-            do throws(S3Error) {
-                result = try await uploader(for: job, grant: grant, userId: userId)
-                    .upload(job, mode: mode, freshCredentials: credentialRetries > 0)
-            } catch {
-                result = .failure(error)
-            }
-            guard case .failure(let error) = result else { return (try? result.get()) ?? .cancelled }
-            let action = policy.action(for: error, credentialRetries: credentialRetries, skewRetries: skewRetries)
+        guard let userId = await bucket.userId else { return .cancelled }
+        let uploader = ObjectUploader(bucket: bucket, keyPrefix: "photos/\(userId)/", md5: job.md5, options: options,
+                                      policy: policy, database: database, bandwidth: bandwidth, meter: meter,
+                                      payloadDigests: payloadDigests, presence: presence, logger: logger)
+        do throws(S3Error) {
+            return try await uploader.upload(job, mode: mode)
+        } catch {
+            // The session already refreshed the credentials and corrected the clock once
+            // for the request that failed: what comes back is for the object's own retry.
+            let action = policy.action(for: error, credentialRetries: 1, skewRetries: 1)
             Self.count(error, action)
             switch action {
-            case .refreshCredentials:
-                credentialRetries += 1
-                await account.rejectedByS3(grant)
-            case .correctClock:
-                skewRetries += 1
-                if let offset = error.clockOffset() {
-                    clockOffset = offset
-                    logger.warning("the clock differs from S3's by \(Int(offset))s; signing with S3's time")
-                }
             case .cancelled:
                 return .cancelled
             case let .retry(why, countAttempt, after, outage):
                 return .retry(why, countAttempt: countAttempt, after: after, outage: outage)
+            case .refreshCredentials, .correctClock:
+                return .retry(error.description, countAttempt: true, after: nil, outage: true)
             case .sourceChanged:
                 return .sourceChanged(gone: false)
             case .recheckSource(let why):
@@ -279,9 +229,9 @@ package actor UploaderService: Service {
         }
     }
 
-    /// The design's "credential expiration misses" (S3 refused credentials that had
-    /// expired) and every attempt tried again, by the kind of error.
-    static func count(_ error: S3Error, _ action: UploadPolicy.Action) {
+    /// Every attempt tried again, by the kind of error, and the design's "credential
+    /// expiration misses" (S3 refused credentials that had expired).
+    private static func count(_ error: S3Error, _ action: UploadPolicy.Action) {
         if error.kind == .credentialsExpired { DaemonCounter.credentialExpirationMisses.increment() }
         switch action {
         case .refreshCredentials, .correctClock, .retry, .restartMultipart: DaemonCounter.uploadRetries.increment(error.kind.rawValue)
@@ -289,16 +239,81 @@ package actor UploaderService: Service {
         }
     }
 
-    /// An uploader for one attempt: the client is made per grant (the bucket, region and
-    /// endpoint come with the credentials) over the pool's shared connections.
-    private func uploader(for job: UploadJob, grant: STSGrant, userId: String) throws(S3Error) -> ObjectUploader {
-        let prefix = "photos/\(userId)/"
-        let client = try S3Client(configuration: grant.s3Configuration(keyPrefix: prefix, trust: options.trust),
-                                  httpClient: http, clockOffset: clockOffset, logger: logger)
-        let credentials = grant.s3Credentials
-        if payloadDigests.wanted != client.signsPayload { payloadDigests.setWanted(client.signsPayload) }
-        return ObjectUploader(client: client, credentials: credentials, key: prefix + job.md5 + ".dat", options: options,
-                              policy: policy, database: database, bandwidth: bandwidth, meter: meter,
-                              payloadDigests: payloadDigests, presence: presence, logger: logger)
+    // MARK: recording
+
+    /// Records an outcome, retrying while the database refuses (a full disk): until it
+    /// is recorded the object stays claimed by this worker, so it is neither lost nor
+    /// sent twice; a stop in the meantime leaves it `uploading`, which the next start resets.
+    private func record(_ outcome: UploadOutcome, for job: UploadJob) async {
+        var schedule = policy.recording
+        while true {
+            do {
+                try recordOnce(outcome, for: job)
+                break
+            } catch {
+                if schedule.failures == 0 {
+                    logger.error("cannot record an upload result (retrying until the database can be written): \(error)", metadata: ["path": "\(job.path)"])
+                }
+                if Task.isCancelled { break }
+                do { try await clock.sleep(seconds: schedule.fail(random: 0)) } catch { break }
+            }
+        }
+        // An outcome can end an outage or free an object the others wait for.
+        await loop?.wake()
+    }
+
+    private func recordOnce(_ outcome: UploadOutcome, for job: UploadJob) throws {
+        let now = clock.now()
+        switch outcome {
+        case let .uploaded(sent, etag, key):
+            let files = try database.recordUpload(md5: job.md5, key: key, size: job.size, etag: etag,
+                                                  storageClass: options.storageClass, now: now)
+            DaemonCounter.uploadedObjects.increment()
+            DaemonCounter.uploadedBytes.increment(by: job.size)
+            DaemonCounter.uploadedFiles.increment(by: Int64(files))
+            logger.info("uploaded", metadata: ["path": "\(job.path)", "bytes": "\(sent)", "md5": "\(job.md5)"])
+        case .alreadyPresent:
+            let files = try database.markUploaded(md5: job.md5, now: now)
+            DaemonCounter.deduplicatedObjects.increment()
+            DaemonCounter.uploadedFiles.increment(by: Int64(files))
+            logger.info("already backed up", metadata: ["path": "\(job.path)", "md5": "\(job.md5)"])
+        case let .retry(why, count, after, _):
+            let attempts = job.attempts + (count ? 1 : 0)
+            let delay = after ?? policy.objectDelay(attempts: attempts, random: .random(in: 0..<1))
+            try database.releaseObject(md5: job.md5, retryAt: now.addingTimeInterval(delay), error: why, countAttempt: count, now: now)
+            logger.warning("upload will be retried", metadata: ["path": "\(job.path)", "in": "\(Int(delay.rounded()))s", "why": "\(why)"])
+        case .failed(let why):
+            try database.failObject(md5: job.md5, reason: why, now: now)
+            DaemonCounter.failedObjects.increment()
+            logger.error("upload failed", metadata: ["path": "\(job.path)", "why": "\(why)"])
+        case .sourceChanged(let gone):
+            // The queue puts a changed file back to be hashed and wakes ingest itself.
+            try database.sourceChanged(job: job, gone: gone, now: now)
+            logger.info(gone ? "file vanished before upload" : "file changed before upload; it will be read again",
+                        metadata: ["path": "\(job.path)"])
+        case .cancelled:
+            try database.releaseObject(md5: job.md5, retryAt: nil, error: nil, countAttempt: false, now: now)
+        }
+    }
+
+    // MARK: status
+
+    /// The upload stage's part of the status: S3's health, the rate and the time left, and
+    /// how it learns whether an object is already there.
+    package func contribute(to s: inout DaemonStatus) {
+        s.s3 = outage.isActive
+            ? DaemonStatus.S3Health(state: .backoff, failures: outage.failures, since: outage.since.map(Timestamp.string),
+                                    nextAttemptAt: outage.until.map(Timestamp.string), lastError: outage.lastError)
+            : DaemonStatus.S3Health(state: .ok)
+        switch presenceMode {
+        case .inventory?, nil: s.inventory.uploadsCheck = .inventory
+        case .head?: s.inventory.uploadsCheck = .head
+        case .wait?: s.inventory.uploadsCheck = .waiting
+        }
+        let rate = meter.rate()
+        s.queue.uploadRate = rate
+        if rate > 0, s.queue.pendingBytes > 0 {
+            s.queue.etaSeconds = Double(s.queue.pendingBytes) / rate
+        }
     }
 }

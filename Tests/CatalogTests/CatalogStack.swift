@@ -6,6 +6,7 @@ import Credentials
 import Foundation
 import Logging
 import NIOCore
+import PhotolalaCore
 import Testing
 
 /// The real parts the catalog meets, on loopback: moto (S3 and STS, signatures and
@@ -114,20 +115,22 @@ struct StackError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The daemon's gate, minus the user's pause: the signed-in account's credentials.
-struct TestAccess: CatalogAccess {
+/// The daemon's gate, minus the user's pause: the signed-in account.
+struct TestAccess: StageGate {
     let account: AccountService
     let userId: String
     let grant: STSGrant
 
-    func session() async -> CatalogSession? {
-        guard let grant = try? await account.credentials(), let userId = await account.userId else { return nil }
-        return CatalogSession(grant: grant, userId: userId)
+    func blockReason() async -> String? {
+        await account.uploadBlock == nil ? nil : "the account does not allow uploads"
     }
 
-    func rejected(_ grant: STSGrant) async { await account.rejectedByS3(grant) }
-
     func changes() -> AsyncStream<Void> { account.statusChanges.changes() }
+
+    /// The catalog stage's session, with the account's grants.
+    func session(logger: Logger) -> BucketSession {
+        BucketSession(grants: account, connections: 2, trust: .system, logger: logger)
+    }
 
     /// An S3 client with this user's STS credentials and no key guard: what an app uses.
     func appClient() throws -> (S3Client, S3Credentials) {

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PhotolalaCore
 import Queue
 @testable import Bucket
@@ -59,8 +60,9 @@ struct CatalogStackTests {
         settings.daemon.stateDir = queue.dir.path
         settings.catalog.publishInterval = .seconds(1)
         configure(&settings)
-        let service = CatalogService(database: queue.database, access: access, options: .init(settings),
-                                     logger: .init(label: "catalog-tests"))
+        let logger = Logger(label: "catalog-tests")
+        let service = CatalogService(database: queue.database, bucket: access.session(logger: logger), gate: access,
+                                     options: .init(settings), logger: logger)
         let task = Task { _ = try? await service.run() }
         return Running(queue: queue, access: access, app: app, service: service, task: task)
     }

@@ -3,6 +3,7 @@ import GRDB
 import PhotolalaCore
 import Queue
 import Testing
+import Upload
 @testable import Manifest
 
 @Suite struct ManifestMirrorTests {

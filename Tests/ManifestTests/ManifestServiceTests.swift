@@ -7,6 +7,7 @@ import ManifestFormat
 import PhotolalaCore
 import Queue
 import Testing
+import Upload
 @testable import Manifest
 
 /// The manifest stage run in-process: a temporary queue database, the in-memory bucket
@@ -34,7 +35,7 @@ import Testing
         settings.account.deviceName = "nas"
         let environment = segments.map { ["PHOTOLALAD_MANIFEST_COMPACT_SEGMENTS": "\($0)"] } ?? [:]
         let logger = Logger(label: "manifest-stage-tests")
-        return ManifestService(database: db, session: BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger),
+        return ManifestService(database: db, bucket: BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger),
                                options: .init(settings, environment: environment), clock: clock, logger: logger)
     }
 

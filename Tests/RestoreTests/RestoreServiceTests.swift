@@ -30,7 +30,7 @@ import Testing
         options.rangeThreshold = 64 << 10
         options.rangeSize = 32 << 10
         let logger = Logger(label: "restore-tests")
-        restore = RestoreService(session: BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger),
+        restore = RestoreService(bucket: BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger),
                                  options: options, clock: clock, logger: logger)
         let files = [("2024/a.jpg", small), ("big.mov", big)]
         let entries = files.map { name, bytes in

@@ -34,7 +34,7 @@ import Testing
         let j = try job(path)
         try FileManager.default.removeItem(atPath: path)
         #expect(SourceCheck(followSymlinks: false).recheck(j, unreadable: "EIO") == .sourceChanged(gone: true))
-        #expect(SourceCheck(followSymlinks: false).outcome(.gone, j) == .sourceChanged(gone: true))
+        #expect(SourceCheck(followSymlinks: false).outcome(.vanished, j) == .sourceChanged(gone: true))
     }
 
     @Test func aFifoSwappedInLeavesTheQueue() throws {

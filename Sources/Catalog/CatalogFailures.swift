@@ -13,3 +13,9 @@ struct CatalogFileError: Error, CustomStringConvertible {
             + (errno == ENOSPC ? " — free space on that disk; the catalog is published once there is room" : "")
     }
 }
+
+/// The catalog in the bucket cannot be read as a catalog: nothing is published over it.
+struct CatalogUnreadable: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,13 +1,15 @@
 import Foundation
 import GRDB
+@testable import Inventory
 import PhotolalaCore
-import Testing
 @testable import Queue
+import Testing
+import Upload
 
 /// The inventory in the real queue database: listing pages, what a complete listing
 /// removes, what it marks uploaded, what goes back to be sent, and the questions other
 /// stages ask.
-@Suite struct QueueInventoryTests {
+@Suite struct InventoryRecordsTests {
     let db: QueueDatabase
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
     let prefix = "photos/U/"

@@ -1,18 +1,14 @@
-import AsyncHTTPClient
-import Backend
 import Bucket
-import Foundation
 import Logging
 import PhotolalaCore
 
-/// The catalog's objects in the user's bucket, through two clients that refuse any key
-/// outside `catalogs/{userId}/` and `photos/{userId}/` respectively (the latter only
-/// asked whether a photo is still there). Snapshots and pointers are always STANDARD.
-struct S3CatalogStore: CatalogStore {
+/// The catalog's objects in the user's bucket, through the stage's `BucketSession`: the
+/// catalog under `catalogs/{userId}/`, and whether a photo is still under
+/// `photos/{userId}/` (each request refuses any key outside its prefix). Snapshots and
+/// pointers are always STANDARD. No retries in place: the stage's schedule retries.
+struct BucketCatalogStore: CatalogStore {
     let userId: String
-    let catalogs: S3Client
-    let photos: S3Client
-    let credentials: S3Credentials
+    let bucket: BucketSession
     let multipartThreshold: Int64
     let partSize: Int64
     /// Told "key uploadId" when a multipart upload of a snapshot starts and nil when it
@@ -20,24 +16,12 @@ struct S3CatalogStore: CatalogStore {
     let journal: @Sendable (String?) -> Void
     let logger: Logger
 
-    init(grant: STSGrant, userId: String, trust: TLSTrust, http: HTTPClient, clockOffset: TimeInterval, multipartThreshold: Int64,
-         partSize: Int64, logger: Logger, journal: @escaping @Sendable (String?) -> Void) throws(S3Error) {
-        self.userId = userId
-        func client(_ prefix: String) throws(S3Error) -> S3Client {
-            try S3Client(configuration: grant.s3Configuration(keyPrefix: prefix, trust: trust), httpClient: http,
-                         clockOffset: clockOffset, logger: logger)
-        }
-        catalogs = try client(CatalogFormat.prefix(userId: userId))
-        photos = try client(CatalogFormat.photoPrefix(userId: userId))
-        credentials = grant.s3Credentials
-        self.multipartThreshold = multipartThreshold
-        self.partSize = partSize
-        self.journal = journal
-        self.logger = logger
-    }
+    private var catalogs: String { CatalogFormat.prefix(userId: userId) }
+    private var photos: String { CatalogFormat.photoPrefix(userId: userId) }
 
     func readPointer() async throws(S3Error) -> StoredPointer? {
-        try await catalogs.getObjectIfPresent(key: CatalogFormat.pointerKey(userId: userId), credentials: credentials)
+        let key = CatalogFormat.pointerKey(userId: userId)
+        return try await bucket.perform(under: catalogs) { bucket throws(S3Error) in try await bucket.getObjectIfPresent(key: key) }
             .map { StoredPointer(body: $0.bytes, etag: $0.etag) }
     }
 
@@ -50,10 +34,11 @@ struct S3CatalogStore: CatalogStore {
             throw S3Error(kind: .localFile, code: "LocalFileError", message: "\(error)", operation: "GetObject", key: key)
         }
         // Its size first: the read's deadline grows with it (85 MB on a slow uplink).
-        guard let info = try await catalogs.headObject(key: key, credentials: credentials) else { return nil }
+        guard let info = try await bucket.perform(under: catalogs, { bucket throws(S3Error) in try await bucket.headObject(key: key) })
+        else { return nil }
         do {
-            _ = try await catalogs.getObject(key: key, expectedBytes: info.size, credentials: credentials) { buffer in
-                try sink.write(buffer)
+            _ = try await bucket.perform(under: catalogs) { bucket throws(S3Error) in
+                try await bucket.getObject(key: key, expectedBytes: info.size) { buffer in try sink.write(buffer) }
             }
         } catch where error.kind == .notFound {
             return nil
@@ -66,22 +51,31 @@ struct S3CatalogStore: CatalogStore {
         let plan = PartPlan(fileSize: size, multipartThreshold: multipartThreshold, configuredPartSize: partSize)
         guard plan.partSize != nil else {
             // Content-MD5 is the snapshot's name: S3 refuses a body that is not those bytes.
-            _ = try await catalogs.putObject(key: key, path: path, contentMD5: S3Client.contentMD5(hex: md5)!,
-                                             contentType: "text/csv", credentials: credentials)
+            let contentMD5 = S3Client.contentMD5(hex: md5)!
+            _ = try await bucket.perform(under: catalogs) { bucket throws(S3Error) in
+                try await bucket.putObject(key: key, path: path, contentMD5: contentMD5, contentType: "text/csv")
+            }
             return
         }
-        let uploadId = try await catalogs.createMultipartUpload(key: key, contentType: "text/csv", credentials: credentials)
+        let uploadId = try await bucket.perform(under: catalogs) { bucket throws(S3Error) in
+            try await bucket.createMultipartUpload(key: key, contentType: "text/csv")
+        }
         journal("\(key) \(uploadId)")
         do {
             var parts: [S3Client.Part] = []
             for number in 1...plan.partCount {
                 let range = plan.range(ofPart: number)
                 // Each part's Content-MD5 is taken from the file as it is sent.
-                let etag = try await catalogs.uploadPart(key: key, uploadId: uploadId, partNumber: number, path: path,
-                                                         offset: range.offset, length: range.length, credentials: credentials)
+                let etag = try await bucket.perform(under: catalogs) { bucket throws(S3Error) in
+                    try await bucket.uploadPart(key: key, uploadId: uploadId, partNumber: number, path: path,
+                                                offset: range.offset, length: range.length)
+                }
                 parts.append(.init(partNumber: number, etag: etag, size: range.length))
             }
-            _ = try await catalogs.completeMultipartUpload(key: key, uploadId: uploadId, parts: parts, credentials: credentials)
+            let done = parts
+            _ = try await bucket.perform(under: catalogs) { bucket throws(S3Error) in
+                try await bucket.completeMultipartUpload(key: key, uploadId: uploadId, parts: done)
+            }
             journal(nil)
         } catch {
             await abort(key: key, uploadId: uploadId)
@@ -94,7 +88,9 @@ struct S3CatalogStore: CatalogStore {
     /// incomplete uploads is the backstop).
     func abort(key: String, uploadId: String) async {
         do {
-            try await catalogs.abortMultipartUpload(key: key, uploadId: uploadId, credentials: credentials)
+            try await bucket.perform(under: catalogs) { bucket throws(S3Error) in
+                try await bucket.abortMultipartUpload(key: key, uploadId: uploadId)
+            }
             journal(nil)
         } catch {
             logger.notice("could not abort an unfinished catalog upload; S3 discards it by its lifecycle rule",
@@ -105,29 +101,35 @@ struct S3CatalogStore: CatalogStore {
     func writePointer(md5: String, condition: PointerCondition) async throws(S3Error) -> String {
         let key = CatalogFormat.pointerKey(userId: userId)
         let body = CatalogFormat.pointerBody(md5: md5)
-        switch condition {
-        case .ifMatch(let etag):
-            return try await catalogs.putObject(key: key, bytes: body, contentType: "text/plain", ifMatch: etag, credentials: credentials)
-        case .ifNoneMatch:
-            return try await catalogs.putObject(key: key, bytes: body, contentType: "text/plain", ifNoneMatch: true, credentials: credentials)
-        case .unconditional:
-            return try await catalogs.putObject(key: key, bytes: body, contentType: "text/plain", credentials: credentials)
+        return try await bucket.perform(under: catalogs) { bucket throws(S3Error) in
+            switch condition {
+            case .ifMatch(let etag):
+                try await bucket.putObject(key: key, bytes: body, contentType: "text/plain", ifMatch: etag)
+            case .ifNoneMatch:
+                try await bucket.putObject(key: key, bytes: body, contentType: "text/plain", ifNoneMatch: true)
+            case .unconditional:
+                try await bucket.putObject(key: key, bytes: body, contentType: "text/plain")
+            }
         }
     }
 
     func photoExists(md5: String) async throws(S3Error) -> Bool {
+        let key = CatalogFormat.photoKey(userId: userId, md5: md5)
         do {
-            return try await photos.headObject(key: CatalogFormat.photoKey(userId: userId, md5: md5), credentials: credentials) != nil
+            return try await bucket.perform(under: photos) { bucket throws(S3Error) in try await bucket.headObject(key: key) } != nil
         } catch where error.kind == .forbidden {
             return true
         }
     }
 
     func listPhotos(_ page: @Sendable ([String]) throws -> Void) async throws(S3Error) {
-        let prefix = CatalogFormat.photoPrefix(userId: userId)
+        let prefix = photos
         var token: String?
         repeat {
-            let listed = try await photos.listObjects(prefix: prefix, continuationToken: token, credentials: credentials)
+            let from = token
+            let listed = try await bucket.perform(under: prefix) { bucket throws(S3Error) in
+                try await bucket.listObjects(prefix: prefix, continuationToken: from)
+            }
             let md5s = listed.objects.compactMap { object -> String? in
                 guard object.key.hasSuffix(".dat") else { return nil }
                 return String(object.key.dropFirst(prefix.count).dropLast(4))

@@ -1,10 +1,11 @@
 import Foundation
 import GRDB
 import PhotolalaCore
-import Testing
 @testable import Queue
+import Testing
+@testable import Upload
 
-@Suite struct QueueUploadTests {
+@Suite struct UploadRecordsTests {
     let db: QueueDatabase
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 

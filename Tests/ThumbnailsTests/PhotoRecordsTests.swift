@@ -1,11 +1,12 @@
 import Foundation
 import GRDB
 import PhotolalaCore
-import Testing
 @testable import Queue
+import Testing
+@testable import Thumbnails
 
 /// The photo rows the thumbnail stage writes and the catalog stage reads.
-@Suite struct QueuePhotosTests {
+@Suite struct PhotoRecordsTests {
     let db: QueueDatabase
 
     init() throws {

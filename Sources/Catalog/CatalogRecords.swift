@@ -1,15 +1,16 @@
 import Foundation
 import GRDB
+import Queue
 
-/// What the catalog stage keeps in the queue: whether each photo's row is in the user's
-/// catalog (`photo.catalog`, migration "v5-catalog") and, in the `setting` table, what it
-/// last saw of the catalog. The merge reads the photo table from its own scratch database
+/// The catalog stage's rows: whether each photo's row is in the user's catalog
+/// (`photo.catalog`, migration "v5-catalog") and, in the `setting` table, what it last saw
+/// of the catalog. The merge reads the photo table from its own scratch database
 /// (`ATTACH`), so a million rows never pass through memory; what it found comes back here,
 /// a few thousand rows a transaction.
 extension QueueDatabase {
     /// Photos ready for the apps whose rows are not in the catalog yet.
     package func catalogPending() throws -> Int {
-        try pool.read { db in
+        try read { db in
             // The partial index holds only these rows; the planner would rather walk every
             // ready photo through the catalog-order index (a million at every wake).
             try Int.fetchOne(db, sql: "SELECT count(*) FROM photo INDEXED BY photo_unlisted WHERE state = 'ready' AND catalog IS NULL") ?? 0
@@ -19,7 +20,7 @@ extension QueueDatabase {
     /// Nothing left to read, upload or preview: the moment to publish without waiting for
     /// `catalog.publish_interval`.
     package func catalogQueueDrained() throws -> Bool {
-        try pool.read { db in
+        try read { db in
             try Bool.fetchOne(db, sql: """
                 SELECT NOT EXISTS (SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))
                    AND NOT EXISTS (SELECT 1 FROM photo WHERE state = 'pending')
@@ -42,37 +43,11 @@ extension QueueDatabase {
         }
     }
 
-    /// Several settings at once, in one transaction (nil removes a key): what the catalog
-    /// stage saw, recorded after its marks.
-    package func setSettings(_ settings: [String: String?]) throws {
-        try write { db in try Self.store(settings, in: db) }
-    }
-
     /// Signed in as another user: nothing of ours is in their catalog yet.
     package func forgetCatalog(settings: [String: String?]) throws {
         try write { db in
             try db.execute(sql: "UPDATE photo SET catalog = NULL WHERE catalog IS NOT NULL")
             try Self.store(settings, in: db)
-        }
-    }
-
-    /// Every setting whose key starts with `prefix`.
-    package func settings(prefix: String) throws -> [String: String] {
-        try pool.read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM setting WHERE substr(key, 1, ?) = ?",
-                                        arguments: [prefix.count, prefix])
-            return Dictionary(rows.map { ($0["key"], $0["value"]) }, uniquingKeysWith: { a, _ in a })
-        }
-    }
-
-    private static func store(_ settings: [String: String?], in db: Database) throws {
-        for (key, value) in settings.sorted(by: { $0.key < $1.key }) {
-            if let value {
-                try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                               arguments: [key, value])
-            } else {
-                try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [key])
-            }
         }
     }
 }

@@ -1,11 +1,12 @@
+@testable import Catalog
 import Foundation
 import GRDB
-import Testing
 @testable import Queue
+import Testing
 
 /// The catalog stage's bookkeeping in the queue: what waits for a publish, when the queue
 /// has drained, and what a sync records.
-@Suite struct QueueCatalogTests {
+@Suite struct CatalogRecordsTests {
     let dir: URL
     let db: QueueDatabase
 

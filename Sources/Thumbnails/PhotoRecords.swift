@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import PhotolalaCore
+import Queue
 
 /// A photo the thumbnail stage reads next: its content address and the live files that
 /// hold those bytes (newest first), any of which will do.
@@ -8,6 +9,11 @@ package struct PhotoJob: Sendable, Equatable {
     package struct Source: Sendable, Equatable {
         package var path: String
         package var identity: FileIdentity
+
+        package init(path: String, identity: FileIdentity) {
+            self.path = path
+            self.identity = identity
+        }
     }
     package var md5: String
     package var attempts: Int
@@ -37,9 +43,8 @@ package struct PhotoCounts: Sendable, Equatable {
     package init() {}
 }
 
-/// The `photo` table's side of the queue (schema v3-photos): the thumbnail stage makes a
-/// `pending` row for each uploaded object and moves it to `ready`, `failed` or `skipped`,
-/// one transaction per step.
+/// The thumbnail stage's rows, the `photo` table (schema v3-photos): a `pending` row for
+/// each uploaded object, moved to `ready`, `failed` or `skipped`, one transaction per step.
 extension QueueDatabase {
     /// Makes a `pending` row for every uploaded object without one among the objects with
     /// rowid in (`after`, `after + window`]. Returns the last rowid covered and whether
@@ -58,7 +63,7 @@ extension QueueDatabase {
 
     /// Rows due for reading, oldest first, with the live files of each.
     package func duePhotos(excluding busy: Set<String>, limit: Int, now: Date = Date()) throws -> [PhotoJob] {
-        try pool.read { db in
+        try read { db in
             let rows = try Row.fetchAll(db, sql: """
                 SELECT md5, attempts FROM photo WHERE state = 'pending' AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?)
                 ORDER BY nextAttemptAt LIMIT ?
@@ -84,7 +89,7 @@ extension QueueDatabase {
 
     /// When the next postponed row becomes due (nil: none waits on a timer).
     package func nextPhotoDueTime(now: Date = Date()) throws -> Date? {
-        try pool.read { db in
+        try read { db in
             try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM photo WHERE state = 'pending' AND nextAttemptAt > ?",
                                 arguments: [now.timeIntervalSince1970]).map { Date(timeIntervalSince1970: $0) }
         }
@@ -127,7 +132,7 @@ extension QueueDatabase {
     }
 
     package func photoCounts() throws -> PhotoCounts {
-        try pool.read { db in
+        try read { db in
             var c = PhotoCounts()
             var rows = 0
             for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM photo GROUP BY state") {

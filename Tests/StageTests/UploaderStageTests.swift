@@ -1,0 +1,90 @@
+import Bucket
+import BucketTesting
+import Digests
+import Foundation
+import PhotolalaCore
+import Queue
+import Testing
+@testable import Upload
+
+/// The uploader actor in-process against the in-memory bucket: what it sends arrives
+/// whole, under the key its MD5 names, whatever the bucket answers on the way.
+@Suite(.serialized) struct UploaderStageTests {
+    func uploader(_ world: StageWorld, configure: (inout Settings) -> Void = { _ in }) -> UploaderService {
+        var settings = Settings()
+        settings.upload.concurrency = 3
+        // 6 MiB and up go in 5 MiB parts.
+        settings.upload.multipartThreshold = 6 << 20
+        settings.upload.partSize = 5 << 20
+        configure(&settings)
+        return UploaderService(database: world.database, bucket: world.session(), gate: OpenGate(), options: .init(settings),
+                               logger: world.logger, clock: world.clock)
+    }
+
+    /// Every object `uploaded`, and in the bucket with bytes whose MD5 is its key's.
+    func expectUploaded(_ md5s: [String], in world: StageWorld) throws {
+        for md5 in md5s {
+            #expect(try world.objectState(md5) == "uploaded")
+            let object = try #require(world.bucket.object(world.photoKey(md5)), "\(md5) is not in the bucket")
+            #expect(Hex.string(MD5.digest(object.bytes)) == md5)
+            #expect(object.metadata["original-format"] != nil)
+        }
+    }
+
+    @Test func everyObjectArrivesThroughA503Storm() async throws {
+        let world = try StageWorld()
+        var md5s: [String] = []
+        for i in 0..<8 { md5s.append(try world.queue("photo\(i).jpg", StageWorld.bytes(20_000 + i * 3_000, seed: i))) }
+        md5s.append(try world.queue("video.mov", StageWorld.bytes(12 << 20, seed: 99)))
+        // More failures than any request retries in place: objects go back to the queue and
+        // the whole pool backs off before S3 answers again.
+        world.bucket.failNext(25, with: .slowDown)
+        let service = uploader(world)
+        let running = Running { try await service.run() }
+        try await world.waitUntil("every object uploaded") {
+            try md5s.allSatisfy { try world.objectState($0) == "uploaded" }
+        }
+        await running.stop()
+        try expectUploaded(md5s, in: world)
+        // The video went up in parts: its ETag is S3's multipart one.
+        #expect(ETag.partCount(try #require(world.bucket.object(world.photoKey(md5s.last!))).etag) == 3)
+        #expect(world.bucket.requests("PutObject") + world.bucket.requests("UploadPart") > md5s.count)
+        #expect(world.bucket.openUploads == 0)
+        var status = DaemonStatus()
+        await service.contribute(to: &status)
+        #expect(status.s3?.state == .ok)
+    }
+
+    @Test func anExpiredGrantIsRefreshedAndTheUploadsGoOn() async throws {
+        let world = try StageWorld()
+        let first = try world.queue("first.jpg", StageWorld.bytes(10_000, seed: 1))
+        let service = uploader(world)
+        let running = Running { try await service.run() }
+        try await world.waitUntil("the first object uploaded") { try world.objectState(first) == "uploaded" }
+        // The credentials in hand expire: S3 refuses them from now on.
+        world.bucket.expireTokensSeenSoFar()
+        let later = [try world.queue("second.jpg", StageWorld.bytes(30_000, seed: 2)),
+                     try world.queue("third.mov", StageWorld.bytes(7 << 20, seed: 3))]
+        try await world.waitUntil("the later objects uploaded") {
+            try later.allSatisfy { try world.objectState($0) == "uploaded" }
+        }
+        await running.stop()
+        try expectUploaded([first] + later, in: world)
+        #expect(await world.grants.rejections >= 1)
+        #expect(await world.grants.issued == 1 + world.grants.rejections)
+    }
+
+    @Test func anObjectAlreadyInTheBucketIsNotSentAgain() async throws {
+        let world = try StageWorld()
+        let bytes = StageWorld.bytes(40_000, seed: 7)
+        let md5 = try world.queue("there.jpg", bytes)
+        // Another device put these bytes there: a HEAD (no listing yet) finds them.
+        world.bucket.store(world.photoKey(md5), bytes: bytes)
+        let service = uploader(world)
+        let running = Running { try await service.run() }
+        try await world.waitUntil("the object marked uploaded") { try world.objectState(md5) == "uploaded" }
+        await running.stop()
+        #expect(world.bucket.requests("PutObject") == 0)
+        #expect(world.bucket.requests("HeadObject") >= 1)
+    }
+}
