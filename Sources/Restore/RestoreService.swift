@@ -438,45 +438,6 @@ package actor RestoreService: Service {
     }
 }
 
-/// An answer the command can act on, for what goes wrong before the first byte: not
-/// signed in, no grant now (paused, stopping), an object archived or missing.
-struct Refusal: Error {
-    var response: ControlResponse
-
-    static let notSignedIn = Refusal(response: .error(
-        409, "not_signed_in", "this NAS is not signed in: run `photolalactl login` first (with the Apple ID the devices were backed up with)"))
-
-    static func unavailable(_ why: String) -> Refusal {
-        Refusal(response: .error(503, "unavailable", why))
-    }
-
-    /// nil for a failure that is the bucket's (a 502 with the error's words).
-    init?(_ error: S3Error, key: String? = nil) {
-        if error.kind == .unavailable {
-            // `S3Error.unavailable` says why the grant source had none.
-            let why: String
-            switch error.message {
-            case "not signed in": why = "this NAS is not signed in: run `photolalactl login`"
-            case "stopping": why = "photolalad is stopping"
-            default:
-                let reason = error.message.hasPrefix("paused: ") ? DaemonStatus.PauseReason(rawValue: String(error.message.dropFirst(8))) : nil
-                why = "the bucket cannot be reached now: \(reason?.explanation ?? error.message)"
-            }
-            self = .unavailable(why)
-        } else if let key, error.code == "InvalidObjectState" {
-            response = .error(409, "archived", "\(key) is in an archive class and must be asked back first")
-        } else if let key, error.kind == .notFound {
-            response = .error(404, "missing", "\(key) is not in the bucket")
-        } else {
-            return nil
-        }
-    }
-
-    init(response: ControlResponse) {
-        self.response = response
-    }
-}
-
 /// What a relay has sent, shared with the S3 client's callbacks.
 private final class Relayed: Sendable {
     private let state = Mutex<(begun: Bool, total: Int64, sent: Int64)>((false, 0, 0))
@@ -505,27 +466,4 @@ private struct ManifestReads: ManifestObjects {
             try await bucket.getObjectIfPresent(key: key)?.bytes
         }
     }
-}
-
-/// How an object is read: whole in one GET when small, or as consecutive ranges of
-/// `rangeSize` (the last shorter) read several at a time and relayed in order.
-struct RangePlan: Sendable, Equatable {
-    let ranges: [ClosedRange<Int64>]
-
-    init(size: Int64, threshold: Int64, rangeSize: Int64) {
-        guard size > threshold, rangeSize > 0 else {
-            ranges = size > 0 ? [0...(size - 1)] : []
-            return
-        }
-        var out: [ClosedRange<Int64>] = []
-        var start: Int64 = 0
-        while start < size {
-            let end = min(size, start + rangeSize) - 1
-            out.append(start...end)
-            start = end + 1
-        }
-        ranges = out
-    }
-
-    var isRanged: Bool { ranges.count > 1 }
 }
