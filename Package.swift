@@ -131,10 +131,13 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
-        // The device manifest: its format and replay, and the stage that writes it.
+        // The device manifest's values (docs/manifest.md): the segment codec, keys and chain,
+        // replay, device record, the reader's checks, the frames to the command. No I/O.
+        .target(name: "ManifestFormat", dependencies: ["PhotolalaCore", "Digests"]),
+        // The stage that writes the manifest, and its tables in the queue database.
         .target(name: "Manifest", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "Account", "Upload", "CLinux",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "ManifestFormat", "Queue", "Bucket", "CLinux",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -168,8 +171,7 @@ let package = Package(
         ]),
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
-            "PhotolalaCore", "Manifest", "Control", "Bucket", "Digests", "Account", "Upload", "CLinux",
-            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "CLinux",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -196,7 +198,7 @@ let package = Package(
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CLI", dependencies: [
-            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Manifest", "Restore", "Digests",
+            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Restore", "Digests",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),
@@ -251,8 +253,18 @@ let package = Package(
         .testTarget(name: "InventoryTests", dependencies: [
             "Inventory", "Upload", "Queue", "Bucket", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "ManifestTests", dependencies: ["Manifest", "Queue", "PhotolalaCore", "Digests"]),
-        .testTarget(name: "RestoreTests", dependencies: ["Restore", "Manifest", "Control", "PhotolalaCore", "Digests"]),
+        .testTarget(name: "ManifestFormatTests", dependencies: ["ManifestFormat", "PhotolalaCore", "Digests"]),
+        .testTarget(name: "ManifestTests", dependencies: [
+            // Ingest and Upload: the tests' files are seen, hashed and become `uploaded` the
+            // way those stages make them.
+            "Manifest", "ManifestFormat", "Queue", "Ingest", "Upload", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .testTarget(name: "RestoreTests", dependencies: [
+            "Restore", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "CatalogTests", dependencies: [
             "Catalog", "Queue", "Bucket", "Digests", "Account", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),

@@ -93,10 +93,11 @@ package struct Daemon: Sendable {
         let thumbnails = ThumbnailService(database: database, bucket: bucket(4), gate: DaemonGate(core: core, account: account),
                                           options: .init(settings), logger: logger)
         // After the upload: this NAS's manifest in the bucket (paths, names, times).
-        let manifest = ManifestService(database: database, account: account, options: .init(settings), logger: logger,
+        let manifest = ManifestService(database: database, bucket: bucket(2), options: .init(settings),
+                                       wakes: [.stream(account.statusChanges.changes())], logger: logger,
                                        statusChanges: core.statusChanges)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`.
-        let restore = RestoreService(account: account, options: .init(settings), logger: logger)
+        let restore = RestoreService(bucket: bucket(32), options: .init(settings), logger: logger)
         // Photos the thumbnails left ready → rows in the apps' catalog.
         let catalog = CatalogService(database: database, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
                                      options: .init(settings), logger: logger, statusChanges: core.statusChanges)

@@ -62,7 +62,10 @@ struct DaemonControl: ControlHandler {
         case .files:
             return await files(request)
         case .devices, .manifest, .restoreObjects, .restoreListing, .restoreThaw, .restoreObject, .restoreSession:
-            return await restoring(request)
+            let response = await restore.answer(request)
+            // A restore's report is what status shows of it.
+            if request.route == .restoreSession { core.changed() }
+            return response
         case .notifyTest:
             return .json(await notify.test())
         }

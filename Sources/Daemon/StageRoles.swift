@@ -66,7 +66,7 @@ extension InventoryService: StatusContributor, Reconfigurable {
 }
 
 extension ManifestService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { apply(Options(settings)) }
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
 extension RestoreService: StatusContributor, Reconfigurable {

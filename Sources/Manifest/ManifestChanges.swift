@@ -1,4 +1,5 @@
 import Foundation
+import ManifestFormat
 import PhotolalaCore
 import Queue
 
@@ -7,9 +8,9 @@ import Queue
 /// differ from the last entry; a file gone (or moved away) that the manifest holds went
 /// away; anything else (being read again, waiting, failed) changes nothing yet, so the
 /// manifest keeps the last version the bucket holds.
-package enum ManifestChanges {
+enum ManifestChanges {
     /// The record to write for `c`, or nil when the manifest already says it.
-    package static func record(for c: ManifestCandidate, folders: [String], now: Date) -> ManifestRecord? {
+    static func record(for c: ManifestCandidate, folders: [String], now: Date) -> ManifestRecord? {
         let wasPresent = c.current.map { !$0.isGone } ?? false
         if let f = c.file, f.state == .uploaded, let md5 = f.md5 {
             guard let folder = folder(of: c.path, current: c.current, in: folders) else { return nil }
@@ -27,20 +28,20 @@ package enum ManifestChanges {
 
     /// The watched folder a path belongs to: the folder its last entry named if it still
     /// holds it, else the innermost watched folder that does; nil outside them all.
-    package static func folder(of path: String, current: ManifestRecord? = nil, in folders: [String]) -> String? {
+    static func folder(of path: String, current: ManifestRecord? = nil, in folders: [String]) -> String? {
         if let cur = current, PathNames.isInside(path, cur.folder) { return cur.folder }
         return folders.filter { PathNames.isInside(path, $0) }.max { $0.utf8.count < $1.utf8.count }
     }
 
     /// The bytes of `path` below `folder` (no leading '/').
-    package static func relative(_ path: String, to folder: String) -> [UInt8] {
+    static func relative(_ path: String, to folder: String) -> [UInt8] {
         let drop = folder == "/" ? 1 : folder.utf8.count + 1
         return Array(path.utf8.dropFirst(drop))
     }
 
     /// The format's entry for a mirrored record; nil for one that cannot be written (a
     /// record outside its folder, an MD5 that is not 32 hex digits).
-    package static func entry(_ r: ManifestRecord) -> ManifestEntry? {
+    static func entry(_ r: ManifestRecord) -> ManifestEntry? {
         guard PathNames.isInside(r.path, r.folder), let kind = ManifestEntry.Kind(rawValue: UInt8(clamping: r.kind)) else { return nil }
         var version: FileVersion?
         if kind != .gone {
@@ -52,7 +53,7 @@ package enum ManifestChanges {
 
     /// The mirror's record for an entry read back from the bucket; nil when its path is
     /// not UTF-8 (this daemon never writes such a path: it skips those names).
-    package static func record(_ e: ManifestEntry) -> ManifestRecord? {
+    static func record(_ e: ManifestEntry) -> ManifestRecord? {
         guard let rel = String(validating: e.path, as: UTF8.self) else { return nil }
         let path = (e.folder == "/" ? "" : e.folder) + "/" + rel
         return ManifestRecord(kind: Int(e.kind.rawValue), path: path, folder: e.folder, time: e.time, size: e.version?.size,

@@ -4,13 +4,21 @@ import PhotolalaCore
 
 /// Where the upload meets the stages around it: objects become `uploaded` (sent by the
 /// uploader, found in the bucket by the inventory), and the stages after the upload ask
-/// whether originals still wait. The upload stage's own rows are `Upload.UploadRecords`.
+/// whether originals still wait (thumbnails) or anything is on its way (the manifest). The upload stage's own rows are `Upload.UploadRecords`.
 extension QueueDatabase {
     /// Whether an object is due for upload now: thumbnails wait while originals do.
     package func hasDueObjects(now: Date = Date()) throws -> Bool {
         try pool.read { db in
             try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE state = 'pending' AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?))",
                               arguments: [now.timeIntervalSince1970]) ?? false
+        }
+    }
+
+    /// Whether any file still waits to be hashed or uploaded: the manifest gathers changes
+    /// longer while uploads go on.
+    package func hasUploadsInFlight() throws -> Bool {
+        try pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))") ?? false
         }
     }
 

@@ -4,7 +4,8 @@ import Glibc
 import CLinux
 import Digests
 import Foundation
-import Manifest
+import ManifestFormat
+import PhotolalaCore
 
 /// One file's bytes on their way in: written to the temporary file while its MD5 is
 /// taken, then checked and put in place, or thrown away.
@@ -29,11 +30,8 @@ package final class IncomingFile {
         md5.update(bytes)
         var offset = 0
         while offset < bytes.count {
-            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 {
-                if Glibc.errno == EINTR { continue }
-                throw RestoreWriter.Failure("cannot write in \(parent.path): \(RestoreWriter.errno())")
-            }
+            let n = retryingInterrupts { write(fd, bytes.baseAddress! + offset, bytes.count - offset) }
+            guard n >= 0 else { throw RestoreWriter.Failure("cannot write in \(parent.path): \(RestoreWriter.errno())") }
             offset += n
         }
         written += Int64(bytes.count)

@@ -1,5 +1,5 @@
 import Foundation
-import Manifest
+import ManifestFormat
 import PhotolalaCore
 
 /// One file to bring back: where it was on the device, what it held, where it goes.

@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Control
 import Foundation
-import Manifest
+import ManifestFormat
 import PhotolalaCore
 import Synchronization
 
@@ -25,7 +25,7 @@ package final class RestoreRun: Sendable {
         package var workers: Int
 
         package init(device: String?, asOf: Int64?, asOfText: String?, to: String?, paths: [String], overwrite: Bool, dryRun: Bool,
-                    json: Bool, workers: Int = 10) {
+                     json: Bool, workers: Int = 10) {
             self.device = device
             self.asOf = asOf
             self.asOfText = asOfText
@@ -49,18 +49,17 @@ package final class RestoreRun: Sendable {
         }
     }
 
-    let client: ControlClient
-    let request: Request
-    let writer: RestoreWriter
-    let interrupted: @Sendable () -> Bool
-    let state = Mutex(State())
-    let tty: Bool
+    private let client: ControlClient
+    private let request: Request
+    private let writer: RestoreWriter
+    private let interrupted: @Sendable () -> Bool
+    private let state = Mutex(State())
+    private let tty: Bool
 
-    struct State {
-        var progress = RestoreProgress()
+    private struct State {
+        var tally = RestoreTally()
         var queue: [RestoreItem] = []
         var next = 0
-        var problems: [RestoreSummary.Problem] = []
         var folders: Set<String> = []
         var sessionId: String?
         /// The device's name (or id), as the session shows it.
@@ -183,17 +182,301 @@ package final class RestoreRun: Sendable {
         throw .plan("the manifest kept changing while it was read; run the command again")
     }
 
+    // MARK: where the objects stand before any is read: from the bucket's listing when the
+    // restore wants a good part of the bucket (a request per 1,000 objects), otherwise with
+    // a HEAD per object; objects in an archive class are then asked after (and, for a real
+    // run, asked back) one by one.
+
+    /// `bucketEstimate`: the files the account's devices hold, an upper bound of the objects.
+    private func objectStatuses(_ md5s: Set<String>, thaw: Bool, bucketEstimate: Int64) throws(Stop) -> [String: ObjectStatus] {
+        guard !md5s.isEmpty else { return [:] }
+        guard ObjectListing.worthListing(wanted: md5s.count, bucketEstimate: bucketEstimate) else {
+            return try objectStatuses(md5s, thaw: thaw)
+        }
+        var listing = ObjectListing(wanted: md5s)
+        var streaming = client
+        streaming.timeout = 300
+        let answer: ControlClient.StreamAnswer
+        do {
+            answer = try streaming.stream(.restoreListing) { try listing.feed($0) }
+        } catch let failure as ControlClient.Failure {
+            throw .control(failure)
+        } catch {
+            throw .plan("the bucket's listing could not be read: \(error)")
+        }
+        guard (200..<300).contains(answer.status) else {
+            throw .plan(answer.errorMessage ?? "the bucket's listing could not be read (HTTP \(answer.status))")
+        }
+        guard answer.complete, listing.ended else { throw .plan("the bucket's listing arrived cut short; run the command again") }
+        var out = listing.statuses
+        let archived = Set(out.values.filter { $0.state == .archived }.map(\.md5))
+        if !archived.isEmpty {
+            for (md5, status) in try objectStatuses(archived, thaw: thaw) { out[md5] = status }
+        }
+        return out
+    }
+
+    /// Where each object stands, HEADs a batch at a time; `thaw` asks archived ones back.
+    private func objectStatuses(_ md5s: Set<String>, thaw: Bool) throws(Stop) -> [String: ObjectStatus] {
+        var out: [String: ObjectStatus] = [:]
+        let all = md5s.sorted()
+        var start = 0
+        var streaming = client
+        streaming.timeout = 300
+        while start < all.count {
+            let batch = Array(all[start..<min(all.count, start + ObjectQuery.maxBatch)])
+            start += batch.count
+            do {
+                let list = try streaming.call(thaw ? .restoreThaw : .restoreObjects, body: try ControlJSON.encode(ObjectQuery(md5s: batch)),
+                                              as: ObjectStatusList.self)
+                for s in list.objects { out[s.md5] = s }
+            } catch let failure as ControlClient.Failure {
+                throw .control(failure)
+            } catch {
+                throw .plan("\(error)")
+            }
+        }
+        return out
+    }
+
+    // MARK: the writing: worker threads take files one by one; objects still in an archive
+    // class wait, asked after again and again, until they can be read.
+
+    private func restore(_ items: [RestoreItem], statuses: [String: ObjectStatus], into summary: inout RestoreSummary) {
+        var ready: [RestoreItem] = []
+        var waiting: [RestoreItem] = []
+        for item in items {
+            switch statuses[item.version.md5.hex]?.state {
+            case .ready?: ready.append(item)
+            case .archived?, .restoring?, .unknown?: waiting.append(item)
+            case .missing?, nil:
+                summary.failed += 1
+                summary.problems.append(.init(kind: "missing", path: item.displayPath,
+                                              message: "\(item.displayPath): its object (\(item.version.md5.hex)) is not in the bucket"))
+            }
+        }
+        let archiveClass = waiting.compactMap { statuses[$0.version.md5.hex]?.storageClass }.first
+        state.withLock {
+            $0.tally.progress = RestoreProgress(filesTotal: items.count, bytesTotal: items.reduce(0) { $0 + $1.version.size })
+            $0.tally.progress.failed = summary.failed
+            $0.tally.progress.waitingArchived = waiting.count
+            $0.tally.progress.archiveClass = archiveClass
+        }
+        if let archiveClass, !waiting.isEmpty {
+            say("\(waiting.count) file\(waiting.count == 1 ? "" : "s") wait\(waiting.count == 1 ? "s" : "") in \(archiveClass): asked back from the archive, \(ArchiveClass.typicalWait(archiveClass)); the restore waits for \(waiting.count == 1 ? "it" : "them") (stop it any time and run it again later)")
+        }
+        let reporter = Thread { self.reportLoop() }
+        reporter.start()
+        work(ready)
+        var archive = ArchiveWait(waiting)
+        while !archive.waiting.isEmpty && !interrupted() {
+            let until = Date().addingTimeInterval(archive.nextWait())
+            while Date() < until && !interrupted() { usleep(200_000) }
+            guard !interrupted(), let now = try? objectStatuses(archive.md5s, thaw: true) else { continue }
+            let (nowReady, gaveUp) = archive.answered(now)
+            state.withLock { s in
+                for (item, why) in gaveUp {
+                    s.tally.progress.failed += 1
+                    s.tally.problems.append(.init(kind: "failed", path: item.displayPath, message: "\(item.displayPath): \(why)"))
+                }
+                s.tally.progress.waitingArchived = archive.waiting.count
+            }
+            if !nowReady.isEmpty { work(nowReady) }
+        }
+        state.withLock { $0.finished = true }
+        while reporter.isExecuting { usleep(10_000) }
+        if tty { StandardError.write("\r\u{1B}[K") }
+        let s = state.withLock { $0 }
+        summary.restored = s.tally.progress.restored
+        summary.alreadyThere = s.tally.progress.alreadyThere
+        summary.kept = s.tally.progress.kept
+        summary.failed = s.tally.progress.failed
+        summary.waitingArchived = archive.waiting.count
+        summary.problems += s.tally.problems
+        summary.interrupted = interrupted()
+        for folder in s.folders { RestoreWriter.syncFolder(folder) }
+    }
+
+    /// Restores `items` on the worker threads; returns when all are done (or interrupted).
+    private func work(_ items: [RestoreItem]) {
+        state.withLock {
+            $0.queue = items
+            $0.next = 0
+        }
+        let group = DispatchGroup()
+        for _ in 0..<max(1, min(request.workers, items.count)) {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                while !self.interrupted(), let item = self.take() {
+                    let outcome = self.restoreOne(item)
+                    self.state.withLock { $0.tally.record(item, outcome) }
+                }
+            }.start()
+        }
+        group.wait()
+    }
+
+    private func take() -> RestoreItem? {
+        state.withLock { s in
+            guard s.next < s.queue.count else { return nil }
+            defer { s.next += 1 }
+            return s.queue[s.next]
+        }
+    }
+
+    /// One file: what is there decides; then its bytes, checked, put in place.
+    private func restoreOne(_ item: RestoreItem) -> RestoreTally.Outcome {
+        let parent: RestoreWriter.Parent
+        do {
+            parent = try writer.parent(of: item)
+        } catch {
+            return .failed(error.message)
+        }
+        state.withLock { _ = $0.folders.insert(parent.path) }
+        var decision = ConflictRule.decide(writer.existing(in: parent), size: item.version.size, overwrite: request.overwrite)
+        if decision == .compare {
+            decision = ConflictRule.compared(sameBytes: writer.holds(item.version, in: parent), overwrite: request.overwrite)
+        }
+        switch decision {
+        case .alreadyThere: return .alreadyThere
+        case .keep(let why): return .kept(why)
+        case .write, .replace, .compare: break
+        }
+        var lastError = ""
+        for attempt in 0..<3 {
+            if attempt > 0 { sleep(UInt32(attempt)) }
+            let incoming: IncomingFile
+            do {
+                incoming = try writer.incoming(in: parent)
+            } catch {
+                return .failed(error.message)
+            }
+            let answer: ControlClient.StreamAnswer
+            do {
+                var streaming = client
+                streaming.timeout = 120
+                answer = try streaming.stream(.restoreObject, query: ["md5": item.version.md5.hex, "size": "\(item.version.size)"]) { bytes in
+                    try incoming.append(bytes)
+                    self.state.withLock { $0.tally.progress.moved(Int64(bytes.count), now: Date()) }
+                }
+            } catch let failure as RestoreWriter.Failure {
+                incoming.discard()
+                return .failed(failure.message)
+            } catch {
+                incoming.discard()
+                lastError = "\(error)"
+                continue
+            }
+            switch answer.status {
+            case 200 where answer.complete:
+                do {
+                    if try incoming.commit(item.version, replace: decision == .replace) { return .restored }
+                    // A file appeared at the name while this one arrived: it decides.
+                    return writer.holds(item.version, in: parent) ? .alreadyThere : .kept("a file appeared there during the restore")
+                } catch {
+                    return .failed(error.message)
+                }
+            case 200:
+                incoming.discard()
+                lastError = "the daemon stopped sending after \(answer.received) of \(item.version.size) bytes"
+            case 409:
+                incoming.discard()
+                return .archived
+            case 404:
+                incoming.discard()
+                return .failed("its object (\(item.version.md5.hex)) is not in the bucket")
+            default:
+                incoming.discard()
+                lastError = answer.errorMessage ?? "HTTP \(answer.status)"
+                if answer.status < 500 { return .failed(lastError) }
+            }
+        }
+        return .failed(lastError)
+    }
+
+    // MARK: telling people and the daemon
+
+    /// Redraws the bar (a terminal) or prints a line every 5 s (a log), and tells the
+    /// daemon every second, until the restore is over.
+    private func reportLoop() {
+        // In a log the first line comes after 5 s: a quick restore prints none.
+        var lastLine = Date()
+        var lastReport = Date.distantPast
+        while !state.withLock({ $0.finished }) {
+            let now = Date()
+            let line = state.withLock { $0.tally.progress.line(now: now) }
+            if tty {
+                StandardError.write("\r\u{1B}[K" + line)
+            } else if !request.json && now.timeIntervalSince(lastLine) >= 5 {
+                StandardError.print(line)
+                lastLine = now
+            }
+            if now.timeIntervalSince(lastReport) >= 1 {
+                report(finished: false)
+                lastReport = now
+            }
+            usleep(250_000)
+        }
+    }
+
+    private func report(finished: Bool) {
+        let (p, id, device) = state.withLock { ($0.tally.progress, $0.sessionId, $0.device) }
+        guard let id else { return }
+        let r = RestoreReport(id: id, device: device, filesDone: p.filesDone, filesTotal: p.filesTotal, bytesDone: max(p.bytesDone, p.bytesMoved),
+                              bytesTotal: p.bytesTotal, waitingArchived: p.waitingArchived, archiveClass: p.archiveClass, finished: finished)
+        _ = try? client.send(.restoreSession, body: (try? ControlJSON.encode(r)) ?? [])
+    }
+
     /// A line of the human output (stdout); nothing with `--json`.
-    func say(_ line: String) {
+    private func say(_ line: String) {
         guard !request.json else { return }
         var bytes = Array((line + "\n").utf8)
         bytes.withUnsafeMutableBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = Glibc.write(1, raw.baseAddress! + offset, raw.count - offset)
-                if n <= 0 { if errno == EINTR { continue }; return }
+                let n = retryingInterrupts { Glibc.write(1, raw.baseAddress! + offset, raw.count - offset) }
+                guard n > 0 else { return }
                 offset += n
             }
         }
+    }
+
+    // MARK: dry run
+
+    private func dryRun(_ items: [RestoreItem], statuses: [String: ObjectStatus], into summary: inout RestoreSummary) {
+        for item in items {
+            let status = statuses[item.version.md5.hex]
+            var action: String
+            switch status?.state {
+            case .missing?, nil:
+                action = "missing"
+                summary.failed += 1
+                summary.problems.append(.init(kind: "missing", path: item.displayPath, message: "\(item.displayPath): its object is not in the bucket"))
+            case .archived?, .restoring?:
+                action = "waitArchived"
+                summary.waitingArchived += 1
+            default:
+                action = "restore"
+            }
+            if action != "missing" {
+                switch RestoreWriter.inspect(item, overwrite: request.overwrite) {
+                case .alreadyThere:
+                    action = "alreadyThere"
+                    summary.alreadyThere += 1
+                case .keep(let why):
+                    action = "keep"
+                    summary.kept += 1
+                    summary.problems.append(.init(kind: "kept", path: item.displayPath, message: "\(item.displayPath): \(why)"))
+                default:
+                    break
+                }
+            }
+            summary.items?.append(.init(path: item.displayPath, size: item.version.size, md5: item.version.md5.hex, action: action,
+                                        storageClass: status?.storageClass))
+            say("\(action.padding(toLength: 13, withPad: " ", startingAt: 0)) \(Units.humanBytes(item.version.size).padding(toLength: 9, withPad: " ", startingAt: 0)) \(item.displayPath)")
+        }
+        // An archived object is asked back at the real run; a dry run only counts it.
+        summary.restored = 0
     }
 }

@@ -4,7 +4,7 @@ import Glibc
 import CLinux
 import Digests
 import Foundation
-import Manifest
+import ManifestFormat
 
 /// Puts restored files in place with the rights of whoever runs the command. Each file
 /// goes to a hidden temporary name in its folder, is checked against the MD5 its object's

@@ -1,4 +1,5 @@
 import Foundation
+import ManifestFormat
 import Queue
 import Testing
 @testable import Manifest

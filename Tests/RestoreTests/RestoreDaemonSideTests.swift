@@ -1,6 +1,7 @@
+import Bucket
 import Control
 import Foundation
-import Manifest
+import ManifestFormat
 import PhotolalaCore
 import Testing
 @testable import Restore
@@ -74,6 +75,22 @@ import Testing
         }
         var bad = ManifestFrames.Reader(maxFrame: 10)
         #expect(throws: ManifestFrames.FrameError.self) { try ManifestFrames.segment(Array(repeating: 0, count: 11)).withUnsafeBytes { try bad.feed($0) } }
+    }
+
+    @Test func failuresBeforeTheFirstByteAreAnswersTheCommandCanActOn() throws {
+        func said(_ error: S3Error, key: String? = nil) throws -> (Int, String)? {
+            guard let r = Refusal(error, key: key)?.response else { return nil }
+            return (r.status, try ControlJSON.decode(ControlReply.self, from: r.body).message)
+        }
+        #expect(try said(.unavailable(.cancelled))! == (503, "photolalad is stopping"))
+        #expect(try said(.unavailable(.signedOut))! == (503, "this NAS is not signed in: run `photolalactl login`"))
+        let archived = S3Error(kind: .forbidden, status: 403, code: "InvalidObjectState", message: "archived")
+        #expect(try said(archived, key: "photos/U/m.dat")?.0 == 409)
+        let missing = S3Error(kind: .notFound, status: 404, code: "NoSuchKey", message: "gone")
+        #expect(try said(missing, key: "photos/U/m.dat")! == (404, "photos/U/m.dat is not in the bucket"))
+        // Without a key (a listing), a missing object is the bucket's failure: a 502.
+        #expect(try said(missing) == nil)
+        #expect(try said(S3Error(kind: .transient, status: 503, code: "SlowDown", message: "slow down")) == nil)
     }
 
     @Test func theExitCodeSaysWhetherEveryFileIsThere() {

@@ -1,5 +1,5 @@
 import Foundation
-import Manifest
+import ManifestFormat
 import Testing
 @testable import Restore
 

@@ -1,6 +1,6 @@
 import Digests
 import Foundation
-import Manifest
+import ManifestFormat
 import Testing
 @testable import Restore
 

@@ -1,5 +1,7 @@
-/// Manifest: the NAS's record in the bucket of which file stood at which path with which
-/// bytes, over time (docs/manifest.md): the format, its replay, and the stage that writes it.
+/// ManifestFormat: the device manifest's values (docs/manifest.md), shared by the stage
+/// that writes it and the restore that reads it: the segment codec, the keys and the
+/// chain, the replay, the device record, the reader's checks and the frames that carry a
+/// manifest to the command. Values only: the bucket is reached through `ManifestObjects`.
 
 /// An MD5 as two words: a manifest of a million files holds a million of them, and two
 /// words cost no allocation where a hex string costs one each.

@@ -2,11 +2,12 @@ import Foundation
 import GRDB
 import Ingest
 import PhotolalaCore
-@testable import Queue
+import Queue
 import Testing
 import Upload
+@testable import Manifest
 
-@Suite struct QueueManifestTests {
+@Suite struct ManifestMirrorTests {
     let db: QueueDatabase
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 

@@ -1,8 +1,8 @@
 import Foundation
 
-/// `upload.bandwidth_limit` across every uploader: one bucket of bytes refilled at the
-/// rate, up to one second's worth. Senders take what they are about to send and wait
-/// until the bucket can pay for it.
+/// `upload.bandwidth_limit` across every uploader (and, on its own, every restore): one
+/// bucket of bytes refilled at the rate, up to one second's worth. Senders take what they
+/// are about to send and wait until the bucket can pay for it.
 package actor TokenBucket {
     private var rate: Double?
     private var tokens: Double

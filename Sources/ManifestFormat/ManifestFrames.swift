@@ -1,5 +1,4 @@
 import Foundation
-import Manifest
 
 /// How the daemon hands a manifest to the command: one frame per checked segment, then a
 /// report. A frame is a type byte ('S' a segment, 'R' the report as JSON), a big-endian

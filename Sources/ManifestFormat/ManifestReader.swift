@@ -1,5 +1,56 @@
 import Foundation
 
+/// Where a manifest's objects are read from: a listing and the objects' bytes, nothing
+/// else. The manifest stage and restore each answer it from their bucket; the reading and
+/// every check stay here, with the format.
+package protocol ManifestObjects: Sendable {
+    /// One page of the keys under `prefix` from `token` (nil: the first), and the token of
+    /// the next page (nil: that was the last).
+    func keys(under prefix: String, from token: String?) async throws -> (keys: [String], next: String?)
+    /// The object's bytes, nil when there is no such key.
+    func bytes(_ key: String) async throws -> [UInt8]?
+}
+
+extension ManifestObjects {
+    /// Every key under `prefix`, page after page.
+    package func keys(under prefix: String) async throws -> [String] {
+        var keys: [String] = []
+        var token: String?
+        repeat {
+            let page = try await self.keys(under: prefix, from: token)
+            keys += page.keys
+            token = page.next
+        } while token != nil
+        return keys
+    }
+
+    /// A segment, read and checked; `digest` (hex) must match when given (a snapshot part
+    /// against its index).
+    package func segment(_ key: String, digest: String? = nil) async throws -> (segment: ManifestSegment, bytes: [UInt8]) {
+        guard let bytes = try await bytes(key) else { throw ManifestReadError.missing(key) }
+        if let digest, ManifestSegment.digestHex(of: bytes) != digest { throw ManifestReadError.damaged(key, "it is not the part its index names") }
+        do {
+            return (try ManifestSegment.decode(bytes), bytes)
+        } catch {
+            throw ManifestReadError.damaged(key, error.description)
+        }
+    }
+}
+
+/// Why a manifest could not be read as the listing promised.
+package enum ManifestReadError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Listed but gone when fetched: compacted away meanwhile; read again.
+    case missing(String)
+    case damaged(String, String)
+
+    package var description: String {
+        switch self {
+        case .missing(let key): "\(key) went away while it was being read (the manifest was being compacted); read it again"
+        case let .damaged(key, why): "\(key) cannot be trusted: \(why)"
+        }
+    }
+}
+
 /// Reads a device's manifest from the bucket in replay order — the newest complete
 /// snapshot's parts, each checked against its index, then the log segments after it —
 /// and hands over every segment checked, with its bytes. What it cannot use it reports.
@@ -18,10 +69,10 @@ package struct ManifestReader: Sendable {
         package init() {}
     }
 
-    package let store: ManifestStore
+    package let store: any ManifestObjects
     package let keys: ManifestKeys
 
-    package init(store: ManifestStore, keys: ManifestKeys) {
+    package init(store: any ManifestObjects, keys: ManifestKeys) {
         self.store = store
         self.keys = keys
     }

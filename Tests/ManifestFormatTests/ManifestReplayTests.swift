@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Manifest
+@testable import ManifestFormat
 
 @Suite struct ManifestReplayTests {
     func version(_ n: UInt64) -> FileVersion {

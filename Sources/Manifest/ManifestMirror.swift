@@ -1,0 +1,272 @@
+import Foundation
+import GRDB
+import PhotolalaCore
+import Queue
+
+/// The manifest stage's tables in the queue database (migration `v6-manifest`): the
+/// changed paths the triggers on `file` collect (`manifest_change`), the mirror of every
+/// record written to the bucket (`manifest_entry`, `manifest_folder`) and the ledger (one
+/// `setting` row). Queue keeps the schema and the triggers; the records and the requests
+/// live here, beside the one stage that reads and writes them. Each segment is recorded in
+/// one transaction after the bucket took it, so a kill -9 loses no change: the worst is a
+/// segment written but not recorded, which the next start finds in the bucket.
+extension QueueDatabase {
+    func manifestLedger() throws -> ManifestLedger? {
+        try read { db in try ManifestLedger.fetch(db) }
+    }
+
+    /// The oldest changed paths (at most `limit` change rows), each with its file row and
+    /// the manifest's last record for it; `through` is the last change row they cover.
+    /// nil when nothing changed.
+    func manifestCandidates(limit: Int) throws -> (through: Int64, candidates: [ManifestCandidate])? {
+        try read { db in
+            let rows = try Row.fetchCursor(db, sql: "SELECT seq, path FROM manifest_change ORDER BY seq LIMIT ?", arguments: [limit])
+            var last: Int64?
+            var seen = Set<ExactPath>()
+            var candidates: [ManifestCandidate] = []
+            // Compiled once a connection: GRDB's authorizer makes each compile cost more
+            // than the lookup, and a segment looks up 5,000 paths twice.
+            let fileRow = try db.cachedStatement(sql: "SELECT state, size, md5, mtimeSec, mtimeNsec, updatedAt FROM file WHERE path = ?")
+            while let row = try rows.next() {
+                last = row["seq"]
+                let path: String = row["path"]
+                guard seen.insert(ExactPath(path)).inserted else { continue }
+                let file = try Row.fetchOne(fileRow, arguments: [path]).map { f in
+                    ManifestCandidate.FileRow(state: FileState(rawValue: f["state"]) ?? .pending, size: f["size"], md5: f["md5"],
+                                              mtimeSec: f["mtimeSec"], mtimeNsec: f["mtimeNsec"], updatedAt: f["updatedAt"])
+                }
+                candidates.append(ManifestCandidate(path: path, file: file, current: try ManifestRecord.last(db, path: path)))
+            }
+            return last.map { ($0, candidates) }
+        }
+    }
+
+    /// Changed paths that turned out to change nothing in the manifest (a file being read
+    /// again, a gone file the manifest never had): consumed without a segment.
+    func dropManifestChanges(through: Int64) throws {
+        try write { db in try db.execute(sql: "DELETE FROM manifest_change WHERE seq <= ?", arguments: [through]) }
+    }
+
+    /// Records segment `seq` (its PUT succeeded): its records, the changes it consumed
+    /// (`through`; nil for a segment another database wrote) and the ledger, with the
+    /// totals moved by the records and `update` applied, all in one transaction. Returns
+    /// the ledger saved. `ordBase` numbers the records after those of an earlier call with
+    /// the same `seq` (a snapshot read back part by part).
+    func recordManifestSegment(seq: Int64, records: [ManifestRecord], through: Int64?, ordBase: Int64 = 0,
+                               update: (inout ManifestLedger) -> Void) throws -> ManifestLedger {
+        try write { db in
+            guard var ledger = try ManifestLedger.fetch(db) else { throw DatabaseError(message: "the manifest ledger is missing") }
+            var folders = ExactKeyed<Int64>()
+            let insert = try db.cachedStatement(sql: """
+                INSERT OR REPLACE INTO manifest_entry(path, seq, ord, folder, kind, time, size, md5, mtimeSec, mtimeNsec)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            for (i, r) in records.enumerated() {
+                if let before = try ManifestRecord.last(db, path: r.path), !before.isGone {
+                    ledger.files -= 1
+                    ledger.bytes -= before.size ?? 0
+                }
+                if !r.isGone {
+                    ledger.files += 1
+                    ledger.bytes += r.size ?? 0
+                }
+                let folder: Int64
+                if let known = folders[r.folder] {
+                    folder = known
+                } else {
+                    try db.execute(sql: "INSERT INTO manifest_folder(path) VALUES (?) ON CONFLICT(path) DO NOTHING", arguments: [r.folder])
+                    folder = try Int64.fetchOne(db, sql: "SELECT id FROM manifest_folder WHERE path = ?", arguments: [r.folder]) ?? 0
+                    folders[r.folder] = folder
+                }
+                try insert.execute(arguments: [r.path, seq, ordBase + Int64(i), folder, r.kind, r.time, r.size, r.md5, r.mtimeSec, r.mtimeNsec])
+            }
+            if let through { try db.execute(sql: "DELETE FROM manifest_change WHERE seq <= ?", arguments: [through]) }
+            update(&ledger)
+            try ledger.save(db)
+            return ledger
+        }
+    }
+
+    /// Saves the ledger alone (a snapshot written, the device record's totals).
+    func saveManifestLedger(_ ledger: ManifestLedger) throws {
+        try write { db in try ledger.save(db) }
+    }
+
+    /// Starts the mirror over for another account or device (or a bucket rebuilt from
+    /// here): no records, every backed-up file a change to write.
+    func resetManifest(_ ledger: ManifestLedger) throws {
+        try write { db in
+            try db.execute(sql: """
+                DELETE FROM manifest_entry;
+                DELETE FROM manifest_folder;
+                DELETE FROM manifest_change;
+                INSERT INTO manifest_change(path) SELECT path FROM file WHERE state = 'uploaded';
+                """)
+            try ledger.save(db)
+        }
+    }
+
+    /// Hands over up to `limit` mirrored records after `after`, in (path, seq, ord) order,
+    /// one at a time from a cursor: a snapshot is written from these pages, each file's
+    /// history together and in order, without a page ever held as a list. Returns how many.
+    @discardableResult
+    func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int,
+                         _ each: (StoredManifestRecord) throws -> Void) throws -> Int {
+        try read { db in
+            let columns = "e.path, e.seq, e.ord, e.kind, e.time, e.size, e.md5, e.mtimeSec, e.mtimeNsec, f.path AS folder"
+            let from = "FROM manifest_entry e JOIN manifest_folder f ON f.id = e.folder"
+            let cursor = try after.map { a in
+                try Row.fetchCursor(db, sql: "SELECT \(columns) \(from) WHERE (e.path, e.seq, e.ord) > (?, ?, ?) ORDER BY e.path, e.seq, e.ord LIMIT ?",
+                                    arguments: [a.path, a.seq, a.ord, limit])
+            } ?? Row.fetchCursor(db, sql: "SELECT \(columns) \(from) ORDER BY e.path, e.seq, e.ord LIMIT ?", arguments: [limit])
+            var n = 0
+            while let r = try cursor.next() {
+                try each(StoredManifestRecord(seq: r["seq"], ord: r["ord"], record: ManifestRecord(row: r, path: r["path"])))
+                n += 1
+            }
+            return n
+        }
+    }
+
+    /// The same, collected (for tests and small pages).
+    func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int) throws -> [StoredManifestRecord] {
+        var out: [StoredManifestRecord] = []
+        try manifestRecords(after: after, limit: limit) { out.append($0) }
+        return out
+    }
+
+    /// Changed-path rows waiting, counted up to `limit`: more than the records they can
+    /// make (a path changed twice is one record), for a decision that needs only a bound.
+    func manifestChangeCount(upTo limit: Int) throws -> Int {
+        try read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT 1 FROM manifest_change LIMIT ?)", arguments: [limit]) ?? 0
+        }
+    }
+
+    /// Whether any change waits for the manifest stage.
+    func hasManifestChanges() throws -> Bool {
+        try read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM manifest_change)") ?? false }
+    }
+}
+
+/// Where this NAS's manifest stands, kept in the queue database (one JSON row of the
+/// `setting` table) and changed only in the transaction that records a segment: which
+/// account and device it belongs to, the last segment the bucket acknowledged, and the
+/// totals the device's record shows.
+struct ManifestLedger: Codable, Sendable, Equatable {
+    static let settingKey = "manifest"
+
+    var userId: String?
+    var deviceId: String?
+    /// Made with the ledger: tells the segments this database wrote from those an earlier
+    /// database (set aside as damaged, say) wrote under the same device.
+    var writer: String
+    /// The last log segment in the bucket and mirrored here.
+    var seq: Int64 = 0
+    /// The last snapshot written (it covers the log up to its number); 0: none.
+    var snapshot: Int64 = 0
+    /// Records and segments in the log since that snapshot, and records in it.
+    var logEntries: Int64 = 0
+    var logSegments: Int64 = 0
+    var snapshotEntries: Int64 = 0
+    /// Files the manifest holds as present now, and their bytes.
+    var files: Int64 = 0
+    var bytes: Int64 = 0
+    /// The newest record's time (ms since the epoch).
+    var lastChange: Int64?
+    /// When the last segment was written (seconds since the epoch).
+    var writtenAt: Double?
+
+    init(userId: String?, deviceId: String?, writer: String = UUID().uuidString.lowercased()) {
+        self.userId = userId
+        self.deviceId = deviceId
+        self.writer = writer
+    }
+
+    /// Log segment `seq` recorded with `records`, written at `writtenAt` (seconds since the epoch).
+    mutating func logged(_ seq: Int64, records: [ManifestRecord], writtenAt: Double?) {
+        self.seq = seq
+        logEntries += Int64(records.count)
+        logSegments += 1
+        lastChange = max(lastChange ?? 0, records.map(\.time).max() ?? 0)
+        self.writtenAt = writtenAt ?? self.writtenAt
+    }
+
+    static func fetch(_ db: Database) throws -> ManifestLedger? {
+        guard let text = try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [settingKey]) else { return nil }
+        return try? JSONDecoder().decode(ManifestLedger.self, from: Data(text.utf8))
+    }
+
+    func save(_ db: Database) throws {
+        let text = String(decoding: try JSONEncoder().encode(self), as: UTF8.self)
+        try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                       arguments: [Self.settingKey, text])
+    }
+}
+
+/// A record of the manifest as the queue mirrors it: keyed by the file's absolute path.
+struct ManifestRecord: Sendable, Equatable {
+    /// 1 appeared, 2 changed, 3 gone (as the format's record kinds).
+    var kind: Int
+    var path: String
+    var folder: String
+    /// Milliseconds since the epoch.
+    var time: Int64
+    var size: Int64?
+    var md5: String?
+    var mtimeSec: Int64?
+    var mtimeNsec: Int64?
+
+    var isGone: Bool { kind == 3 }
+
+    /// A row of `manifest_entry` joined with its folder's path (as `folder`).
+    init(row r: Row, path: String) {
+        self.init(kind: r["kind"], path: path, folder: r["folder"], time: r["time"], size: r["size"], md5: r["md5"],
+                  mtimeSec: r["mtimeSec"], mtimeNsec: r["mtimeNsec"])
+    }
+
+    init(kind: Int, path: String, folder: String, time: Int64, size: Int64?, md5: String?, mtimeSec: Int64?, mtimeNsec: Int64?) {
+        self.kind = kind
+        self.path = path
+        self.folder = folder
+        self.time = time
+        self.size = size
+        self.md5 = md5
+        self.mtimeSec = mtimeSec
+        self.mtimeNsec = mtimeNsec
+    }
+
+    /// The last record mirrored for `path`.
+    static func last(_ db: Database, path: String) throws -> ManifestRecord? {
+        try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT e.kind, e.time, e.size, e.md5, e.mtimeSec, e.mtimeNsec, f.path AS folder FROM manifest_entry e
+            JOIN manifest_folder f ON f.id = e.folder WHERE e.path = ? ORDER BY e.seq DESC, e.ord DESC LIMIT 1
+            """), arguments: [path]).map { ManifestRecord(row: $0, path: path) }
+    }
+}
+
+/// A mirrored record with its place in the log, for writing snapshots in (path, seq, ord) order.
+struct StoredManifestRecord: Sendable, Equatable {
+    var seq: Int64
+    var ord: Int64
+    var record: ManifestRecord
+}
+
+/// One path whose backed-up state may have changed: the file as the queue holds it now,
+/// and the manifest's last record for that path.
+struct ManifestCandidate: Sendable, Equatable {
+    struct FileRow: Sendable, Equatable {
+        var state: FileState
+        var size: Int64
+        var md5: String?
+        var mtimeSec: Int64
+        var mtimeNsec: Int64
+        var updatedAt: Double
+    }
+
+    var path: String
+    /// nil: no row at this path any more (it moved away).
+    var file: FileRow?
+    /// nil: the manifest never had this path.
+    var current: ManifestRecord?
+}
