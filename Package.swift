@@ -145,6 +145,13 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // Who did what: the tamper-evident trail (cli.md "audit"); parts record through
+        // PhotolalaCore's AuditRecorder and never import it.
+        .target(name: "Audit", dependencies: [
+            "PhotolalaCore", "Digests", "Queue",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .target(name: "Control", dependencies: [
             "PhotolalaCore",
             .product(name: "Logging", package: "swift-log"),
@@ -174,7 +181,7 @@ let package = Package(
         ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Config", "Queue", "Control", "Hashing", "Credentials", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "MetricsExport", "CSystemd", "CLinux",
-            "Manifest", "Restore",
+            "Manifest", "Restore", "Audit",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -217,6 +224,7 @@ let package = Package(
             "Control",
             .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
         ]),
+        .testTarget(name: "AuditTests", dependencies: ["Audit", "Queue", "PhotolalaCore", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials"]),
         .testTarget(name: "BackendTests", dependencies: ["Backend", "PhotolalaCore"]),
         .testTarget(name: "CLITests", dependencies: [
