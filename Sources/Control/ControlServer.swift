@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import PhotolalaCore
 
 /// The control socket server: HTTP/1.1, one request per connection, over a Unix socket.
 /// Everything about a client is bounded — header and body size, the time to send the
@@ -60,7 +61,7 @@ package final class ControlServer: Sendable {
     /// Binds the socket: a live socket means another daemon (refuse), a stale file is replaced.
     package static func start(
         path: String, group groupName: String, policy: AccessPolicy, handler: any ControlHandler,
-        limits: Limits = Limits(), logger: Logger,
+        limits: Limits = Limits(), audit: (any AuditRecorder)? = nil, logger: Logger,
         eventLoopGroup: EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> ControlServer {
         let dir = (path as NSString).deletingLastPathComponent
@@ -87,7 +88,7 @@ package final class ControlServer: Sendable {
                     try sync.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
                     try sync.addHandler(RequestHandler(
                         policy: policy, handler: handler, limits: limits, connections: connections,
-                        refusals: refusals, logger: logger))
+                        refusals: refusals, audit: audit, logger: logger))
                 }
             }
         let channel: Channel

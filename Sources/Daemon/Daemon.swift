@@ -2,6 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Audit
 import Catalog
 import CLinux
 import Control
@@ -51,6 +52,8 @@ package struct Daemon: Sendable {
         try Self.prepareStateDirectory(settings.daemon.stateDir)
         let database = try openDatabase()
         let core = try DaemonCore(settings: settings, database: database, logger: logger)
+        // Who did what (cli.md "audit"); `audit.max_size` (config.md) goes in `maxSize` once Settings has it.
+        let audit = AuditTrail(directory: settings.daemon.stateDir, database: database, logger: logger)
 
         // The side service the pipeline asks for credentials, restored before READY so
         // the first status is right.
@@ -91,7 +94,7 @@ package struct Daemon: Sendable {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory,
-                                                                restore: restore, metrics: scraper))
+                                                                restore: restore, metrics: scraper, audit: audit), audit: audit)
 
         await core.markRunning()
         let status = await core.status()
@@ -102,7 +105,9 @@ package struct Daemon: Sendable {
         ])
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            // First, so it stops last: status answers while the others wind down.
+            // First, so it stops last: what happens until then is recorded.
+            .init(service: audit, serviceName: "audit"),
+            // Next, so it stops next to last: status answers while the others wind down.
             .init(service: ControlService(server: server), serviceName: "control"),
             .init(service: metricsListener, serviceName: "metrics"),
             .init(service: account, serviceName: "account"),
