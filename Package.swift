@@ -156,6 +156,13 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // Who did what: the tamper-evident trail (cli.md "audit"); parts record through
+        // PhotolalaCore's AuditRecorder and never import it.
+        .target(name: "Audit", dependencies: [
+            "PhotolalaCore", "Digests", "Queue",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         // The local API and the one HTTP server shape: the control socket (server, wire
         // types, client) and Prometheus metrics (the status snapshot and the parts'
         // counters as text, on the socket and over TCP).
@@ -191,7 +198,7 @@ let package = Package(
         ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Account", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "CSystemd", "CLinux",
-            "Manifest", "Restore", "Notify",
+            "Manifest", "Restore", "Notify", "Audit",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -235,6 +242,7 @@ let package = Package(
         .testTarget(name: "AccountTests", dependencies: [
             "Account", "Bucket", "BucketTesting", "PhotolalaCore", .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "AuditTests", dependencies: ["Audit", "Queue", "PhotolalaCore", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "CLITests", dependencies: [
             "CLI", "Control", "PhotolalaCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -33,14 +33,19 @@ package enum ControlRoute: String, Sendable, CaseIterable {
     case restoreSession = "POST /v1/restore/session"
     /// `photolalactl notify --test`: sends to the owner, so root or the daemon's user only.
     case notifyTest = "POST /v1/notify/test"
+    // Who did what (cli.md "audit"): for root and the daemon's user alone.
+    case audit = "GET /v1/audit"
+    case auditVerify = "GET /v1/audit/verify"
 
-    package enum Access: Sendable { case read, write }
+    /// `trail`: a read kept from the group, since it tells who did what (the audit trail).
+    package enum Access: Sendable { case read, write, trail }
 
     package var access: Access {
         switch self {
         case .status, .queue, .metrics, .verifyProgress, .files: .read
         // `restore --dry-run` is a read: the group may see what a restore would bring back.
         case .devices, .manifest, .restoreObjects, .restoreListing: .read
+        case .audit, .auditVerify: .trail
         default: .write
         }
     }

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import PhotolalaCore
 import ServiceLifecycle
 
 /// The control socket server: HTTP/1.1, one request per connection, over a Unix socket.
@@ -61,7 +62,7 @@ package final class ControlServer: Sendable {
     /// Binds the socket: a live socket means another daemon (refuse), a stale file is replaced.
     package static func start(
         path: String, group groupName: String, policy: AccessPolicy, handler: any ControlHandler,
-        limits: Limits = Limits(), logger: Logger,
+        limits: Limits = Limits(), audit: (any AuditRecorder)? = nil, logger: Logger,
         eventLoopGroup: EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> ControlServer {
         let dir = (path as NSString).deletingLastPathComponent
@@ -81,7 +82,8 @@ package final class ControlServer: Sendable {
                 limits: .init(maxHeaderBytes: limits.maxHeaderBytes, acceptCap: limits.maxConnections + limits.maxConnections / 2, backlog: 256),
                 eventLoopGroup: eventLoopGroup
             ) {
-                RequestHandler(policy: policy, handler: handler, limits: limits, connections: connections, refusals: refusals, logger: logger)
+                RequestHandler(policy: policy, handler: handler, limits: limits, connections: connections, refusals: refusals,
+                               audit: audit, logger: logger)
             }
         } catch {
             throw StartError.cannotBind(path, "\(error)")

@@ -68,7 +68,7 @@ package struct AccessPolicy: Sendable {
     package func allows(_ access: ControlRoute.Access, peer: PeerCredentials) -> Bool {
         if isPrivileged(peer) { return true }
         switch access {
-        case .write: return false
+        case .write, .trail: return false
         case .read:
             guard let readerGroup else { return false }
             return peer.isMember(ofGroup: readerGroup)
@@ -80,6 +80,7 @@ package struct AccessPolicy: Sendable {
         switch access {
         case .read: "permission denied: join the group '\(readerGroupName)' to read the daemon's status (sudo usermod -aG \(readerGroupName) $USER, then log in again)"
         case .write: "permission denied: changing photolalad needs root or the daemon's user (try sudo photolalactl ...)"
+        case .trail: "permission denied: the audit trail is for root and the daemon's user only (try sudo photolalactl audit)"
         }
     }
 }

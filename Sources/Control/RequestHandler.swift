@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import PhotolalaCore
 
 /// One request per connection: gather it within the limits, authorize, answer, close.
 final class RequestHandler: ChannelInboundHandler {
@@ -16,6 +17,7 @@ final class RequestHandler: ChannelInboundHandler {
     private let limits: ControlServer.Limits
     private let connections: ConnectionCounter
     private let refusals: RefusalLog
+    private let audit: (any AuditRecorder)?
     private let logger: Logger
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
@@ -27,12 +29,13 @@ final class RequestHandler: ChannelInboundHandler {
     private var peer: PeerCredentials?
 
     init(policy: AccessPolicy, handler: any ControlHandler, limits: ControlServer.Limits, connections: ConnectionCounter,
-         refusals: RefusalLog, logger: Logger) {
+         refusals: RefusalLog, audit: (any AuditRecorder)? = nil, logger: Logger) {
         self.policy = policy
         self.handler = handler
         self.limits = limits
         self.connections = connections
         self.refusals = refusals
+        self.audit = audit
         self.logger = logger
     }
 
@@ -124,6 +127,11 @@ final class RequestHandler: ChannelInboundHandler {
                 var metadata: Logger.Metadata = ["call": "\(route.path)", "uid": "\(peer.uid)"]
                 if suppressed > 0 { metadata["not_logged_before"] = "\(suppressed)" }
                 logger.notice("refused a control request", metadata: metadata)
+                // The trail takes what the journal takes: a caller refused in a loop is
+                // counted, not written thousands of times (rotating away what matters).
+                var details: AuditDetails = ["call": .string(route.rawValue)]
+                if suppressed > 0 { details["notRecordedBefore"] = .int(Int64(suppressed)) }
+                audit?.record(AuditEvent(.controlRefused, by: .caller(uid: peer.uid), .refused, details))
             }
             respond(context: context, .error(403, "forbidden", policy.refusal(route.access)))
             return

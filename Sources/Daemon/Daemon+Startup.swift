@@ -49,12 +49,12 @@ extension Daemon {
         return database
     }
 
-    func startControlServer(_ handler: DaemonControl) async throws -> ControlServer {
+    func startControlServer(_ handler: DaemonControl, audit: any AuditRecorder) async throws -> ControlServer {
         let (gid, groupNote) = Self.lookupGroup(settings.daemon.socketGroup)
         if let groupNote { logger.warning("\(groupNote)") }
         let policy = AccessPolicy(daemonUID: getuid(), readerGroup: gid, readerGroupName: settings.daemon.socketGroup)
         return try await ControlServer.start(path: settings.daemon.socket, group: settings.daemon.socketGroup, policy: policy,
-                                             handler: handler, logger: logger)
+                                             handler: handler, audit: audit, logger: logger)
     }
 
     static func prepareStateDirectory(_ path: String) throws {

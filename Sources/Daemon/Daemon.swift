@@ -2,6 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Audit
 import Bucket
 import Catalog
 import CLinux
@@ -52,6 +53,8 @@ package struct Daemon: Sendable {
         try Self.prepareStateDirectory(settings.daemon.stateDir)
         let database = try openDatabase()
         let core = try DaemonCore(settings: settings, database: database, logger: logger)
+        // Who did what (cli.md "audit"), rotated at `audit.max_size` (config.md).
+        let audit = AuditTrail(directory: settings.daemon.stateDir, database: database, maxSize: settings.audit.maxSize, logger: logger)
 
         // The side service the pipeline asks for credentials, restored before READY so
         // the first status is right.
@@ -118,7 +121,7 @@ package struct Daemon: Sendable {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory,
-                                                                restore: restore, metrics: scraper, notify: notify))
+                                                                restore: restore, metrics: scraper, notify: notify, audit: audit), audit: audit)
 
         await core.markRunning()
         let status = await core.status()
@@ -129,7 +132,9 @@ package struct Daemon: Sendable {
         ])
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            // First, so it stops last: status answers while the others wind down.
+            // First, so it stops last: what happens until then is recorded.
+            .init(service: audit, serviceName: "audit"),
+            // Next, so it stops next to last: status answers while the others wind down.
             .init(service: ControlService(server: server), serviceName: "control"),
             .init(service: metricsListener, serviceName: "metrics"),
             .init(service: account, serviceName: "account"),
@@ -145,7 +150,7 @@ package struct Daemon: Sendable {
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
                                          // The schedule after the uploader: it re-applies the slot's rate.
-                                         parts: [uploader, ingest, account, inventory, thumbnails, catalog, manifest, restore, metricsListener,
+                                         parts: [uploader, ingest, account, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
                                                  schedule, notify],
                                          signals: hangups), serviceName: "reload"),
         ]

@@ -1,3 +1,4 @@
+import Audit
 import Control
 import Account
 import Foundation
@@ -19,6 +20,7 @@ struct DaemonControl: ControlHandler {
     let restore: RestoreService
     let metrics: MetricsScraper
     let notify: NotifyService
+    let audit: AuditTrail
 
     var database: QueueDatabase { core.database }
 
@@ -31,25 +33,30 @@ struct DaemonControl: ControlHandler {
         case .pause:
             do {
                 try await core.setUserPaused(true)
+                audited(.pause, request, .ok)
                 return .json(ControlReply(ok: true, message: "Uploads paused. Hashing goes on; run `photolalactl resume` to continue."))
             } catch {
+                audited(.pause, request, .failed, ["error": .string("\(error)")])
                 return .error(500, "internal", "could not save the pause: \(error)")
             }
         case .resume:
             do {
                 try await core.setUserPaused(false)
                 await account.resume()
+                audited(.resume, request, .ok)
                 return .json(ControlReply(ok: true, message: "Uploads resumed."))
             } catch {
+                audited(.resume, request, .failed, ["error": .string("\(error)")])
                 return .error(500, "internal", "could not save the resume: \(error)")
             }
         case .rescan:
             await ingest.rescanAll(reason: "photolalactl rescan")
+            audited(.rescan, request, .ok)
             return .json(ControlReply(ok: true, message: "Rescanning every watched folder."))
         case .queue:
             return queue(request)
         case .retry:
-            return retry()
+            return retry(request)
         case .logout:
             await account.logout()
             return .json(ControlReply(ok: true, message: "Signed out. The saved sign-in was erased and uploads stopped; run `photolalactl login` to sign in again."))
@@ -68,16 +75,30 @@ struct DaemonControl: ControlHandler {
             return response
         case .notifyTest:
             return .json(await notify.test())
+        case .audit:
+            let limit = min(AuditListing.maxLimit, max(1, Int(request.query["limit"] ?? "") ?? AuditListing.defaultLimit))
+            let since = request.query["since"].flatMap(Int64.init).map { Date(timeIntervalSince1970: Double($0) / 1000) }
+            let (records, more) = await audit.records(since: since, limit: limit)
+            return .json(AuditListing(records: records, more: more))
+        case .auditVerify:
+            return .json(await audit.verify())
         }
     }
 
+    /// Who asked for a change, in the audit trail (the uid the kernel gave the socket).
+    private func audited(_ kind: AuditEvent.Kind, _ request: ControlRequest, _ outcome: AuditOutcome, _ details: AuditDetails = [:]) {
+        audit.record(AuditEvent(kind, by: .caller(uid: request.peer.uid), outcome, details))
+    }
+
     /// `photolalactl retry`: the queue wakes the stages that take the files and photos back.
-    private func retry() -> ControlResponse {
+    private func retry(_ request: ControlRequest) -> ControlResponse {
         do {
             let (files, photos, _) = try database.retryFailed()
             core.changed()
+            audited(.retry, request, .ok, ["files": .int(Int64(files)), "photos": .int(Int64(photos))])
             return .json(ControlReply(ok: true, message: Self.retried(files: files, photos: photos)))
         } catch {
+            audited(.retry, request, .failed, ["error": .string("\(error)")])
             return .error(500, "internal", "could not retry: \(error)")
         }
     }

@@ -1,3 +1,4 @@
+import Audit
 import Catalog
 import Control
 import Account
@@ -48,6 +49,10 @@ extension NotifyService: StatusContributor, Reconfigurable {
 }
 
 extension BandwidthSchedule: StatusContributor, Reconfigurable {}
+
+extension AuditTrail: Reconfigurable {
+    func apply(_ settings: Settings) async { setMaxSize(settings.audit.maxSize) }
+}
 
 extension MetricsListenerService: StatusContributor, Reconfigurable {
     func contribute(to status: inout DaemonStatus) async {

@@ -21,12 +21,13 @@ import Testing
         case let c as RetryCommand: c.options
         case let c as FilesCommand: c.options
         case let c as VerifyCommand: c.options
+        case let c as AuditCommand: c.options
         default: nil
         }
         return (command, try #require(options, "\(type(of: command)) is not a photolalactl command"))
     }
 
-    static let commands = ["status", "login", "logout", "pause", "resume", "rescan", "queue", "retry", "files", "verify"]
+    static let commands = ["status", "login", "logout", "pause", "resume", "rescan", "queue", "retry", "files", "verify", "audit"]
 
     @Test func socketBeforeTheCommand() throws {
         let (command, options) = try parse(["--socket", "/run/s.sock", "status", "--json"])

@@ -18,6 +18,13 @@ import Testing
         #expect(!policy.allows(.write, peer: member))
     }
 
+    @Test func theTrailIsForRootAndTheDaemonUserOnly() {
+        #expect(!policy.allows(.trail, peer: PeerCredentials(pid: 0, uid: 1000, gid: 997)))
+        #expect(policy.allows(.trail, peer: PeerCredentials(pid: 0, uid: 998, gid: 998)))
+        #expect(policy.allows(.trail, peer: PeerCredentials(pid: 0, uid: 0, gid: 0)))
+        #expect(policy.refusal(.trail).contains("root and the daemon's user"))
+    }
+
     @Test func othersMayNotRead() {
         let other = PeerCredentials(pid: 0, uid: 1000, gid: 1000)
         #expect(!policy.allows(.read, peer: other))
@@ -38,8 +45,10 @@ import Testing
         // queue; restoring itself (a session, the bytes, asking archived objects back) is a write.
         let reads: Set<ControlRoute> = [.status, .queue, .metrics, .files, .verifyProgress,
                                         .devices, .manifest, .restoreObjects, .restoreListing]
+        // The audit trail tells who did what: root and the daemon's user only.
+        let trails: Set<ControlRoute> = [.audit, .auditVerify]
         for route in ControlRoute.allCases {
-            #expect(route.access == (reads.contains(route) ? .read : .write), "\(route)")
+            #expect(route.access == (reads.contains(route) ? .read : trails.contains(route) ? .trail : .write), "\(route)")
         }
         #expect(ControlRoute(method: "POST", path: "/v1/verify") == .verify && ControlRoute.verify.access == .write)
         for route in ControlRoute.allCases { #expect(route.path.hasPrefix("/v1/")) }

@@ -1,0 +1,474 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Logging
+import PhotolalaCore
+import Queue
+import ServiceLifecycle
+import Synchronization
+
+/// The audit trail (cli.md "audit"): one JSON line per event in `state_dir/audit.log`
+/// (0600), each carrying the SHA-256 of the line before it, rotated by size to
+/// `audit.log.1` and `audit.log.2` with the chain going on across files. The queue
+/// database keeps the last record's number and hash (the seal) and the record the oldest
+/// kept file follows (the head), so a cut tail or a cut start is caught too.
+///
+/// Parts hand events to `record(_:)`, which never waits: the events wait in a small inbox
+/// and the service writes them, so a slow or failing disk never holds up a control call or
+/// a stage. Nothing runs while nothing happens: no timer, no write at idle (a NAS's disks
+/// may spin down). Each batch of events is written and `fdatasync`ed once, then sealed.
+/// A damaged trail never stops the daemon: the break is logged once at start, and new
+/// records follow the last one sealed, so `audit --verify` keeps showing the break.
+package actor AuditTrail: AuditRecorder, Service {
+    package static let defaultMaxSize: Int64 = 8 << 20
+    package static let fileName = "audit.log"
+    static let sealKey = "audit.seal"
+    static let headKey = "audit.head"
+    /// Events waiting to be written; beyond it they are counted, dropped and the count logged.
+    static let inboxLimit = 1024
+    static let maxDetails = 16
+    static let maxValueLength = 256
+    /// How much of a file's end is read to find its last record (records are far smaller).
+    static let tailWindow = 64 * 1024
+
+    private struct Pending: Sendable {
+        var event: AuditEvent
+        var at: Date
+    }
+
+    private struct Inbox: Sendable {
+        var pending: [Pending] = []
+        var dropped = 0
+    }
+
+    private let directory: String
+    private let database: QueueDatabase
+    private var maxSize: Int64
+    private let logger: Logger
+    private let redactor: SecretRedactor
+    private let now: @Sendable () -> Date
+    private let userName: @Sendable (UInt32) -> String?
+    private let inbox = Mutex(Inbox())
+    private let wake: AsyncStream<Void>.Continuation
+    private let wakes: AsyncStream<Void>
+
+    private var opened = false
+    private var fd: Int32 = -1
+    private var size: Int64 = 0
+    private var unsynced = false
+    /// The last record written: the next one follows it.
+    private var position = AuditMark.origin
+    /// Problems already in the journal (by kind), so each is told once until it clears.
+    private var reported: [String: String] = [:]
+
+    /// `maxSize`: `audit.max_size` (config.md), the size at which the file is rotated.
+    package init(directory: String, database: QueueDatabase, maxSize: Int64 = AuditTrail.defaultMaxSize, logger: Logger,
+                 redactor: SecretRedactor = .shared, now: @escaping @Sendable () -> Date = { Date() },
+                 userName: @escaping @Sendable (UInt32) -> String? = AuditTrail.systemUserName) {
+        self.directory = directory
+        self.database = database
+        self.maxSize = max(1, maxSize)
+        self.logger = logger
+        self.redactor = redactor
+        self.now = now
+        self.userName = userName
+        (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    // MARK: what the daemon calls
+
+    package nonisolated func record(_ event: AuditEvent) {
+        let now = self.now
+        inbox.withLock { box in
+            guard box.pending.count < Self.inboxLimit else {
+                box.dropped += 1
+                return
+            }
+            // Stamped under the lock: records are in the order of their times.
+            box.pending.append(Pending(event: event, at: now()))
+        }
+        wake.yield()
+    }
+
+    package func run() async throws {
+        drain()
+        for await _ in wakes.cancelOnGracefulShutdown() { drain() }
+        drain()
+        closeFile()
+    }
+
+    /// Writes what waits now (tests; the queries do it themselves).
+    package func flush() {
+        drain()
+    }
+
+    /// `audit.max_size` changed (a reload): the next rotation uses it.
+    package func setMaxSize(_ bytes: Int64) {
+        maxSize = max(1, bytes)
+    }
+
+    /// The newest `limit` records at or after `since`, oldest first; `more` when older ones
+    /// were left out by the limit. Lines that are not records are skipped (`verify` names them).
+    package func records(since: Date?, limit: Int) -> (records: [AuditRecord], more: Bool) {
+        drain()
+        var newestFirst: [AuditRecord] = []
+        let decoder = JSONDecoder()
+        for file in 0...2 {
+            guard let bytes = read(path(file)) else { continue }
+            for line in AuditChain.lines(of: bytes).reversed() {
+                guard let record = try? decoder.decode(AuditRecord.self, from: Data(line)) else { continue }
+                if let since, let at = Timestamp.parse(record.at), at < since { return (newestFirst.reversed(), false) }
+                if newestFirst.count >= limit { return (newestFirst.reversed(), true) }
+                newestFirst.append(record)
+            }
+        }
+        return (newestFirst.reversed(), false)
+    }
+
+    /// The whole chain, oldest file first, from the head to the seal.
+    package func verify() -> AuditVerification {
+        drain()
+        var chain = AuditChain(start: mark(Self.headKey) ?? .origin)
+        for file in [2, 1, 0] {
+            guard let bytes = read(path(file)) else { continue }
+            for (i, line) in AuditChain.lines(of: bytes).enumerated() {
+                chain.add(line, file: Self.name(file), line: i + 1)
+            }
+        }
+        return chain.finish(seal: position)
+    }
+
+    // MARK: writing
+
+    private func drain() {
+        openIfNeeded()
+        let (batch, dropped) = inbox.withLock { box in
+            defer { box = Inbox() }
+            return (box.pending, box.dropped)
+        }
+        if dropped > 0 {
+            logger.error("\(dropped) audit event\(dropped == 1 ? " was" : "s were") not recorded: more than \(Self.inboxLimit) waited to be written")
+        }
+        var done = 0
+        while done < batch.count {
+            if let line = render(batch[done]) {
+                if size > 0, size + Int64(line.utf8.count) + 1 > maxSize { rotate() }
+                guard append(line) else { break }
+            }
+            done += 1
+        }
+        if done < batch.count {
+            // Kept for the next event's write (no timer retries): in order, before newer ones.
+            let left = Array(batch[done...])
+            inbox.withLock { box in
+                box.pending.insert(contentsOf: left, at: 0)
+                if box.pending.count > Self.inboxLimit {
+                    box.dropped += box.pending.count - Self.inboxLimit
+                    box.pending.removeLast(box.pending.count - Self.inboxLimit)
+                }
+            }
+        }
+        sync()
+    }
+
+    /// The record's line, or nil when even without its secret-bearing details it would
+    /// hold a secret the log redactor knows (then it is not written, and the journal says so).
+    private func render(_ item: Pending) -> String? {
+        var actor = item.event.actor
+        if case let .caller(uid, user) = actor {
+            let name = user ?? userName(uid)
+            actor = .caller(uid: uid, user: name.map { redactor.redact($0) == $0 ? $0 : "[redacted]" })
+        }
+        var details = AuditDetails()
+        var withheld: [String] = []
+        for (key, value) in item.event.details.values.sorted(by: { $0.key < $1.key }).prefix(Self.maxDetails) {
+            guard case .string(let text) = value else {
+                details[key] = value
+                continue
+            }
+            let bounded = text.count > Self.maxValueLength ? String(text.prefix(Self.maxValueLength - 1)) + "…" : text
+            if redactor.redact(text) != text || redactor.redact(bounded) != bounded {
+                details[key] = "[redacted]"
+                withheld.append(key)
+            } else {
+                details[key] = .string(bounded)
+            }
+        }
+        if !withheld.isEmpty {
+            logger.error("an audit record (\(item.event.kind.rawValue)) was given a secret in \(withheld.joined(separator: ", ")): written without it")
+        }
+        let record = AuditRecord(seq: position.seq + 1, at: AuditLine.timestamp(item.at), event: item.event.kind, actor: actor,
+                                 outcome: item.event.outcome, details: details, prev: position.hash)
+        let line = AuditLine.render(record)
+        guard redactor.redact(line) == line else {
+            logger.error("an audit record (\(item.event.kind.rawValue)) would hold a secret: not written")
+            return nil
+        }
+        return line
+    }
+
+    private func append(_ line: String) -> Bool {
+        guard fd >= 0 || openCurrent() else { return false }
+        let bytes = Array(line.utf8) + [UInt8(ascii: "\n")]
+        var written = 0
+        while written < bytes.count {
+            let n = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                let why = String(cString: strerror(errno))
+                // Nothing half-written stays: the next record starts on a line of its own.
+                if written > 0 { _ = ftruncate(fd, off_t(size)) }
+                problem("write", "cannot write the audit trail \(path(0)): \(why); its events wait in memory (up to \(Self.inboxLimit)) and are written with the next one")
+                return false
+            }
+            written += n
+        }
+        size += Int64(bytes.count)
+        position = AuditMark(seq: position.seq + 1, hash: AuditLine.hash(line))
+        unsynced = true
+        cleared("write", "the audit trail can be written again")
+        return true
+    }
+
+    /// On disk, then sealed: one `fdatasync` per batch. An event is a person's command or
+    /// a stage's rare decision, so this is a few syncs an hour, each on a disk the event's
+    /// own work already woke; batching them further would need a timer, and a record lost
+    /// in a power cut is the one an audit is for.
+    private func sync() {
+        guard unsynced, fd >= 0 else { return }
+        unsynced = false
+        if fdatasync(fd) != 0 {
+            problem("sync", "cannot flush the audit trail \(path(0)) to disk: \(String(cString: strerror(errno)))")
+        } else {
+            cleared("sync", nil)
+        }
+        save(Self.sealKey, position)
+    }
+
+    /// audit.log → .1 → .2 (the old .2 goes); the chain goes on in the new file.
+    private func rotate() {
+        sync()
+        closeFile()
+        var dropping = false
+        if access(path(1), F_OK) == 0 {
+            dropping = access(path(2), F_OK) == 0
+            if rename(path(1), path(2)) != 0 {
+                problem("rotate", "cannot rotate the audit trail (\(path(1)) → \(path(2))): \(String(cString: strerror(errno))); \(path(0)) grows past audit.max_size until it can")
+                _ = openCurrent()
+                return
+            }
+        }
+        if rename(path(0), path(1)) != 0 {
+            problem("rotate", "cannot rotate the audit trail (\(path(0)) → \(path(1))): \(String(cString: strerror(errno))); it grows past audit.max_size until it can")
+            _ = openCurrent()
+            return
+        }
+        cleared("rotate", nil)
+        syncDirectory()
+        if dropping, let first = firstRecord(path(2)) {
+            // The oldest kept file now starts later: the head says where.
+            save(Self.headKey, AuditMark(seq: first.seq - 1, hash: first.prev))
+        }
+        _ = openCurrent()
+    }
+
+    private func openCurrent() -> Bool {
+        let existed = access(path(0), F_OK) == 0
+        fd = open(path(0), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else {
+            problem("open", "cannot open the audit trail \(path(0)): \(String(cString: strerror(errno))); check that \(directory) is writable by the daemon's user")
+            return false
+        }
+        cleared("open", nil)
+        // A file put there by hand or from a backup keeps no wider mode: root and the daemon's user only.
+        _ = fchmod(fd, 0o600)
+        var st = stat()
+        size = fstat(fd, &st) == 0 ? Int64(st.st_size) : 0
+        if !existed { syncDirectory() }
+        return true
+    }
+
+    private func closeFile() {
+        sync()
+        if fd >= 0 { _ = Glibc.close(fd) }
+        fd = -1
+    }
+
+    // MARK: start: where the trail stands
+
+    /// Once, before the first write or query: the last record in the files against the
+    /// seal. A torn last line (a power cut mid-write, never sealed) is cut off; any other
+    /// mismatch is a break, logged once, and the trail goes on after the sealed record.
+    private func openIfNeeded() {
+        guard !opened else { return }
+        opened = true
+        let seal = mark(Self.sealKey)
+        dropUnfinishedRecord()
+        let last = lastLine()
+        switch (seal, last) {
+        case (nil, nil):
+            position = .origin
+        case let (nil, last?):
+            // A new or rebuilt queue database: the trail's end is taken as it stands.
+            position = AuditMark(seq: last.seq ?? 0, hash: last.hash)
+            save(Self.sealKey, position)
+            if mark(Self.headKey) == nil, let first = oldestFirstRecord(), first.seq > 1 || first.prev != AuditMark.origin.hash {
+                save(Self.headKey, AuditMark(seq: first.seq - 1, hash: first.prev))
+            }
+            logger.notice("the queue database held no seal of the audit trail (a new or rebuilt database): sealed it at record \(position.seq) as it stands; a cut before now cannot be caught")
+        case let (seal?, nil):
+            position = seal
+            if seal != .origin {
+                logger.warning("the audit trail (\(path(0))) is gone, though the queue database says it ended with record \(seal.seq): new records follow that one, and `photolalactl audit --verify` shows the break")
+            }
+        case let (seal?, last?):
+            position = seal
+            if last.seq == seal.seq && last.hash == seal.hash { break }
+            if let seq = last.seq, seq > seal.seq, chainsForward(from: seal) {
+                // Written and synced, but the seal's commit was lost (a crash or power cut
+                // between the two): the records are ours.
+                position = AuditMark(seq: seq, hash: last.hash)
+                save(Self.sealKey, position)
+                logger.notice("sealed audit records \(seal.seq + 1)–\(seq), written just before photolalad stopped")
+            } else {
+                logger.warning("the audit trail does not end with the record the queue database sealed (record \(seal.seq)): it was cut or changed while photolalad was stopped. New records follow record \(seal.seq); `photolalactl audit --verify` names the break")
+            }
+        }
+        _ = openCurrent()
+    }
+
+    /// A last line without its newline was being written when the process or the power
+    /// went: never sealed, it is cut off so the next record starts on a line of its own.
+    private func dropUnfinishedRecord() {
+        let fd = open(path(0), O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return }
+        defer { _ = Glibc.close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_size > 0 else { return }
+        let fileSize = Int64(st.st_size)
+        let window = min(fileSize, Int64(Self.tailWindow))
+        var tail = [UInt8](repeating: 0, count: Int(window))
+        guard pread(fd, &tail, tail.count, off_t(fileSize - window)) == tail.count, tail.last != UInt8(ascii: "\n") else { return }
+        guard let newline = tail.lastIndex(of: UInt8(ascii: "\n")) ?? (window == fileSize ? -1 : nil) else { return }
+        let keep = fileSize - window + Int64(newline) + 1
+        guard ftruncate(fd, off_t(keep)) == 0 else { return }
+        _ = fsync(fd)
+        logger.notice("dropped the end of \(path(0)): \(fileSize - keep) bytes of a record cut short by a crash or power cut (never sealed)")
+    }
+
+    /// The newest line of the trail: its hash, and its number if it is a record.
+    private func lastLine() -> (seq: Int64?, hash: String)? {
+        for file in 0...2 {
+            guard let bytes = read(path(file), last: Self.tailWindow), let line = AuditChain.lines(of: bytes).last, !line.isEmpty else { continue }
+            return (AuditLine.head(line)?.seq, AuditLine.hash(line))
+        }
+        return nil
+    }
+
+    private func oldestFirstRecord() -> (seq: Int64, prev: String)? {
+        for file in [2, 1, 0] where access(path(file), F_OK) == 0 {
+            return firstRecord(path(file))
+        }
+        return nil
+    }
+
+    private func firstRecord(_ path: String) -> (seq: Int64, prev: String)? {
+        guard let bytes = read(path, first: Self.tailWindow), let line = AuditChain.lines(of: bytes).first else { return nil }
+        return AuditLine.head(line)
+    }
+
+    /// Whether the records after `seal` in the files follow it, each chained to the one before.
+    private func chainsForward(from seal: AuditMark) -> Bool {
+        var newer: (seq: Int64, prev: String)?
+        for file in 0...2 {
+            guard let bytes = read(path(file)) else { continue }
+            for line in AuditChain.lines(of: bytes).reversed() {
+                guard let head = AuditLine.head(line) else { return false }
+                let hash = AuditLine.hash(line)
+                if let newer, newer.seq != head.seq + 1 || newer.prev != hash { return false }
+                if head.seq <= seal.seq { return head.seq == seal.seq && hash == seal.hash }
+                newer = head
+            }
+        }
+        return false
+    }
+
+    // MARK: files and the database
+
+    private func path(_ generation: Int) -> String {
+        "\(directory)/\(Self.name(generation))"
+    }
+
+    static func name(_ generation: Int) -> String {
+        generation == 0 ? fileName : "\(fileName).\(generation)"
+    }
+
+    /// The whole file (`first`/`last`: only that many bytes from its start or end); nil if
+    /// missing. Never more than twice `max_size` (at least 64 MiB): a file grown far past
+    /// it by someone else is read only that far (its end then shows as damaged or cut).
+    private func read(_ path: String, first: Int? = nil, last: Int? = nil) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { _ = Glibc.close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        let fileSize = Int(st.st_size)
+        let count = min(fileSize, first ?? last ?? fileSize, max(64 << 20, Int(clamping: min(maxSize, 1 << 40)) * 2))
+        let offset = last != nil ? fileSize - count : 0
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            done += n
+        }
+        return Array(bytes.prefix(done))
+    }
+
+    private func syncDirectory() {
+        let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dirFD >= 0 else { return }
+        _ = fsync(dirFD)
+        _ = Glibc.close(dirFD)
+    }
+
+    private func mark(_ key: String) -> AuditMark? {
+        do {
+            return try database.setting(key).flatMap(AuditMark.init)
+        } catch {
+            problem("seal-read", "cannot read the audit trail's \(key) from the queue database: \(error)")
+            return nil
+        }
+    }
+
+    private func save(_ key: String, _ mark: AuditMark) {
+        do {
+            try database.setSetting(key, mark.description)
+            cleared("seal", nil)
+        } catch {
+            problem("seal", "cannot keep the audit trail's \(key) in the queue database (\(error)): a cut tail cannot be caught until it can")
+        }
+    }
+
+    private func problem(_ kind: String, _ message: String) {
+        guard reported[kind] == nil else { return }
+        reported[kind] = message
+        logger.error("\(message)")
+    }
+
+    private func cleared(_ kind: String, _ message: String?) {
+        guard reported.removeValue(forKey: kind) != nil else { return }
+        if let message { logger.notice("\(message)") }
+    }
+
+    /// The name `getpwuid_r` gives a uid, or nil when the user database has none.
+    package static func systemUserName(_ uid: UInt32) -> String? {
+        var pwd = passwd()
+        var result: UnsafeMutablePointer<passwd>? = nil
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &pwd, &buffer, buffer.count, &result) == 0, result != nil, let name = pwd.pw_name else { return nil }
+        return String(cString: name)
+    }
+}
