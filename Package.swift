@@ -30,7 +30,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.1.0"),
-        // Only the TLS tests use it (to make their own certificates).
+        // The account key, the recovery key and the sealed manifest (Vault); the TLS tests
+        // make their own certificates with it.
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"6.0.0"),
     ],
     targets: [
@@ -164,6 +165,9 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // The account key, the recovery key, and sealing what the bucket keeps under metadata/
+        // (privacy.md): values and the local key file, no network.
+        .target(name: "Vault", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
             "PhotolalaCore", "Manifest", "Control", "S3", "Digests", "Backend", "Credentials", "Upload", "TLS", "CLinux",
@@ -230,6 +234,7 @@ let package = Package(
         .testTarget(name: "InventoryTests", dependencies: ["Inventory", "Queue", "S3", "PhotolalaCore"]),
         .testTarget(name: "ManifestTests", dependencies: ["Manifest", "Queue", "PhotolalaCore", "Digests"]),
         .testTarget(name: "RestoreTests", dependencies: ["Restore", "Manifest", "Control", "PhotolalaCore", "Digests"]),
+        .testTarget(name: "VaultTests", dependencies: ["Vault", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "CatalogTests", dependencies: [
             "Catalog", "Queue", "S3", "Digests", "Backend", "Credentials", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
