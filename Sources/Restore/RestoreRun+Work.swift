@@ -73,6 +73,7 @@ extension RestoreRun {
         }
         state.withLock { $0.finished = true }
         while reporter.isExecuting { usleep(10_000) }
+        let folderProblems = writer.finish()
         if tty { StandardError.write("\r\u{1B}[K") }
         let s = state.withLock { $0 }
         summary.restored = s.progress.restored
@@ -80,9 +81,8 @@ extension RestoreRun {
         summary.kept = s.progress.kept
         summary.failed = s.progress.failed
         summary.waitingArchived = waiting.count
-        summary.problems += s.problems
+        summary.problems += s.problems + folderProblems.map { .init(kind: "failed", path: nil, message: $0) }
         summary.interrupted = interrupted()
-        for folder in s.folders { RestoreWriter.syncFolder(folder) }
     }
 
     /// Restores `items` on the worker threads; returns when all are done (or interrupted).
@@ -143,7 +143,6 @@ extension RestoreRun {
         } catch {
             return .failed(error.message)
         }
-        state.withLock { _ = $0.folders.insert(parent.path) }
         var decision = ConflictRule.decide(writer.existing(in: parent), size: item.version.size, overwrite: request.overwrite)
         if decision == .compare {
             decision = ConflictRule.compared(sameBytes: writer.holds(item.version, in: parent), overwrite: request.overwrite)
