@@ -33,7 +33,8 @@ let package = Package(
         // The notify command: spawned in its own process group, with a time limit and its output bounded.
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.5.0"),
-        // Only the Bucket tests use it (to make their own certificates).
+        // The account key, the recovery key and the sealed manifest (Vault); the Bucket tests
+        // make their own certificates with it.
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"6.0.0"),
     ],
     targets: [
@@ -176,6 +177,9 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // The account key, the recovery key, and sealing what the bucket keeps under metadata/
+        // (privacy.md): values and the local key file, no network.
+        .target(name: "Vault", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
             "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "CLinux",
@@ -273,6 +277,7 @@ let package = Package(
             "Restore", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "VaultTests", dependencies: ["Vault", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "CatalogTests", dependencies: [
             "Catalog", "Queue", "Bucket", "Digests", "Account", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),

@@ -4,20 +4,23 @@ import Foundation
 import PhotolalaCore
 import Restore
 
-/// `photolalactl restore`: brings files back from the cloud with their paths, names and
-/// modification times (cli.md). The daemon reads the bucket; this command writes the
-/// files, with the rights of whoever runs it.
+/// `photolalactl restore`: brings files back from the cloud with their paths, names,
+/// modification times, owners and modes (cli.md, privacy.md). The daemon reads the
+/// bucket; this command writes the files, with the rights of whoever runs it.
 struct RestoreCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "restore",
-        abstract: "Bring files back from the cloud, with their paths, names and modification times.",
+        abstract: "Bring files back from the cloud, with their paths, names, modification times, owners and modes.",
         discussion: """
             Restores the files the manifest of --device (default: this NAS) lists as present at --as-of \
-            (default: now), limited to the PATHs given. Without --to, at their original paths; with \
-            --to DIR, under DIR/<watched folder's last name>/. A file already there with the same bytes \
+            (default: now), limited to the PATHs given. Without --to, at their original paths, and only \
+            into the folders this NAS watches; with --to DIR, under DIR/<watched folder's last name>/. \
+            No symbolic link below those folders is followed. A file already there with the same bytes \
             is skipped, so running it again resumes; a different file there is kept and reported unless \
-            --overwrite. Exit 0 if every file was restored or already there, 1 otherwise. Restoring needs \
-            root or the daemon's user; members of the socket's group may use --dry-run.
+            --overwrite. Run as root, files and folders get back their owners (by name when it exists \
+            here, else by number) and modes; as anyone else, their modes. Exit 0 if every file was \
+            restored or already there, 1 otherwise. Restoring needs root or the daemon's user; members \
+            of the socket's group may use --dry-run.
             """)
     @OptionGroup(title: "Global options") var options: CtlOptions
     @Option(name: .long, help: ArgumentHelp("The device to restore from: its name or id (photolalactl devices).", valueName: "name|id"))
@@ -29,6 +32,10 @@ struct RestoreCommand: ParsableCommand {
     @Flag(name: .long, help: "Replace a different file found at a file's place.") var overwrite = false
     @Flag(name: .customLong("dry-run"), help: "List what would be restored; write nothing.") var dryRun = false
     @Flag(name: .long, help: "One JSON object at the end (counts, problems; with --dry-run every file).") var json = false
+    @Flag(name: .customLong("numeric-owner"), help: "As root: give owners and groups back by their recorded numbers, never by name.")
+    var numericOwner = false
+    @Flag(name: .customLong("no-owners"), help: "Keep the restoring user as the owner of what is restored (modes are still given back).")
+    var noOwners = false
     @Argument(help: ArgumentHelp("Files or folders to restore, as they were named on that device.", valueName: "path"))
     var paths: [String] = []
 
@@ -37,13 +44,15 @@ struct RestoreCommand: ParsableCommand {
             throw ValidationError("--as-of takes an ISO 8601 time (2026-11-22T07:00:00Z, or local without a zone) or a date (2026-11-22), not '\(asOf)'")
         }
         if let to, to.isEmpty { throw ValidationError("--to needs a folder") }
+        if numericOwner && noOwners { throw ValidationError("--numeric-owner and --no-owners cannot go together: pick how owners come back, or that they do not") }
     }
 
     func run() throws {
         let interrupt = InterruptFlag()
         let flag = interrupt.shared
         let request = RestoreRun.Request(device: device, asOf: asOf.flatMap { AsOfTime.parse($0) }, asOfText: asOf, to: to, paths: paths,
-                                         overwrite: overwrite, dryRun: dryRun, json: json)
+                                         overwrite: overwrite, dryRun: dryRun, json: json,
+                                         owners: noOwners ? .keep : numericOwner ? .numeric : .byName)
         let summary: RestoreSummary
         do {
             summary = try RestoreRun(client: options.client(), request: request, interrupted: { flag.value }).run()

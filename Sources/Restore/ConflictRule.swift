@@ -1,13 +1,15 @@
 /// What to do about what already stands at a file's destination (cli.md): nothing there,
 /// write it; a file with the same bytes, leave it (a re-run resumes); anything else is
-/// kept and reported unless `--overwrite`, except a folder, which is never replaced.
+/// kept and reported unless `--overwrite`, except a folder or anything that is not a file
+/// or a link (a FIFO, a device), which is never replaced.
 package enum ConflictRule {
     package enum Existing: Sendable, Equatable {
         case nothing
         case file(size: Int64)
         case folder
         case link
-        case other
+        /// A FIFO, a socket, a device…: looked at, never opened; says which.
+        case other(String)
     }
 
     package enum Decision: Sendable, Equatable {
@@ -26,7 +28,7 @@ package enum ConflictRule {
         case .file(let s): return overwrite ? .replace : .keep("a different file (\(s) bytes) is there; --overwrite replaces it")
         case .link: return overwrite ? .replace : .keep("a symbolic link is there; --overwrite replaces it")
         case .folder: return .keep("a folder is there")
-        case .other: return .keep("something that is not a regular file is there")
+        case .other(let what): return .keep("\(what) is there: left alone, not opened")
         }
     }
 

@@ -37,14 +37,26 @@ package final class IncomingFile {
         written += Int64(bytes.count)
     }
 
-    /// Checks the bytes against `version`, sets the modification time, syncs, and renames
-    /// into place (replacing what is there only when `replace`). Returns false when a file
-    /// appeared at the name meanwhile and was left alone.
+    /// Checks the bytes against `version`, gives the file its owner, mode and modification
+    /// time (on the open file), syncs, and renames into place relative to its open folder
+    /// (replacing what is there only when `replace`). Returns false when a file appeared at
+    /// the name meanwhile and was left alone.
     package func commit(_ version: FileVersion, replace: Bool) throws(RestoreWriter.Failure) -> Bool {
         let digest = MD5Value(bytes: md5.finalize())
         guard written == version.size, digest == version.md5 else {
             discard()
             throw RestoreWriter.Failure("the object photos/…/\(version.md5.hex).dat holds other bytes than its name says (\(written) bytes, MD5 \(digest?.hex ?? "?")): it changed in the bucket; not restored")
+        }
+        // Owner first: chown clears setuid and setgid, and the mode is the last word.
+        if let owner = parent.attributes.owner, fchown(fd, owner.uid, owner.gid) != 0 {
+            let why = RestoreWriter.errno()
+            discard()
+            throw RestoreWriter.Failure("cannot give the file to \(owner.uid):\(owner.gid) in \(parent.path): \(why)")
+        }
+        guard fchmod(fd, mode_t(parent.attributes.mode)) == 0 else {
+            let why = RestoreWriter.errno()
+            discard()
+            throw RestoreWriter.Failure("cannot set the file's mode in \(parent.path): \(why)")
         }
         var times = [timespec(tv_sec: Int(version.mtimeSec), tv_nsec: Int(version.mtimeNsec)),
                      timespec(tv_sec: Int(version.mtimeSec), tv_nsec: Int(version.mtimeNsec))]
@@ -73,7 +85,10 @@ package final class IncomingFile {
                 return r
             }
         }
-        if renamed == 0 { return true }
+        if renamed == 0 {
+            parent.book.touched(.init(root: parent.root, path: parent.folder))
+            return true
+        }
         let err = Glibc.errno
         _ = RestoreWriter.withCString(temp) { unlinkat(parent.fd, $0, 0) }
         if err == EEXIST { return false }

@@ -23,9 +23,11 @@ package final class RestoreRun: Sendable {
         package var dryRun: Bool
         package var json: Bool
         package var workers: Int
+        /// `--numeric-owner`, `--no-owners` (privacy.md "Owners and modes").
+        package var owners: OwnerRule.Owners
 
         package init(device: String?, asOf: Int64?, asOfText: String?, to: String?, paths: [String], overwrite: Bool, dryRun: Bool,
-                     json: Bool, workers: Int = 10) {
+                    json: Bool, workers: Int = 10, owners: OwnerRule.Owners = .byName) {
             self.device = device
             self.asOf = asOf
             self.asOfText = asOfText
@@ -35,6 +37,7 @@ package final class RestoreRun: Sendable {
             self.dryRun = dryRun
             self.json = json
             self.workers = workers
+            self.owners = owners
         }
     }
 
@@ -51,16 +54,17 @@ package final class RestoreRun: Sendable {
 
     private let client: ControlClient
     private let request: Request
-    private let writer: RestoreWriter
+    /// Made again once the plan knows the folders' owners.
+    private var writer: RestoreWriter { state.withLock { $0.writer } }
     private let interrupted: @Sendable () -> Bool
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let tty: Bool
 
     private struct State {
+        var writer: RestoreWriter
         var tally = RestoreTally()
         var queue: [RestoreItem] = []
         var next = 0
-        var folders: Set<String> = []
         var sessionId: String?
         /// The device's name (or id), as the session shows it.
         var device = ""
@@ -70,7 +74,7 @@ package final class RestoreRun: Sendable {
     package init(client: ControlClient, request: Request, interrupted: @escaping @Sendable () -> Bool) {
         self.client = client
         self.request = request
-        self.writer = RestoreWriter(overwrite: request.overwrite)
+        self.state = Mutex(State(writer: RestoreWriter(overwrite: request.overwrite, owners: request.owners)))
         self.interrupted = interrupted
         self.tty = isatty(2) == 1 && !request.json
     }
@@ -105,7 +109,13 @@ package final class RestoreRun: Sendable {
         } catch {
             throw .plan(error.description)
         }
-        let items = RestorePlan.items(selected, to: request.to)
+        // Nothing the bucket says chooses where a file goes: only --to, or this NAS's own watched folders.
+        let watched = request.to == nil ? try watchedFolders() : []
+        let plan = RestorePlan.plan(selected, deviceFolders: RestorePlan.deviceFolders(record: device.folders, files: replay.files),
+                                    to: request.to, watched: watched)
+        state.withLock { $0.writer = RestoreWriter(overwrite: request.overwrite, owners: request.owners, folderOwners: plan.folderOwners) }
+        summary.problems += plan.refused.map { .init(kind: "refused", path: $0.subject, message: $0.reason) }
+        let items = plan.items
         summary.files = items.count
         summary.bytes = items.reduce(0) { $0 + $1.version.size }
         say("\(request.dryRun ? "Would restore" : "Restoring") \(items.count) file\(items.count == 1 ? "" : "s") (\(Units.humanBytes(summary.bytes))) of \(label)"
@@ -137,6 +147,16 @@ package final class RestoreRun: Sendable {
             throw .control(failure)
         } catch {
             throw .plan("\(error)")
+        }
+    }
+
+    /// This NAS's watched folders, as the daemon runs with them (its status), whatever
+    /// config file this command was given.
+    private func watchedFolders() throws(Stop) -> [String] {
+        do {
+            return try client.call(.status, as: DaemonStatus.self).watch.paths
+        } catch {
+            throw .control(error)
         }
     }
 
@@ -285,6 +305,7 @@ package final class RestoreRun: Sendable {
         }
         state.withLock { $0.finished = true }
         while reporter.isExecuting { usleep(10_000) }
+        let folderProblems = writer.finish()
         if tty { StandardError.write("\r\u{1B}[K") }
         let s = state.withLock { $0 }
         summary.restored = s.tally.progress.restored
@@ -292,9 +313,8 @@ package final class RestoreRun: Sendable {
         summary.kept = s.tally.progress.kept
         summary.failed = s.tally.progress.failed
         summary.waitingArchived = archive.waiting.count
-        summary.problems += s.tally.problems
+        summary.problems += s.tally.problems + folderProblems.map { .init(kind: "failed", path: nil, message: $0) }
         summary.interrupted = interrupted()
-        for folder in s.folders { RestoreWriter.syncFolder(folder) }
     }
 
     /// Restores `items` on the worker threads; returns when all are done (or interrupted).
@@ -333,7 +353,6 @@ package final class RestoreRun: Sendable {
         } catch {
             return .failed(error.message)
         }
-        state.withLock { _ = $0.folders.insert(parent.path) }
         var decision = ConflictRule.decide(writer.existing(in: parent), size: item.version.size, overwrite: request.overwrite)
         if decision == .compare {
             decision = ConflictRule.compared(sameBytes: writer.holds(item.version, in: parent), overwrite: request.overwrite)

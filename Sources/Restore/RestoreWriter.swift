@@ -5,91 +5,239 @@ import CLinux
 import Digests
 import Foundation
 import ManifestFormat
+import Synchronization
 
-/// Puts restored files in place with the rights of whoever runs the command. Each file
-/// goes to a hidden temporary name in its folder, is checked against the MD5 its object's
-/// key names, gets its modification time, is synced, and only then renamed into place:
-/// no partial file ever sits at a final path. Below the destination root every folder is
-/// opened without following symbolic links, so a link planted in the tree cannot send a
-/// file (written as root, perhaps) anywhere else.
+/// Puts restored files in place (privacy.md "A restore that trusts nothing"). Only the
+/// item's root is opened as named (`--to DIR`, or one of this NAS's watched folders);
+/// below it no symbolic link is followed at any step (`openat2` with RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS, or a walk with O_NOFOLLOW where the kernel lacks it), so a link
+/// planted in the tree cannot send a file (written as root, perhaps) anywhere else. Each
+/// file goes to a hidden temporary name created exclusively (mode 0600), is checked
+/// against the MD5 its object's key names, gets its owner, mode and time on the open
+/// file, is synced, and only then renamed into place relative to its open folder: no
+/// partial file ever sits at a final path. Folders it creates get their recorded owner
+/// and mode at `finish()`, after their contents.
 package struct RestoreWriter: Sendable {
     package struct Failure: Error, Equatable, CustomStringConvertible {
         package var message: String
-        package init(_ message: String) { self.message = message }
+        /// A folder on the way is not there (and was not to be created).
+        package var missing = false
+        package init(_ message: String, missing: Bool = false) {
+            self.message = message
+            self.missing = missing
+        }
         package var description: String { message }
     }
 
     package let overwrite: Bool
+    let rule: OwnerRule
+    /// Recorded owners of folders, by root then by path below it (`RestorePlan.Plan`).
+    let folderOwners: [String: [[UInt8]: Ownership]]
+    let identities = Identities()
+    let book = Book()
+    /// Walk name by name with O_NOFOLLOW even where openat2 exists (tests of the fallback).
+    let walkOnly: Bool
 
-    package init(overwrite: Bool) {
+    package init(overwrite: Bool, owners: OwnerRule.Owners = .byName, folderOwners: [String: [[UInt8]: Ownership]] = [:],
+                 mayChown: Bool = geteuid() == 0) {
+        self.init(overwrite: overwrite, rule: OwnerRule(owners: owners, mayChown: mayChown, umask: OwnerRule.currentUmask()),
+                  folderOwners: folderOwners, walkOnly: false)
+    }
+
+    init(overwrite: Bool, rule: OwnerRule, folderOwners: [String: [[UInt8]: Ownership]], walkOnly: Bool) {
         self.overwrite = overwrite
+        self.rule = rule
+        self.folderOwners = folderOwners
+        self.walkOnly = walkOnly
+    }
+
+    /// What a file gets before its rename: its owner (nil: stays the restoring user's) and mode.
+    struct Attributes: Sendable {
+        var owner: (uid: UInt32, gid: UInt32)?
+        var mode: UInt32
     }
 
     /// The open folder an item goes into, and its file name there.
     package final class Parent: Sendable {
         package let fd: Int32
         package let name: [UInt8]
-        /// The folder's path, to sync it once at the end.
+        /// The folder's path, for messages.
         package let path: String
-        init(fd: Int32, name: [UInt8], path: String) {
+        let root: String
+        /// The folder below `root` (empty: the root itself).
+        let folder: [UInt8]
+        let attributes: Attributes
+        let book: Book
+
+        init(fd: Int32, name: [UInt8], path: String, root: String, folder: [UInt8], attributes: Attributes, book: Book) {
             self.fd = fd
             self.name = name
             self.path = path
+            self.root = root
+            self.folder = folder
+            self.attributes = attributes
+            self.book = book
         }
         deinit { close(fd) }
     }
 
-    /// Opens (creating what is missing) the folders of `item.destination` below `item.root`.
-    package func parent(of item: RestoreItem) throws(Failure) -> Parent {
-        let components = item.destination.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(Array.init)
-        guard let name = components.last, components.allSatisfy(Self.isSafeName) else {
-            throw Failure("the manifest names an unsafe path (an empty, '.' or '..' part): not restored")
+    /// The folders this restore created and the ones it put files in, to set owners and
+    /// modes on, and to sync, at the end.
+    final class Book: Sendable {
+        struct Folder: Hashable {
+            var root: String
+            var path: [UInt8]
         }
-        do {
-            try FileManager.default.createDirectory(atPath: item.root, withIntermediateDirectories: true)
-        } catch {
-            throw Failure("cannot create \(item.root): \(error.localizedDescription)")
-        }
-        var fd = open(item.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw Failure("cannot open \(item.root): \(Self.errno())") }
-        var path = item.root
-        for component in components.dropLast() {
-            path += "/" + String(decoding: component, as: UTF8.self)
-            var next = Self.openDirectory(fd, component)
-            if next < 0 && Glibc.errno == ENOENT {
-                _ = Self.withCString(component) { mkdirat(fd, $0, 0o777) }
-                next = Self.openDirectory(fd, component)
-            }
-            let err = Glibc.errno
-            close(fd)
-            guard next >= 0 else {
-                throw Failure(err == ELOOP || err == ENOTDIR
-                    ? "\(path) is a symbolic link or a file where a folder should be: not restored"
-                    : "cannot open or create the folder \(path): \(String(cString: strerror(err)))")
-            }
-            fd = next
-        }
-        return Parent(fd: fd, name: name, path: path)
+        private let state = Mutex<(created: Set<Folder>, touched: Set<Folder>)>(([], []))
+        func created(_ f: Folder) { state.withLock { _ = $0.created.insert(f) } }
+        func touched(_ f: Folder) { state.withLock { _ = $0.touched.insert(f) } }
+        var all: (created: Set<Folder>, touched: Set<Folder>) { state.withLock { $0 } }
     }
 
-    /// What stands at the name now (links not followed).
+    // MARK: folders
+
+    /// Opens (creating what is missing) the folders of `item.destination` below `item.root`.
+    package func parent(of item: RestoreItem) throws(Failure) -> Parent {
+        let components = Self.components(item.destination)
+        guard let name = components.last, components.allSatisfy(RestorePlan.isSafeName) else {
+            throw Failure("the manifest names an unsafe path (an empty, '.' or '..' part): not restored")
+        }
+        let root = try openRoot(item.root, create: true)
+        defer { close(root) }
+        let folder = Self.join(components.dropLast())
+        let fd = try openBelow(root, rootPath: item.root, folder: components.dropLast(), create: true)
+        let attributes = Attributes(owner: item.owner.flatMap { rule.ids($0, user: identities.user, group: identities.group) },
+                                    mode: rule.fileMode(item.owner))
+        return Parent(fd: fd, name: name, path: Self.display(item.root, folder), root: item.root, folder: folder, attributes: attributes, book: book)
+    }
+
+    /// The root as the user named it (it may be reached through links: it is theirs).
+    func openRoot(_ root: String, create: Bool) throws(Failure) -> Int32 {
+        if create {
+            do {
+                try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            } catch {
+                throw Failure("cannot create \(root): \(error.localizedDescription)")
+            }
+        }
+        let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure("cannot open \(root): \(Self.errno())") }
+        return fd
+    }
+
+    /// The folder `folder` below the open `root`, never through a link; created (and
+    /// booked) where missing when `create`.
+    func openBelow(_ root: Int32, rootPath: String, folder: ArraySlice<[UInt8]>, create: Bool) throws(Failure) -> Int32 {
+        if folder.isEmpty { return dup(root) }
+        // Most folders exist already: one call for the whole path.
+        if !walkOnly && !Self.openat2Missing.load(ordering: .relaxed) {
+            let (fd, err) = Self.call(Self.join(folder)) { photolala_openat2_beneath(root, $0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+            if fd >= 0 { return fd }
+            if err == ENOSYS || err == EPERM {
+                Self.openat2Missing.store(true, ordering: .relaxed)
+            } else if err != ENOENT || !create {
+                // Name by name, to say which part is wrong.
+                return try walk(root, rootPath: rootPath, folder: folder, create: false)
+            }
+        }
+        return try walk(root, rootPath: rootPath, folder: folder, create: create)
+    }
+
+    /// Set once openat2 turned out to be missing (an old kernel, a seccomp filter).
+    static let openat2Missing = Atomic<Bool>(false)
+
+    /// One name at a time: each a safe name, opened with O_NOFOLLOW (and with openat2's
+    /// rules where it exists), created where missing.
+    private func walk(_ root: Int32, rootPath: String, folder: ArraySlice<[UInt8]>, create: Bool) throws(Failure) -> Int32 {
+        var fd = dup(root)
+        var path: [[UInt8]] = []
+        for component in folder {
+            path.append(component)
+            guard RestorePlan.isSafeName(component) else {
+                close(fd)
+                throw Failure("\(Self.display(rootPath, Self.join(path))): an unsafe name: not restored")
+            }
+            var (next, err) = openOne(fd, component)
+            if next < 0 && err == ENOENT && create {
+                let record = folderOwners[rootPath]?[Self.join(path)]
+                // A folder with a recorded owner stays private until it gets it, after its contents.
+                let (made, mkdirErr) = Self.call(component) { mkdirat(fd, $0, record == nil ? 0o777 : 0o700) }
+                if made == 0 {
+                    book.created(.init(root: rootPath, path: Self.join(path)))
+                    book.touched(.init(root: rootPath, path: Self.join(path.dropLast())))
+                }
+                (next, err) = openOne(fd, component)
+                if made != 0 && mkdirErr != EEXIST { err = mkdirErr }
+            }
+            guard next >= 0 else {
+                let what = Self.what(fd, component)
+                close(fd)
+                let shown = Self.display(rootPath, Self.join(path))
+                if err == ENOENT && !create { throw Failure("\(shown) does not exist", missing: true) }
+                throw Failure(what.map { "\(shown) is \($0) where a folder should be: not followed, not restored" }
+                              ?? "cannot open or create the folder \(shown): \(String(cString: strerror(err)))")
+            }
+            close(fd)
+            fd = next
+        }
+        return fd
+    }
+
+    /// The folder `name` in `dir` and the errno of the attempt.
+    private func openOne(_ dir: Int32, _ name: [UInt8]) -> (Int32, Int32) {
+        if !walkOnly && !Self.openat2Missing.load(ordering: .relaxed) {
+            let (fd, err) = Self.call(name) { photolala_openat2_beneath(dir, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            if fd >= 0 || (err != ENOSYS && err != EPERM) { return (fd, err) }
+            Self.openat2Missing.store(true, ordering: .relaxed)
+        }
+        return Self.call(name) { openat(dir, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+    }
+
+    /// What stands at `name` when it is not a folder (a link, a file…), for messages.
+    private static func what(_ dir: Int32, _ name: [UInt8]) -> String? {
+        var st = stat()
+        guard withCString(name, { fstatat(dir, $0, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else { return nil }
+        switch existing(st) {
+        case .link: return "a symbolic link"
+        case .file: return "a file"
+        case .other(let kind): return kind
+        case .folder, .nothing: return nil
+        }
+    }
+
+    // MARK: files
+
+    /// What stands at the name now: looked at, never followed nor opened.
     package func existing(in parent: Parent) -> ConflictRule.Existing {
         var st = stat()
         let r = Self.withCString(parent.name) { fstatat(parent.fd, $0, &st, AT_SYMLINK_NOFOLLOW) }
-        guard r == 0 else { return .nothing }
+        return r == 0 ? Self.existing(st) : .nothing
+    }
+
+    static func existing(_ st: stat) -> ConflictRule.Existing {
         switch st.st_mode & S_IFMT {
-        case S_IFREG: return .file(size: Int64(st.st_size))
-        case S_IFDIR: return .folder
-        case S_IFLNK: return .link
-        default: return .other
+        case S_IFREG: .file(size: Int64(st.st_size))
+        case S_IFDIR: .folder
+        case S_IFLNK: .link
+        case S_IFIFO: .other("a named pipe (FIFO)")
+        case S_IFSOCK: .other("a socket")
+        case S_IFCHR, S_IFBLK: .other("a device")
+        default: .other("something that is not a regular file")
         }
     }
 
-    /// Whether the file at the name holds exactly these bytes.
+    /// Whether the file at the name holds exactly these bytes (a FIFO or device swapped in
+    /// since it was looked at is not waited on: opened non-blocking, then checked).
     package func holds(_ version: FileVersion, in parent: Parent) -> Bool {
-        let fd = Self.withCString(parent.name) { openat(parent.fd, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        let fd = Self.withCString(parent.name) { openat(parent.fd, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
         guard fd >= 0 else { return false }
         defer { close(fd) }
+        return Self.holds(fd, version)
+    }
+
+    static func holds(_ fd: Int32, _ version: FileVersion) -> Bool {
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, Int64(st.st_size) == version.size else { return false }
         var md5 = MD5()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var total: Int64 = 0
@@ -104,26 +252,72 @@ package struct RestoreWriter: Sendable {
         return total == version.size && MD5Value(bytes: md5.finalize()) == version.md5
     }
 
-    /// A hidden temporary file next to the destination, for its bytes.
+    /// A hidden temporary file next to the destination, for its bytes: created new
+    /// (O_EXCL, O_NOFOLLOW), mode 0600 until it is complete.
     package func incoming(in parent: Parent) throws(Failure) -> IncomingFile {
         let temp = Self.temporaryName(for: parent.name)
-        let fd = Self.withCString(temp) { openat(parent.fd, $0, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o666) }
+        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+        var fd = Self.withCString(temp) { openat(parent.fd, $0, flags, 0o600) }
+        if fd < 0 && Glibc.errno == EEXIST {
+            // Left by a run that was killed (or anything planted at the name): removed, not followed.
+            _ = Self.withCString(temp) { unlinkat(parent.fd, $0, 0) }
+            fd = Self.withCString(temp) { openat(parent.fd, $0, flags, 0o600) }
+        }
         guard fd >= 0 else { throw Failure("cannot create a temporary file in \(parent.path): \(Self.errno())") }
         return IncomingFile(parent: parent, temp: temp, fd: fd)
     }
 
     /// `.plrestore-<16 hex of the name's SHA-256>.tmp`: hidden (the watcher skips it), short
-    /// whatever the name's length, the same on every run (a re-run reuses it).
+    /// whatever the name's length, the same on every run (a re-run replaces it).
     static func temporaryName(for name: [UInt8]) -> [UInt8] {
         Array(".plrestore-".utf8) + Array(Hex.string(Array(SHA256.digest(name).prefix(8))).utf8) + Array(".tmp".utf8)
     }
 
-    static func isSafeName(_ c: [UInt8]) -> Bool {
-        !c.isEmpty && c != [0x2e] && c != [0x2e, 0x2e] && !c.contains(0) && c.count <= 255
+    // MARK: the end
+
+    /// After every file: gives the folders this restore created their recorded owner and
+    /// mode (deepest first, as tar does, so a read-only folder could be filled), and syncs
+    /// every folder whose entries changed so the renames survive a power cut. Returns what
+    /// could not be done, as sentences.
+    package func finish() -> [String] {
+        let (created, touched) = book.all
+        var problems: [String] = []
+        var roots: [String: Int32] = [:]
+        defer { for fd in roots.values { close(fd) } }
+        for folder in created.union(touched).sorted(by: { Self.components($0.path).count > Self.components($1.path).count }) {
+            if roots[folder.root] == nil {
+                guard let fd = try? openRoot(folder.root, create: false) else { continue }
+                roots[folder.root] = fd
+            }
+            let parts = folder.path.isEmpty ? [] : Self.components(folder.path)
+            guard let fd = try? openBelow(roots[folder.root]!, rootPath: folder.root, folder: parts[...], create: false) else { continue }
+            defer { close(fd) }
+            if created.contains(folder), let record = folderOwners[folder.root]?[folder.path] {
+                let shown = Self.display(folder.root, folder.path)
+                if let ids = rule.ids(record, user: identities.user, group: identities.group), fchown(fd, ids.uid, ids.gid) != 0 {
+                    problems.append("\(shown): cannot give it to \(ids.uid):\(ids.gid): \(Self.errno())")
+                }
+                if fchmod(fd, mode_t(rule.folderMode(record))) != 0 {
+                    problems.append("\(shown): cannot set its mode: \(Self.errno())")
+                }
+            }
+            fsync(fd)
+        }
+        return problems
     }
 
-    static func openDirectory(_ dir: Int32, _ name: [UInt8]) -> Int32 {
-        withCString(name) { openat(dir, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+    // MARK: helpers
+
+    static func components(_ path: [UInt8]) -> [[UInt8]] {
+        path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(Array.init)
+    }
+
+    static func join<C: Collection>(_ parts: C) -> [UInt8] where C.Element == [UInt8] {
+        Array(parts.joined(separator: [UInt8(ascii: "/")]))
+    }
+
+    static func display(_ root: String, _ folder: [UInt8]) -> String {
+        RestorePlan.shown(folder.isEmpty ? root : (root == "/" ? "" : root) + "/" + String(decoding: folder, as: UTF8.self))
     }
 
     static func withCString<T>(_ bytes: [UInt8], _ body: (UnsafePointer<CChar>) -> T) -> T {
@@ -132,50 +326,44 @@ package struct RestoreWriter: Sendable {
         }
     }
 
-    static func errno() -> String { String(cString: strerror(Glibc.errno)) }
-
-    /// Syncs folders whose entries changed, so the renames survive a power cut.
-    package static func syncFolder(_ path: String) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        fsync(fd)
-        close(fd)
+    /// A call on a name, with the errno it left (read before anything else can change it).
+    static func call(_ name: [UInt8], _ body: (UnsafePointer<CChar>) -> Int32) -> (Int32, Int32) {
+        withCString(name) { p in
+            let r = body(p)
+            return (r, Glibc.errno)
+        }
     }
+
+    static func errno() -> String { String(cString: strerror(Glibc.errno)) }
 }
 
 extension RestoreWriter {
     /// For a dry run: what a restore would do at the item's destination, touching nothing
-    /// (a same-size file is read to compare).
+    /// and following no link below the root (a same-size file is read to compare).
     package static func inspect(_ item: RestoreItem, overwrite: Bool) -> ConflictRule.Decision {
-        let path = Array(item.root.utf8) + [UInt8(ascii: "/")] + item.destination
-        var st = stat()
-        let existing: ConflictRule.Existing
-        if withCString(path, { lstat($0, &st) }) != 0 {
-            existing = .nothing
-        } else {
-            switch st.st_mode & S_IFMT {
-            case S_IFREG: existing = .file(size: Int64(st.st_size))
-            case S_IFDIR: existing = .folder
-            case S_IFLNK: existing = .link
-            default: existing = .other
-            }
+        let writer = RestoreWriter(overwrite: overwrite, rule: OwnerRule(owners: .keep, mayChown: false, umask: 0o022), folderOwners: [:],
+                                   walkOnly: false)
+        let parts = Self.components(item.destination)
+        guard let name = parts.last, parts.allSatisfy(RestorePlan.isSafeName) else {
+            return .keep("the manifest names an unsafe path (an empty, '.' or '..' part): not restored")
         }
+        let root = open(item.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard root >= 0 else { return .write }
+        defer { close(root) }
+        let dir: Int32
+        do throws(Failure) {
+            dir = try writer.openBelow(root, rootPath: item.root, folder: parts.dropLast(), create: false)
+        } catch {
+            return error.missing ? .write : .keep(error.message)
+        }
+        defer { close(dir) }
+        var st = stat()
+        let existing: ConflictRule.Existing = withCString(name) { fstatat(dir, $0, &st, AT_SYMLINK_NOFOLLOW) } == 0 ? Self.existing(st) : .nothing
         let decision = ConflictRule.decide(existing, size: item.version.size, overwrite: overwrite)
         guard decision == .compare else { return decision }
-        let fd = withCString(path) { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        let fd = withCString(name) { openat(dir, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
         guard fd >= 0 else { return .write }
         defer { close(fd) }
-        var md5 = MD5()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var total: Int64 = 0
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && Glibc.errno == EINTR { continue }
-            guard n > 0 else { break }
-            total += Int64(n)
-            buffer.withUnsafeBytes { md5.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-        }
-        let same = total == item.version.size && MD5Value(bytes: md5.finalize()) == item.version.md5
-        return ConflictRule.compared(sameBytes: same, overwrite: overwrite)
+        return ConflictRule.compared(sameBytes: holds(fd, item.version), overwrite: overwrite)
     }
 }

@@ -69,3 +69,24 @@ void photolala_release_code_pages(void);
 // is not cached, EOPNOTSUPP (or EINVAL, ENOSYS) where the kernel or filesystem cannot
 // tell. Tells the hasher whether the pages it reads were cached before it came.
 ssize_t photolala_pread_cached(int fd, void *buffer, size_t count, off_t offset);
+
+// Opens `path` below the folder `dirfd` without ever leaving it or following a symbolic
+// link at any step (openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, Linux 5.6+): what
+// a restore writes can never be steered outside its root. -1 with errno ENOSYS where the
+// kernel (or a seccomp filter) lacks openat2: the caller then walks name by name with
+// O_NOFOLLOW. `flags` must not create (no mode is passed).
+#include <errno.h>
+#if __has_include(<linux/openat2.h>)
+#include <linux/openat2.h>
+#endif
+static inline int photolala_openat2_beneath(int dirfd, const char *path, int flags) {
+#if defined(SYS_openat2) && defined(RESOLVE_BENEATH)
+    struct open_how how = { .flags = (unsigned long long)(unsigned)flags, .mode = 0,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+#else
+    (void)dirfd; (void)path; (void)flags;
+    errno = ENOSYS;
+    return -1;
+#endif
+}

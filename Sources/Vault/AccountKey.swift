@@ -1,0 +1,48 @@
+import Crypto
+
+/// The account key K (privacy.md): 256 random bits that encrypt and authenticate
+/// everything under `metadata/{userId}/`. Made once per account, by its first NAS; it
+/// leaves a NAS only wrapped by a key derived from the recovery key (`KeyObject`).
+package struct AccountKey: Sendable, Equatable, CustomStringConvertible {
+    package static let size = 32
+    static let fingerprintInfo = Array("photolala account key fingerprint v1".utf8)
+    static let metadataInfo = Array("photolala metadata v2".utf8)
+
+    package let bytes: [UInt8]
+
+    package init(bytes: [UInt8]) {
+        precondition(bytes.count == Self.size, "an account key is 32 bytes")
+        self.bytes = bytes
+    }
+
+    package static func generate() -> AccountKey {
+        AccountKey(bytes: SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })
+    }
+
+    /// HKDF-SHA256(K, no salt, "photolala account key fingerprint v1", 16 bytes) as 32 lowercase
+    /// hex: the same on every NAS of the account, and says nothing about K.
+    package var fingerprint: String {
+        derive(Self.fingerprintInfo, count: 16).withUnsafeBytes { $0.map { byte in
+            let hex = String(byte, radix: 16)
+            return byte < 16 ? "0" + hex : hex
+        }.joined() }
+    }
+
+    /// M = HKDF-SHA256(K, no salt, "photolala metadata v2", 32 bytes): the key of every sealed object.
+    package var metadataKey: MetadataKey { MetadataKey(key: derive(Self.metadataInfo, count: 32)) }
+
+    /// Never the key itself.
+    package var description: String { "AccountKey(fingerprint \(fingerprint))" }
+
+    /// An empty salt: HMAC pads its key with zeros, so this equals RFC 5869's default salt
+    /// of 32 zero bytes (what Python's `HKDF(salt=None)` uses).
+    private func derive(_ info: [UInt8], count: Int) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: bytes), salt: [UInt8](), info: info, outputByteCount: count)
+    }
+}
+
+/// M, derived from the account key; a type of its own so no other key is sealed with by mistake.
+package struct MetadataKey: Sendable, CustomStringConvertible {
+    package let key: SymmetricKey
+    package var description: String { "MetadataKey(redacted)" }
+}

@@ -1,0 +1,184 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// What a NAS keeps about the account key (privacy.md), in `state_dir/account-key`.
+package struct AccountKeyState: Sendable, Equatable, CustomStringConvertible {
+    /// Why the key object in the bucket may not match this state yet.
+    package enum Pending: Sendable, Equatable {
+        /// The account key was made here; its key object is not yet confirmed in the bucket.
+        case creating
+        /// A new recovery key is being put in place of `previous` (kept until the bucket
+        /// confirms the new key object, so the account stays readable with a key the user
+        /// was shown whatever happens).
+        case rotating(previous: RecoveryKey, previousCreatedAt: Int64)
+    }
+
+    /// The account this key belongs to: another account's state is never used.
+    package var userId: String
+    package var accountKey: AccountKey
+    package var recoveryKey: RecoveryKey
+    /// When the recovery key was made, Unix milliseconds (also sealed in the key object).
+    package var recoveryCreatedAt: Int64
+    package var pending: Pending?
+
+    package init(userId: String, accountKey: AccountKey, recoveryKey: RecoveryKey, recoveryCreatedAt: Int64, pending: Pending? = nil) {
+        self.userId = userId
+        self.accountKey = accountKey
+        self.recoveryKey = recoveryKey
+        self.recoveryCreatedAt = recoveryCreatedAt
+        self.pending = pending
+    }
+
+    package var fingerprint: String { accountKey.fingerprint }
+
+    /// No secret in it.
+    package var description: String {
+        "AccountKeyState(fingerprint \(fingerprint)\(pending == nil ? "" : ", pending"))"
+    }
+}
+
+/// Reads and writes `state_dir/account-key`: mode 0600, replaced atomically (a temporary
+/// file, synced, renamed over it, the folder synced), so a kill -9 or a power cut leaves
+/// the old state or the new one, never a mix or nothing.
+package struct AccountKeyStore: Sendable {
+    package static let fileName = "account-key"
+    static let temporaryName = "account-key.tmp"
+    /// The file is a few hundred bytes; anything much larger is not ours.
+    static let maxSize = 16 * 1024
+
+    package struct Failure: Error, Equatable, CustomStringConvertible {
+        package var message: String
+        init(_ message: String) { self.message = message }
+        package var description: String { message }
+    }
+
+    package let directory: String
+
+    package init(directory: String) {
+        self.directory = directory
+    }
+
+    package var path: String { directory + "/" + Self.fileName }
+
+    /// The state, or nil when there is none (never signed in, or after a logout).
+    package func load() throws(Failure) -> AccountKeyState? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        if fd < 0 && errno == ENOENT { return nil }
+        guard fd >= 0 else { throw Failure("cannot read \(path): \(Self.errorText())") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_size <= Self.maxSize else {
+            throw Failure("\(path) is not the account key file this daemon writes; move it away and enter the recovery key again (photolalactl recovery-key --enter)")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(done)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw Failure("cannot read \(path): \(n < 0 ? Self.errorText() : "it ended early")") }
+            done += n
+        }
+        return try Self.decode(bytes, path: path)
+    }
+
+    /// Replaces the state on disk, atomically.
+    package func save(_ state: AccountKeyState) throws(Failure) {
+        let bytes = Self.encode(state)
+        let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dir >= 0 else { throw Failure("cannot open \(directory): \(Self.errorText())") }
+        defer { close(dir) }
+        // Left by a write that was killed: ours by its name, never followed (unlink does not).
+        unlinkat(dir, Self.temporaryName, 0)
+        let fd = openat(dir, Self.temporaryName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Failure("cannot write in \(directory): \(Self.errorText())") }
+        var failure: String?
+        if fchmod(fd, 0o600) != 0 { failure = Self.errorText() }
+        var done = 0
+        while failure == nil && done < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { failure = Self.errorText() } else { done += n }
+        }
+        if failure == nil && fsync(fd) != 0 { failure = Self.errorText() }
+        close(fd)
+        if failure == nil && renameat(dir, Self.temporaryName, dir, Self.fileName) != 0 { failure = Self.errorText() }
+        guard failure == nil else {
+            unlinkat(dir, Self.temporaryName, 0)
+            throw Failure("cannot write \(path): \(failure!)")
+        }
+        guard fsync(dir) == 0 else { throw Failure("cannot sync \(directory): \(Self.errorText())") }
+    }
+
+    /// Removes the state (logout); nothing to remove is fine.
+    package func erase() throws(Failure) {
+        let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dir >= 0 else {
+            if errno == ENOENT { return }
+            throw Failure("cannot open \(directory): \(Self.errorText())")
+        }
+        defer { close(dir) }
+        unlinkat(dir, Self.temporaryName, 0)
+        if unlinkat(dir, Self.fileName, 0) != 0 && errno != ENOENT {
+            throw Failure("cannot remove \(path): \(Self.errorText())")
+        }
+        guard fsync(dir) == 0 else { throw Failure("cannot sync \(directory): \(Self.errorText())") }
+    }
+
+    // MARK: the file's format
+
+    /// The file as JSON. `accountKey` is base64; the recovery key as the user sees it (its
+    /// check then guards it on disk too); `fingerprint` lets a damaged key be noticed.
+    struct File: Codable {
+        struct Pending: Codable {
+            var step: String
+            var previousRecoveryKey: String?
+            var previousRecoveryKeyCreatedAt: Int64?
+        }
+
+        var format: Int
+        var userId: String
+        var accountKey: String
+        var fingerprint: String
+        var recoveryKey: String
+        var recoveryKeyCreatedAt: Int64
+        var pending: Pending?
+    }
+
+    static func encode(_ s: AccountKeyState) -> [UInt8] {
+        var pending: File.Pending?
+        switch s.pending {
+        case nil: pending = nil
+        case .creating?: pending = .init(step: "create")
+        case .rotating(let previous, let at)?: pending = .init(step: "rotate", previousRecoveryKey: previous.formatted, previousRecoveryKeyCreatedAt: at)
+        }
+        let file = File(format: 1, userId: s.userId, accountKey: Data(s.accountKey.bytes).base64EncodedString(), fingerprint: s.fingerprint,
+                        recoveryKey: s.recoveryKey.formatted, recoveryKeyCreatedAt: s.recoveryCreatedAt, pending: pending)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        // Cannot fail: strings and integers only.
+        return Array(try! encoder.encode(file)) + [0x0A]
+    }
+
+    static func decode(_ bytes: [UInt8], path: String) throws(Failure) -> AccountKeyState {
+        let damaged = "\(path) is damaged; move it away and enter the account's recovery key again (photolalactl recovery-key --enter)"
+        guard let file = try? JSONDecoder().decode(File.self, from: Data(bytes)) else { throw Failure(damaged) }
+        guard file.format == 1 else { throw Failure("\(path) was written by a newer photolalad (format \(file.format)): update photolalad") }
+        guard let key = Data(base64Encoded: file.accountKey), key.count == AccountKey.size else { throw Failure(damaged) }
+        let accountKey = AccountKey(bytes: Array(key))
+        guard accountKey.fingerprint == file.fingerprint, let recovery = try? RecoveryKey.parse(file.recoveryKey) else { throw Failure(damaged) }
+        var state = AccountKeyState(userId: file.userId, accountKey: accountKey, recoveryKey: recovery, recoveryCreatedAt: file.recoveryKeyCreatedAt)
+        switch (file.pending?.step, file.pending?.previousRecoveryKey, file.pending?.previousRecoveryKeyCreatedAt) {
+        case (nil, _, _): break
+        case ("create"?, _, _): state.pending = .creating
+        case ("rotate"?, let previous?, let at?):
+            guard let old = try? RecoveryKey.parse(previous) else { throw Failure(damaged) }
+            state.pending = .rotating(previous: old, previousCreatedAt: at)
+        default: throw Failure(damaged)
+        }
+        return state
+    }
+
+    static func errorText() -> String { String(cString: strerror(errno)) }
+}
