@@ -179,7 +179,7 @@ let package = Package(
         ]),
         // The account key, the recovery key, and sealing what the bucket keeps under metadata/
         // (privacy.md): values and the local key file, no network.
-        .target(name: "Vault", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "Vault", dependencies: ["PhotolalaCore", .product(name: "Crypto", package: "swift-crypto")]),
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
             "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "CLinux",
