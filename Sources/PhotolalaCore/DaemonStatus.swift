@@ -153,6 +153,8 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
     @Null package var manifest: Manifest?
     /// A restore under way, nil when none is.
     @Null package var restore: Restore?
+    /// Whether this NAS holds the account key (privacy.md).
+    package var recovery: Recovery
     /// What needs the user now: the "Action needed" lines and what notifications tell.
     package var attention: [AttentionItem]
     /// The notification channels and how their deliveries went.
@@ -179,6 +181,7 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
         self.verify = Verify()
         self.manifest = nil
         self.restore = nil
+        self.recovery = Recovery()
         self.attention = []
         self.notify = Notify()
         self.bandwidth = Bandwidth()
