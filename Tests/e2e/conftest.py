@@ -120,13 +120,42 @@ def pytest_configure(config):
         config._output_dir = run.start_run()
 
 
+# The suites that need the .deb: it is built in the background from the start of the run
+# (support/nspawn.py) and they are run last, so the build overlaps everything else.
+DEB_MODULES = ("test_systemd_nspawn.py", "test_packaging.py")
+
+
+def _deb_rank(nodeid: str) -> int:
+    path = nodeid.split("::", 1)[0]
+    return next((i for i, m in enumerate(DEB_MODULES) if path.endswith(m)), len(DEB_MODULES))
+
+
 def pytest_collection_modifyitems(config, items):
     # The tests that must run alone go first, as one xdist group: one worker runs them
     # back to back while the others wait, instead of the others idling once per test.
+    # Those that need the .deb go last (the container's suite before the package's, so
+    # its long chain starts first and the package's tests fill the other workers).
     alone = [i for i in items if i.get_closest_marker("alone")]
     for item in alone:
         item.add_marker(pytest.mark.xdist_group("alone"))
-    items[:] = alone + [i for i in items if not i.get_closest_marker("alone")]
+    rest = [i for i in items if not i.get_closest_marker("alone")]
+    items[:] = alone + sorted(rest, key=lambda i: _deb_rank(i.nodeid) if _deb_rank(i.nodeid) < len(DEB_MODULES) else -1)
+    if not is_worker(config) and not config.pluginmanager.hasplugin("dsession"):
+        _start_deb_build(config, [i.nodeid for i in items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    _start_deb_build(node.config, ids)
+
+
+def _start_deb_build(config, nodeids):
+    if getattr(config, "_deb_build", False) is not False or config.option.collectonly:
+        return
+    config._deb_build = None
+    if any(_deb_rank(n) < len(DEB_MODULES) for n in nodeids):
+        from support.nspawn import start_background_build
+        config._deb_build = start_background_build()
 
 
 _machine = run.MachineLock()
@@ -196,6 +225,9 @@ def pytest_sessionfinish(session):
     config = session.config
     if is_worker(config):
         return
+    if getattr(config, "_deb_build", None) is not None:
+        from support.nspawn import stop_background_build
+        stop_background_build(config._deb_build)
     rows = [r for r in config._reliability_rows if r["result"] != "not run"]
     config._reliability_report = rel.merge(rows)
     # A run that executed no test proves nothing: fail it (pytest's own exit code for

@@ -37,13 +37,15 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .run import OUT_ENV, output_dir
+from .run import OUT_ENV, die_with_parent, output_dir
 
 REPO = Path(__file__).resolve().parents[3]
 SUITE = "bookworm"
@@ -130,6 +132,34 @@ def built_deb() -> BuiltDeb:
         done.write_text(json.dumps({"run": run_id, "path": str(deb.path), "seconds": seconds, "log": str(log),
                                     "dbgsym": str(deb.dbgsym) if deb.dbgsym else None}))
         return deb
+
+
+def start_background_build() -> subprocess.Popen | None:
+    """Starts built_deb() in a process of its own, so the .deb (a release build: minutes)
+    is built while the other suites run; the first test that needs it then waits only
+    for what is left (built_deb() takes the same lock). Called once per run by the
+    controlling process; `stop_background_build()` ends it. The build is its own process
+    group, which dies with the controller (PR_SET_PDEATHSIG)."""
+    if os.environ.get("PHOTOLALA_DEB"):
+        return None
+    code = ("import os, signal, sys; sys.path.insert(0, sys.argv[1]);"
+            "signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL));"
+            "from support.nspawn import built_deb; built_deb()")
+    log = open(output_dir() / "build-deb-background.log", "ab")
+    try:
+        return subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).resolve().parents[1])],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=die_with_parent)
+    finally:
+        log.close()
+
+
+def stop_background_build(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
 
 
 # ---------------------------------------------------------------------------

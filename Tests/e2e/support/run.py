@@ -16,9 +16,11 @@ worker's own slice of TCP ports, and the lock that lets a test run alone.
 """
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import random
+import signal
 import socket
 import tempfile
 from pathlib import Path
@@ -55,6 +57,15 @@ def output_dir() -> Path:
     path = Path(out)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)   # loaded here: nothing may be dlopen()ed between fork and exec
+
+
+def die_with_parent() -> None:
+    """A Popen preexec_fn: SIGTERM when the process that started it dies, however it dies
+    (a worker killed mid-run), so no server of a dead run lingers."""
+    _LIBC.prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
 
 
 # ---- ports --------------------------------------------------------------------------

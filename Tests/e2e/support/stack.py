@@ -49,6 +49,7 @@ import boto3
 import requests
 from botocore.config import Config
 
+from .run import die_with_parent
 from .run import free_port  # noqa: F401  (re-exported: rgw.py and tests import it from here)
 
 REGION = "us-east-1"
@@ -148,7 +149,8 @@ class MotoServer:
         tls_args = ["-c", str(self.tls.cert_path), "-k", str(self.tls.key_path)] if self.tls else []
         self.proc = subprocess.Popen(
             _moto_server_command() + ["-H", self.host, "-p", str(self.port)] + tls_args,
-            stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, env=env)
+            stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=die_with_parent)
         try:
             self._wait_ready(timeout)
             self._setup()
