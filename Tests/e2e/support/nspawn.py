@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .run import OUT_ENV, die_with_parent, output_dir
+from .run import OUT_ENV, die_with_parent, output_dir, register_background
 
 REPO = Path(__file__).resolve().parents[3]
 SUITE = "bookworm"
@@ -148,11 +148,13 @@ def start_background_build() -> subprocess.Popen | None:
             "from support.nspawn import built_deb; built_deb()")
     log = open(output_dir() / "build-deb-background.log", "ab")
     try:
-        return subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).resolve().parents[1])],
+        proc = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).resolve().parents[1])],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, preexec_fn=die_with_parent)
     finally:
         log.close()
+    register_background(proc.pid)   # stopped while a test runs alone (support/run.py)
+    return proc
 
 
 def stop_background_build(proc: subprocess.Popen | None) -> None:

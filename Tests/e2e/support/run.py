@@ -11,8 +11,9 @@ worker's own slice of TCP ports, and the lock that lets a test run alone.
 - `MachineLock`: every test holds it shared while it runs; a test marked
   `@pytest.mark.alone` (it measures timing, CPU, memory or idleness, which other tests
   running at once would distort) holds it exclusively, so it runs with no other test of
-  this run beside it. A turnstile keeps the waiting exclusive holder from being starved
-  by a stream of shared ones.
+  this run beside it, and the run's background work (the .deb's build, registered with
+  `register_background()`) is stopped (SIGSTOP) meanwhile. A turnstile keeps the waiting
+  exclusive holder from being starved by a stream of shared ones.
 """
 from __future__ import annotations
 
@@ -107,9 +108,31 @@ def free_port() -> int:
 
 # ---- running alone ------------------------------------------------------------------
 
+def _background_file() -> Path:
+    return output_dir() / ".background-pgids"
+
+
+def register_background(pgid: int) -> None:
+    """A process group of this run's background work, paused while a test runs alone."""
+    with open(_background_file(), "a") as f:
+        f.write(f"{pgid}\n")
+
+
+def signal_background(sig: int) -> None:
+    try:
+        pgids = [int(x) for x in _background_file().read_text().split()]
+    except (FileNotFoundError, ValueError):
+        return
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+
+
 class MachineLock:
-    """Shared for an ordinary test, exclusive for one that must run alone; a no-op when
-    the run has one process (nothing runs beside it anyway). Consecutive alone tests
+    """Shared for an ordinary test, exclusive for one that must run alone; no lock when
+    the run has one process (no other test runs beside it anyway). Consecutive alone tests
     keep the exclusive lock from one to the next (`leave(keep=True)`), so they run as
     one block instead of each waiting again for the tests that slipped in between."""
 
@@ -121,24 +144,29 @@ class MachineLock:
         return worker_count() > 1 and bool(os.environ.get(OUT_ENV))
 
     def enter(self, alone: bool) -> None:
-        if not self._active() or self._held == "alone":
+        if self._held == "alone":
             return
-        out = output_dir()
-        self._turnstile = open(out / ".turnstile.lock", "a")
-        self._machine = open(out / ".machine.lock", "a")
-        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(self._machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        except BaseException:
-            self._close()
-            raise
-        if not alone:
-            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        if self._active():
+            out = output_dir()
+            self._turnstile = open(out / ".turnstile.lock", "a")
+            self._machine = open(out / ".machine.lock", "a")
+            fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(self._machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            except BaseException:
+                self._close()
+                raise
+            if not alone:
+                fcntl.flock(self._turnstile, fcntl.LOCK_UN)
         self._held = "alone" if alone else "shared"
+        if alone:
+            signal_background(signal.SIGSTOP)
 
     def leave(self, keep: bool = False) -> None:
         if self._held is None or (keep and self._held == "alone"):
             return
+        if self._held == "alone":
+            signal_background(signal.SIGCONT)
         self._close()
 
     def _close(self) -> None:
