@@ -290,7 +290,7 @@ let package = Package(
             "Keys", "Vault", "Bucket", "BucketTesting", "PhotolalaCore", .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "CatalogTests", dependencies: [
-            "Catalog", "Queue", "Bucket", "Digests", "Account", "PhotolalaCore",
+            "Catalog", "Queue", "Bucket", "BucketTesting", "Digests", "Account", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),
