@@ -219,7 +219,8 @@ package actor KeyService: Service, MetadataKeySource {
             try await resolve(uid)
             retry.reset()
             setError(nil)
-            let at = now.addingTimeInterval(phase == .ready || phase == .needed ? Self.recheck : Self.recheckUnreadable)
+            // From the time the look ended: the bucket's answers (and retries) took some.
+            let at = clock.now().addingTimeInterval(phase == .ready || phase == .needed ? Self.recheck : Self.recheckUnreadable)
             nextLook = at
             return .wait(until: at)
         } catch .again {
@@ -233,7 +234,7 @@ package actor KeyService: Service, MetadataKeySource {
             case .local(let m): why = m
             default: why = "\(error)"
             }
-            let at = now.addingTimeInterval(retry.fail(random: .random(in: 0..<1)))
+            let at = clock.now().addingTimeInterval(retry.fail(random: .random(in: 0..<1)))
             nextLook = at
             if lastError != why { logger.warning("\(why); trying again at \(Timestamp.string(at))") }
             setError(why)

@@ -87,6 +87,27 @@ import Vault
         #expect(opens(with: theirs.recoveryKey, key: theirs.accountKey))
     }
 
+    @Test func aConditionalWriteLostToAnotherNASDropsTheKeyMadeHere() async throws {
+        // B found no key and made its own; A's key object lands between B's look and B's
+        // write: B's If-None-Match write is refused (412), and B asks for A's key.
+        let a = try world.nas("a")
+        let b = try world.nas("b")
+        let bucket = world.bucket
+        let key = world.keyObjectKey
+        bucket.beforeWriting(key) {
+            bucket.beforeWriting(key, nil)
+            await a.settle()
+        }
+        let rb = await b.settle()
+        #expect(rb.state == .needed)
+        #expect(bucket.writes(to: key) == [.ifNoneMatch, .ifNoneMatch])
+        #expect(try b.saved() == nil)
+        let theirs = try #require(try a.saved())
+        #expect(await a.status().state == .ready && opens(with: theirs.recoveryKey, key: theirs.accountKey))
+        #expect(await b.keys.settled(for: uid, within: 600) == .init(created: false, state: .needed))
+        #expect(await a.keys.settled(for: uid, within: 600) == .init(created: true, state: .ready))
+    }
+
     // MARK: entered
 
     @Test func enteringAKeyChecksItFirst() async throws {

@@ -216,6 +216,58 @@ def test_rotate_keeps_the_account_key_and_voids_the_old_recovery_key(world):
     assert_key_nowhere(world, [a, b, c], [old["recoveryKey"], new["recoveryKey"]])
 
 
+def test_two_nases_signing_in_at_once_make_one_key(world):
+    sub = apple_subject("race")
+    uid = user_id_for(sub)
+    a, b = world.daemon("a"), world.daemon("b")
+    logins = {}
+    threads = [threading.Thread(target=lambda d=d: logins.__setitem__(d.root, login(world, d, sub))) for d in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for d in (a, b):
+        assert logins[d.root].returncode == 0, (logins[d.root].stdout, logins[d.root].stderr)
+    settle = {d.root: d.wait_for(lambda s: s["recovery"]["state"] in ("ready", "needed"), what="the key settled")["recovery"]
+              for d in (a, b)}
+    assert sorted(r["state"] for r in settle.values()) == ["needed", "ready"], settle
+    winner, loser = (a, b) if settle[a.root]["state"] == "ready" else (b, a)
+    # The winner's login says to keep the key, the loser's to enter it.
+    assert "somewhere other than this NAS" in logins[winner.root].stdout, logins[winner.root].stdout
+    assert ENTER in logins[loser.root].stdout and "somewhere other than this NAS" not in logins[loser.root].stdout
+    k = shown(winner)
+    assert vault.fingerprint(account_key(world, uid, k["recoveryKey"])) == k["fingerprint"]
+    assert not (loser.state_dir / "account-key").exists()
+    keys = world.moto.s3_admin().list_objects_v2(Bucket=world.moto.bucket, Prefix=f"metadata/{uid}/keys/").get("Contents", [])
+    assert [o["Key"] for o in keys] == [vault.key_object_key(uid)]
+    loser.ctl("recovery-key", "--enter", input=k["recoveryKey"] + "\n", check=True)
+    assert wait_recovery(loser, "ready")["fingerprint"] == k["fingerprint"]
+    assert_key_nowhere(world, [a, b], [k["recoveryKey"]])
+
+
+def test_logout_erases_the_key_file_and_the_key_object_stays(world):
+    sub = apple_subject("logout")
+    uid = user_id_for(sub)
+    d = world.daemon("a")
+    assert login(world, d, sub).returncode == 0
+    wait_recovery(d, "ready")
+    k = shown(d)
+    d.ctl("logout", check=True)
+    assert not (d.state_dir / "account-key").exists()
+    assert recovery(d)["state"] == "none"
+    nope = d.ctl("recovery-key")
+    assert nope.returncode == 1 and "login" in nope.stderr, (nope.stdout, nope.stderr)
+    # The account's other NASes and the recovery key still need the key object.
+    assert vault.fingerprint(account_key(world, uid, k["recoveryKey"])) == k["fingerprint"]
+    # Signed in again, this NAS is one that asks for the key, and takes it.
+    again = login(world, d, sub)
+    assert again.returncode == 0 and ENTER in again.stdout, again.stdout
+    wait_recovery(d, "needed")
+    d.ctl("recovery-key", "--enter", input=k["recoveryKey"] + "\n", check=True)
+    assert wait_recovery(d, "ready")["fingerprint"] == k["fingerprint"]
+    assert_key_nowhere(world, [d], [k["recoveryKey"]])
+
+
 # Where a kill lands in a write of the key file: its temporary file made (the step before it
 # done, this one not), the file renamed into place (this step saved, the bucket maybe not
 # written yet), the second temporary file (the bucket written, the last step not saved).
