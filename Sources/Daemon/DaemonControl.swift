@@ -175,7 +175,7 @@ struct DaemonControl: ControlHandler {
     /// records each in the audit trail (never the key).
     private func recoveryKey(_ request: ControlRequest) async -> ControlResponse {
         let caller = AuditActor.caller(uid: request.peer.uid)
-        do throws(KeyService.Refusal) {
+        do throws(RecoveryKeyRefusal) {
             switch request.route {
             case .recoveryKeyEnter:
                 guard let body = try? ControlJSON.decode(RecoveryKeyEntry.self, from: request.body) else {
@@ -199,7 +199,7 @@ struct DaemonControl: ControlHandler {
         }
     }
 
-    static func view(_ shown: KeyService.Shown) -> RecoveryKeyView {
+    static func view(_ shown: ShownRecoveryKey) -> RecoveryKeyView {
         RecoveryKeyView(recoveryKey: shown.recoveryKey.formatted, fingerprint: shown.fingerprint,
                         createdAt: Timestamp.string(shown.createdAt), outdated: shown.outdated)
     }

@@ -144,6 +144,34 @@ package enum KeyLifecycle {
         }
     }
 
+    /// What the key object's `bytes` say to the recovery keys in `state` (nil: none held;
+    /// then only whether it is a key object at all).
+    package static func finding(_ bytes: [UInt8], holding state: AccountKeyState?, userId: String) -> Finding {
+        // With nothing held, a key of no one's opens nothing: only the header is judged.
+        var keys: [(RecoveryKey, Finding)] = [(state?.recoveryKey ?? .generate(), .opensWithCurrent)]
+        if case .rotating(let previous, _)? = state?.pending { keys.append((previous, .opensWithPrevious)) }
+        for (recovery, finding) in keys {
+            do throws(VaultFailure) {
+                let opened = try KeyObject.unwrap(bytes, recovery: recovery, userId: userId)
+                return opened.key == state?.accountKey ? finding : .foreign
+            } catch .wrongRecoveryKey {
+                continue
+            } catch .newerFormat(let key, let version) {
+                return .newer(VaultFailure.newerFormat(key, version: version).description)
+            } catch {
+                return .damaged(error.description)
+            }
+        }
+        return .foreign
+    }
+
+    static let neededSentence = "This account already has a recovery key that this NAS does not hold: enter it with sudo "
+        + "photolalactl recovery-key --enter. Photos, thumbnails and the catalog go on meanwhile; only the manifest waits."
+
+    static let outdatedSentence = "This NAS's copy of the recovery key is outdated: a new one was made on another NAS "
+        + "(recovery-key --rotate) and this one opens nothing any more. The account key is the same, so backups go on; keep "
+        + "the new recovery key (sudo photolalactl recovery-key on the NAS that made it)."
+
     static let missingKeyObject = "The bucket holds this account's encrypted manifests but not its key object, so no NAS can open "
         + "them from the bucket and none may make a new key in its place. On a NAS that still holds the account key, restart "
         + "photolalad (sudo systemctl restart photolalad): it writes the key object again, and this NAS then asks for the "

@@ -3,10 +3,8 @@
 import Bucket
 import Foundation
 import Logging
-import NIOCore
 import PhotolalaCore
 import ServiceLifecycle
-import Synchronization
 import Vault
 
 /// Keeps the account key of the signed-in account: the key file in `state_dir` (Vault's
@@ -22,81 +20,6 @@ import Vault
 /// One look or change at a time (`exclusive`): the loop's look, `enter` and `rotate` each
 /// read the bucket and then write the file, and must not interleave.
 package actor KeyService: Service, MetadataKeySource {
-    /// What `recovery-key` shows.
-    package struct Shown: Sendable, Equatable {
-        package var recoveryKey: RecoveryKey
-        package var fingerprint: String
-        package var createdAt: Date
-        /// This copy no longer opens the bucket's key object (rotated on another NAS).
-        package var outdated: Bool
-    }
-
-    /// How a sign-in left the key: made here (tell the user to keep the recovery key), or
-    /// in any other state (`ready`, `needed`, `unreadable`).
-    package struct SignInOutcome: Sendable, Equatable {
-        package var created: Bool
-        package var state: DaemonStatus.Recovery.State
-    }
-
-    /// Why a `recovery-key` call changed nothing; each sentence says what to do.
-    package enum Refusal: Error, Sendable, Equatable, CustomStringConvertible {
-        case notSignedIn
-        /// The key is being made, checked or rotated: asked again in a moment, it answers.
-        case notYet(String)
-        /// This NAS does not hold the key (needed, unreadable); the sentence says why.
-        case notHeld(String)
-        /// Not a recovery key as typed (a character, the length, or the check: a typo).
-        case malformed(RecoveryKey.ParseError)
-        /// A well-formed key that does not open the account key.
-        case wrongKey
-        /// The bucket has no key object to check a key against.
-        case noKeyObject
-        /// The key object changed while a rotation was under way.
-        case changedMeanwhile
-        /// The bucket could not be reached; `pending`: a rotation whose outcome is unknown.
-        case bucket(String)
-        /// The key file could not be written.
-        case local(String)
-
-        /// The wire's error code.
-        package var code: String {
-            switch self {
-            case .notSignedIn: "not_signed_in"
-            case .notYet: "not_yet"
-            case .notHeld: "not_held"
-            case .malformed(.typo): "typo"
-            case .malformed: "malformed"
-            case .wrongKey: "wrong_key"
-            case .noKeyObject: "no_key_object"
-            case .changedMeanwhile: "changed"
-            case .bucket: "bucket"
-            case .local: "local"
-            }
-        }
-
-        package var description: String {
-            switch self {
-            case .notSignedIn:
-                "this NAS is not signed in: sign in first (sudo photolalactl login)"
-            case .notYet(let why), .notHeld(let why), .bucket(let why), .local(let why):
-                why
-            case .malformed(let why):
-                why.description
-            case .wrongKey:
-                "this recovery key is well formed but does not open this account's key: it belongs to another account or "
-                    + "was replaced by `recovery-key --rotate` (use the newest one: `sudo photolalactl recovery-key` on a NAS "
-                    + "that holds the key shows it). Nothing was changed."
-            case .noKeyObject:
-                "the bucket holds no key object for this account, so there is nothing to check the key against: on a NAS "
-                    + "that holds the account key, restart photolalad (it writes the key object again), then enter the key here. "
-                    + "Nothing was changed."
-            case .changedMeanwhile:
-                "the key object in the bucket changed while the new recovery key was being put in place (another NAS "
-                    + "rotated it?): nothing was changed; run `sudo photolalactl recovery-key --rotate` again"
-            }
-        }
-    }
-
     private enum Phase: Equatable {
         case none, checking, ready, needed
         case unreadable(String)
@@ -123,10 +46,6 @@ package actor KeyService: Service, MetadataKeySource {
         case local(String)
     }
 
-    /// One small request at a time; transient failures tried twice in place, then the
-    /// loop's own backoff.
-    static let budget = BucketBudget(transientRetries: 2, backoff: Backoff(base: 0.5, cap: 2, jitter: .full, floor: 0.2),
-                                     repeatsUnreadableAnswers: false)
     /// How often a settled state is checked against the bucket again: a deleted key object
     /// is written again, a rotation elsewhere noticed, an unreadable account looked at anew.
     static let recheck: TimeInterval = 3600
@@ -136,7 +55,7 @@ package actor KeyService: Service, MetadataKeySource {
     private let statusChanges: ChangeFeed
     private let store: AccountKeyStore
     private let grants: any GrantSource
-    private let session: BucketSession
+    private let bucket: KeyBucket
     private let clock: any DaemonClock
     private let logger: Logger
     private let audit: (any AuditRecorder)?
@@ -167,7 +86,7 @@ package actor KeyService: Service, MetadataKeySource {
                  wakes: [ChangeFeed] = []) {
         store = AccountKeyStore(directory: stateDir)
         self.grants = grants
-        session = bucket
+        self.bucket = KeyBucket(session: bucket)
         self.clock = clock
         self.logger = logger
         self.audit = audit
@@ -178,12 +97,12 @@ package actor KeyService: Service, MetadataKeySource {
     /// Looks whenever the sign-in changes or a recheck is due, until graceful shutdown.
     package func run() async throws {
         await loop.run { _ in await self.step() }
-        await session.shutdown()
+        await bucket.session.shutdown()
     }
 
     /// `tls.ca_file` re-read on reload.
     package func apply(trust: TLSTrust) async {
-        await session.apply(trust: trust)
+        await bucket.session.apply(trust: trust)
     }
 
     // MARK: MetadataKeySource
@@ -278,16 +197,21 @@ package actor KeyService: Service, MetadataKeySource {
         // A confirmed key serves at once, before the bucket answers (a rotation cut short
         // keeps the same account key).
         if let l = local, l.pending != .creating { set(.ready) }
-        var found = try await find(uid)
-        if case .missing = found.finding, KeyLifecycle.Local(local) == .nothing || KeyLifecycle.Local(local) == .creating {
-            found.finding = .missing(otherKeyMaterial: try await hasKeyMaterial(uid))
+        let object = try await keyObject(uid)
+        var finding = object.map { KeyLifecycle.finding($0.bytes, holding: local, userId: uid) } ?? .missing(otherKeyMaterial: false)
+        if case .missing = finding, KeyLifecycle.Local(local) == .nothing || KeyLifecycle.Local(local) == .creating {
+            do throws(S3Error) {
+                finding = .missing(otherKeyMaterial: try await bucket.hasKeyMaterial(uid))
+            } catch {
+                throw Self.failure(error)
+            }
         }
-        var decision = KeyLifecycle.decide(local: KeyLifecycle.Local(local), finding: found.finding)
+        var decision = KeyLifecycle.decide(local: KeyLifecycle.Local(local), finding: finding)
         if decision.state == .create {
             try make(uid)
             decision = KeyLifecycle.decide(local: .creating, finding: .missing(otherKeyMaterial: false))
         }
-        try await perform(decision, uid: uid, etag: found.etag)
+        try await perform(decision, uid: uid, etag: object?.etag)
     }
 
     private func perform(_ decision: KeyLifecycle.Decision, uid: String, etag: String?) async throws(LookFailure) {
@@ -316,11 +240,7 @@ package actor KeyService: Service, MetadataKeySource {
                                         userId: uid)
             let replace = decision.upload == .repair ? etag : nil
             do throws(S3Error) {
-                _ = try await session.perform(under: Self.prefix(uid), budget: Self.budget) { bucket throws(S3Error) in
-                    try await bucket.putObject(key: KeyObject.objectKey(userId: uid), bytes: object,
-                                               contentType: "application/octet-stream", ifMatch: replace,
-                                               ifNoneMatch: replace == nil)
-                }
+                try await bucket.putKeyObject(object, uid: uid, ifMatch: replace)
             } catch {
                 // Someone wrote the key object meanwhile (or our own write answered late):
                 // look again, and the lifecycle decides with what is there now.
@@ -374,95 +294,6 @@ package actor KeyService: Service, MetadataKeySource {
         logger.notice("the account has no key yet: making one", metadata: ["fingerprint": "\(state.fingerprint)"])
     }
 
-    // MARK: the bucket
-
-    /// What the key object says to the recovery keys this NAS holds, and its ETag.
-    private struct Found {
-        var finding: KeyLifecycle.Finding
-        var etag: String?
-    }
-
-    private func find(_ uid: String) async throws(LookFailure) -> Found {
-        guard let object = try await keyObject(uid) else { return Found(finding: .missing(otherKeyMaterial: false)) }
-        let (bytes, etag) = (object.bytes, object.etag)
-        guard let state = local else {
-            // Nothing to open it with: only whether it is a key object at all.
-            do throws(VaultFailure) {
-                _ = try KeyObject.unwrap(bytes, recovery: .generate(), userId: uid)
-            } catch .notAKeyObject(let key) {
-                return Found(finding: .damaged(VaultFailure.notAKeyObject(key).description), etag: etag)
-            } catch .newerFormat(let key, let version) {
-                return Found(finding: .newer(VaultFailure.newerFormat(key, version: version).description), etag: etag)
-            } catch {}
-            return Found(finding: .foreign, etag: etag)
-        }
-        var keys = [(state.recoveryKey, KeyLifecycle.Finding.opensWithCurrent)]
-        if case .rotating(let previous, _)? = state.pending { keys.append((previous, .opensWithPrevious)) }
-        for (recovery, finding) in keys {
-            do throws(VaultFailure) {
-                let opened = try KeyObject.unwrap(bytes, recovery: recovery, userId: uid)
-                return Found(finding: opened.key == state.accountKey ? finding : .foreign, etag: etag)
-            } catch .wrongRecoveryKey {
-                continue
-            } catch {
-                return Found(finding: Self.finding(error), etag: etag)
-            }
-        }
-        return Found(finding: .foreign, etag: etag)
-    }
-
-    private func keyObject(_ uid: String) async throws(LookFailure) -> (bytes: [UInt8], etag: String)? {
-        do throws(S3Error) {
-            return try await session.perform(under: Self.prefix(uid), budget: Self.budget) { bucket throws(S3Error) in
-                try await bucket.getObjectIfPresent(key: KeyObject.objectKey(userId: uid))
-            }
-        } catch {
-            throw Self.failure(error)
-        }
-    }
-
-    /// Whether anything besides the key object says the account has a key (privacy.md):
-    /// another object under `keys/`, or a format-2 object under the user's metadata (a
-    /// sealed segment `….pls`, or a `device.json` that starts with the sealed magic).
-    private func hasKeyMaterial(_ uid: String) async throws(LookFailure) -> Bool {
-        let prefix = Self.prefix(uid)
-        let keyObject = KeyObject.objectKey(userId: uid)
-        var token: String?
-        do throws(S3Error) {
-            repeat {
-                let page = try await session.perform(under: prefix, budget: Self.budget) { [token] bucket throws(S3Error) in
-                    try await bucket.listObjects(prefix: prefix, continuationToken: token, maxKeys: 1000)
-                }
-                for object in page.objects where object.key != keyObject {
-                    if object.key.hasPrefix(prefix + "keys/") || object.key.hasSuffix(".pls") { return true }
-                    if object.key.hasSuffix("/device.json"), object.size >= 8, try await startsSealed(object.key, prefix: prefix) {
-                        return true
-                    }
-                }
-                token = page.nextContinuationToken
-            } while token != nil
-        } catch {
-            throw Self.failure(error)
-        }
-        return false
-    }
-
-    /// The first 8 bytes of `key`, asked with a ranged GET.
-    private func startsSealed(_ key: String, prefix: String) async throws(S3Error) -> Bool {
-        let head = HeadBytes()
-        do throws(S3Error) {
-            _ = try await session.perform(under: prefix, budget: Self.budget) { bucket throws(S3Error) in
-                head.reset()
-                return try await bucket.getObject(key: key, range: 0...7, expectedBytes: 8) { buffer in head.append(buffer) }
-            }
-        } catch {
-            // Gone since the listing: nothing to say about the account.
-            if error.kind == .notFound { return false }
-            throw error
-        }
-        return head.bytes.starts(with: SealedObject.magic)
-    }
-
     private static func failure(_ error: S3Error) -> LookFailure {
         switch error.kind {
         case .unavailable, .cancelled: .unavailable
@@ -470,14 +301,13 @@ package actor KeyService: Service, MetadataKeySource {
         }
     }
 
-    private static func finding(_ failure: VaultFailure) -> KeyLifecycle.Finding {
-        switch failure {
-        case .newerFormat: .newer(failure.description)
-        default: .damaged(failure.description)
+    private func keyObject(_ uid: String) async throws(LookFailure) -> (bytes: [UInt8], etag: String)? {
+        do throws(S3Error) {
+            return try await bucket.keyObject(uid)
+        } catch {
+            throw Self.failure(error)
         }
     }
-
-    static func prefix(_ uid: String) -> String { "metadata/\(uid)/" }
 
     // MARK: the key file
 
@@ -513,11 +343,11 @@ package actor KeyService: Service, MetadataKeySource {
     // MARK: recovery-key (the control socket)
 
     /// `recovery-key`: the key as this NAS holds it. Recorded in the audit trail (never the key).
-    package func recoveryKey(by caller: AuditActor) throws(Refusal) -> Shown {
-        do throws(Refusal) {
+    package func recoveryKey(by caller: AuditActor) throws(RecoveryKeyRefusal) -> ShownRecoveryKey {
+        do throws(RecoveryKeyRefusal) {
             let state = try held()
             record(.recoveryKeyShown, caller, .ok, ["fingerprint": .string(state.fingerprint), "outdated": .bool(outdated)])
-            return Shown(recoveryKey: state.recoveryKey, fingerprint: state.fingerprint,
+            return ShownRecoveryKey(recoveryKey: state.recoveryKey, fingerprint: state.fingerprint,
                          createdAt: Date(timeIntervalSince1970: Double(state.recoveryCreatedAt) / 1000), outdated: outdated)
         } catch {
             refused("show", caller, error)
@@ -527,7 +357,7 @@ package actor KeyService: Service, MetadataKeySource {
 
     /// `recovery-key --enter`: keeps `text` if it opens the account's key object; otherwise
     /// nothing changes. Answers the account key's fingerprint.
-    package func enter(_ text: String, by caller: AuditActor) async throws(Refusal) -> String {
+    package func enter(_ text: String, by caller: AuditActor) async throws(RecoveryKeyRefusal) -> String {
         let recovery: RecoveryKey
         do throws(RecoveryKey.ParseError) {
             recovery = try RecoveryKey.parse(text)
@@ -537,7 +367,7 @@ package actor KeyService: Service, MetadataKeySource {
         }
         SecretRedactor.shared.register(recovery.formatted)
         SecretRedactor.shared.register(recovery.formatted.replacingOccurrences(of: "-", with: ""))
-        let result: Result<String, Refusal> = await exclusive { await self.adopt(recovery) }
+        let result: Result<String, RecoveryKeyRefusal> = await exclusive { await self.adopt(recovery) }
         switch result {
         case .success(let fingerprint):
             record(.recoveryKeyEntered, caller, .ok, ["fingerprint": .string(fingerprint)])
@@ -548,7 +378,7 @@ package actor KeyService: Service, MetadataKeySource {
         }
     }
 
-    private func adopt(_ recovery: RecoveryKey) async -> Result<String, Refusal> {
+    private func adopt(_ recovery: RecoveryKey) async -> Result<String, RecoveryKeyRefusal> {
         let current = await grants.userId
         if current != user { follow(current) }
         guard let uid = current else { return .failure(.notSignedIn) }
@@ -591,8 +421,8 @@ package actor KeyService: Service, MetadataKeySource {
 
     /// `recovery-key --rotate`: the same account key wrapped by a new recovery key, which
     /// replaces the key object; the old recovery key opens nothing in the bucket afterwards.
-    package func rotate(by caller: AuditActor) async throws(Refusal) -> Shown {
-        let result: Result<Shown, Refusal> = await exclusive { await self.rotateNow() }
+    package func rotate(by caller: AuditActor) async throws(RecoveryKeyRefusal) -> ShownRecoveryKey {
+        let result: Result<ShownRecoveryKey, RecoveryKeyRefusal> = await exclusive { await self.rotateNow() }
         switch result {
         case .success(let shown):
             record(.recoveryKeyRotated, caller, .ok, ["fingerprint": .string(shown.fingerprint)])
@@ -603,9 +433,9 @@ package actor KeyService: Service, MetadataKeySource {
         }
     }
 
-    private func rotateNow() async -> Result<Shown, Refusal> {
+    private func rotateNow() async -> Result<ShownRecoveryKey, RecoveryKeyRefusal> {
         let before: AccountKeyState
-        do throws(Refusal) {
+        do throws(RecoveryKeyRefusal) {
             before = try held()
         } catch {
             return .failure(error)
@@ -629,10 +459,7 @@ package actor KeyService: Service, MetadataKeySource {
         }
         let object = KeyObject.wrap(before.accountKey, recoveryCreatedAt: at, recovery: next, userId: uid)
         do throws(S3Error) {
-            _ = try await session.perform(under: Self.prefix(uid), budget: Self.budget) { bucket throws(S3Error) in
-                try await bucket.putObject(key: KeyObject.objectKey(userId: uid), bytes: object, contentType: "application/octet-stream",
-                                           ifMatch: etag, ifNoneMatch: etag == nil)
-            }
+            try await bucket.putKeyObject(object, uid: uid, ifMatch: etag)
         } catch {
             if error.kind == .preconditionFailed || error.kind == .notFound {
                 do throws(LookFailure) { try save(before) } catch {
@@ -661,12 +488,12 @@ package actor KeyService: Service, MetadataKeySource {
         set(.ready)
         logger.notice("the recovery key was replaced: the previous one opens nothing in the bucket any more",
                       metadata: ["fingerprint": "\(state.fingerprint)"])
-        return .success(Shown(recoveryKey: next, fingerprint: state.fingerprint,
+        return .success(ShownRecoveryKey(recoveryKey: next, fingerprint: state.fingerprint,
                               createdAt: Date(timeIntervalSince1970: Double(at) / 1000), outdated: false))
     }
 
     /// The key file's state, if it is settled enough to show or rotate.
-    private func held() throws(Refusal) -> AccountKeyState {
+    private func held() throws(RecoveryKeyRefusal) -> AccountKeyState {
         guard user != nil else { throw .notSignedIn }
         switch phase {
         case .none: throw .notSignedIn
@@ -711,12 +538,12 @@ package actor KeyService: Service, MetadataKeySource {
     /// Waits (up to `seconds`) until the key of `userId`'s sign-in is settled: whether this
     /// NAS made it (so `login` tells the user to keep the recovery key) or what else. nil:
     /// not settled in time (the bucket is slow or unreachable).
-    package func settled(for userId: String, within seconds: TimeInterval) async -> SignInOutcome? {
+    package func settled(for userId: String, within seconds: TimeInterval) async -> KeySignInOutcome? {
         let changes = keyChanges.changes()
         await loop.wake()
         let clock = self.clock
         let deadline = clock.now().addingTimeInterval(seconds)
-        return await withTaskGroup(of: SignInOutcome?.self) { group in
+        return await withTaskGroup(of: KeySignInOutcome?.self) { group in
             group.addTask {
                 for await _ in changes {
                     if let outcome = await self.outcome(for: userId) { return outcome }
@@ -734,11 +561,11 @@ package actor KeyService: Service, MetadataKeySource {
     }
 
     /// Told once: the next sign-in of the same account made nothing.
-    private func outcome(for userId: String) -> SignInOutcome? {
+    private func outcome(for userId: String) -> KeySignInOutcome? {
         guard user == userId, phase != .checking, phase != .none else { return nil }
         let made = created == userId && phase == .ready
         if made { created = nil }
-        return SignInOutcome(created: made, state: phase.state)
+        return KeySignInOutcome(created: made, state: phase.state)
     }
 
     // MARK: status
@@ -750,13 +577,10 @@ package actor KeyService: Service, MetadataKeySource {
             r.fingerprint = local?.fingerprint
             r.outdated = outdated
             if outdated {
-                r.message = "This NAS's copy of the recovery key is outdated: a new one was made on another NAS (recovery-key "
-                    + "--rotate) and this one opens nothing any more. The account key is the same, so backups go on; keep the new "
-                    + "recovery key (sudo photolalactl recovery-key on the NAS that made it)."
+                r.message = KeyLifecycle.outdatedSentence
             }
         case .needed:
-            r.message = "This account already has a recovery key that this NAS does not hold: enter it with sudo photolalactl "
-                + "recovery-key --enter. Photos, thumbnails and the catalog go on meanwhile; only the manifest waits."
+            r.message = KeyLifecycle.neededSentence
         case .unreadable(let why):
             r.message = why
         case .checking:
@@ -786,7 +610,7 @@ package actor KeyService: Service, MetadataKeySource {
         audit?.record(AuditEvent(kind, by: caller, outcome, details))
     }
 
-    private func refused(_ action: String, _ caller: AuditActor, _ refusal: Refusal) {
+    private func refused(_ action: String, _ caller: AuditActor, _ refusal: RecoveryKeyRefusal) {
         record(.recoveryKeyRefused, caller, .refused, ["action": .string(action), "reason": .string(refusal.code)])
     }
 
@@ -805,20 +629,5 @@ package actor KeyService: Service, MetadataKeySource {
 
     static func millis(_ date: Date) -> Int64 {
         Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
-    }
-}
-
-/// The first bytes of a ranged GET, gathered from the transport's buffers.
-private final class HeadBytes: Sendable {
-    private let state = Mutex<[UInt8]>([])
-
-    var bytes: [UInt8] { state.withLock { $0 } }
-
-    func reset() { state.withLock { $0 = [] } }
-
-    func append(_ buffer: ByteBuffer) {
-        state.withLock { bytes in
-            if bytes.count < 8 { bytes += buffer.getBytes(at: buffer.readerIndex, length: min(8 - bytes.count, buffer.readableBytes)) ?? [] }
-        }
     }
 }

@@ -1,4 +1,5 @@
 import Testing
+import Vault
 @testable import Keys
 
 @Suite struct KeyLifecycleTests {
@@ -61,5 +62,36 @@ import Testing
         #expect(KeyLifecycle.decide(local: .rotating, finding: .missing(otherKeyMaterial: false))
                 == .init(.ready(outdated: false), local: .revert, upload: .fresh))
         #expect(KeyLifecycle.decide(local: .rotating, finding: .foreign) == .init(.ready(outdated: true), local: .revert))
+    }
+
+    @Test func whatAKeyObjectSaysToTheKeysHeld() {
+        let uid = "8F1E2D3C-0000-4000-8000-00000000000A"
+        let (k, r, previous) = (AccountKey.generate(), RecoveryKey.generate(), RecoveryKey.generate())
+        let held = AccountKeyState(userId: uid, accountKey: k, recoveryKey: r, recoveryCreatedAt: 1)
+        let rotating = AccountKeyState(userId: uid, accountKey: k, recoveryKey: r, recoveryCreatedAt: 2,
+                                       pending: .rotating(previous: previous, previousCreatedAt: 1))
+        let mine = KeyObject.wrap(k, recoveryCreatedAt: 1, recovery: r, userId: uid)
+        let old = KeyObject.wrap(k, recoveryCreatedAt: 1, recovery: previous, userId: uid)
+        let anotherKey = KeyObject.wrap(.generate(), recoveryCreatedAt: 1, recovery: r, userId: uid)
+        #expect(KeyLifecycle.finding(mine, holding: held, userId: uid) == .opensWithCurrent)
+        #expect(KeyLifecycle.finding(old, holding: held, userId: uid) == .foreign)
+        #expect(KeyLifecycle.finding(old, holding: rotating, userId: uid) == .opensWithPrevious)
+        #expect(KeyLifecycle.finding(anotherKey, holding: held, userId: uid) == .foreign)
+        // Nothing held: a key object is someone's key; anything else is judged by its header.
+        #expect(KeyLifecycle.finding(mine, holding: nil, userId: uid) == .foreign)
+        // Copied from another account's key: it does not open under this one's object key.
+        #expect(KeyLifecycle.finding(KeyObject.wrap(k, recoveryCreatedAt: 1, recovery: r, userId: "other"), holding: held, userId: uid)
+                == .foreign)
+        guard case .damaged = KeyLifecycle.finding(Array("not a key".utf8), holding: held, userId: uid) else {
+            Issue.record("a short object is damaged")
+            return
+        }
+        var newer = mine
+        newer[7] = 2
+        guard case .newer(let why) = KeyLifecycle.finding(newer, holding: nil, userId: uid) else {
+            Issue.record("a later version is newer")
+            return
+        }
+        #expect(why.contains("2"))
     }
 }

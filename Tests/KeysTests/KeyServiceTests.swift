@@ -47,7 +47,7 @@ import Vault
         #expect(try b.saved() == nil)
         #expect(await b.keys.metadataKeyState() == .needed)
         #expect(world.keyObjects.count == 1)
-        await #expect(throws: KeyService.Refusal.self) { try await b.keys.recoveryKey(by: .caller(uid: 0)) }
+        await #expect(throws: RecoveryKeyRefusal.self) { try await b.keys.recoveryKey(by: .caller(uid: 0)) }
         #expect(b.audit.all.map(\.kind) == [.recoveryKeyRefused])
         #expect(await b.keys.settled(for: uid, within: 600) == .init(created: false, state: .needed))
         // The status says what to do, in the "Action needed" source of truth.
@@ -121,10 +121,10 @@ import Vault
         var typed = Array(key.formatted)
         typed[5] = typed[5] == "A" ? "B" : "A"
         let gets = world.bucket.requests("GetObject")
-        await #expect(throws: KeyService.Refusal.malformed(.typo)) { try await b.keys.enter(String(typed), by: .caller(uid: 0)) }
+        await #expect(throws: RecoveryKeyRefusal.malformed(.typo)) { try await b.keys.enter(String(typed), by: .caller(uid: 0)) }
         #expect(world.bucket.requests("GetObject") == gets)
         // Another key, well formed: the key object does not open with it.
-        await #expect(throws: KeyService.Refusal.wrongKey) { try await b.keys.enter(RecoveryKey.generate().formatted, by: .caller(uid: 0)) }
+        await #expect(throws: RecoveryKeyRefusal.wrongKey) { try await b.keys.enter(RecoveryKey.generate().formatted, by: .caller(uid: 0)) }
         #expect(try b.saved() == nil)
         #expect(await b.status().state == .needed)
 
@@ -167,7 +167,7 @@ import Vault
         // A third NAS: the old key opens nothing, the new one does.
         let c = try world.nas("c")
         await c.settle()
-        await #expect(throws: KeyService.Refusal.wrongKey) { try await c.keys.enter(before.recoveryKey.formatted, by: .caller(uid: 0)) }
+        await #expect(throws: RecoveryKeyRefusal.wrongKey) { try await c.keys.enter(before.recoveryKey.formatted, by: .caller(uid: 0)) }
         #expect(try await c.keys.enter(shown.recoveryKey.formatted, by: .caller(uid: 0)) == before.fingerprint)
         // Entering the new key on B makes its copy current again.
         _ = try await b.keys.enter(shown.recoveryKey.formatted, by: .caller(uid: 0))
@@ -242,7 +242,7 @@ import Vault
         let made = AccountKeyState(userId: uid, accountKey: .generate(), recoveryKey: .generate(), recoveryCreatedAt: 5, pending: .creating)
         try a.store.save(made)
         // Not shown while it may still lose.
-        await #expect(throws: KeyService.Refusal.self) { try await a.keys.recoveryKey(by: .caller(uid: 0)) }
+        await #expect(throws: RecoveryKeyRefusal.self) { try await a.keys.recoveryKey(by: .caller(uid: 0)) }
         #expect(await a.settle().state == .ready)
         #expect(try a.saved() == AccountKeyState(userId: uid, accountKey: made.accountKey, recoveryKey: made.recoveryKey, recoveryCreatedAt: 5))
         #expect(opens(with: made.recoveryKey, key: made.accountKey))
