@@ -37,7 +37,9 @@ package actor KeyService: Service, MetadataKeySource {
 
     /// Why a look ended early.
     private enum LookFailure: Error {
-        /// The bucket changed under a conditional write: look again at once.
+        /// The bucket changed under a conditional write: look again at once (up to
+        /// `conflictsInARow` times; more is a store that does not honour the condition, as
+        /// Ceph Pacific refuses a quoted `If-Match` that holds: then backoff, not a spin).
         case again
         /// No grant (signed out, paused, stopping): wait for the account to change.
         case unavailable
@@ -50,6 +52,8 @@ package actor KeyService: Service, MetadataKeySource {
     /// is written again, a rotation elsewhere noticed, an unreadable account looked at anew.
     static let recheck: TimeInterval = 3600
     static let recheckUnreadable: TimeInterval = 900
+    /// A race lost is looked at again at once; this many in a row is the store, not a race.
+    static let conflictsInARow = 3
 
     package nonisolated let keyChanges = ChangeFeed()
     private let statusChanges: ChangeFeed
@@ -72,6 +76,8 @@ package actor KeyService: Service, MetadataKeySource {
     private var created: String?
     private var lastError: String?
     private var retry = Backoff(base: 2, cap: 300, jitter: .equal, floor: 1)
+    /// Conditional writes refused since the last look that ended well.
+    private var conflicts = 0
     /// When the loop looks at the bucket again (nil: at once).
     private var nextLook: Date?
     private var busy = false
@@ -137,12 +143,14 @@ package actor KeyService: Service, MetadataKeySource {
         do throws(LookFailure) {
             try await resolve(uid)
             retry.reset()
+            conflicts = 0
             setError(nil)
             // From the time the look ended: the bucket's answers (and retries) took some.
             let at = clock.now().addingTimeInterval(phase == .ready || phase == .needed ? Self.recheck : Self.recheckUnreadable)
             nextLook = at
             return .wait(until: at)
-        } catch .again {
+        } catch .again where conflicts + 1 < Self.conflictsInARow {
+            conflicts += 1
             return .now
         } catch .unavailable {
             return .wake
@@ -151,7 +159,11 @@ package actor KeyService: Service, MetadataKeySource {
             switch error {
             case .bucket(let e): why = "cannot check this account's key in the bucket: \(e)"
             case .local(let m): why = m
-            default: why = "\(error)"
+            case .again:
+                conflicts = 0
+                why = "the bucket refused \(Self.conflictsInARow) conditional writes of this account's key object in a row "
+                    + "although nothing else seems to write it: does this S3 store honour If-Match and If-None-Match?"
+            case .unavailable: why = "\(error)"
             }
             let at = clock.now().addingTimeInterval(retry.fail(random: .random(in: 0..<1)))
             nextLook = at

@@ -207,6 +207,30 @@ import Vault
         #expect(opens(with: saved.recoveryKey, key: saved.accountKey))
     }
 
+    @Test func aStoreThatRefusesEveryConditionalWriteIsRetriedWithBackoffNotInALoop() async throws {
+        let a = try world.nas("a")
+        await a.settle()
+        world.bucket.store(world.keyObjectKey, bytes: Array("not a key".utf8))
+        world.bucket.refuseConditionalWrites(true)
+        world.clock.advance(by: KeyService.recheck + 1)
+        var steps = 0
+        var next = StageLoop.Next.now
+        while next == .now && steps < 10 {
+            next = await a.keys.step()
+            steps += 1
+        }
+        #expect(steps == KeyService.conflictsInARow)
+        guard case .wait(let at?) = next else { Issue.record("expected a retry time, got \(next)"); return }
+        #expect(at > world.clock.now())
+        let r = await a.status()
+        #expect(r.state == .ready && r.lastError?.contains("If-Match") == true)
+        // A store that honours conditions again: the next try repairs it.
+        world.bucket.refuseConditionalWrites(false)
+        world.clock.advance(by: 400)
+        #expect(await a.settle().lastError == nil)
+        #expect(opens(with: try #require(try a.saved()).recoveryKey, key: try #require(try a.saved()).accountKey))
+    }
+
     @Test(arguments: ["devices/d1/log/000000000001.pls", "devices/d1/device.json"])
     func sealedObjectsWithoutAKeyObjectAreUnreadableAndNoKeyIsMade(_ name: String) async throws {
         world.bucket.store("metadata/\(uid)/\(name)", bytes: SealedObject.magic + Array(repeating: 7, count: 40))
