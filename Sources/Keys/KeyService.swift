@@ -572,9 +572,12 @@ package actor KeyService: Service, MetadataKeySource {
         }
     }
 
-    /// Told once: the next sign-in of the same account made nothing.
+    /// Told once: the next sign-in of the same account made nothing. Still `checking`
+    /// after a look failed: the bucket is failing, and `login` says to watch the status
+    /// rather than wait out its time.
     private func outcome(for userId: String) -> KeySignInOutcome? {
-        guard user == userId, phase != .checking, phase != .none else { return nil }
+        guard user == userId, phase != .none else { return nil }
+        if phase == .checking { return lastError == nil ? nil : KeySignInOutcome(created: false, state: .checking) }
         let made = created == userId && phase == .ready
         if made { created = nil }
         return KeySignInOutcome(created: made, state: phase.state)
@@ -616,6 +619,8 @@ package actor KeyService: Service, MetadataKeySource {
         guard why != lastError else { return }
         lastError = why
         statusChanges.changed()
+        // A sign-in waiting in `settled` answers at once that the bucket is failing.
+        keyChanges.changed()
     }
 
     private func record(_ kind: AuditEvent.Kind, _ caller: AuditActor, _ outcome: AuditOutcome, _ details: AuditDetails) {
