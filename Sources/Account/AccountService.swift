@@ -81,10 +81,12 @@ package actor AccountService: Service, GrantSource {
     private let tasks = ServiceTasks()
     /// Wakes at the next scheduled moment (an STS refresh, an Apple check).
     private let timers: StageLoop
+    /// Who signed in or out, and what the backend refused (cli.md "audit").
+    private var audit: AccountAudit
 
     package init(stateDir: String, backend: any AccountBackend, deviceName: String, refreshBeforeExpiry: Duration,
                  appleCheckInterval: Duration, clock: any DaemonClock = SystemClock(), logger: Logger,
-                 statusChanges: ChangeFeed = ChangeFeed()) {
+                 statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil) {
         store = AccountStore(stateDir: stateDir)
         deviceIdentity = DeviceIdentity(stateDir: stateDir)
         let deviceId = deviceIdentity.load()
@@ -98,13 +100,14 @@ package actor AccountService: Service, GrantSource {
         creds = CredentialsMachine(config: .init(refreshBeforeExpiry: Units.seconds(refreshBeforeExpiry)))
         apple = AppleCheckMachine(config: .init(interval: Units.seconds(appleCheckInterval)))
         timers = StageLoop(clock: clock)
+        self.audit = AccountAudit(audit)
     }
 
     package init(stateDir: String, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger,
-                 statusChanges: ChangeFeed = ChangeFeed()) {
+                 statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil) {
         self.init(stateDir: stateDir, backend: options.backend(logger: logger), deviceName: options.deviceName,
                   refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval,
-                  clock: clock, logger: logger, statusChanges: statusChanges)
+                  clock: clock, logger: logger, statusChanges: statusChanges, audit: audit)
     }
 
     /// New settings on reload: a new backend client, device name and timings.
@@ -227,19 +230,23 @@ package actor AccountService: Service, GrantSource {
 
     // MARK: signing in and out
 
-    package func loginWithIdentityToken(_ token: String, authorizationCode: String?) async -> (userId: String?, error: String?) {
+    /// `by`: who asked (the socket's caller), for the audit trail.
+    package func loginWithIdentityToken(_ token: String, authorizationCode: String?, by actor: AuditActor) async -> (userId: String?, error: String?) {
         do {
             _ = try ensureDeviceId()
         } catch {
             logger.error("\(error)")
+            audit.tokenSignIn(by: actor, userId: nil, failure: nil, problem: "cannot save this NAS's device id in the state directory")
             return (nil, "cannot save this NAS's device id in the state directory: \(error)")
         }
         do {
             let result = try await backend.signInWithApple(identityToken: token, authorizationCode: authorizationCode, deviceName: deviceName)
             adopt(result, persist: true)
             logger.notice("signed in with an identity token", metadata: ["user": "\(result.userId)"])
+            audit.tokenSignIn(by: actor, userId: result.userId, failure: nil)
             return (result.userId, nil)
         } catch {
+            audit.tokenSignIn(by: actor, userId: nil, failure: error)
             let message: String
             switch error {
             case .rejected(401, _, let m): message = "the identity token was refused (bad signature, wrong audience or expired)\(m.isEmpty ? "" : ": \(m)")"
@@ -251,15 +258,18 @@ package actor AccountService: Service, GrantSource {
         }
     }
 
-    /// `photolalactl logout`: stop uploads, drop every credential from memory, erase the secrets on disk.
-    package func logout() async {
+    /// `photolalactl logout`: stop uploads, drop every credential from memory, tell the
+    /// backend to revoke the sign-in, then erase the secrets on disk whatever it answered.
+    /// The revocation is never retried: once erased, the token is gone from this NAS.
+    /// `by`: who asked, for the audit trail.
+    package func logout(by actor: AuditActor) async -> LogoutOutcome {
         pairingRun = UUID()
         pairing = nil
-        let had = signIn != nil
+        let held = signIn
         signIn = nil
         refreshing = nil
         needsLogin = false
-        store.erase()
+        audit.credentialsGranted()
         perform(creds.handle(.signedOut, now: clock.now()))
         perform(apple.handle(.signedOut, now: clock.now()))
         credsWake = nil
@@ -268,7 +278,24 @@ package actor AccountService: Service, GrantSource {
         waiters.resumeAll(with: nil)
         credentialDrops.changed()
         statusChanges.changed()
-        if had { logger.notice("signed out: the saved sign-in was erased") }
+        var outcome = LogoutOutcome.notSignedIn
+        if let held {
+            do throws(BackendError) {
+                try await backend.revoke(refreshToken: held.refreshToken)
+                outcome = .revoked
+            } catch {
+                outcome = LogoutOutcome(refused: error)
+            }
+        }
+        // A sign-in made while the backend was asked is the one on disk now: it stays.
+        if signIn == nil { store.erase() }
+        audit.logout(by: actor, userId: held?.userId, outcome: outcome)
+        switch outcome {
+        case .notSignedIn: break
+        case .revoked: logger.notice("signed out: the backend revoked the sign-in and the saved sign-in was erased")
+        case .notTold(let why): logger.warning("signed out: this NAS forgot its sign-in; the backend could not be told (\(why))")
+        }
+        return outcome
     }
 
     /// A sign-in from either way in (identity token, pairing) or from the disk.
@@ -284,6 +311,7 @@ package actor AccountService: Service, GrantSource {
         signIn = result
         refreshing = nil   // a refresh of the old sign-in must not serve the new one
         needsLogin = false
+        audit.credentialsGranted()
         perform(creds.handle(.signedIn, now: clock.now()))
         perform(apple.handle(.signedIn, now: clock.now()))
         statusChanges.changed()
@@ -302,24 +330,30 @@ package actor AccountService: Service, GrantSource {
 
     // MARK: pairing (backend-api.md section 2)
 
-    package func startPairing() async -> PairingView {
+    /// `by`: who asked (the socket's caller): every step of this pairing is recorded as theirs.
+    package func startPairing(by actor: AuditActor) async -> PairingView {
         pairingRun = UUID()
         do {
             _ = try ensureDeviceId()
         } catch {
             logger.error("\(error)")
+            audit.pairingStarted(by: actor, expiresIn: nil, failure: "cannot save this NAS's device id in the state directory")
             return PairingView(outcome: "failed", message: "cannot save this NAS's device id in the state directory: \(error)")
         }
         do {
             let auth = try await backend.startPairing(deviceName: deviceName)
-            pairing = PairingSession(authorization: auth, now: clock.now())
+            // The device code is what a poll trades for tokens: a secret, like them.
+            SecretRedactor.shared.register(auth.deviceCode)
+            pairing = PairingSession(authorization: auth, now: clock.now(), startedBy: actor)
             let run = UUID()
             pairingRun = run
             logger.notice("pairing started: waiting for the user to confirm the code on their phone")
+            audit.pairingStarted(by: actor, expiresIn: auth.expiresIn, failure: nil)
             spawn { await self.pollPairing(run) }
             return pairingView()
         } catch {
             logger.warning("pairing could not start: \(error)")
+            audit.pairingStarted(by: actor, expiresIn: nil, failure: error.description)
             return PairingView(outcome: "failed", message: error.description)
         }
     }
@@ -328,11 +362,12 @@ package actor AccountService: Service, GrantSource {
         pairing?.view ?? PairingView(outcome: "none", message: "no pairing in progress")
     }
 
-    package func cancelPairing() {
+    package func cancelPairing(by actor: AuditActor) {
         pairingRun = UUID()
         if pairing?.outcome == .pending {
             pairing?.outcome = .cancelled
             logger.notice("pairing cancelled")
+            audit.pairingEnded(.cancelled, by: actor)
         }
     }
 
@@ -344,6 +379,7 @@ package actor AccountService: Service, GrantSource {
             if clock.now() >= current.expiresAt {
                 pairing?.outcome = .expired
                 logger.warning("pairing expired before it was confirmed")
+                audit.pairingEnded(.expired, by: current.startedBy)
                 return
             }
             pairing?.polls += 1
@@ -353,14 +389,17 @@ package actor AccountService: Service, GrantSource {
                 adopt(result, persist: true)
                 pairing?.outcome = .signedIn(userId: result.userId)
                 logger.notice("paired: this NAS is signed in", metadata: ["user": "\(result.userId)"])
+                audit.pairingEnded(.signedIn(userId: result.userId), by: current.startedBy)
                 return
             } catch {
                 guard pairingRun == run, pairing?.pollFailed(error) == false else { continue }
                 switch pairing?.outcome {
                 case .expired?: logger.warning("pairing expired")
                 case .denied?: logger.warning("pairing was declined")
+                case .failed(let why)?: logger.warning("pairing failed: \(why)")
                 default: break
                 }
+                if let outcome = pairing?.outcome { audit.pairingEnded(outcome, by: current.startedBy) }
                 return
             }
         }
@@ -394,6 +433,7 @@ package actor AccountService: Service, GrantSource {
                 statusChanges.changed()
             case .needsLogin:
                 logger.error("the sign-in is no longer valid: run `photolalactl login`")
+                audit.credentialsRefused(.invalidGrant)
                 needsLogin = true
                 store.erase()
                 waiters.resumeAll(with: nil)
@@ -430,6 +470,7 @@ package actor AccountService: Service, GrantSource {
         switch result {
         case .success(let grant):
             for secret in [grant.accessKeyId, grant.secretAccessKey, grant.sessionToken] { SecretRedactor.shared.register(secret) }
+            audit.credentialsGranted()
             DaemonCounter.stsFetches.increment()
             if let held = creds.grant, held.expiration > now { DaemonCounter.stsRefreshes.increment() }
             let blocked = apple.blocksUploads
@@ -445,6 +486,7 @@ package actor AccountService: Service, GrantSource {
             DaemonCounter.stsFailures.increment()
             if !error.isTransient || error == .invalidToken {
                 logger.info("storage credentials refused: \(error)")
+                audit.credentialsRefused(error)
             } else {
                 logger.warning("could not get storage credentials, retrying with backoff: \(error)")
             }
@@ -468,6 +510,7 @@ package actor AccountService: Service, GrantSource {
         case .success(let answer):
             DaemonCounter.appleChecks.increment(answer.state.rawValue)
             if answer.state != .authorized { logger.warning("Apple credential state: \(answer.state.rawValue)") }
+            audit.appleChecked(answer.state)
             perform(apple.handle(.checked(answer.state), now: clock.now(), random: .random(in: 0..<1)))
         case .failure(.invalidToken) where !retried:
             refreshAccessToken(then: .appleCheck)

@@ -23,9 +23,11 @@ extension DaemonControl {
             return .error(400, "bad_request", "--deep takes a share of the objects from 0 (excluded) to 100 percent")
         }
         guard await account.isSignedIn else {
+            audited(.verify, request, .refused, ["why": "not signed in"])
             return .error(409, "not_signed_in", "photolalad is not signed in, so there is no bucket to verify: run `photolalactl login`")
         }
-        return .json(await inventory.requestVerify(deepPercent: asked.deep))
+        // The inventory records the verify it begins, and its result, as the caller's.
+        return .json(await inventory.requestVerify(deepPercent: asked.deep, by: request.caller))
     }
 
     func verifyProgress() async -> ControlResponse {

@@ -27,6 +27,11 @@ package struct RestoreSessions: Sendable {
         return id
     }
 
+    /// The session's last report, if it is open.
+    package func report(_ id: String?) -> RestoreReport? {
+        id.flatMap { sessions[$0]?.report }
+    }
+
     /// The most recently heard-from restore still running, with the daemon's read rate.
     package func current(now: Date, rate: Double) -> DaemonStatus.Restore? {
         guard let s = sessions.values.filter({ !$0.report.finished && now.timeIntervalSince($0.updatedAt) < staleAfter })
