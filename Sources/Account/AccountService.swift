@@ -3,7 +3,6 @@ import Foundation
 import Logging
 import PhotolalaCore
 import ServiceLifecycle
-import Synchronization
 
 /// The account side of the daemon: the saved sign-in, login (pairing or identity token),
 /// the STS credentials machine and the Apple credential-state schedule. The machines
@@ -71,10 +70,7 @@ package actor AccountService: Service, GrantSource {
     private var appleWake: Date?
     /// Set while `fire()` runs: the wakes it schedules are picked up by its answer.
     private var firing = false
-    /// The access-token refresh under way, and what each caller that joined a refresh
-    /// does once it has finished (a refresh of an old sign-in still answers its callers).
-    private var refreshing: UUID?
-    private var afterRefresh: [UUID: [AfterRefresh]] = [:]
+    private var refreshes = RefreshJoins<AfterRefresh>()
     private let waiters = GrantWaiters()
     private var stopped = false
     /// Backend calls and pairing polls, run by `run()` as children of its task group.
@@ -100,7 +96,7 @@ package actor AccountService: Service, GrantSource {
         creds = CredentialsMachine(config: .init(refreshBeforeExpiry: Units.seconds(refreshBeforeExpiry)))
         apple = AppleCheckMachine(config: .init(interval: Units.seconds(appleCheckInterval)))
         timers = StageLoop(clock: clock)
-        self.audit = AccountAudit(audit)
+        self.audit = AccountAudit(audit, logger: logger)
     }
 
     package init(stateDir: String, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger,
@@ -235,26 +231,15 @@ package actor AccountService: Service, GrantSource {
         do {
             _ = try ensureDeviceId()
         } catch {
-            logger.error("\(error)")
-            audit.tokenSignIn(by: actor, userId: nil, failure: nil, problem: "cannot save this NAS's device id in the state directory")
-            return (nil, "cannot save this NAS's device id in the state directory: \(error)")
+            return (nil, audit.deviceIdUnsaved(by: actor, method: "token", error))
         }
         do {
             let result = try await backend.signInWithApple(identityToken: token, authorizationCode: authorizationCode, deviceName: deviceName)
             adopt(result, persist: true)
-            logger.notice("signed in with an identity token", metadata: ["user": "\(result.userId)"])
-            audit.tokenSignIn(by: actor, userId: result.userId, failure: nil)
+            audit.tokenAccepted(by: actor, userId: result.userId)
             return (result.userId, nil)
         } catch {
-            audit.tokenSignIn(by: actor, userId: nil, failure: error)
-            let message: String
-            switch error {
-            case .rejected(401, _, let m): message = "the identity token was refused (bad signature, wrong audience or expired)\(m.isEmpty ? "" : ": \(m)")"
-            case .rejected(_, _, let m): message = "the identity token was refused: \(m.isEmpty ? error.description : m)"
-            default: message = error.description
-            }
-            logger.warning("sign-in with an identity token failed: \(message)")
-            return (nil, message)
+            return (nil, audit.tokenRefused(by: actor, error))
         }
     }
 
@@ -267,7 +252,7 @@ package actor AccountService: Service, GrantSource {
         pairing = nil
         let held = signIn
         signIn = nil
-        refreshing = nil
+        refreshes.detach()
         needsLogin = false
         audit.credentialsGranted()
         perform(creds.handle(.signedOut, now: clock.now()))
@@ -278,23 +263,10 @@ package actor AccountService: Service, GrantSource {
         waiters.resumeAll(with: nil)
         credentialDrops.changed()
         statusChanges.changed()
-        var outcome = LogoutOutcome.notSignedIn
-        if let held {
-            do throws(BackendError) {
-                try await backend.revoke(refreshToken: held.refreshToken)
-                outcome = .revoked
-            } catch {
-                outcome = LogoutOutcome(refused: error)
-            }
-        }
+        let outcome = await LogoutOutcome.revoking(held, with: backend)
         // A sign-in made while the backend was asked is the one on disk now: it stays.
         if signIn == nil { store.erase() }
         audit.logout(by: actor, userId: held?.userId, outcome: outcome)
-        switch outcome {
-        case .notSignedIn: break
-        case .revoked: logger.notice("signed out: the backend revoked the sign-in and the saved sign-in was erased")
-        case .notTold(let why): logger.warning("signed out: this NAS forgot its sign-in; the backend could not be told (\(why))")
-        }
         return outcome
     }
 
@@ -309,7 +281,7 @@ package actor AccountService: Service, GrantSource {
             }
         }
         signIn = result
-        refreshing = nil   // a refresh of the old sign-in must not serve the new one
+        refreshes.detach()   // a refresh of the old sign-in must not serve the new one
         needsLogin = false
         audit.credentialsGranted()
         perform(creds.handle(.signedIn, now: clock.now()))
@@ -336,9 +308,7 @@ package actor AccountService: Service, GrantSource {
         do {
             _ = try ensureDeviceId()
         } catch {
-            logger.error("\(error)")
-            audit.pairingStarted(by: actor, expiresIn: nil, failure: "cannot save this NAS's device id in the state directory")
-            return PairingView(outcome: "failed", message: "cannot save this NAS's device id in the state directory: \(error)")
+            return PairingView(outcome: "failed", message: audit.deviceIdUnsaved(by: actor, method: "pairing", error))
         }
         do {
             let auth = try await backend.startPairing(deviceName: deviceName)
@@ -347,13 +317,11 @@ package actor AccountService: Service, GrantSource {
             pairing = PairingSession(authorization: auth, now: clock.now(), startedBy: actor)
             let run = UUID()
             pairingRun = run
-            logger.notice("pairing started: waiting for the user to confirm the code on their phone")
-            audit.pairingStarted(by: actor, expiresIn: auth.expiresIn, failure: nil)
+            audit.pairingStarted(by: actor, expiresIn: auth.expiresIn)
             spawn { await self.pollPairing(run) }
             return pairingView()
         } catch {
-            logger.warning("pairing could not start: \(error)")
-            audit.pairingStarted(by: actor, expiresIn: nil, failure: error.description)
+            audit.pairingNotStarted(by: actor, error)
             return PairingView(outcome: "failed", message: error.description)
         }
     }
@@ -366,7 +334,6 @@ package actor AccountService: Service, GrantSource {
         pairingRun = UUID()
         if pairing?.outcome == .pending {
             pairing?.outcome = .cancelled
-            logger.notice("pairing cancelled")
             audit.pairingEnded(.cancelled, by: actor)
         }
     }
@@ -378,7 +345,6 @@ package actor AccountService: Service, GrantSource {
             guard !Task.isCancelled, pairingRun == run, let current = pairing, current.outcome == .pending else { return }
             if clock.now() >= current.expiresAt {
                 pairing?.outcome = .expired
-                logger.warning("pairing expired before it was confirmed")
                 audit.pairingEnded(.expired, by: current.startedBy)
                 return
             }
@@ -388,17 +354,10 @@ package actor AccountService: Service, GrantSource {
                 guard !Task.isCancelled, pairingRun == run else { return }
                 adopt(result, persist: true)
                 pairing?.outcome = .signedIn(userId: result.userId)
-                logger.notice("paired: this NAS is signed in", metadata: ["user": "\(result.userId)"])
                 audit.pairingEnded(.signedIn(userId: result.userId), by: current.startedBy)
                 return
             } catch {
                 guard pairingRun == run, pairing?.pollFailed(error) == false else { continue }
-                switch pairing?.outcome {
-                case .expired?: logger.warning("pairing expired")
-                case .denied?: logger.warning("pairing was declined")
-                case .failed(let why)?: logger.warning("pairing failed: \(why)")
-                default: break
-                }
                 if let outcome = pairing?.outcome { audit.pairingEnded(outcome, by: current.startedBy) }
                 return
             }
@@ -484,12 +443,7 @@ package actor AccountService: Service, GrantSource {
             }
         case .failure(let error):
             DaemonCounter.stsFailures.increment()
-            if !error.isTransient || error == .invalidToken {
-                logger.info("storage credentials refused: \(error)")
-                audit.credentialsRefused(error)
-            } else {
-                logger.warning("could not get storage credentials, retrying with backoff: \(error)")
-            }
+            audit.stsFailed(error)
             perform(creds.handle(.stsFailed(error), now: now, random: .random(in: 0..<1)))
         }
     }
@@ -509,7 +463,6 @@ package actor AccountService: Service, GrantSource {
         switch result {
         case .success(let answer):
             DaemonCounter.appleChecks.increment(answer.state.rawValue)
-            if answer.state != .authorized { logger.warning("Apple credential state: \(answer.state.rawValue)") }
             audit.appleChecked(answer.state)
             perform(apple.handle(.checked(answer.state), now: clock.now(), random: .random(in: 0..<1)))
         case .failure(.invalidToken) where !retried:
@@ -531,22 +484,10 @@ package actor AccountService: Service, GrantSource {
 
     // MARK: the access token
 
-    /// Refreshes the access token; the rotated refresh token is saved before anything uses it.
-    ///
-    /// One refresh at a time: the STS fetch and the Apple check can both meet an expired
-    /// access token at once, and the backend rotates refresh tokens, so a second refresh
-    /// sent with the same (by then dead) refresh token would be answered `invalid_grant`
-    /// and sign the NAS out although the first one succeeded. Every caller that asks while
-    /// a refresh runs joins that one and gets its result.
+    /// Refreshes the access token, one refresh at a time (`RefreshJoins`); the rotated
+    /// refresh token is saved before anything uses it.
     private func refreshAccessToken(then next: AfterRefresh) {
-        if let running = refreshing {
-            afterRefresh[running, default: []].append(next)
-            return
-        }
-        guard let current = signIn else { return }
-        let id = UUID()
-        refreshing = id
-        afterRefresh[id] = [next]
+        guard let id = refreshes.join(next, canStart: signIn != nil), let current = signIn else { return }
         let backend = self.backend
         spawn {
             let outcome: BackendError?
@@ -564,8 +505,7 @@ package actor AccountService: Service, GrantSource {
     }
 
     private func refreshFinished(_ id: UUID, _ error: BackendError?) {
-        if refreshing == id { refreshing = nil }
-        for next in afterRefresh.removeValue(forKey: id) ?? [] {
+        for next in refreshes.finish(id) {
             switch next {
             case .credentials:
                 if let error {
@@ -640,11 +580,7 @@ package actor AccountService: Service, GrantSource {
         s.account = DaemonStatus.Account(signedIn: isSignedIn, userId: signIn?.userId)
         s.appleCredential = apple.status
         s.credentials = creds.status(now: now)
-        if let p = pairing, p.outcome == .pending, now < p.expiresAt {
-            s.pairing = DaemonStatus.Pairing(userCode: p.authorization.userCode, verificationUri: p.authorization.verificationUri,
-                                             verificationUriComplete: p.authorization.verificationUriComplete,
-                                             expiresAt: Timestamp.string(p.expiresAt))
-        }
+        if let p = pairing, p.outcome == .pending, now < p.expiresAt { s.pairing = p.status }
         if s.state == .running {
             if !isSignedIn {
                 s.state = .needsLogin
@@ -653,33 +589,5 @@ package actor AccountService: Service, GrantSource {
                 s.pauseReason = r
             }
         }
-    }
-}
-
-/// The callers of `credentials()` waiting for the fetch in flight. Behind a lock rather
-/// than in the actor: a waiter's cancellation handler runs synchronously, off the actor,
-/// and must take it out itself instead of sending a task to do it.
-private final class GrantWaiters: Sendable {
-    private let waiting = Mutex<[UUID: CheckedContinuation<STSGrant?, Never>]>([:])
-
-    /// False when the calling task was cancelled first (its handler may have run already).
-    func add(_ id: UUID, _ continuation: CheckedContinuation<STSGrant?, Never>) -> Bool {
-        waiting.withLock { w in
-            guard !Task.isCancelled else { return false }
-            w[id] = continuation
-            return true
-        }
-    }
-
-    func remove(_ id: UUID) -> CheckedContinuation<STSGrant?, Never>? {
-        waiting.withLock { $0.removeValue(forKey: id) }
-    }
-
-    func resumeAll(with grant: STSGrant?) {
-        let all = waiting.withLock { w in
-            defer { w.removeAll() }
-            return w.values
-        }
-        for c in all { c.resume(returning: grant) }
     }
 }

@@ -8,6 +8,18 @@ package enum LogoutOutcome: Sendable, Equatable {
     /// valid wherever a copy of it exists, until it expires.
     case notTold(String)
 
+    /// Asks `backend` to revoke `held`'s refresh token (nil: there is nothing to tell),
+    /// once: the caller erases the sign-in whatever the answer.
+    static func revoking(_ held: SignIn?, with backend: any AccountBackend) async -> LogoutOutcome {
+        guard let held else { return .notSignedIn }
+        do throws(BackendError) {
+            try await backend.revoke(refreshToken: held.refreshToken)
+            return .revoked
+        } catch {
+            return LogoutOutcome(refused: error)
+        }
+    }
+
     /// The revocation was not answered 200.
     init(refused error: BackendError) {
         switch error {

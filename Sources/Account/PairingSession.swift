@@ -43,6 +43,13 @@ struct PairingSession: Sendable {
         return false
     }
 
+    /// A pending pairing in the status: the code to confirm and where.
+    var status: DaemonStatus.Pairing {
+        DaemonStatus.Pairing(userCode: authorization.userCode, verificationUri: authorization.verificationUri,
+                             verificationUriComplete: authorization.verificationUriComplete,
+                             expiresAt: Timestamp.string(expiresAt))
+    }
+
     /// How it stands, as `photolalactl login` shows it.
     var view: AccountService.PairingView {
         var v = AccountService.PairingView(outcome: "pending", userCode: authorization.userCode,
