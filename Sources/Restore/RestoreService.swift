@@ -438,9 +438,11 @@ package actor RestoreService: Service {
     package func report(_ r: RestoreReport, by actor: AuditActor = .daemon) -> String {
         let before = sessions.report(r.id)
         let id = sessions.update(r, now: clock.now())
+        // The session's report: the opening's device, destination and time with this one's progress.
+        let r = sessions.report(id) ?? r
         var details: AuditDetails = ["device": .string(r.device), "destination": .string(r.to ?? "original folders")]
-        if let deviceId = r.deviceId ?? before?.deviceId { details["deviceId"] = .string(deviceId) }
-        if let asOf = r.asOf ?? before?.asOf { details["asOf"] = .string(asOf) }
+        if let deviceId = r.deviceId { details["deviceId"] = .string(deviceId) }
+        if let asOf = r.asOf { details["asOf"] = .string(asOf) }
         if before == nil {
             if let paths = r.paths, paths > 0 { details["paths"] = .int(Int64(paths)) }
             details["step"] = "started"
