@@ -3,10 +3,10 @@
 the daemon's own user, a call refused to a group member, a restore, a verify, a reload
 with a bad config, logout) is listed by `audit --json` in order with the right actor and
 outcome; `audit --verify` proves the chain and names the place once a byte is edited, a
-record deleted or two swapped; rotation (a small `audit.max_size`) keeps the chain across
-files; no record holds a token the fake backend issued. Logout tells the backend (the old
-refresh token is refused afterwards), and with the backend down still forgets, says so
-and records it. A signed-in daemon with nothing to do writes nothing to the trail (a
+record deleted, two swapped or one forged in between; rotation (a small `audit.max_size`)
+keeps the chain across files; no record holds a token the fake backend issued. Logout
+tells the backend (the old refresh token is refused afterwards), and with the backend down
+still forgets, says so and records it. A signed-in daemon with nothing to do writes nothing to the trail (a
 NAS's disks may spin down)."""
 from __future__ import annotations
 
@@ -354,6 +354,13 @@ def test_a_scripted_day_lists_who_did_what_in_order(world, daemon_as_user, tmp_p
     assert "record 12 is missing before record 13 (audit.log, line 12)" in out, out
     out = verify_fails_at(d, path, b"\n".join(lines[:5] + [lines[6], lines[5]] + lines[7:]) + b"\n")
     assert "records 6 and 7 are out of order" in out and "line 6" in out, out
+    # A record forged in between, numbered and chained to the one before as if real: the
+    # real one after it does not chain to it.
+    fake = json.dumps({"seq": 6, "at": got[5]["at"], "event": "resume", "actor": {"uid": 0, "user": "root"},
+                         "outcome": "ok", "details": {}, "prev": hashlib.sha256(lines[4]).hexdigest()},
+                        separators=(",", ":")).encode()
+    out = verify_fails_at(d, path, b"\n".join(lines[:5] + [fake] + lines[5:]) + b"\n")
+    assert "record 6 (audit.log, line 6) was inserted" in out, out
     assert d.ctl("audit", "--verify").returncode == 0
 
     # No record holds a token, code, key or Apple subject the backend issued or received.
