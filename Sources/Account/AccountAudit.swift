@@ -5,7 +5,8 @@ import PhotolalaCore
 /// them, sign-outs and whether the backend heard them, the Apple credential state changing,
 /// and storage credentials the backend refuses. It decides what is news (a refusal the
 /// backend repeats at every recheck is not; the first "authorized" after a start is not a
-/// change) and says it in the trail's words. Never a token: the trail's details are a
+/// change) and says it in the trail's words, with the journal's one line beside each
+/// record (the actor only says what happened). Never a token: the trail's details are a
 /// user id, a step, a code and the backend's words (already without any secret the daemon
 /// knows, `BackendRefusal`).
 struct AccountAudit: Sendable {
@@ -153,8 +154,8 @@ struct AccountAudit: Sendable {
         record(.credentialsRefused, .daemon, .refused, details)
     }
 
-    /// Credentials granted (or a new sign-in): the next refusal is news again.
-    mutating func credentialsGranted() {
+    /// Credentials granted, a new sign-in or a sign-out: the next refusal is news again.
+    mutating func forgetRefusal() {
         refusal = nil
     }
 

@@ -254,7 +254,7 @@ package actor AccountService: Service, GrantSource {
         signIn = nil
         refreshes.detach()
         needsLogin = false
-        audit.credentialsGranted()
+        audit.forgetRefusal()
         perform(creds.handle(.signedOut, now: clock.now()))
         perform(apple.handle(.signedOut, now: clock.now()))
         credsWake = nil
@@ -283,7 +283,7 @@ package actor AccountService: Service, GrantSource {
         signIn = result
         refreshes.detach()   // a refresh of the old sign-in must not serve the new one
         needsLogin = false
-        audit.credentialsGranted()
+        audit.forgetRefusal()
         perform(creds.handle(.signedIn, now: clock.now()))
         perform(apple.handle(.signedIn, now: clock.now()))
         statusChanges.changed()
@@ -429,7 +429,7 @@ package actor AccountService: Service, GrantSource {
         switch result {
         case .success(let grant):
             for secret in [grant.accessKeyId, grant.secretAccessKey, grant.sessionToken] { SecretRedactor.shared.register(secret) }
-            audit.credentialsGranted()
+            audit.forgetRefusal()
             DaemonCounter.stsFetches.increment()
             if let held = creds.grant, held.expiration > now { DaemonCounter.stsRefreshes.increment() }
             let blocked = apple.blocksUploads
