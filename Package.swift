@@ -303,10 +303,11 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "NotifyTests", dependencies: ["Notify", "PhotolalaCore"]),
+        .testTarget(name: "NotifyTests", dependencies: ["Notify", "PhotolalaCore", "BucketTesting"]),
         .testTarget(name: "DaemonTests", dependencies: [
-            "Daemon", "Queue", "Account", "Ingest", "Upload", "Inventory", "PhotolalaCore",
+            "Daemon", "Queue", "Account", "Ingest", "Upload", "Inventory", "PhotolalaCore", "BucketTesting",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
     ],
     swiftLanguageModes: [.v6]

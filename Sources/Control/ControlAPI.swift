@@ -76,6 +76,9 @@ package struct ControlRequest: Sendable {
         self.body = body
         self.peer = peer
     }
+
+    /// Who asked, as the audit trail names a caller (the uid the kernel gave the socket).
+    package var caller: AuditActor { .caller(uid: peer.uid) }
 }
 
 package struct ControlResponse: Sendable {

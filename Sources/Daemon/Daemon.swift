@@ -60,7 +60,7 @@ package struct Daemon: Sendable {
         // The side service the pipeline asks for credentials, restored before READY so
         // the first status is right.
         let account = AccountService(stateDir: settings.daemon.stateDir, options: .init(settings), logger: logger,
-                                     statusChanges: core.statusChanges)
+                                     statusChanges: core.statusChanges, audit: audit)
         await account.restore()
         // The stages around the queue: settled → hashed (ingest) → uploaded (uploader).
         let payloadDigests = PayloadDigests()
@@ -96,22 +96,22 @@ package struct Daemon: Sendable {
         let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
         // What the bucket holds: the uploader trusts it instead of asking one key at a time.
         let inventory = InventoryService(database: database, bucket: bucket(8), gate: AccountGate(account: account),
-                                         options: .init(settings), logger: logger, statusChanges: core.statusChanges)
+                                         options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
         // After the upload: thumbnails and the photo rows the catalog stage publishes.
         let thumbnails = ThumbnailService(database: database, bucket: bucket(4), gate: DaemonGate(core: core, account: account),
                                           options: .init(settings), logger: logger)
         // After the upload: this NAS's manifest in the bucket (paths, names, times).
         let manifest = ManifestService(database: database, bucket: bucket(2), options: .init(settings),
                                        wakes: [.stream(account.statusChanges.changes())], logger: logger,
-                                       statusChanges: core.statusChanges)
+                                       statusChanges: core.statusChanges, audit: audit)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`.
-        let restore = RestoreService(bucket: bucket(32), options: .init(settings), logger: logger)
+        let restore = RestoreService(bucket: bucket(32), options: .init(settings), logger: logger, audit: audit)
         // Photos the thumbnails left ready → rows in the apps' catalog.
         let catalog = CatalogService(database: database, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
-                                     options: .init(settings), logger: logger, statusChanges: core.statusChanges)
+                                     options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
         // Telling the owner when backups stop: reads the status, keeps what it told in the queue database.
         let notify = NotifyService(options: .init(settings), source: NotifyBridge(core: core), store: NotifyBridge(core: core),
-                                   logger: logger)
+                                   logger: logger, audit: audit)
         for part in [account, keys, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
                      notify] as [any StatusContributor] {
             await core.add(part)
@@ -159,7 +159,7 @@ package struct Daemon: Sendable {
                                          // The schedule after the uploader: it re-applies the slot's rate.
                                          parts: [uploader, ingest, account, keys, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
                                                  schedule, notify],
-                                         signals: hangups), serviceName: "reload"),
+                                         signals: hangups, audit: audit), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))

@@ -63,9 +63,9 @@ struct DaemonControl: ControlHandler {
         case .retry:
             return retry(request)
         case .logout:
-            await account.logout()
-            if let problem = await keys.forget() { return .error(500, "internal", "Signed out, but \(problem)") }
-            return .json(ControlReply(ok: true, message: "Signed out. The saved sign-in was erased and uploads stopped; run `photolalactl login` to sign in again."))
+            let signedOut = await account.logout(by: request.caller)
+            if let problem = await keys.forget() { return .error(500, "internal", "\(signedOut.message) But \(problem)") }
+            return .json(ControlReply(ok: true, message: signedOut.message))
         case .loginIdentityToken, .loginDeviceStart, .loginDevicePoll, .loginDeviceCancel:
             return await login(request)
         case .verify:
@@ -95,7 +95,7 @@ struct DaemonControl: ControlHandler {
 
     /// Who asked for a change, in the audit trail (the uid the kernel gave the socket).
     private func audited(_ kind: AuditEvent.Kind, _ request: ControlRequest, _ outcome: AuditOutcome, _ details: AuditDetails = [:]) {
-        audit.record(AuditEvent(kind, by: .caller(uid: request.peer.uid), outcome, details))
+        audit.record(AuditEvent(kind, by: request.caller, outcome, details))
     }
 
     /// `photolalactl retry`: the queue wakes the stages that take the files and photos back.
@@ -141,18 +141,21 @@ struct DaemonControl: ControlHandler {
                 return .error(400, "bad_request", "expected {\"identityToken\": ..., \"authorizationCode\": ...}")
             }
             // Known to the redactor from the moment they arrive: a backend refusal that
-            // quotes them is logged, and answered, without them.
-            SecretRedactor.shared.register(body.identityToken)
-            SecretRedactor.shared.register(body.authorizationCode)
-            let (userId, error) = await account.loginWithIdentityToken(body.identityToken, authorizationCode: body.authorizationCode)
+            // quotes them is logged, recorded and answered without them. A JWT's payload
+            // and signature too: quoted alone, the payload still holds the Apple id.
+            for secret in [body.identityToken, body.authorizationCode] + Self.tokenParts(body.identityToken) {
+                SecretRedactor.shared.register(secret)
+            }
+            let (userId, error) = await account.loginWithIdentityToken(body.identityToken, authorizationCode: body.authorizationCode,
+                                                                      by: request.caller)
             if let userId { return .json(await withKey(LoginProgress(state: .signedIn, userId: userId))) }
             return .json(LoginProgress(state: .failed, message: error.map(SecretRedactor.shared.redact)))
         case .loginDeviceStart:
-            return .json(Self.progress(await account.startPairing()))
+            return .json(Self.progress(await account.startPairing(by: request.caller)))
         case .loginDevicePoll:
             return .json(await withKey(Self.progress(await account.pairingView())))
         case .loginDeviceCancel:
-            await account.cancelPairing()
+            await account.cancelPairing(by: request.caller)
             return .json(Self.progress(await account.pairingView()))
         default:
             return .error(404, "not_found", "not a sign-in call")
@@ -204,6 +207,13 @@ struct DaemonControl: ControlHandler {
                         createdAt: Timestamp.string(shown.createdAt), outdated: shown.outdated)
     }
 
+    /// A JWT's payload and signature (its header names only the algorithm and key).
+    static func tokenParts(_ token: String) -> [String] {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return [] }
+        return parts.dropFirst().map(String.init)
+    }
+
     static func progress(_ v: AccountService.PairingView) -> LoginProgress {
         LoginProgress(state: LoginProgress.State(rawValue: v.outcome) ?? .failed, userCode: v.userCode,
                       verificationUri: v.verificationUri, verificationUriComplete: v.verificationUriComplete,
@@ -227,9 +237,11 @@ struct DaemonControl: ControlHandler {
             return .error(400, "bad_request", "--deep takes a share of the objects from 0 (excluded) to 100 percent")
         }
         guard await account.isSignedIn else {
+            audited(.verify, request, .refused, ["why": "not signed in"])
             return .error(409, "not_signed_in", "photolalad is not signed in, so there is no bucket to verify: run `photolalactl login`")
         }
-        return .json(await inventory.requestVerify(deepPercent: asked.deep))
+        // The inventory records the verify it begins, and its result, as the caller's.
+        return .json(await inventory.requestVerify(deepPercent: asked.deep, by: request.caller))
     }
 
     func verifyProgress() async -> ControlResponse {
