@@ -31,8 +31,14 @@ enum StatusRenderer {
                            + (s.bandwidth.nextLimit.map { ", at \(Units.humanBytes($0))/s" } ?? "") + ".")
             }
         }
-        let shown = Set(s.attention.map { $0.message.lowercased() })
-        for p in s.problems where !shown.contains(p.lowercased()) { out.append("  \(tint("Problem:", "31")) \(p)") }
+        // A problem the attention list already says (in its own words around it) is not repeated.
+        let shown = s.attention.map { $0.message.lowercased() }
+        for p in s.problems {
+            let said = p.lowercased()
+            let tail = said.hasPrefix("disk full") ? String(said.dropFirst("disk full".count)) : said
+            if shown.contains(where: { $0.hasSuffix(tail) }) { continue }
+            out.append("  \(tint("Problem:", "31")) \(p)")
+        }
         out.append("")
 
         let q = s.queue

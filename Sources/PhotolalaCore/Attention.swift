@@ -97,8 +97,11 @@ package struct AttentionRules: Sendable, Equatable {
         if let item = Self.pauseItem(s.pauseReason) { out.append(item) }
         if let problem = facts.databaseProblem {
             let full = problem.hasPrefix("disk full")
+            // "disk full" stays in the sentence: scripts (and the storage test) look for it.
+            let message = full ? "Nothing new can be recorded (disk full)" + problem.dropFirst("disk full".count)
+                               : Self.capitalized(problem)
             out.append(.init(reason: full ? .stateDirectoryFull : .stateDirectoryUnwritable, severity: .critical,
-                             message: Self.capitalized(problem)))
+                             message: message))
         }
         if let cert = certificateSentence(in: s) {
             out.append(.init(reason: .certificateRefused, severity: .critical, message: Self.capitalized(cert)))
