@@ -239,3 +239,54 @@ def test_a_forged_sealed_manifest_is_refused_and_the_summary_says_why(world, tmp
     r, written = restore(mine, "record")
     assert r.returncode == 1 and written == [], (r.stdout, r.stderr, written)
     assert "not readable with this account's key" in r.stdout + r.stderr, (r.stdout, r.stderr)
+
+
+FORMAT1_BIN = os.environ.get("PHOTOLALAD_FORMAT1_BIN")
+
+
+@pytest.mark.skipif(not FORMAT1_BIN, reason="set PHOTOLALAD_FORMAT1_BIN to a photolalad of the format-1 release to upgrade from")
+def test_a_format1_manifest_is_rewritten_sealed_and_its_plaintext_deleted(world, tmp_path):
+    """A state directory and bucket written by the release before (plaintext `.plm`
+    segments, a plaintext device.json), then this release on the same state: the key is
+    made, the manifest is written again sealed, and no plaintext object of the device is
+    left; the tree restores from the sealed one."""
+    marker = "MARK" + uuid.uuid4().hex[:10]
+    sub = apple_subject("upgrade")
+    uid = user_id_for(sub)
+    d = world.daemon("a", start=False, config={"account": {"device_name": f"{marker}-nas"}})
+    d.binary = FORMAT1_BIN
+    d.start()
+    bodies = {f"{marker} album/{i}.jpg": write_photo(d.photos / f"{marker} album" / f"{i}.jpg", 20_000 + i) for i in range(3)}
+    login(world, d, sub)
+    s = d.wait_for(lambda s: (s.get("manifest") or {}).get("state") == "idle" and s["manifest"]["files"] == 3, timeout=90,
+                   what="the format-1 manifest written")
+    device = s["manifest"]["deviceId"]
+    prefix = manifest_reader.device_prefix(uid, device)
+    before = bucket_objects(world, prefix)
+    assert any(k.endswith(".plm") for k in before) and before[prefix + "device.json"][:1] == b"{", sorted(before)
+    assert any(marker.encode() in body for body in before.values()), "the release before wrote no plaintext to upgrade"
+    assert d.stop() == 0
+
+    d.binary = None
+    d.start()
+    d.wait_for(lambda s: s["recovery"]["state"] == "ready", timeout=30, what="the account key made at the upgrade")
+    d.wait_for(manifest_idle(3), timeout=120, what="the manifest rewritten in format 2")
+    after = bucket_objects(world, prefix)
+    assert not [k for k in after if k.endswith(".plm")], sorted(after)
+    no_plaintext_anywhere(world, uid, [marker, str(d.photos), socket.gethostname(), f"{marker}-nas"])
+    key = recovery_key(d)
+    s3 = world.moto.s3_admin()
+    m = manifest_reader.read(s3, world.moto.bucket, uid, device, key=manifest_reader.account_key(s3, world.moto.bucket, uid, key))
+    assert m["format"] == 2 and m["snapshot"] is not None
+    assert {p.decode() for (_f, p) in manifest_reader.replay(m["records"])} == set(bodies)
+    # The next change goes on the sealed chain.
+    write_photo(d.photos / "later.jpg", 23_000)
+    d.wait_for(manifest_idle(4), timeout=90, what="a change after the upgrade")
+    m = manifest_reader.read(s3, world.moto.bucket, uid, device, key=manifest_reader.account_key(s3, world.moto.bucket, uid, key))
+    assert m["logs"] and len(manifest_reader.replay(m["records"])) == 4
+    to = tmp_path / "back"
+    to.mkdir()
+    r = d.ctl("restore", "--device", device, "--to", str(to), "--json", timeout=120)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    for rel, body in bodies.items():
+        assert (to / d.photos.name / rel).read_bytes() == body
