@@ -183,7 +183,7 @@ package actor RestoreService: Service {
             }
             return .json(DeviceList(devices: list, note: note))
         } catch {
-            return (error as? S3Error).flatMap { Refusal($0) }?.response
+            return Refusal(error)?.response
                 ?? .error(502, "storage_error", "could not list the devices in the bucket: \(error)")
         }
     }
