@@ -5,7 +5,9 @@ independent reader (support/manifest_reader.py, Python's `cryptography`) opens i
 from the recovery key alone; a new NAS of the account needs the key to restore, then
 gets the tree back with names, mtimes, owners, groups and modes, and its own manifest
 is sealed too; a forged manifest (a segment copied from another device, a byte flipped,
-another device's record) is refused and the summary says why. Each test has its own
+another device's record) is refused and the summary says why; a state and bucket of the
+format-1 release (PHOTOLALAD_FORMAT1_BIN) end sealed with no plaintext object left, also
+after a kill -9 between the sealed snapshot and the deletion. Each test has its own
 world (tmp paths, its own backend, dynamic ports): safe beside any other."""
 from __future__ import annotations
 
@@ -244,14 +246,11 @@ def test_a_forged_sealed_manifest_is_refused_and_the_summary_says_why(world, tmp
 FORMAT1_BIN = os.environ.get("PHOTOLALAD_FORMAT1_BIN")
 
 
-@pytest.mark.skipif(not FORMAT1_BIN, reason="set PHOTOLALAD_FORMAT1_BIN to a photolalad of the format-1 release to upgrade from")
-def test_a_format1_manifest_is_rewritten_sealed_and_its_plaintext_deleted(world, tmp_path):
-    """A state directory and bucket written by the release before (plaintext `.plm`
-    segments, a plaintext device.json), then this release on the same state: the key is
-    made, the manifest is written again sealed, and no plaintext object of the device is
-    left; the tree restores from the sealed one."""
+def format1_state(world, tag: str):
+    """A NAS of the release before, backed up and stopped: its state directory and a
+    plaintext (format-1) manifest in the bucket, with the marker in it."""
     marker = "MARK" + uuid.uuid4().hex[:10]
-    sub = apple_subject("upgrade")
+    sub = apple_subject(tag)
     uid = user_id_for(sub)
     d = world.daemon("a", start=False, config={"account": {"device_name": f"{marker}-nas"}})
     d.binary = FORMAT1_BIN
@@ -266,8 +265,17 @@ def test_a_format1_manifest_is_rewritten_sealed_and_its_plaintext_deleted(world,
     assert any(k.endswith(".plm") for k in before) and before[prefix + "device.json"][:1] == b"{", sorted(before)
     assert any(marker.encode() in body for body in before.values()), "the release before wrote no plaintext to upgrade"
     assert d.stop() == 0
-
     d.binary = None
+    return d, marker, uid, device, prefix, bodies
+
+
+@pytest.mark.skipif(not FORMAT1_BIN, reason="set PHOTOLALAD_FORMAT1_BIN to a photolalad of the format-1 release to upgrade from")
+def test_a_format1_manifest_is_rewritten_sealed_and_its_plaintext_deleted(world, tmp_path):
+    """A state directory and bucket written by the release before (plaintext `.plm`
+    segments, a plaintext device.json), then this release on the same state: the key is
+    made, the manifest is written again sealed, and no plaintext object of the device is
+    left; the tree restores from the sealed one."""
+    d, marker, uid, device, prefix, bodies = format1_state(world, "upgrade")
     d.start()
     d.wait_for(lambda s: s["recovery"]["state"] == "ready", timeout=30, what="the account key made at the upgrade")
     d.wait_for(manifest_idle(3), timeout=120, what="the manifest rewritten in format 2")
@@ -290,3 +298,30 @@ def test_a_format1_manifest_is_rewritten_sealed_and_its_plaintext_deleted(world,
     assert r.returncode == 0, (r.stdout, r.stderr)
     for rel, body in bodies.items():
         assert (to / d.photos.name / rel).read_bytes() == body
+
+
+@pytest.mark.skipif(not FORMAT1_BIN, reason="set PHOTOLALAD_FORMAT1_BIN to a photolalad of the format-1 release to upgrade from")
+def test_an_upgrade_killed_before_the_plaintext_is_gone_finishes_at_the_next_start(world):
+    """kill -9 once the sealed manifest is in the bucket but while the plaintext objects'
+    deletion hangs: the account stays readable with the key shown, and the next start
+    deletes what is left of the plaintext."""
+    d, marker, uid, device, prefix, bodies = format1_state(world, "upgrade-kill")
+    world.proxy.set_faults(blackhole=True, match=r"^DELETE [^ ]*\.plm")
+    d.start()
+    d.wait_for(lambda s: world.proxy.stats()["faults"]["blackhole"] >= 1, timeout=60, what="a plaintext object's deletion held")
+    key = recovery_key(d)
+    d.kill9()
+    world.proxy.clear_faults()
+    held = bucket_objects(world, prefix)
+    assert [k for k in held if k.endswith(".plm")], "the plaintext was gone before the kill: nothing was cut short"
+    assert held[prefix + "device.json"][:8] == vault.SEALED_MAGIC
+    s3 = world.moto.s3_admin()
+    account = manifest_reader.account_key(s3, world.moto.bucket, uid, key)
+    m = manifest_reader.read(s3, world.moto.bucket, uid, device, key=account)
+    assert {p.decode() for (_f, p) in manifest_reader.replay(m["records"])} == set(bodies)
+    d.start()
+    d.wait_for(manifest_idle(3), timeout=120, what="the upgrade finished after the restart")
+    d.wait_for(lambda s: not [k for k in bucket_objects(world, prefix) if k.endswith(".plm")], timeout=60,
+               what="the plaintext objects deleted at the next start")
+    assert recovery_key(d) == key
+    no_plaintext_anywhere(world, uid, [marker, str(d.photos), socket.gethostname(), f"{marker}-nas"])
