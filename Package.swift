@@ -94,7 +94,7 @@ let package = Package(
         ]),
         // Test-only: a bucket in memory behind the real protocol, a fixed grant source, a test clock.
         .target(name: "BucketTesting", dependencies: [
-            "Bucket", "PhotolalaCore", "Digests",
+            "Bucket", "PhotolalaCore", "Digests", "Vault",
             .product(name: "NIOCore", package: "swift-nio"),
         ]),
         // The account: the backend client (behind `AccountBackend`), the sign-in store, the
@@ -134,10 +134,10 @@ let package = Package(
         ]),
         // The device manifest's values (docs/manifest.md): the segment codec, keys and chain,
         // replay, device record, the reader's checks, the frames to the command. No I/O.
-        .target(name: "ManifestFormat", dependencies: ["PhotolalaCore", "Digests"]),
+        .target(name: "ManifestFormat", dependencies: ["PhotolalaCore", "Digests", "Vault"]),
         // The stage that writes the manifest, and its tables in the queue database.
         .target(name: "Manifest", dependencies: [
-            "PhotolalaCore", "ManifestFormat", "Queue", "Bucket", "CLinux",
+            "PhotolalaCore", "ManifestFormat", "Queue", "Bucket", "CLinux", "Vault",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -190,7 +190,7 @@ let package = Package(
         ]),
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
-            "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "CLinux",
+            "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "CLinux", "Vault",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -273,16 +273,16 @@ let package = Package(
         .testTarget(name: "InventoryTests", dependencies: [
             "Inventory", "Upload", "Queue", "Bucket", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "ManifestFormatTests", dependencies: ["ManifestFormat", "PhotolalaCore", "Digests"]),
+        .testTarget(name: "ManifestFormatTests", dependencies: ["ManifestFormat", "PhotolalaCore", "Digests", "Vault"]),
         .testTarget(name: "ManifestTests", dependencies: [
             // Ingest and Upload: the tests' files are seen, hashed and become `uploaded` the
             // way those stages make them.
-            "Manifest", "ManifestFormat", "Queue", "Ingest", "Upload", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
+            "Manifest", "ManifestFormat", "Queue", "Ingest", "Upload", "Bucket", "BucketTesting", "PhotolalaCore", "Digests", "Vault",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "RestoreTests", dependencies: [
-            "Restore", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
+            "Restore", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests", "Vault",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "VaultTests", dependencies: ["Vault", .product(name: "Crypto", package: "swift-crypto")]),

@@ -36,6 +36,8 @@ struct RestoreCommand: ParsableCommand {
     var numericOwner = false
     @Flag(name: .customLong("no-owners"), help: "Keep the restoring user as the owner of what is restored (modes are still given back).")
     var noOwners = false
+    @Flag(name: .customLong("allow-unencrypted"), help: "Restore from a device whose manifest is still in the old plaintext format, which nothing authenticates (every restore rule still applies).")
+    var allowUnencrypted = false
     @Argument(help: ArgumentHelp("Files or folders to restore, as they were named on that device.", valueName: "path"))
     var paths: [String] = []
 
@@ -52,7 +54,7 @@ struct RestoreCommand: ParsableCommand {
         let flag = interrupt.shared
         let request = RestoreRun.Request(device: device, asOf: asOf.flatMap { AsOfTime.parse($0) }, asOfText: asOf, to: to, paths: paths,
                                          overwrite: overwrite, dryRun: dryRun, json: json,
-                                         owners: noOwners ? .keep : numericOwner ? .numeric : .byName)
+                                         owners: noOwners ? .keep : numericOwner ? .numeric : .byName, allowUnencrypted: allowUnencrypted)
         let summary: RestoreSummary
         do {
             summary = try RestoreRun(client: options.client(), request: request, interrupted: { flag.value }).run()

@@ -86,8 +86,10 @@ enum StatusRenderer {
             case .pending: line += "; changes waiting to be written"
             case .writing: line += "; writing"
             case .backoff: line += "; writing failed, retrying" + (m.lastError.map { ": \($0)" } ?? "")
+            case .waitingForKey: line += "; changes wait for this account's recovery key (sudo photolalactl recovery-key --enter)"
             default: break
             }
+            if m.format == 1 { line += "; still in plaintext, to be encrypted" }
             out.append(line)
         }
         if let r = s.restore {

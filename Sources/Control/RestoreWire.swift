@@ -5,8 +5,20 @@ import PhotolalaCore
 /// `GET /v1/devices`: the account's devices that have a manifest in the bucket.
 package struct DeviceList: Codable, Sendable, Equatable {
     package struct Device: Codable, Sendable, Equatable {
+        /// Whether this NAS can read the device's manifest (privacy.md "Devices, restore").
+        package enum Access: String, Codable, Sendable {
+            /// Encrypted, and opened with this account's key.
+            case readable
+            /// Encrypted, and this NAS does not hold the account's key yet.
+            case keyNeeded = "key-needed"
+            /// Encrypted, and it does not open with this account's key (or is damaged).
+            case unreadable
+            /// The old plaintext format 1: restored only with `--allow-unencrypted`.
+            case unencrypted
+        }
+
         package var id: String
-        /// nil when the device's record is missing (its manifest is still there).
+        /// nil when the device's record is missing or cannot be read (its manifest may still be there).
         @Null package var name: String?
         package var folders: [String]
         @Null package var lastBackupAt: String?
@@ -15,9 +27,16 @@ package struct DeviceList: Codable, Sendable, Equatable {
         /// This NAS.
         package var current: Bool
         @Null package var updatedAt: String?
+        /// The manifest's format: 2 encrypted, 1 plaintext.
+        @Null package var format: Int?
+        @Null package var access: Access?
+        /// When the device's manifest last changed, from the bucket's listing (known without the key).
+        @Null package var changedAt: String?
+        /// Why it cannot be read, in words.
+        @Null package var problem: String?
 
         package init(id: String, name: String?, folders: [String], lastBackupAt: String?, files: Int64, bytes: Int64, current: Bool,
-                    updatedAt: String?) {
+                    updatedAt: String?, format: Int? = nil, access: Access? = nil, changedAt: String? = nil, problem: String? = nil) {
             self.id = id
             self.name = name
             self.folders = folders
@@ -26,13 +45,20 @@ package struct DeviceList: Codable, Sendable, Equatable {
             self.bytes = bytes
             self.current = current
             self.updatedAt = updatedAt
+            self.format = format
+            self.access = access
+            self.changedAt = changedAt
+            self.problem = problem
         }
-
     }
 
     package var devices: [Device]
-    package init(devices: [Device]) {
+    /// What the list cannot show, and what to run (names, folders and totals of encrypted
+    /// manifests need the recovery key on this NAS).
+    @Null package var note: String?
+    package init(devices: [Device], note: String? = nil) {
         self.devices = devices
+        self.note = note
     }
 }
 

@@ -24,6 +24,7 @@ import ServiceLifecycle
 import Thumbnails
 import Upload
 import UnixSignals
+import Vault
 
 /// Starts photolalad: state directory, database and control socket first (READY=1 only
 /// once all three work), then the stages and side services in one `ServiceGroup` until
@@ -101,11 +102,15 @@ package struct Daemon: Sendable {
         let thumbnails = ThumbnailService(database: database, bucket: bucket(4), gate: DaemonGate(core: core, account: account),
                                           options: .init(settings), logger: logger)
         // After the upload: this NAS's manifest in the bucket (paths, names, times).
-        let manifest = ManifestService(database: database, bucket: bucket(2), options: .init(settings),
+        // Sealed with the account's key, from the key service: nothing is written without
+        // it (the changes wait, and its change feed wakes the stage).
+        let manifest = ManifestService(database: database, bucket: bucket(2), keys: keys, options: .init(settings),
                                        wakes: [.stream(account.statusChanges.changes())], logger: logger,
                                        statusChanges: core.statusChanges, audit: audit)
-        // A side service: reading devices, manifests and objects back for `photolalactl restore`.
-        let restore = RestoreService(bucket: bucket(32), options: .init(settings), logger: logger, audit: audit)
+        // A side service: reading devices, manifests and objects back for `photolalactl restore`;
+        // it opens encrypted manifests and remembers the newest head of each device it read.
+        let restore = RestoreService(bucket: bucket(32), keys: keys, heads: ManifestHeads(database: database), options: .init(settings),
+                                     logger: logger, audit: audit)
         // Photos the thumbnails left ready → rows in the apps' catalog.
         let catalog = CatalogService(database: database, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
                                      options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)

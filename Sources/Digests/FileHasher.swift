@@ -4,16 +4,20 @@ import PhotolalaCore
 package struct FileDigest: Sendable, Equatable {
     package var md5: String
     package var identity: FileIdentity
-    /// Hex SHA-256 of the same bytes, when asked for (see `PayloadDigests`).
+    /// Hex SHA-256 of the same bytes, when asked for: the manifest records it (format 2)
+    /// and a plain-HTTP upload signs it (see `PayloadDigests`).
     package var sha256: String?
+    /// Its owner and mode when it was opened (the manifest records them).
+    package var owner: FileOwner?
     /// From open to the last stat: what the log reports and the benchmark compares with md5sum.
     package var elapsed: Duration
 
-    package init(md5: String, identity: FileIdentity, elapsed: Duration = .zero, sha256: String? = nil) {
+    package init(md5: String, identity: FileIdentity, elapsed: Duration = .zero, sha256: String? = nil, owner: FileOwner? = nil) {
         self.md5 = md5
         self.identity = identity
         self.elapsed = elapsed
         self.sha256 = sha256
+        self.owner = owner
     }
 }
 
@@ -126,7 +130,7 @@ final class HashPass {
         try file.checkUnchanged()
         guard offset == file.size else { throw .changed }
         return FileDigest(md5: Hex.string(md5), identity: file.identity, elapsed: .now - started,
-                          sha256: wantSHA ? Hex.string(sha.finalize()) : nil)
+                          sha256: wantSHA ? Hex.string(sha.finalize()) : nil, owner: file.owner)
     }
 
     /// `to: nil` means to the end of the file.

@@ -43,6 +43,8 @@ package final class VerifiedFile: Sendable {
     package let path: String
     /// The identity at open: the `expected` one, or what the hasher found there.
     package let identity: FileIdentity
+    /// Its owner, group and permission bits at open.
+    package let owner: FileOwner
     package let followSymlinks: Bool
     /// The open descriptor, for what must go below the reads (handing it to the preview
     /// worker, `posix_fadvise`). Valid while this object lives.
@@ -81,6 +83,7 @@ package final class VerifiedFile: Sendable {
         self.followSymlinks = followSymlinks
         descriptor = fd
         identity = found
+        owner = FileOwner(st)
     }
 
     deinit { close(descriptor) }
@@ -199,6 +202,12 @@ package final class VerifiedFile: Sendable {
         case EACCES, EPERM: .unreadable("permission denied: the daemon's user cannot read it (see photolalad(8), \"Permissions\")")
         default: .unreadable("cannot open: \(errnoText(code))")
         }
+    }
+}
+
+extension FileOwner {
+    package init(_ st: stat) {
+        self.init(uid: st.st_uid, gid: st.st_gid, mode: UInt32(st.st_mode))
     }
 }
 

@@ -31,7 +31,9 @@ struct HashRecorder {
                     meter.add(file.identity.size)
                     DaemonCounter.hashedFiles.increment()
                     DaemonCounter.hashedBytes.increment(by: file.identity.size)
-                    if let sha256 = result.sha256 { payloadDigests.store(md5: file.md5, identity: file.identity, sha256: sha256) }
+                    if payloadDigests.wanted, let sha256 = result.sha256 {
+                        payloadDigests.store(md5: file.md5, identity: file.identity, sha256: sha256)
+                    }
                 }
                 record(files, elapsed: results.map(\.elapsed), into: &outcome)
             case .failure(let path, let failure):

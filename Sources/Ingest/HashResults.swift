@@ -28,7 +28,8 @@ struct HashResults {
         var files: [HashedFile] = []
         var digests: [FileDigest] = []
         while index < results.count, case .success(let digest) = results[index].1 {
-            files.append(HashedFile(path: results[index].0, identity: digest.identity, md5: digest.md5))
+            files.append(HashedFile(path: results[index].0, identity: digest.identity, md5: digest.md5,
+                                    sha256: digest.sha256.flatMap { Hex.bytes($0) }, owner: digest.owner))
             digests.append(digest)
             index += 1
         }

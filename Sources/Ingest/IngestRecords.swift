@@ -47,15 +47,22 @@ package struct UnhashedFile: Sendable, Equatable {
     }
 }
 
-/// A file the hasher read: the identity it had while being read, and its MD5.
+/// A file the hasher read: the identity it had while being read, its MD5, and (from the
+/// same read and the same open) its SHA-256 and its owner and mode, which the manifest
+/// records.
 package struct HashedFile: Sendable, Equatable {
     package var path: String
     package var identity: FileIdentity
     package var md5: String
-    package init(path: String, identity: FileIdentity, md5: String) {
+    /// The 32 bytes of its SHA-256.
+    package var sha256: [UInt8]?
+    package var owner: FileOwner?
+    package init(path: String, identity: FileIdentity, md5: String, sha256: [UInt8]? = nil, owner: FileOwner? = nil) {
         self.path = path
         self.identity = identity
         self.md5 = md5
+        self.sha256 = sha256
+        self.owner = owner
     }
 }
 
@@ -95,7 +102,7 @@ extension QueueDatabase {
             VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT(path) DO NOTHING
             """)
         let twin = try RawStatement(db, """
-            SELECT md5 FROM file WHERE inode = ? AND device = ? AND size = ? AND mtimeSec = ? AND mtimeNsec = ?
+            SELECT md5, id FROM file WHERE inode = ? AND device = ? AND size = ? AND mtimeSec = ? AND mtimeNsec = ?
               AND md5 IS NOT NULL AND id != ? LIMIT 1
             """)
         defer { [select, update, insert, twin].forEach { $0.reset() } }
@@ -114,9 +121,13 @@ extension QueueDatabase {
             let found = try twin.step(.int(Int64(bitPattern: f.identity.inode)), .int(Int64(bitPattern: f.identity.device)),
                                       .int(f.identity.size), .int(f.identity.mtimeSec), .int(f.identity.mtimeNsec), .int(id))
             let md5 = found ? twin.text(0) : nil
+            let twinId = twin.int64(1)
             twin.reset()
             if let md5 {
                 try adopt(db, id: id, md5: md5, now: now)
+                // The same inode: the same bytes, owner and mode.
+                try db.execute(sql: "UPDATE file SET (sha256, uid, gid, mode) = (SELECT sha256, uid, gid, mode FROM file WHERE id = ?) WHERE id = ?",
+                               arguments: [twinId, id])
             } else {
                 needHash.append(f)
             }
@@ -225,8 +236,9 @@ extension QueueDatabase {
 
     /// Stores a hash if the file is still the one that was read, and links it to its
     /// object (created if these bytes are new). One transaction.
-    package func recordHash(path: String, identity: FileIdentity, md5: String, now: Date = Date()) throws -> HashOutcome {
-        try recordHashes([HashedFile(path: path, identity: identity, md5: md5)], now: now)[0]
+    package func recordHash(path: String, identity: FileIdentity, md5: String, sha256: [UInt8]? = nil, owner: FileOwner? = nil,
+                            now: Date = Date()) throws -> HashOutcome {
+        try recordHashes([HashedFile(path: path, identity: identity, md5: md5, sha256: sha256, owner: owner)], now: now)[0]
     }
 
     /// `recordHash` for many files in one transaction, in order; one outcome per file. A
@@ -240,7 +252,8 @@ extension QueueDatabase {
             let insertObject = try RawStatement(db, "INSERT INTO object(md5, size, state, updatedAt) VALUES (?, ?, 'pending', ?)")
             let dueNow = try RawStatement(db, Self.dueNowSQL)
             let update = try RawStatement(db, """
-                UPDATE file SET md5 = ?, state = ?, attempts = 0, lastError = NULL, nextAttemptAt = NULL, updatedAt = ? WHERE id = ?
+                UPDATE file SET md5 = ?, state = ?, attempts = 0, lastError = NULL, nextAttemptAt = NULL, updatedAt = ?,
+                  sha256 = ?, uid = ?, gid = ?, mode = ? WHERE id = ?
                 """)
             defer { [select, objectState, insertObject, dueNow, update].forEach { $0.reset() } }
             let stamp = now.timeIntervalSince1970
@@ -266,7 +279,9 @@ extension QueueDatabase {
                     dueNow.reset()
                 }
                 let state = Self.fileState(for: existing ?? .pending)
-                _ = try update.step(.text(f.md5), .text(state.rawValue), .double(stamp), .int(id))
+                _ = try update.step(.text(f.md5), .text(state.rawValue), .double(stamp), f.sha256.map { .blob($0) } ?? .null,
+                                    f.owner.map { .int(Int64($0.uid)) } ?? .null, f.owner.map { .int(Int64($0.gid)) } ?? .null,
+                                    f.owner.map { .int(Int64($0.mode)) } ?? .null, .int(id))
                 update.reset()
                 return .recorded(state)
             }

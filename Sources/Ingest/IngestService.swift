@@ -512,7 +512,9 @@ package actor IngestService: Service {
                 continue
             }
             hashing += 1
-            let result = await pool.hash(path: path, followSymlinks: options.watcher.followSymlinks, sha256: payloadDigests.wanted)
+            // The SHA-256 always: the manifest records it (format 2), and a plain-HTTP upload
+            // signs it; both from the one read that takes the MD5.
+            let result = await pool.hash(path: path, followSymlinks: options.watcher.followSymlinks, sha256: true)
             hashing -= 1
             // Stopping: the file stays waiting in the queue and is read again at the next start.
             if Task.isCancelled { return }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import ManifestFormat
 import PhotolalaCore
 import Queue
 
@@ -26,14 +27,15 @@ extension QueueDatabase {
             var candidates: [ManifestCandidate] = []
             // Compiled once a connection: GRDB's authorizer makes each compile cost more
             // than the lookup, and a segment looks up 5,000 paths twice.
-            let fileRow = try db.cachedStatement(sql: "SELECT state, size, md5, mtimeSec, mtimeNsec, updatedAt FROM file WHERE path = ?")
+            let fileRow = try db.cachedStatement(sql: "SELECT state, size, md5, mtimeSec, mtimeNsec, updatedAt, sha256, uid, gid, mode FROM file WHERE path = ?")
             while let row = try rows.next() {
                 last = row["seq"]
                 let path: String = row["path"]
                 guard seen.insert(ExactPath(path)).inserted else { continue }
                 let file = try Row.fetchOne(fileRow, arguments: [path]).map { f in
                     ManifestCandidate.FileRow(state: FileState(rawValue: f["state"]) ?? .pending, size: f["size"], md5: f["md5"],
-                                              mtimeSec: f["mtimeSec"], mtimeNsec: f["mtimeNsec"], updatedAt: f["updatedAt"])
+                                              mtimeSec: f["mtimeSec"], mtimeNsec: f["mtimeNsec"], updatedAt: f["updatedAt"],
+                                              sha256: (f["sha256"] as Data?).map { Array($0) }, owner: FileOwner(row: f))
                 }
                 candidates.append(ManifestCandidate(path: path, file: file, current: try ManifestRecord.last(db, path: path)))
             }
@@ -58,17 +60,21 @@ extension QueueDatabase {
             guard var ledger = try ManifestLedger.fetch(db) else { throw DatabaseError(message: "the manifest ledger is missing") }
             var folders = ExactKeyed<Int64>()
             let insert = try db.cachedStatement(sql: """
-                INSERT OR REPLACE INTO manifest_entry(path, seq, ord, folder, kind, time, size, md5, mtimeSec, mtimeNsec)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT OR REPLACE INTO manifest_entry(path, seq, ord, folder, kind, time, size, md5, mtimeSec, mtimeNsec,
+                                                      sha256, uid, gid, mode, user, grp)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             for (i, r) in records.enumerated() {
-                if let before = try ManifestRecord.last(db, path: r.path), !before.isGone {
-                    ledger.files -= 1
-                    ledger.bytes -= before.size ?? 0
-                }
-                if !r.isGone {
-                    ledger.files += 1
-                    ledger.bytes += r.size ?? 0
+                // A folder record counts no file.
+                if !r.isFolder {
+                    if let before = try ManifestRecord.last(db, path: r.path), !before.isGone {
+                        ledger.files -= 1
+                        ledger.bytes -= before.size ?? 0
+                    }
+                    if !r.isGone {
+                        ledger.files += 1
+                        ledger.bytes += r.size ?? 0
+                    }
                 }
                 let folder: Int64
                 if let known = folders[r.folder] {
@@ -78,7 +84,9 @@ extension QueueDatabase {
                     folder = try Int64.fetchOne(db, sql: "SELECT id FROM manifest_folder WHERE path = ?", arguments: [r.folder]) ?? 0
                     folders[r.folder] = folder
                 }
-                try insert.execute(arguments: [r.path, seq, ordBase + Int64(i), folder, r.kind, r.time, r.size, r.md5, r.mtimeSec, r.mtimeNsec])
+                try insert.execute(arguments: [r.path, seq, ordBase + Int64(i), folder, r.kind, r.time, r.size, r.md5, r.mtimeSec, r.mtimeNsec,
+                                               r.sha256.map { Data($0) }, r.owner.map { Int64($0.uid) }, r.owner.map { Int64($0.gid) },
+                                               r.owner.map { Int64($0.mode) }, r.owner?.user, r.owner?.group])
             }
             if let through { try db.execute(sql: "DELETE FROM manifest_change WHERE seq <= ?", arguments: [through]) }
             update(&ledger)
@@ -113,7 +121,7 @@ extension QueueDatabase {
     func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int,
                          _ each: (StoredManifestRecord) throws -> Void) throws -> Int {
         try read { db in
-            let columns = "e.path, e.seq, e.ord, e.kind, e.time, e.size, e.md5, e.mtimeSec, e.mtimeNsec, f.path AS folder"
+            let columns = "e.path, e.seq, e.ord, \(ManifestRecord.columns), f.path AS folder"
             let from = "FROM manifest_entry e JOIN manifest_folder f ON f.id = e.folder"
             let cursor = try after.map { a in
                 try Row.fetchCursor(db, sql: "SELECT \(columns) \(from) WHERE (e.path, e.seq, e.ord) > (?, ?, ?) ORDER BY e.path, e.seq, e.ord LIMIT ?",
@@ -140,6 +148,40 @@ extension QueueDatabase {
     func manifestChangeCount(upTo limit: Int) throws -> Int {
         try read { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT 1 FROM manifest_change LIMIT ?)", arguments: [limit]) ?? 0
+        }
+    }
+
+    /// The last folder record of each of `paths` (absolute), for those that have one.
+    func manifestFolderRecords(_ paths: [String]) throws -> ExactKeyed<ManifestRecord> {
+        try read { db in
+            var out = ExactKeyed<ManifestRecord>()
+            for path in paths {
+                if let r = try ManifestRecord.lastFolder(db, path: path) { out[path] = r }
+            }
+            return out
+        }
+    }
+
+    /// The newest device record and head this NAS wrote or read for `device`.
+    func manifestHead(userId: String, device: String) throws -> RememberedHead? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT counter, seq, sha256 FROM manifest_head WHERE userId = ? AND device = ?",
+                             arguments: [userId, device]).map { r in
+                RememberedHead(counter: r["counter"], head: ManifestHead(seq: r["seq"], sha256: r["sha256"]))
+            }
+        }
+    }
+
+    /// Keeps `head` for `device` unless a newer one is kept already.
+    func rememberManifestHead(userId: String, device: String, _ head: RememberedHead, now: Date) throws {
+        try write { db in
+            try db.execute(sql: """
+                INSERT INTO manifest_head(userId, device, counter, seq, sha256, seenAt) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT(userId, device) DO UPDATE SET counter = excluded.counter, seq = excluded.seq, sha256 = excluded.sha256,
+                  seenAt = excluded.seenAt
+                WHERE excluded.counter > manifest_head.counter
+                   OR (excluded.counter = manifest_head.counter AND excluded.seq > manifest_head.seq)
+                """, arguments: [userId, device, head.counter, head.head.seq, head.head.sha256, now.timeIntervalSince1970])
         }
     }
 
@@ -176,12 +218,26 @@ struct ManifestLedger: Codable, Sendable, Equatable {
     var lastChange: Int64?
     /// When the last segment was written (seconds since the epoch).
     var writtenAt: Double?
+    /// The format of what this ledger wrote to the bucket: 2; nil for a ledger of format 1
+    /// (written by a release before it), whose manifest the stage upgrades.
+    var format: Int?
+    /// The chain's head: the SHA-256 of the last log segment's sealed bytes (64 zeros
+    /// before the first, and after an upgrade until the next).
+    var headSHA: String?
+    /// How many times the device record was written (its `counter`).
+    var counter: Int64?
 
     init(userId: String?, deviceId: String?, writer: String = UUID().uuidString.lowercased()) {
         self.userId = userId
         self.deviceId = deviceId
         self.writer = writer
+        format = ManifestSegment.sealedFormat
     }
+
+    /// Whether the bucket may hold this device's manifest in the plaintext format 1.
+    var isPlaintext: Bool { (format ?? 1) < ManifestSegment.sealedFormat }
+
+    var head: ManifestHead { ManifestHead(seq: seq, sha256: headSHA ?? ManifestHeader.noPrevious) }
 
     /// Log segment `seq` recorded with `records`, written at `writtenAt` (seconds since the epoch).
     mutating func logged(_ seq: Int64, records: [ManifestRecord], writtenAt: Double?) {
@@ -190,6 +246,12 @@ struct ManifestLedger: Codable, Sendable, Equatable {
         logSegments += 1
         lastChange = max(lastChange ?? 0, records.map(\.time).max() ?? 0)
         self.writtenAt = writtenAt ?? self.writtenAt
+    }
+
+    /// Log segment `seq` with the SHA-256 of its sealed bytes.
+    mutating func logged(_ seq: Int64, sha256: String, records: [ManifestRecord], writtenAt: Double?) {
+        logged(seq, records: records, writtenAt: writtenAt)
+        headSHA = sha256
     }
 
     static func fetch(_ db: Database) throws -> ManifestLedger? {
@@ -204,9 +266,10 @@ struct ManifestLedger: Codable, Sendable, Equatable {
     }
 }
 
-/// A record of the manifest as the queue mirrors it: keyed by the file's absolute path.
+/// A record of the manifest as the queue mirrors it: keyed by the file's (or folder's)
+/// absolute path.
 struct ManifestRecord: Sendable, Equatable {
-    /// 1 appeared, 2 changed, 3 gone (as the format's record kinds).
+    /// 1 appeared, 2 changed, 3 gone, 4 a folder (as the format's record kinds).
     var kind: Int
     var path: String
     var folder: String
@@ -214,18 +277,32 @@ struct ManifestRecord: Sendable, Equatable {
     var time: Int64
     var size: Int64?
     var md5: String?
+    /// A file's modification time; a folder record's too.
     var mtimeSec: Int64?
     var mtimeNsec: Int64?
+    /// The 32 bytes of the file's SHA-256, when known.
+    var sha256: [UInt8]?
+    /// Owner, group (ids and names) and mode, when known (always for a folder).
+    var owner: Ownership?
 
     var isGone: Bool { kind == 3 }
+    var isFolder: Bool { kind == 4 }
 
-    /// A row of `manifest_entry` joined with its folder's path (as `folder`).
+    static let columns = "e.kind, e.time, e.size, e.md5, e.mtimeSec, e.mtimeNsec, e.sha256, e.uid, e.gid, e.mode, e.user, e.grp"
+
+    /// A row of `manifest_entry` (`columns`) joined with its folder's path (as `folder`).
     init(row r: Row, path: String) {
+        var owner: Ownership?
+        if let uid: Int64 = r["uid"], let gid: Int64 = r["gid"], let mode: Int64 = r["mode"] {
+            owner = Ownership(uid: UInt32(truncatingIfNeeded: uid), gid: UInt32(truncatingIfNeeded: gid), user: r["user"], group: r["grp"],
+                              mode: UInt32(truncatingIfNeeded: mode))
+        }
         self.init(kind: r["kind"], path: path, folder: r["folder"], time: r["time"], size: r["size"], md5: r["md5"],
-                  mtimeSec: r["mtimeSec"], mtimeNsec: r["mtimeNsec"])
+                  mtimeSec: r["mtimeSec"], mtimeNsec: r["mtimeNsec"], sha256: (r["sha256"] as Data?).map { Array($0) }, owner: owner)
     }
 
-    init(kind: Int, path: String, folder: String, time: Int64, size: Int64?, md5: String?, mtimeSec: Int64?, mtimeNsec: Int64?) {
+    init(kind: Int, path: String, folder: String, time: Int64, size: Int64?, md5: String?, mtimeSec: Int64?, mtimeNsec: Int64?,
+         sha256: [UInt8]? = nil, owner: Ownership? = nil) {
         self.kind = kind
         self.path = path
         self.folder = folder
@@ -234,13 +311,23 @@ struct ManifestRecord: Sendable, Equatable {
         self.md5 = md5
         self.mtimeSec = mtimeSec
         self.mtimeNsec = mtimeNsec
+        self.sha256 = sha256
+        self.owner = owner
     }
 
-    /// The last record mirrored for `path`.
+    /// The last file record mirrored for `path` (folder records aside).
     static func last(_ db: Database, path: String) throws -> ManifestRecord? {
         try Row.fetchOne(db.cachedStatement(sql: """
-            SELECT e.kind, e.time, e.size, e.md5, e.mtimeSec, e.mtimeNsec, f.path AS folder FROM manifest_entry e
-            JOIN manifest_folder f ON f.id = e.folder WHERE e.path = ? ORDER BY e.seq DESC, e.ord DESC LIMIT 1
+            SELECT \(columns), f.path AS folder FROM manifest_entry e
+            JOIN manifest_folder f ON f.id = e.folder WHERE e.path = ? AND e.kind != 4 ORDER BY e.seq DESC, e.ord DESC LIMIT 1
+            """), arguments: [path]).map { ManifestRecord(row: $0, path: path) }
+    }
+
+    /// The last folder record mirrored for the folder `path`.
+    static func lastFolder(_ db: Database, path: String) throws -> ManifestRecord? {
+        try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT \(columns), f.path AS folder FROM manifest_entry e
+            JOIN manifest_folder f ON f.id = e.folder WHERE e.path = ? AND e.kind = 4 ORDER BY e.seq DESC, e.ord DESC LIMIT 1
             """), arguments: [path]).map { ManifestRecord(row: $0, path: path) }
     }
 }
@@ -262,6 +349,9 @@ struct ManifestCandidate: Sendable, Equatable {
         var mtimeSec: Int64
         var mtimeNsec: Int64
         var updatedAt: Double
+        /// The 32 bytes of its SHA-256, and its owner and mode, when the hasher took them.
+        var sha256: [UInt8]? = nil
+        var owner: FileOwner? = nil
     }
 
     var path: String
@@ -269,4 +359,32 @@ struct ManifestCandidate: Sendable, Equatable {
     var file: FileRow?
     /// nil: the manifest never had this path.
     var current: ManifestRecord?
+}
+
+extension FileOwner {
+    /// From a row's `uid`, `gid` and `mode`; nil unless all three are there.
+    init?(row r: Row) {
+        guard let uid: Int64 = r["uid"], let gid: Int64 = r["gid"], let mode: Int64 = r["mode"] else { return nil }
+        self.init(uid: UInt32(truncatingIfNeeded: uid), gid: UInt32(truncatingIfNeeded: gid), mode: UInt32(truncatingIfNeeded: mode))
+    }
+}
+
+/// The heads this NAS wrote or read of each device (`manifest_head`), for the restore's
+/// reader: an older device record or chain coming back from the bucket is refused.
+package struct ManifestHeads: ManifestHeadMemory {
+    private let database: QueueDatabase
+    private let clock: any DaemonClock
+
+    package init(database: QueueDatabase, clock: any DaemonClock = SystemClock()) {
+        self.database = database
+        self.clock = clock
+    }
+
+    package func remembered(userId: String, device: String) async -> RememberedHead? {
+        try? database.manifestHead(userId: userId, device: device)
+    }
+
+    package func remember(userId: String, device: String, _ head: RememberedHead) async {
+        try? database.rememberManifestHead(userId: userId, device: device, head, now: clock.now())
+    }
 }

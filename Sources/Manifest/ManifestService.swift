@@ -6,6 +6,7 @@ import ManifestFormat
 import PhotolalaCore
 import Queue
 import ServiceLifecycle
+import Vault
 
 /// The manifest stage: takes the paths whose backed-up state changed (`manifest_change`,
 /// filled by the queue's triggers) and appends them to this NAS's manifest in the bucket
@@ -40,9 +41,11 @@ package actor ManifestService: Service {
 
     private let database: QueueDatabase
     private let session: BucketSession
+    private let keySource: any MetadataKeySource
     private let clock: any DaemonClock
     private let loop: StageLoop
     private let logger: Logger
+    private let audit: (any AuditRecorder)?
     private var options: Options
     private var ledger: ManifestLedger?
     /// Whether the bucket's manifest was compared with the ledger since the account (or
@@ -52,29 +55,34 @@ package actor ManifestService: Service {
     private var needsSnapshot = false
     /// The device record in the bucket no longer says what the ledger does.
     private var recordStale = true
+    /// This device's objects of the plaintext format 1 still in the bucket (found by the
+    /// sync): deleted once the sealed manifest and record stand.
+    private var plaintextLeft: [String] = []
     private var waitingSince: Date?
     private var retry: Backoff
     private var state: DaemonStatus.Manifest.State = .off
     private var lastError: String?
+    private var names = OwnerNames()
     private let statusChanges: ChangeFeed
-    /// Every delete in the bucket, recorded (cli.md "audit": `s3.delete`).
-    private let audit: (any AuditRecorder)?
 
     /// - Parameters:
     ///   - bucket: the stage's way to the bucket; the signed-in user and this NAS's device
     ///     id come from its grant source.
+    ///   - keys: the account's metadata key: nothing is written while it is not `ready`
+    ///     (the changes wait in the queue database), and its changes wake the stage.
     ///   - wakes: what else makes the stage look (the daemon passes the account's changes).
-    package init(database: QueueDatabase, bucket session: BucketSession, options: Options, clock: any DaemonClock = SystemClock(),
-                 wakes: [StageLoop.Source] = [], logger: Logger, statusChanges: ChangeFeed = ChangeFeed(),
-                 audit: (any AuditRecorder)? = nil) {
+    package init(database: QueueDatabase, bucket session: BucketSession, keys: any MetadataKeySource, options: Options,
+                 clock: any DaemonClock = SystemClock(), wakes: [StageLoop.Source] = [], logger: Logger,
+                 statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil) {
         self.database = database
-        self.audit = audit
         self.session = session
+        self.keySource = keys
         self.options = options
         self.clock = clock
         self.logger = logger
         self.statusChanges = statusChanges
-        loop = StageLoop(clock: clock, wakes: [.signal(database.signals.uploaded)] + wakes)
+        self.audit = audit
+        loop = StageLoop(clock: clock, wakes: [.signal(database.signals.uploaded), .stream(keys.keyChanges.changes())] + wakes)
         retry = options.policy.retry
         ledger = try? database.manifestLedger()
     }
@@ -123,20 +131,30 @@ package actor ManifestService: Service {
             }
         }
         let pending = (try? database.hasManifestChanges()) ?? true
-        guard pending || needsSnapshot || (recordStale && (ledger?.seq ?? 0) > 0) else {
+        let plaintext = ledger?.isPlaintext ?? false
+        guard pending || needsSnapshot || plaintext || !plaintextLeft.isEmpty || (recordStale && (ledger?.seq ?? 0) > 0) else {
             setState(.idle)
             return nil
         }
+        // Everything under metadata/ is sealed with the account's key: without it the
+        // changes wait in the queue database, and the key's arrival wakes the stage.
+        guard case .ready(let accountKey) = await keySource.metadataKeyState() else {
+            setState(.waitingForKey)
+            return nil
+        }
+        let key = accountKey.metadataKey
         do {
             let store = ManifestStore(session: session, userId: userId)
             let keys = ManifestKeys(userId: userId, deviceId: deviceId)
             if !synced {
-                try await sync(store, keys)
+                try await sync(store, keys, key)
                 synced = true
             }
-            if needsSnapshot { try await compact(store, keys) }
-            let wait = try await writeDue(store, keys, now: now)
-            if recordStale && (ledger?.seq ?? 0) > 0 { try await writeRecord(store, keys) }
+            if ledger?.isPlaintext ?? false { try await upgrade(store, keys, key) }
+            if needsSnapshot { try await compact(store, keys, key) }
+            let wait = try await writeDue(store, keys, key, now: now)
+            if recordStale && (ledger?.seq ?? 0) > 0 { try await writeRecord(store, keys, key) }
+            if !plaintextLeft.isEmpty && !recordStale && (ledger?.seq ?? 0) > 0 { try await deletePlaintext(store, keys) }
             retry.reset()
             lastError = nil
             return wait
@@ -146,7 +164,7 @@ package actor ManifestService: Service {
     }
 
     /// Writes the next segment if it is due; returns when to look again.
-    private func writeDue(_ store: ManifestStore, _ keys: ManifestKeys, now: Date) async throws -> Date? {
+    private func writeDue(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey, now: Date) async throws -> Date? {
         while true {
             // Every upload wakes the stage, and a segment gathers for a minute while uploads
             // go on: reading its (up to 5,000) paths at each wake made the manifest half of
@@ -165,7 +183,12 @@ package actor ManifestService: Service {
                 setState(.idle)
                 return nil
             }
-            let records = batch.candidates.compactMap { ManifestChanges.record(for: $0, folders: options.folders, now: now) }
+            var names = self.names
+            let notBefore = ledger?.lastChange ?? .min
+            let records = batch.candidates.compactMap {
+                ManifestChanges.record(for: $0, folders: options.folders, now: now, notBefore: notBefore, names: { names.ownership($0) })
+            }
+            self.names = names
             guard !records.isEmpty else {
                 try database.dropManifestChanges(through: batch.through)
                 continue
@@ -179,11 +202,11 @@ package actor ManifestService: Service {
                 return date
             }
             setState(.writing)
-            try await writeLog(records, through: batch.through, store, keys)
+            try await writeLog(records, through: batch.through, store, keys, key)
             waitingSince = nil
             if let l = ledger, options.policy.shouldCompact(logEntries: l.logEntries, logSegments: l.logSegments,
                                                            snapshotEntries: l.snapshotEntries) {
-                try await compact(store, keys)
+                try await compact(store, keys, key)
             }
         }
     }
@@ -222,37 +245,69 @@ package actor ManifestService: Service {
         s.manifest = DaemonStatus.Manifest(
             state: state, deviceId: await session.deviceId, segments: l?.seq ?? 0, snapshot: l?.snapshot ?? 0,
             files: l?.files ?? 0, bytes: l?.bytes ?? 0, writtenAt: l?.writtenAt.map { Timestamp.string(Date(timeIntervalSince1970: $0)) },
-            lastError: lastError)
+            lastError: lastError, format: l.map { $0.isPlaintext ? 1 : 2 })
     }
 
     // MARK: writing: a log segment (PUT only if the number is free, then recorded), a
     // snapshot (its parts, then its index, then the objects it supersedes deleted), the
-    // device record.
+    // device record. Every object sealed under the metadata key, for its own key.
 
-    private func writeLog(_ records: [ManifestRecord], through: Int64, _ store: ManifestStore, _ keys: ManifestKeys) async throws {
+    private func writeLog(_ records: [ManifestRecord], through: Int64, _ store: ManifestStore, _ keys: ManifestKeys,
+                          _ key: MetadataKey) async throws {
         guard let current = ledger else { return }
         let seq = current.seq + 1
+        // The folders above the files, with their owners, when new or changed: first, and
+        // no later than the files (an --as-of restore that has a file has its folders).
+        let folders = try folderRecords(for: records, time: records.map(\.time).min() ?? 0)
+        let all = folders + records
         var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .log, device: keys.deviceId, seq: seq, createdAt: Timestamp.string(clock.now()),
-                                                                    writer: current.writer, through: through))
-        for record in records {
+                                                                    writer: current.writer, through: through, prev: current.head.sha256))
+        for record in all {
             if let entry = ManifestChanges.entry(record) { encoder.append(entry) }
         }
-        let bytes = encoder.finish()
+        let objectKey = keys.log(seq)
+        let bytes = encoder.sealed(key: key, objectKey: objectKey)
         // If-None-Match: a number is written once. A 412 means a write of ours got there
         // before its answer did (or before a kill -9): the next step takes it back.
-        try await store.put(keys.log(seq), bytes, ifNoneMatch: true)
+        try await store.put(objectKey, bytes, ifNoneMatch: true)
         let written = clock.now()
-        ledger = try database.recordManifestSegment(seq: seq, records: records, through: through) { l in
-            l.logged(seq, records: records, writtenAt: written.timeIntervalSince1970)
+        let sha = ManifestSegment.sealedDigestHex(of: bytes)
+        ledger = try database.recordManifestSegment(seq: seq, records: all, through: through) { l in
+            l.logged(seq, sha256: sha, records: all, writtenAt: written.timeIntervalSince1970)
         }
         recordStale = true
-        logger.debug("manifest segment written", metadata: ["seq": "\(seq)", "entries": "\(records.count)", "bytes": "\(bytes.count)"])
+        logger.debug("manifest segment written", metadata: ["seq": "\(seq)", "entries": "\(all.count)", "bytes": "\(bytes.count)"])
+    }
+
+    /// The folder records a batch of file records brings: each folder from the watched
+    /// folder down to the files' own, stat'ed now, whose owner, group or mode the manifest
+    /// does not hold yet. A folder's time alone changing (a file added) is not a change.
+    private func folderRecords(for records: [ManifestRecord], time: Int64) throws -> [ManifestRecord] {
+        var seen = ExactKeyed<String>()
+        var wanted: [String] = []
+        for r in records where r.kind == 1 || r.kind == 2 {
+            for f in ManifestChanges.folders(above: r.path, in: r.folder) where seen[f] == nil {
+                seen[f] = r.folder
+                wanted.append(f)
+            }
+        }
+        guard !wanted.isEmpty else { return [] }
+        let known = try database.manifestFolderRecords(wanted)
+        var out: [ManifestRecord] = []
+        for path in wanted {
+            guard let (owner, mtime) = FolderStat.of(path), let folder = seen[path] else { continue }
+            if let last = known[path], ManifestChanges.sameOwner(last.owner, owner) { continue }
+            out.append(ManifestRecord(kind: 4, path: path, folder: folder, time: time, size: nil, md5: nil, mtimeSec: mtime.sec,
+                                      mtimeNsec: mtime.nsec, owner: names.ownership(owner)))
+        }
+        return out
     }
 
     /// Writes a snapshot of the whole mirror as of the last segment, then deletes what it
     /// supersedes. Its parts go first and its index last: a reader only uses a snapshot
-    /// whose index is there, and nothing older is deleted before that.
-    private func compact(_ store: ManifestStore, _ keys: ManifestKeys) async throws {
+    /// whose index is there, and nothing older is deleted before that. The parts and the
+    /// index name the last log segment they cover (`prev`), so the log after them chains on.
+    private func compact(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey) async throws {
         guard var current = ledger else { return }
         let seq = current.seq
         guard seq > 0 else {
@@ -260,6 +315,7 @@ package actor ManifestService: Service {
             return
         }
         setState(.writing)
+        let prev = current.head.sha256
         var parts: [ManifestHeader.Part] = []
         var after: (path: String, seq: Int64, ord: Int64)?
         var total = 0
@@ -267,24 +323,26 @@ package actor ManifestService: Service {
         while true {
             let number = parts.count + 1
             var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .snapshot, device: keys.deviceId, seq: seq, part: number,
-                                                                        createdAt: Timestamp.string(clock.now())))
+                                                                        createdAt: Timestamp.string(clock.now()), prev: prev))
             var last: StoredManifestRecord?
             let read = try database.manifestRecords(after: after, limit: options.policy.maxEntriesPerPart) { stored in
                 if let entry = ManifestChanges.entry(stored.record) { encoder.append(entry) }
                 last = stored
             }
             if read == 0 && !parts.isEmpty { break }
-            let bytes = encoder.finish()
-            try await store.put(keys.snapshotPart(seq, part: number), bytes)
-            parts.append(.init(part: number, sha256: ManifestSegment.digestHex(of: bytes) ?? "", entries: encoder.count))
+            let objectKey = keys.snapshotPart(seq, part: number)
+            let bytes = encoder.sealed(key: key, objectKey: objectKey)
+            try await store.put(objectKey, bytes)
+            parts.append(.init(part: number, sha256: ManifestSegment.sealedDigestHex(of: bytes), entries: encoder.count))
             total += encoder.count
             bytesWritten += bytes.count
             guard let last, read == options.policy.maxEntriesPerPart else { break }
             after = (last.record.path, last.seq, last.ord)
         }
-        var index = ManifestHeader(kind: .snapshotIndex, device: keys.deviceId, seq: seq, createdAt: Timestamp.string(clock.now()), parts: parts)
+        var index = ManifestHeader(kind: .snapshotIndex, device: keys.deviceId, seq: seq, createdAt: Timestamp.string(clock.now()), parts: parts,
+                                   prev: prev)
         index.entries = total
-        try await store.put(keys.snapshotIndex(seq), ManifestSegment(header: index, entries: []).encoded())
+        try await store.put(keys.snapshotIndex(seq), ManifestSegment(header: index, entries: []).sealed(key: key, objectKey: keys.snapshotIndex(seq)))
         current.snapshot = seq
         current.logEntries = 0
         current.logSegments = 0
@@ -302,16 +360,62 @@ package actor ManifestService: Service {
         photolala_trim_malloc()
     }
 
-    /// `device.json`: the name, the folders, the last backup and the totals.
-    private func writeRecord(_ store: ManifestStore, _ keys: ManifestKeys) async throws {
-        guard let l = ledger else { return }
+    /// `device.json`, sealed: the name, the folders, the last backup, the totals, and the
+    /// chain's head with a counter one higher than the last record's (saved first: a
+    /// counter is never reused for another head).
+    private func writeRecord(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey) async throws {
+        guard var l = ledger else { return }
+        let counter = (l.counter ?? 0) + 1
+        l.counter = counter
+        try database.saveManifestLedger(l)
+        ledger = l
         let record = DeviceRecord(
             deviceId: keys.deviceId, name: options.deviceName, folders: options.folders,
             lastBackupAt: l.lastChange.map { Timestamp.string(Date(timeIntervalSince1970: Double($0) / 1000)) },
             files: l.files, bytes: l.bytes, logSeq: l.seq, snapshotSeq: l.snapshot, updatedAt: Timestamp.string(clock.now()),
-            software: "photolalad \(PhotolalaVersion.current)")
-        try await store.put(keys.record, record.encoded(), contentType: "application/json")
+            software: "photolalad \(PhotolalaVersion.current)", counter: counter, head: l.head)
+        try await store.put(keys.record, record.sealed(key: key, objectKey: keys.record))
         recordStale = false
+        try database.rememberManifestHead(userId: keys.userId, device: keys.deviceId, RememberedHead(counter: counter, head: l.head), now: clock.now())
+    }
+
+    // MARK: the upgrade from the plaintext format 1
+
+    /// A ledger of format 1: this NAS's manifest is in the bucket in plaintext. It is
+    /// written again, sealed, as a snapshot of the mirror (the queue database, never what
+    /// the bucket holds in plaintext), then the device record, then the plaintext objects
+    /// go. A crash anywhere before the ledger says format 2 does it all again; after, the
+    /// sync finds the plaintext left and deletes it.
+    private func upgrade(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey) async throws {
+        guard var current = ledger, current.isPlaintext else { return }
+        logger.notice("encrypting this NAS's manifest (format 2): it was written in plaintext by an earlier release",
+                      metadata: ["segments": "\(current.seq)"])
+        setState(.writing)
+        current.headSHA = ManifestHeader.noPrevious
+        ledger = current
+        if current.seq > 0 { try await compact(store, keys, key) }
+        current = ledger ?? current
+        current.format = ManifestSegment.sealedFormat
+        try database.saveManifestLedger(current)
+        ledger = current
+        if current.seq > 0 { try await writeRecord(store, keys, key) }
+        plaintextLeft = ManifestSync(listing: try await store.keys(under: keys.prefix), keys: keys).plaintext
+        if current.seq > 0 { try await deletePlaintext(store, keys) }
+    }
+
+    /// Deletes this device's plaintext segments (the sealed record has replaced the
+    /// plaintext one at the same key).
+    private func deletePlaintext(_ store: ManifestStore, _ keys: ManifestKeys) async throws {
+        let doomed = plaintextLeft
+        for key in doomed {
+            try await store.delete(key)
+            plaintextLeft.removeFirst()
+        }
+        guard !doomed.isEmpty else { return }
+        logger.notice("deleted this NAS's plaintext manifest from the bucket: only the encrypted one remains",
+                      metadata: ["objects": "\(doomed.count)"])
+        audit?.record(AuditEvent(.s3Delete, by: .daemon, .ok, ["prefix": .string(keys.prefix), "count": .int(Int64(doomed.count)),
+                                                                "why": .string("manifest encrypted (format 2)")]))
     }
 
     /// Deletes `stale` one by one, then records how many went (and, if one failed after
@@ -340,7 +444,7 @@ package actor ManifestService: Service {
 
     // MARK: comparing the bucket's manifest with the ledger (see `ManifestSync`)
 
-    private func sync(_ store: ManifestStore, _ keys: ManifestKeys) async throws {
+    private func sync(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey) async throws {
         var current = try database.manifestLedger() ?? ManifestLedger(userId: nil, deviceId: nil)
         if current.userId != keys.userId || current.deviceId != keys.deviceId {
             // Another account or device than the mirror's (a first start, a new sign-in):
@@ -351,19 +455,36 @@ package actor ManifestService: Service {
         }
         ledger = current
         let plan = ManifestSync(listing: try await store.keys(under: keys.prefix), keys: keys)
+        plaintextLeft = plan.plaintext
+        // The record's counter only grows, even when this database is newer than the record.
+        if let bytes = try await store.bytes(keys.record), DeviceRecord.format(of: bytes) == ManifestSegment.sealedFormat,
+           let record = try? DeviceRecord.open(bytes, key: key, objectKey: keys.record), let counter = record.counter,
+           counter > (current.counter ?? 0) {
+            current.counter = counter
+            try database.saveManifestLedger(current)
+            ledger = current
+        }
+        recordStale = true
+        // A plaintext manifest is written again whole by the upgrade, from the mirror.
+        if current.isPlaintext { return }
         if let snapshot = plan.rebuild(ledgerSeq: current.seq) {
-            current = try await rebuild(from: snapshot, store, keys, writer: current.writer)
+            current = try await rebuild(from: snapshot, store, keys, key, writer: current.writer)
         }
         for seq in plan.toAdopt(after: current.seq) {
             let segment: ManifestSegment
+            let sealed: [UInt8]
             do {
-                segment = try await store.segment(keys.log(seq)).segment
+                (segment, sealed, _) = try await store.sealedSegment(keys.log(seq), key: key)
+                // Taken back only if it is the next link of this chain.
+                guard segment.header.kind == .log, segment.header.seq == seq, segment.header.prev == current.head.sha256 else {
+                    throw ManifestReadError.damaged(keys.log(seq), "it does not follow segment \(seq - 1)")
+                }
             } catch let error as ManifestReadError {
                 logger.warning("a manifest segment in the bucket cannot be used; writing it again: \(error)")
                 try await delete(plan.unusable(seq), store, keys, why: "unusable segment")
                 break
             }
-            current = try adopt(segment, seq: seq)
+            current = try adopt(segment, seq: seq, sha256: ManifestSegment.sealedDigestHex(of: sealed))
             logger.notice("took back a manifest segment written before a stop", metadata: ["seq": "\(seq)"])
         }
         switch plan.outcome(ledgerSeq: current.seq, ledgerSnapshot: current.snapshot) {
@@ -374,17 +495,16 @@ package actor ManifestService: Service {
             try await delete(stale, store, keys, why: "tidy")
         }
         ledger = current
-        recordStale = true
     }
 
     /// Records a segment read back from the bucket as if just written. The changes it
     /// consumed are dropped only if this database wrote it.
-    private func adopt(_ segment: ManifestSegment, seq: Int64) throws -> ManifestLedger {
+    private func adopt(_ segment: ManifestSegment, seq: Int64, sha256: String) throws -> ManifestLedger {
         let records = segment.entries.compactMap(ManifestChanges.record)
         let mine = segment.header.writer == ledger?.writer
         let written = Timestamp.parse(segment.header.createdAt)?.timeIntervalSince1970
         let saved = try database.recordManifestSegment(seq: seq, records: records, through: mine ? segment.header.through : nil) { l in
-            l.logged(seq, records: records, writtenAt: written)
+            l.logged(seq, sha256: sha256, records: records, writtenAt: written)
         }
         ledger = saved
         return saved
@@ -392,14 +512,18 @@ package actor ManifestService: Service {
 
     /// A new mirror from the snapshot `seq`; every backed-up file stays a change, which
     /// then finds its record already there and writes nothing.
-    private func rebuild(from seq: Int64, _ store: ManifestStore, _ keys: ManifestKeys, writer: String) async throws -> ManifestLedger {
+    private func rebuild(from seq: Int64, _ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey, writer: String) async throws -> ManifestLedger {
         logger.notice("rebuilding the manifest mirror from the bucket", metadata: ["snapshot": "\(seq)"])
+        let counter = ledger?.counter
         try database.resetManifest(ManifestLedger(userId: keys.userId, deviceId: keys.deviceId, writer: writer))
-        let index = try await store.segment(keys.snapshotIndex(seq)).segment
+        let index = try await store.sealedSegment(keys.snapshotIndex(seq), key: key).segment
+        guard index.header.kind == .snapshotIndex, index.header.seq == seq, let prev = index.header.prev else {
+            throw ManifestReadError.damaged(keys.snapshotIndex(seq), "it is not the index of snapshot \(seq)")
+        }
         var ord: Int64 = 0
         var saved = try database.manifestLedger()
         for part in index.header.parts ?? [] {
-            let segment = try await store.segment(keys.snapshotPart(seq, part: part.part), digest: part.sha256).segment
+            let segment = try await store.sealedSegment(keys.snapshotPart(seq, part: part.part), key: key, digest: part.sha256).segment
             let records = segment.entries.compactMap(ManifestChanges.record)
             saved = try database.recordManifestSegment(seq: seq, records: records, through: nil, ordBase: ord) { l in
                 l.seq = seq
@@ -409,7 +533,10 @@ package actor ManifestService: Service {
             }
             ord += Int64(records.count)
         }
-        let result = saved ?? ManifestLedger(userId: keys.userId, deviceId: keys.deviceId, writer: writer)
+        var result = saved ?? ManifestLedger(userId: keys.userId, deviceId: keys.deviceId, writer: writer)
+        result.headSHA = prev
+        result.counter = counter
+        try database.saveManifestLedger(result)
         ledger = result
         return result
     }

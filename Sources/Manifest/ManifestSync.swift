@@ -9,10 +9,14 @@ import ManifestFormat
 struct ManifestSync: Sendable, Equatable {
     let chain: ManifestChain
     let keys: ManifestKeys
+    /// Segments of the plaintext format 1 still in the bucket: an upgrade (or one a crash
+    /// cut short) deletes them once the sealed manifest and record are there.
+    let plaintext: [String]
 
     init(listing: [String], keys: ManifestKeys) {
         chain = ManifestChain(keys: listing, layout: keys)
         self.keys = keys
+        plaintext = listing.filter { $0.hasPrefix(keys.prefix) && ManifestKeys.isPlaintextSegment($0) }.sorted()
     }
 
     /// The snapshot to rebuild the mirror from: the bucket holds more than this database

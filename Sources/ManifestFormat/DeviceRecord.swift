@@ -1,7 +1,10 @@
 import Foundation
+import Vault
 
 /// `device.json`: what `photolalactl devices` shows of a NAS without replaying its
-/// manifest. Rewritten after every manifest segment; the segments stay the truth.
+/// manifest. Rewritten after every manifest segment; the segments stay the truth. In
+/// format 2 it is sealed like the segments and also names the chain's head, with a
+/// counter that grows with every write (privacy.md "Freshness").
 package struct DeviceRecord: Codable, Sendable, Equatable {
     package var format: Int
     package var deviceId: String
@@ -20,10 +23,14 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
     package var updatedAt: String
     /// The software that wrote it, e.g. "photolalad 0.1.0".
     package var software: String
+    /// Format 2: grows by one with every write of the record.
+    package var counter: Int64?
+    /// Format 2: the newest log segment, and the SHA-256 of its sealed bytes.
+    package var head: ManifestHead?
 
     package init(deviceId: String, name: String, folders: [String], lastBackupAt: String?, files: Int64, bytes: Int64,
-                logSeq: Int64, snapshotSeq: Int64, updatedAt: String, software: String) {
-        format = 1
+                logSeq: Int64, snapshotSeq: Int64, updatedAt: String, software: String, counter: Int64? = nil, head: ManifestHead? = nil) {
+        format = head == nil ? 1 : 2
         self.deviceId = deviceId
         self.name = name
         self.folders = folders
@@ -34,6 +41,8 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
         self.snapshotSeq = snapshotSeq
         self.updatedAt = updatedAt
         self.software = software
+        self.counter = counter
+        self.head = head
     }
 
     package func encoded() -> [UInt8] {
@@ -42,7 +51,67 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
         return Array((try? e.encode(self)) ?? Data())
     }
 
+    /// A format-1 record (plaintext JSON).
     package static func decode(_ bytes: [UInt8]) -> DeviceRecord? {
         try? JSONDecoder().decode(DeviceRecord.self, from: Data(bytes))
     }
+
+    /// The sealed record, for `objectKey` (the device's `device.json`).
+    package func sealed(key: MetadataKey, objectKey: String) -> [UInt8] {
+        SealedObject.seal(encoded(), key: key, objectKey: objectKey)
+    }
+
+    /// A format-2 record, if it opens as `objectKey` and says it is format 2 with a head.
+    package static func open(_ bytes: [UInt8], key: MetadataKey, objectKey: String) throws(ManifestFormatError) -> DeviceRecord {
+        let plaintext: [UInt8]
+        do {
+            plaintext = try SealedObject.open(bytes, key: key, objectKey: objectKey)
+        } catch {
+            throw .sealed(error.description)
+        }
+        guard let record = decode(plaintext), record.format == 2, record.head != nil, record.counter != nil else {
+            throw .badHeader("it is not a format-2 device record")
+        }
+        return record
+    }
+
+    /// Which format a `device.json` (or any manifest object) is in, from its first bytes
+    /// alone: 2 sealed, 1 plaintext (JSON or a format-1 segment); nil for anything else.
+    package static func format(of bytes: [UInt8]) -> Int? {
+        if bytes.count >= 8 && bytes.starts(with: SealedObject.magic.prefix(7)) { return Int(bytes[7]) }
+        if bytes.first == UInt8(ascii: "{") { return 1 }
+        return nil
+    }
+}
+
+/// The head of a device's manifest chain: its newest log segment and the SHA-256 of that
+/// segment's sealed bytes (for a device whose newest object is a snapshot: the log segment
+/// the snapshot covers last, as its index names it).
+package struct ManifestHead: Codable, Sendable, Equatable {
+    package var seq: Int64
+    package var sha256: String
+
+    package init(seq: Int64, sha256: String) {
+        self.seq = seq
+        self.sha256 = sha256
+    }
+}
+
+/// What a NAS remembers of a device's manifest: the newest record counter and head it
+/// wrote or read, so an older one coming back (a rollback) is refused.
+package struct RememberedHead: Codable, Sendable, Equatable {
+    package var counter: Int64
+    package var head: ManifestHead
+
+    package init(counter: Int64, head: ManifestHead) {
+        self.counter = counter
+        self.head = head
+    }
+}
+
+/// Where the reader keeps the heads it has seen (the queue database, in the daemon).
+package protocol ManifestHeadMemory: Sendable {
+    func remembered(userId: String, device: String) async -> RememberedHead?
+    /// Keeps `head` unless a newer one is already kept.
+    func remember(userId: String, device: String, _ head: RememberedHead) async
 }

@@ -51,6 +51,56 @@ package struct MD5Value: Hashable, Sendable, Comparable, CustomStringConvertible
     }
 }
 
+/// A SHA-256 as four words, for the same reason as `MD5Value`.
+package struct SHA256Value: Hashable, Sendable, CustomStringConvertible {
+    package var words: (UInt64, UInt64, UInt64, UInt64)
+
+    /// From the 32 digest bytes; nil for any other count.
+    package init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 32 else { return nil }
+        var w: [UInt64] = [0, 0, 0, 0]
+        for (i, b) in bytes.enumerated() { w[i / 8] = w[i / 8] << 8 | UInt64(b) }
+        words = (w[0], w[1], w[2], w[3])
+    }
+
+    /// From 64 hex digits (either case); nil for anything else.
+    package init?(hex: String) {
+        let utf8 = Array(hex.utf8)
+        guard utf8.count == 64 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        for i in stride(from: 0, to: 64, by: 2) {
+            guard let b = UInt8(String(decoding: utf8[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(b)
+        }
+        self.init(bytes: bytes)
+    }
+
+    package var bytes: [UInt8] {
+        [words.0, words.1, words.2, words.3].flatMap { w in (0..<8).map { UInt8(truncatingIfNeeded: w >> (56 - 8 * $0)) } }
+    }
+
+    package var hex: String {
+        [words.0, words.1, words.2, words.3].map { w in
+            let h = String(w, radix: 16)
+            return String(repeating: "0", count: 16 - h.count) + h
+        }.joined()
+    }
+
+    package var description: String { hex }
+
+    package static func == (a: SHA256Value, b: SHA256Value) -> Bool {
+        a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.words.3 == b.words.3
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(words.0)
+        hasher.combine(words.1)
+        hasher.combine(words.2)
+        hasher.combine(words.3)
+    }
+}
+
 /// What a file held at one moment: enough to find its object and put it back as it was.
 package struct FileVersion: Hashable, Sendable {
     package var size: Int64
@@ -59,23 +109,63 @@ package struct FileVersion: Hashable, Sendable {
     package var mtimeSec: Int64
     /// …and the nanoseconds within that second (0..<1,000,000,000).
     package var mtimeNsec: Int64
+    /// The SHA-256 of the same bytes (format 2; nil when it was not known: a file backed
+    /// up before the daemon took it). A restore checks it as well as the MD5, which
+    /// names the object but no longer resists a forger (MD5 collisions are practical).
+    package var sha256: SHA256Value?
 
-    package init(size: Int64, md5: MD5Value, mtimeSec: Int64, mtimeNsec: Int64) {
+    package init(size: Int64, md5: MD5Value, mtimeSec: Int64, mtimeNsec: Int64, sha256: SHA256Value? = nil) {
         self.size = size
         self.md5 = md5
         self.mtimeSec = mtimeSec
         self.mtimeNsec = mtimeNsec
+        self.sha256 = sha256
+    }
+}
+
+/// Who owned a file or folder on the device it was backed up from, and its permission
+/// bits (privacy.md "Owners and modes"; recorded from manifest format 2).
+package struct Ownership: Sendable, Equatable, Hashable {
+    package var uid: UInt32
+    package var gid: UInt32
+    package var user: String?
+    package var group: String?
+    /// The permission bits as recorded (`st_mode & 0o7777`).
+    package var mode: UInt32
+
+    package init(uid: UInt32, gid: UInt32, user: String? = nil, group: String? = nil, mode: UInt32) {
+        self.uid = uid
+        self.gid = gid
+        self.user = user
+        self.group = group
+        self.mode = mode
+    }
+}
+
+/// A modification time as the filesystem keeps it.
+package struct FileTime: Hashable, Sendable {
+    package var sec: Int64
+    /// 0 ≤ nsec < 1,000,000,000.
+    package var nsec: Int64
+
+    package init(sec: Int64, nsec: Int64) {
+        self.sec = sec
+        self.nsec = nsec
     }
 }
 
 /// One change of one file, as the manifest records it: it appeared with these bytes, its
-/// bytes (or modification time) changed, or it went away. Entries are facts in the order
-/// they happened; replaying them up to a time gives the folder tree at that time.
+/// bytes (or modification time, owner or mode) changed, or it went away; or, from format
+/// 2, a folder below a watched folder with its owner and mode (new, or changed). Entries
+/// are facts in the order they happened; replaying them up to a time gives the folder
+/// tree at that time.
 package struct ManifestEntry: Hashable, Sendable {
     package enum Kind: UInt8, Sendable {
         case appeared = 1
         case changed = 2
         case gone = 3
+        /// A folder's owner, group, mode and time (format 2).
+        case folder = 4
     }
 
     package var kind: Kind
@@ -83,19 +173,26 @@ package struct ManifestEntry: Hashable, Sendable {
     package var folder: String
     /// The path below the folder, without a leading '/': the exact bytes of the names,
     /// so Unicode twins (NFC and NFD spellings) stay two files, and bytes that are not
-    /// UTF-8 survive.
+    /// UTF-8 survive. Empty only for a folder record of the watched folder itself.
     package var path: [UInt8]
     /// When the daemon recorded the change (for a file that appeared or changed: once its
     /// object was in the bucket), in milliseconds since the Unix epoch.
     package var time: Int64
-    /// What the file held; nil exactly when it went away.
+    /// What the file held; nil exactly when it went away, and for a folder.
     package var version: FileVersion?
+    /// Its owner, group and mode when known (format 2; always for a folder record).
+    package var owner: Ownership?
+    /// A folder's modification time (folder records only; a file's is in its version).
+    package var mtime: FileTime?
 
-    package init(kind: Kind, folder: String, path: [UInt8], time: Int64, version: FileVersion?) {
+    package init(kind: Kind, folder: String, path: [UInt8], time: Int64, version: FileVersion?, owner: Ownership? = nil,
+                 mtime: FileTime? = nil) {
         self.kind = kind
         self.folder = folder
         self.path = path
         self.time = time
         self.version = version
+        self.owner = owner
+        self.mtime = mtime
     }
 }

@@ -1,10 +1,13 @@
 import Foundation
 
 /// How the daemon hands a manifest to the command: one frame per checked segment, then a
-/// report. A frame is a type byte ('S' a segment, 'R' the report as JSON), a big-endian
-/// 32-bit length and that many bytes. A stream without its report was cut short.
+/// report. A frame is a type byte ('S' a format-1 segment, 'P' the plaintext of a format-2
+/// segment the daemon opened and checked, 'R' the report as JSON), a big-endian 32-bit
+/// length and that many bytes. A stream without its report was cut short. The command
+/// reads every segment again as untrusted bytes: the daemon decrypts, the command distrusts.
 package enum ManifestFrames {
     package static func segment(_ bytes: [UInt8]) -> [UInt8] { frame(UInt8(ascii: "S"), bytes) }
+    package static func plaintext(_ bytes: [UInt8]) -> [UInt8] { frame(UInt8(ascii: "P"), bytes) }
 
     package static func report(_ report: ManifestReader.Report) -> [UInt8] {
         frame(UInt8(ascii: "R"), Array((try? JSONEncoder().encode(report)) ?? Data()))
@@ -17,6 +20,7 @@ package enum ManifestFrames {
 
     package enum Frame: Equatable {
         case segment([UInt8])
+        case plaintext([UInt8])
         case report(ManifestReader.Report)
     }
 
@@ -44,6 +48,7 @@ package enum ManifestFrames {
                 start += 5 + n
                 switch type {
                 case UInt8(ascii: "S"): frames.append(.segment(payload))
+                case UInt8(ascii: "P"): frames.append(.plaintext(payload))
                 case UInt8(ascii: "R"):
                     guard let r = try? JSONDecoder().decode(ManifestReader.Report.self, from: Data(payload)) else { throw FrameError.badFrame }
                     frames.append(.report(r))

@@ -9,7 +9,8 @@ package struct ManifestHeader: Codable, Sendable, Equatable {
     /// A snapshot part as its index names it.
     package struct Part: Codable, Sendable, Equatable {
         package var part: Int
-        /// The SHA-256 the part carries (its bytes 8..<40), hex.
+        /// Format 1: the SHA-256 the part carries (its bytes 8..<40); format 2: the
+        /// SHA-256 of the part's sealed bytes. Hex.
         package var sha256: String
         package var entries: Int
         package init(part: Int, sha256: String, entries: Int) {
@@ -40,10 +41,18 @@ package struct ManifestHeader: Codable, Sendable, Equatable {
     /// not get to record. Readers ignore both.
     package var writer: String?
     package var through: Int64?
+    /// Format 2, the chain (privacy.md "Freshness"): in a log segment, the hex SHA-256 of
+    /// log segment `seq - 1`'s sealed bytes (64 zeros when there is none); in a snapshot's
+    /// parts and index, that of log segment `seq`, the last one it covers (so the log
+    /// after it links to the snapshot once the logs it covers are gone).
+    package var prev: String?
+    /// Format 2: the user and group names the records' owners refer to, by index + 1.
+    package var users: [String]?
+    package var groups: [String]?
 
     package init(kind: Kind, device: String, seq: Int64, part: Int? = nil, createdAt: String, parts: [Part]? = nil,
-                writer: String? = nil, through: Int64? = nil) {
-        format = ManifestSegment.formatVersion
+                writer: String? = nil, through: Int64? = nil, prev: String? = nil) {
+        format = ManifestSegment.sealedFormat
         self.kind = kind
         self.device = device
         self.seq = seq
@@ -54,5 +63,9 @@ package struct ManifestHeader: Codable, Sendable, Equatable {
         self.parts = parts
         self.writer = writer
         self.through = through
+        self.prev = prev
     }
+
+    /// The `prev` of log segment 1: there is nothing before it.
+    package static let noPrevious = String(repeating: "0", count: 64)
 }

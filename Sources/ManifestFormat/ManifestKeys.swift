@@ -1,17 +1,33 @@
 /// Where a device's manifest lives in the bucket (s3-layout.md, docs/manifest.md):
 ///
 ///     metadata/{userId}/devices/{deviceId}/device.json                   the device's record
-///     metadata/{userId}/devices/{deviceId}/log/{seq:012}.plm             log segments 1, 2, …
-///     metadata/{userId}/devices/{deviceId}/snapshot/{seq:012}/{part:06}.plm   a snapshot's parts
-///     metadata/{userId}/devices/{deviceId}/snapshot/{seq:012}/index.plm  written last: the snapshot is complete
+///     metadata/{userId}/devices/{deviceId}/log/{seq:012}.pls             log segments 1, 2, …
+///     metadata/{userId}/devices/{deviceId}/snapshot/{seq:012}/{part:06}.pls   a snapshot's parts
+///     metadata/{userId}/devices/{deviceId}/snapshot/{seq:012}/index.pls  written last: the snapshot is complete
+///
+/// Format 2 (sealed) objects end in `.pls`; the plaintext format 1 ended in `.plm`, so the
+/// two never share a key while a NAS upgrades (`plaintext` is that layout).
 package struct ManifestKeys: Sendable, Equatable {
     package let userId: String
     package let deviceId: String
+    /// `pls` (format 2) or `plm` (format 1).
+    package let segmentExtension: String
 
     package init(userId: String, deviceId: String) {
         self.userId = userId
         self.deviceId = deviceId
+        segmentExtension = "pls"
     }
+
+    private init(userId: String, deviceId: String, segmentExtension: String) {
+        self.userId = userId
+        self.deviceId = deviceId
+        self.segmentExtension = segmentExtension
+    }
+
+    /// The same device's keys in the plaintext format 1.
+    package var plaintext: ManifestKeys { ManifestKeys(userId: userId, deviceId: deviceId, segmentExtension: "plm") }
+    package var isPlaintext: Bool { segmentExtension == "plm" }
 
     /// `metadata/{userId}/`: what the client may touch.
     package static func userPrefix(_ userId: String) -> String { "metadata/\(userId)/" }
@@ -22,9 +38,14 @@ package struct ManifestKeys: Sendable, Equatable {
     package var prefix: String { Self.devicesPrefix(userId) + deviceId + "/" }
     package var record: String { prefix + "device.json" }
 
-    package func log(_ seq: Int64) -> String { prefix + "log/" + Self.padded(seq, 12) + ".plm" }
-    package func snapshotPart(_ seq: Int64, part: Int) -> String { prefix + "snapshot/" + Self.padded(seq, 12) + "/" + Self.padded(Int64(part), 6) + ".plm" }
-    package func snapshotIndex(_ seq: Int64) -> String { prefix + "snapshot/" + Self.padded(seq, 12) + "/index.plm" }
+    package func log(_ seq: Int64) -> String { prefix + "log/" + Self.padded(seq, 12) + "." + segmentExtension }
+    package func snapshotPart(_ seq: Int64, part: Int) -> String {
+        prefix + "snapshot/" + Self.padded(seq, 12) + "/" + Self.padded(Int64(part), 6) + "." + segmentExtension
+    }
+    package func snapshotIndex(_ seq: Int64) -> String { prefix + "snapshot/" + Self.padded(seq, 12) + "/index." + segmentExtension }
+
+    /// Whether `key` is a segment of the plaintext format 1 (what an upgrade deletes).
+    package static func isPlaintextSegment(_ key: String) -> Bool { key.hasSuffix(".plm") }
 
     static func padded(_ n: Int64, _ width: Int) -> String {
         let digits = String(n)
@@ -73,14 +94,16 @@ package struct ManifestChain: Sendable, Equatable {
         var snapshotKeys: [Int64: [String]] = [:]
         var indexed: Set<Int64> = []
         let prefix = layout.prefix
-        for key in keys where key.utf8.starts(with: prefix.utf8) {
+        let ext = "." + layout.segmentExtension
+        // The other format's objects are not part of this chain (an upgrade deletes them).
+        for key in keys where key.utf8.starts(with: prefix.utf8) && key.hasSuffix(ext) {
             let rest = String(Substring(key.utf8.dropFirst(prefix.utf8.count)))
             let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
-            if parts.count == 2, parts[0] == "log", parts[1].hasSuffix(".plm"), let n = Int64(parts[1].dropLast(4)), n > 0 {
+            if parts.count == 2, parts[0] == "log", let n = Int64(parts[1].dropLast(4)), n > 0 {
                 logKeys[n] = key
             } else if parts.count == 3, parts[0] == "snapshot", let n = Int64(parts[1]), n > 0 {
                 snapshotKeys[n, default: []].append(key)
-                if parts[2] == "index.plm" { indexed.insert(n) }
+                if parts[2] == "index" + ext { indexed.insert(n) }
             }
         }
         let complete = indexed.max()

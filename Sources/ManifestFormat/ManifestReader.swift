@@ -1,4 +1,5 @@
 import Foundation
+import Vault
 
 /// Where a manifest's objects are read from: a listing and the objects' bytes, nothing
 /// else. The manifest stage and restore each answer it from their bucket; the reading and
@@ -37,6 +38,23 @@ extension ManifestObjects {
     }
 }
 
+extension ManifestObjects {
+    /// A format-2 segment, opened as its key under `key` and read; `digest` (hex SHA-256
+    /// of the sealed bytes) must match when given (a snapshot part against its index).
+    package func sealedSegment(_ objectKey: String, key: MetadataKey, digest: String? = nil) async throws -> (segment: ManifestSegment, sealed: [UInt8], plaintext: [UInt8]) {
+        guard let bytes = try await bytes(objectKey) else { throw ManifestReadError.missing(objectKey) }
+        if let digest, ManifestSegment.sealedDigestHex(of: bytes) != digest {
+            throw ManifestReadError.damaged(objectKey, "it is not the part its index names")
+        }
+        do {
+            let (segment, plaintext) = try ManifestSegment.open(bytes, key: key, objectKey: objectKey)
+            return (segment, bytes, plaintext)
+        } catch {
+            throw ManifestReadError.damaged(objectKey, error.description)
+        }
+    }
+}
+
 /// Why a manifest could not be read as the listing promised.
 package enum ManifestReadError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Listed but gone when fetched: compacted away meanwhile; read again.
@@ -53,7 +71,14 @@ package enum ManifestReadError: Error, Sendable, Equatable, CustomStringConverti
 
 /// Reads a device's manifest from the bucket in replay order — the newest complete
 /// snapshot's parts, each checked against its index, then the log segments after it —
-/// and hands over every segment checked, with its bytes. What it cannot use it reports.
+/// and hands over every segment checked, with its bytes (format 1: the object; format 2:
+/// its plaintext, opened). What it cannot use it reports.
+///
+/// Format 2 is also checked for freshness (privacy.md): every log segment must name the
+/// SHA-256 of the one before it, and the chain must reach the head the sealed device
+/// record names — or the newer one this NAS remembers, so an older record coming back is
+/// caught. A manifest that stops short is reported with the time before which it is
+/// still whole (`wholeBefore`).
 package struct ManifestReader: Sendable {
     package struct Report: Codable, Sendable, Equatable {
         package var segments: Int = 0
@@ -66,18 +91,47 @@ package struct ManifestReader: Sendable {
         package var complete = true
         /// An object went away while it was read (compaction): read again.
         package var retry = false
+        /// 1 or 2.
+        package var format: Int = 1
+        /// Format 2, when the manifest is not proven whole: it holds every change recorded
+        /// before this time (ms since the epoch), and a restore as of an earlier time is
+        /// whole. nil: whole.
+        package var wholeBefore: Int64?
+        /// Format 2, read whole: the head it reached and the record's counter (what the
+        /// reader remembers).
+        package var head: RememberedHead?
         package init() {}
     }
 
     package let store: any ManifestObjects
     package let keys: ManifestKeys
+    /// Format 2: the metadata key; nil reads format 1.
+    package let key: MetadataKey?
+    /// Format 2: the newest head this NAS saw of the device.
+    package let remembered: RememberedHead?
 
+    /// A format-1 (plaintext) reader.
     package init(store: any ManifestObjects, keys: ManifestKeys) {
         self.store = store
+        self.keys = keys.isPlaintext ? keys : keys.plaintext
+        key = nil
+        remembered = nil
+    }
+
+    /// A format-2 reader.
+    package init(store: any ManifestObjects, keys: ManifestKeys, key: MetadataKey, remembered: RememberedHead?) {
+        self.store = store
         self.keys = keys
+        self.key = key
+        self.remembered = remembered
     }
 
     package func read(_ each: (ManifestSegment, [UInt8]) async throws -> Void) async throws -> Report {
+        if let key { return try await readSealed(key: key, each) }
+        return try await readPlaintext(each)
+    }
+
+    private func readPlaintext(_ each: (ManifestSegment, [UInt8]) async throws -> Void) async throws -> Report {
         var report = Report()
         let chain = ManifestChain(keys: try await store.keys(under: keys.prefix), layout: keys)
         func deliver(_ segment: ManifestSegment, _ bytes: [UInt8]) async throws {
@@ -122,6 +176,108 @@ package struct ManifestReader: Sendable {
         } catch let ManifestReadError.damaged(key, why) {
             report.problems.append("\(key) cannot be trusted (\(why)): the manifest was read up to segment \(report.lastSeq), later changes are not in this restore")
             report.complete = false
+        }
+        return report
+    }
+
+    private func readSealed(key: MetadataKey, _ each: (ManifestSegment, [UInt8]) async throws -> Void) async throws -> Report {
+        var report = Report()
+        report.format = 2
+        let chain = ManifestChain(keys: try await store.keys(under: keys.prefix), layout: keys)
+        // What the chain must reach: the sealed record's head, or the newer one remembered.
+        var expected: RememberedHead?
+        var recordTrusted = false
+        if let bytes = try await store.bytes(keys.record) {
+            do {
+                let record = try DeviceRecord.open(bytes, key: key, objectKey: keys.record)
+                if let counter = record.counter, let head = record.head, record.deviceId == keys.deviceId {
+                    expected = RememberedHead(counter: counter, head: head)
+                    recordTrusted = true
+                } else {
+                    report.problems.append("\(keys.record) names another device: it cannot say how far the manifest goes")
+                }
+            } catch {
+                report.problems.append("\(keys.record) cannot be trusted (\(error)): nothing proves how far the manifest goes")
+            }
+        } else {
+            report.problems.append("\(keys.record) is missing: nothing proves how far the manifest goes")
+        }
+        if let remembered {
+            if let e = expected, remembered.counter > e.counter || remembered.head.seq > e.head.seq {
+                report.problems.append("\(keys.record) is older than one this NAS read before (record \(e.counter), segment \(e.head.seq); this NAS saw record \(remembered.counter), segment \(remembered.head.seq)): the bucket was rolled back")
+                expected = remembered
+            } else if expected == nil {
+                expected = remembered
+            }
+        }
+        var newest: Int64?
+        var lastSHA = ManifestHeader.noPrevious
+        func deliver(_ segment: ManifestSegment, _ plaintext: [UInt8]) async throws {
+            try await each(segment, plaintext)
+            report.segments += 1
+            report.entries += segment.entries.count
+            for e in segment.entries { newest = max(newest ?? e.time, e.time) }
+        }
+        do {
+            if let seq = chain.snapshot {
+                let indexKey = keys.snapshotIndex(seq)
+                let (index, _, indexPlain) = try await store.sealedSegment(indexKey, key: key)
+                guard index.header.kind == .snapshotIndex, index.header.seq == seq, let parts = index.header.parts,
+                      let prev = index.header.prev else {
+                    throw ManifestReadError.damaged(indexKey, "it is not the index of snapshot \(seq)")
+                }
+                try await each(index, indexPlain)
+                for (i, part) in parts.enumerated() {
+                    let partKey = keys.snapshotPart(seq, part: part.part)
+                    let (segment, _, plaintext) = try await store.sealedSegment(partKey, key: key, digest: part.sha256)
+                    guard part.part == i + 1, segment.header.kind == .snapshot, segment.header.seq == seq, segment.header.part == part.part else {
+                        throw ManifestReadError.damaged(partKey, "it is not part \(part.part) of snapshot \(seq)")
+                    }
+                    try await deliver(segment, plaintext)
+                }
+                report.lastSeq = seq
+                lastSHA = prev
+            }
+            for seq in chain.logs {
+                let logKey = keys.log(seq)
+                let (segment, sealed, plaintext) = try await store.sealedSegment(logKey, key: key)
+                guard segment.header.kind == .log, segment.header.seq == seq else {
+                    throw ManifestReadError.damaged(logKey, "it is not log segment \(seq)")
+                }
+                guard segment.header.prev == lastSHA else {
+                    throw ManifestReadError.damaged(logKey, "it does not follow segment \(seq - 1) (an older or another copy of a segment)")
+                }
+                try await deliver(segment, plaintext)
+                report.lastSeq = seq
+                lastSHA = ManifestSegment.sealedDigestHex(of: sealed)
+            }
+            if let gap = chain.gapAt {
+                report.problems.append("log segment \(gap) of the manifest is missing: it was read up to segment \(gap - 1), later changes are not in this restore")
+                report.complete = false
+            }
+        } catch ManifestReadError.missing(let missing) {
+            report.problems.append("\(missing) went away while it was read (the manifest was being compacted)")
+            report.complete = false
+            report.retry = true
+        } catch let ManifestReadError.damaged(damaged, why) {
+            report.problems.append("\(damaged) cannot be trusted (\(why)): the manifest was read up to segment \(report.lastSeq), later changes are not in this restore")
+            report.complete = false
+        }
+        if report.complete, let e = expected {
+            if report.lastSeq < e.head.seq {
+                report.problems.append("the newest segments are missing: the device's record names segment \(e.head.seq), the bucket holds the manifest up to segment \(report.lastSeq)")
+                report.complete = false
+            } else if report.lastSeq == e.head.seq && lastSHA != e.head.sha256 {
+                report.problems.append("segment \(e.head.seq) is not the one the device's record names (an older or another copy)")
+                report.complete = false
+            }
+        }
+        if !recordTrusted && expected == nil { report.complete = false }
+        if report.complete, let e = expected {
+            report.head = RememberedHead(counter: e.counter, head: ManifestHead(seq: report.lastSeq, sha256: lastSHA))
+        } else {
+            report.complete = false
+            report.wholeBefore = newest ?? Int64.min
         }
         return report
     }

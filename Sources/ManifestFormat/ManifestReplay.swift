@@ -12,12 +12,15 @@ package struct ManifestReplay: Sendable {
         package var version: FileVersion
         /// When this version was recorded.
         package var time: Int64
+        /// Its owner, group and mode, when recorded (format 2).
+        package var owner: Ownership?
 
-        package init(folder: String, path: [UInt8], version: FileVersion, time: Int64) {
+        package init(folder: String, path: [UInt8], version: FileVersion, time: Int64, owner: Ownership? = nil) {
             self.folder = folder
             self.path = path
             self.version = version
             self.time = time
+            self.owner = owner
         }
     }
 
@@ -30,7 +33,9 @@ package struct ManifestReplay: Sendable {
     package let asOf: Int64?
     private var folders = ExactKeyed<Int>()
     private var folderNames: [String] = []
-    private var latest: [Key: (version: FileVersion?, time: Int64)] = [:]
+    private var latest: [Key: (version: FileVersion?, time: Int64, owner: Ownership?)] = [:]
+    /// Each folder's last record (format 2): its owner, group and mode.
+    private var folderRecords: [Key: Ownership] = [:]
     /// Entries seen, whether or not they were before `asOf`.
     package private(set) var entriesRead = 0
     /// The newest time of any entry applied (what the replay reflects).
@@ -55,7 +60,11 @@ package struct ManifestReplay: Sendable {
             folders[e.folder] = folder
             folderNames.append(e.folder)
         }
-        latest[Key(folder: folder, path: e.path)] = (e.kind == .gone ? nil : e.version, e.time)
+        if e.kind == .folder {
+            if let owner = e.owner { folderRecords[Key(folder: folder, path: e.path)] = owner }
+        } else {
+            latest[Key(folder: folder, path: e.path)] = (e.kind == .gone ? nil : e.version, e.time, e.owner)
+        }
         newestApplied = max(newestApplied ?? e.time, e.time)
     }
 
@@ -65,7 +74,7 @@ package struct ManifestReplay: Sendable {
         out.reserveCapacity(latest.count)
         for (key, value) in latest {
             if let v = value.version {
-                out.append(File(folder: folderNames[key.folder], path: key.path, version: v, time: value.time))
+                out.append(File(folder: folderNames[key.folder], path: key.path, version: v, time: value.time, owner: value.owner))
             }
         }
         return out.sorted { a, b in
@@ -75,4 +84,12 @@ package struct ManifestReplay: Sendable {
 
     /// Every folder the replayed entries name, in the order first seen.
     package var folderList: [String] { folderNames }
+
+    /// The recorded owner of each folder, by watched folder then by the path below it
+    /// (empty: the watched folder itself), as `RestorePlan.plan` takes them.
+    package var folderOwners: [String: [[UInt8]: Ownership]] {
+        var out: [String: [[UInt8]: Ownership]] = [:]
+        for (key, owner) in folderRecords { out[folderNames[key.folder], default: [:]][key.path] = owner }
+        return out
+    }
 }

@@ -1,43 +1,64 @@
 import Digests
 import Foundation
 import PhotolalaCore
+import Vault
 
 /// Builds a segment's bytes one record at a time, so a snapshot part is encoded while its
 /// records are read from the queue, never held as a list: only the body's bytes (under a
-/// megabyte a part) stay in memory. The header's folders are collected as records name them.
+/// megabyte a part) stay in memory. The header's folders (and, in format 2, its user and
+/// group names) are collected as records name them.
 package struct ManifestSegmentEncoder {
     private var header: ManifestHeader
+    private let format: Int
     private var folderIndex = ExactKeyed<Int>()
     private var folders: [String] = []
+    private var userIndex = ExactKeyed<Int>()
+    private var users: [String] = []
+    private var groupIndex = ExactKeyed<Int>()
+    private var groups: [String] = []
     private var body = ManifestByteWriter()
-    private var previousPath: [UInt8] = []
-    private var previousTime: Int64 = 0
+    private var state = ManifestSegment.RecordState()
     package private(set) var count = 0
 
-    package init(header: ManifestHeader) {
+    /// `format`: 2 (sealed, what the daemon writes) or 1 (the plaintext format it upgrades).
+    package init(header: ManifestHeader, format: Int = ManifestSegment.sealedFormat) {
         self.header = header
+        self.format = format
     }
 
     package mutating func append(_ entry: ManifestEntry) {
-        let folder: Int
-        if let known = folderIndex[entry.folder] {
-            folder = known
+        // Format 1 has no folder records.
+        if format == ManifestSegment.formatVersion && entry.kind == .folder { return }
+        let folder = Self.index(of: entry.folder, in: &folderIndex, &folders)
+        if format == ManifestSegment.formatVersion {
+            ManifestSegment.encode(entry, folder: folder, previousPath: state.path, previousTime: state.time, into: &body)
+            state.path = entry.path
+            state.time = entry.time
         } else {
-            folder = folders.count
-            folderIndex[entry.folder] = folder
-            folders.append(entry.folder)
+            let user = entry.owner?.user.map { Self.index(of: $0, in: &userIndex, &users) + 1 } ?? 0
+            let group = entry.owner?.group.map { Self.index(of: $0, in: &groupIndex, &groups) + 1 } ?? 0
+            ManifestSegment.encodeSealed(entry, folder: folder, userIndex: user, groupIndex: group, state: &state, into: &body)
         }
-        ManifestSegment.encode(entry, folder: folder, previousPath: previousPath, previousTime: previousTime, into: &body)
-        previousPath = entry.path
-        previousTime = entry.time
         count += 1
     }
 
-    /// The object: magic, digest, header, records. An index keeps the `entries` it was
-    /// given (its parts' records); every other kind counts its own.
-    package func finish() -> [UInt8] {
+    private static func index(of name: String, in index: inout ExactKeyed<Int>, _ list: inout [String]) -> Int {
+        if let known = index[name] { return known }
+        index[name] = list.count
+        list.append(name)
+        return list.count - 1
+    }
+
+    /// Header length, header, records. An index keeps the `entries` it was given (its
+    /// parts' records); every other kind counts its own.
+    private func body(format: Int) -> [UInt8] {
         var header = self.header
+        header.format = format
         header.folders = folders
+        if format == ManifestSegment.sealedFormat {
+            header.users = users
+            header.groups = groups
+        }
         if header.kind != .snapshotIndex { header.entries = count }
         let headerBytes = Array((try? ManifestSegment.headerEncoder.encode(header)) ?? Data())
         var rest = ManifestByteWriter()
@@ -45,6 +66,22 @@ package struct ManifestSegmentEncoder {
         rest.u32(UInt32(headerBytes.count))
         rest.append(headerBytes)
         rest.append(body.bytes)
-        return ManifestSegment.magic + SHA256.digest(rest.bytes) + rest.bytes
+        return rest.bytes
+    }
+
+    /// The format-1 object: magic, digest, header, records.
+    package func finish() -> [UInt8] {
+        let rest = body(format: ManifestSegment.formatVersion)
+        return ManifestSegment.magic + SHA256.digest(rest) + rest
+    }
+
+    /// The format-2 plaintext (what is sealed, and what the daemon hands the command).
+    package func plaintext() -> [UInt8] {
+        body(format: ManifestSegment.sealedFormat)
+    }
+
+    /// The format-2 object, sealed under `key` for `objectKey`.
+    package func sealed(key: MetadataKey, objectKey: String) -> [UInt8] {
+        SealedObject.seal(plaintext(), key: key, objectKey: objectKey)
     }
 }

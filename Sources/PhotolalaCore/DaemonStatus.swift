@@ -362,6 +362,9 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
             case writing
             /// Writing failed; retried with backoff (`lastError` says why).
             case backoff
+            /// Changes wait in the queue database for the account's key (status `recovery`:
+            /// the recovery key is needed on this NAS).
+            case waitingForKey = "waiting-for-key"
         }
         package var state: State
         /// This NAS's device id (s3-layout.md).
@@ -374,9 +377,12 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
         package var bytes: Int64
         @Null package var writtenAt: String?
         @Null package var lastError: String?
+        /// The format of this NAS's manifest in the bucket: 2 (encrypted), or 1 (plaintext,
+        /// until the upgrade is done); nil before there is one.
+        @Null package var format: Int?
 
         package init(state: State = .off, deviceId: String? = nil, segments: Int64 = 0, snapshot: Int64 = 0, files: Int64 = 0,
-                    bytes: Int64 = 0, writtenAt: String? = nil, lastError: String? = nil) {
+                    bytes: Int64 = 0, writtenAt: String? = nil, lastError: String? = nil, format: Int? = nil) {
             self.state = state
             self.deviceId = deviceId
             self.segments = segments
@@ -385,6 +391,7 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
             self.bytes = bytes
             self.writtenAt = writtenAt
             self.lastError = lastError
+            self.format = format
         }
     }
 

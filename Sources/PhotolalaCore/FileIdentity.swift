@@ -14,3 +14,18 @@ package struct FileIdentity: Sendable, Equatable, Hashable {
         self.mtimeNsec = mtimeNsec
     }
 }
+
+/// Who owns a file and its permission bits, as a `stat` gives them: what the manifest
+/// records so a restore can give them back (privacy.md "Owners and modes").
+package struct FileOwner: Sendable, Equatable, Hashable {
+    package var uid: UInt32
+    package var gid: UInt32
+    /// `st_mode & 0o7777`.
+    package var mode: UInt32
+
+    package init(uid: UInt32, gid: UInt32, mode: UInt32) {
+        self.uid = uid
+        self.gid = gid
+        self.mode = mode & 0o7777
+    }
+}

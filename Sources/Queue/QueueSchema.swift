@@ -207,6 +207,38 @@ enum QueueSchema {
                 INSERT INTO manifest_change(path) SELECT path FROM file WHERE state = 'uploaded';
                 """)
         }
+        m.registerMigration("v7-manifest-format2") { db in
+            // Manifest format 2 (docs/manifest.md, privacy.md). Each file keeps the SHA-256
+            // the hasher took in the same read as its MD5 (32 bytes) and the owner, group and
+            // permission bits it had when it was opened for that read; rows hashed before
+            // this stay NULL until they are read again. The mirror keeps them per record,
+            // with the owner and group names resolved when the record was written, and
+            // folder records (kind 4: a folder's owner, mode and time, in mtimeSec and
+            // mtimeNsec). `manifest_head` remembers, per device of the account, the newest
+            // device record (its counter) and chain head this NAS wrote or read, so an
+            // older one coming back from the bucket is refused.
+            try db.execute(sql: """
+                ALTER TABLE file ADD COLUMN sha256 BLOB;
+                ALTER TABLE file ADD COLUMN uid INTEGER;
+                ALTER TABLE file ADD COLUMN gid INTEGER;
+                ALTER TABLE file ADD COLUMN mode INTEGER;
+                ALTER TABLE manifest_entry ADD COLUMN sha256 BLOB;
+                ALTER TABLE manifest_entry ADD COLUMN uid INTEGER;
+                ALTER TABLE manifest_entry ADD COLUMN gid INTEGER;
+                ALTER TABLE manifest_entry ADD COLUMN mode INTEGER;
+                ALTER TABLE manifest_entry ADD COLUMN user TEXT;
+                ALTER TABLE manifest_entry ADD COLUMN grp TEXT;
+                CREATE TABLE manifest_head (
+                    userId TEXT NOT NULL,
+                    device TEXT NOT NULL,
+                    counter INTEGER NOT NULL,
+                    seq INTEGER NOT NULL,
+                    sha256 TEXT NOT NULL,
+                    seenAt REAL NOT NULL,
+                    PRIMARY KEY (userId, device)
+                ) WITHOUT ROWID;
+                """)
+        }
         return m
     }
 }

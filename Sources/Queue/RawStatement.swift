@@ -25,6 +25,7 @@ package struct RawStatement {
             case .int(let v): sqlite3_bind_int64(handle, index, v)
             case .double(let v): sqlite3_bind_double(handle, index, v)
             case .text(let v): sqlite3_bind_text(handle, index, v, -1, Self.transient)
+            case .blob(let v): v.withUnsafeBytes { _ = sqlite3_bind_blob(handle, index, $0.baseAddress, Int32($0.count), Self.transient) }
             case .null: sqlite3_bind_null(handle, index)
             }
         }
@@ -58,6 +59,16 @@ package struct RawStatement {
         return String(cString: p)
     }
 
+    /// A blob column's bytes; nil for NULL.
+    package func blob(_ column: Int32) -> [UInt8]? {
+        guard sqlite3_column_type(handle, column) != SQLITE_NULL else { return nil }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        guard count > 0, let p = sqlite3_column_blob(handle, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: p, count: count))
+    }
+
+    package func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+
     /// Rows this write changed (SQLite counts them per connection).
     package var changes: Int32 { sqlite3_db_handle(handle).map { sqlite3_changes($0) } ?? 0 }
 
@@ -68,5 +79,6 @@ package enum RawValue {
     case int(Int64)
     case double(Double)
     case text(String)
+    case blob([UInt8])
     case null
 }

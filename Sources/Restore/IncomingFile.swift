@@ -7,19 +7,23 @@ import Foundation
 import ManifestFormat
 import PhotolalaCore
 
-/// One file's bytes on their way in: written to the temporary file while its MD5 is
-/// taken, then checked and put in place, or thrown away.
+/// One file's bytes on their way in: written to the temporary file while its MD5 (and,
+/// when the manifest recorded it, its SHA-256) is taken, then checked and put in place,
+/// or thrown away.
 package final class IncomingFile {
     let parent: RestoreWriter.Parent
     let temp: [UInt8]
     private var fd: Int32
     private var md5 = MD5()
+    private var sha = SHA256()
+    private let takesSHA: Bool
     package private(set) var written: Int64 = 0
 
-    init(parent: RestoreWriter.Parent, temp: [UInt8], fd: Int32) {
+    init(parent: RestoreWriter.Parent, temp: [UInt8], fd: Int32, sha256: Bool) {
         self.parent = parent
         self.temp = temp
         self.fd = fd
+        takesSHA = sha256
     }
 
     deinit {
@@ -28,6 +32,7 @@ package final class IncomingFile {
 
     package func append(_ bytes: UnsafeRawBufferPointer) throws(RestoreWriter.Failure) {
         md5.update(bytes)
+        if takesSHA { sha.update(bytes) }
         var offset = 0
         while offset < bytes.count {
             let n = retryingInterrupts { write(fd, bytes.baseAddress! + offset, bytes.count - offset) }
@@ -46,6 +51,14 @@ package final class IncomingFile {
         guard written == version.size, digest == version.md5 else {
             discard()
             throw RestoreWriter.Failure("the object photos/…/\(version.md5.hex).dat holds other bytes than its name says (\(written) bytes, MD5 \(digest?.hex ?? "?")): it changed in the bucket; not restored")
+        }
+        // MD5 collisions are practical: the SHA-256 the manifest recorded has the last word.
+        if let expected = version.sha256 {
+            let found = takesSHA ? SHA256Value(bytes: sha.finalize()) : nil
+            guard found == expected else {
+                discard()
+                throw RestoreWriter.Failure("the object photos/…/\(version.md5.hex).dat has the right MD5 but not the SHA-256 the manifest recorded (\(found?.hex ?? "not taken")): it was replaced in the bucket by other bytes; not restored")
+            }
         }
         // Owner first: chown clears setuid and setgid, and the mode is the last word.
         if let owner = parent.attributes.owner, fchown(fd, owner.uid, owner.gid) != 0 {

@@ -2,26 +2,8 @@
 import Glibc
 #endif
 import Foundation
+import ManifestFormat
 import Synchronization
-
-/// Who owned a file or folder on the device it was backed up from, and its permission
-/// bits (privacy.md "Owners and modes"; recorded from manifest format 2).
-package struct Ownership: Sendable, Equatable, Hashable {
-    package var uid: UInt32
-    package var gid: UInt32
-    package var user: String?
-    package var group: String?
-    /// The permission bits as recorded (`st_mode & 0o7777`).
-    package var mode: UInt32
-
-    package init(uid: UInt32, gid: UInt32, user: String? = nil, group: String? = nil, mode: UInt32) {
-        self.uid = uid
-        self.gid = gid
-        self.user = user
-        self.group = group
-        self.mode = mode
-    }
-}
 
 /// How a restore gives owners back, as tar does: run as root, by name when the name
 /// exists on this NAS and by number otherwise (`--numeric-owner`: always by number;

@@ -188,7 +188,7 @@ package enum RestorePlan {
                 continue
             }
             let destination = prefix.isEmpty ? f.path : prefix + [UInt8(ascii: "/")] + f.path
-            items.append(RestoreItem(folder: f.folder, path: f.path, version: f.version, root: root, destination: destination))
+            items.append(RestoreItem(folder: f.folder, path: f.path, version: f.version, root: root, destination: destination, owner: f.owner))
         }
         refused = refusedCount.sorted { $0.key < $1.key }.map { folder, count in
             Refusal(subject: shown(folder), files: count,

@@ -25,9 +25,12 @@ package final class RestoreRun: Sendable {
         package var workers: Int
         /// `--numeric-owner`, `--no-owners` (privacy.md "Owners and modes").
         package var owners: OwnerRule.Owners
+        /// `--allow-unencrypted`: a device whose manifest is still in the plaintext format 1
+        /// may be restored from (under every rule all the same).
+        package var allowUnencrypted: Bool
 
         package init(device: String?, asOf: Int64?, asOfText: String?, to: String?, paths: [String], overwrite: Bool, dryRun: Bool,
-                    json: Bool, workers: Int = 10, owners: OwnerRule.Owners = .byName) {
+                    json: Bool, workers: Int = 10, owners: OwnerRule.Owners = .byName, allowUnencrypted: Bool = false) {
             self.device = device
             self.asOf = asOf
             self.asOfText = asOfText
@@ -38,6 +41,7 @@ package final class RestoreRun: Sendable {
             self.json = json
             self.workers = workers
             self.owners = owners
+            self.allowUnencrypted = allowUnencrypted
         }
     }
 
@@ -105,12 +109,22 @@ package final class RestoreRun: Sendable {
         case .failure(let f): throw .plan(f.description)
         }
         let label = device.name ?? device.id
+        // Said before anything is written: the daemon refuses these too, in the same words.
+        if device.access == .keyNeeded {
+            throw .plan("the manifest of device \(device.id) is encrypted with this account's key, which this NAS does not hold yet: enter the account's recovery key (sudo photolalactl recovery-key --enter), then run the restore again")
+        }
+        if device.access == .unencrypted && !request.allowUnencrypted {
+            throw .plan("the manifest of device \(label) is in the old plaintext format, which nothing authenticates: restore from it only with --allow-unencrypted (every restore rule still applies)")
+        }
         if !request.dryRun { try openSession(device: label, id: device.id) }
         var summary = RestoreSummary(device: .init(id: device.id, name: device.name), asOf: request.asOfText, dryRun: request.dryRun,
                                      files: 0, bytes: 0, restored: 0, alreadyThere: 0, kept: 0, failed: 0, waitingArchived: 0,
                                      problems: [], items: request.dryRun ? [] : nil, interrupted: false)
         let (replay, manifestProblems) = try readManifest(device.id)
         summary.problems += manifestProblems.map { .init(kind: "manifest", path: nil, message: $0) }
+        if device.access == .unencrypted {
+            say("The manifest of \(label) is in the old plaintext format: nothing proves who wrote it (--allow-unencrypted); every restore rule applies")
+        }
         let selected: [ManifestReplay.File]
         do {
             let picked = try RestorePlan.select(replay.files, filters: request.paths)
@@ -122,7 +136,7 @@ package final class RestoreRun: Sendable {
         // Nothing the bucket says chooses where a file goes: only --to, or this NAS's own watched folders.
         let watched = request.to == nil ? try watchedFolders() : []
         let plan = RestorePlan.plan(selected, deviceFolders: RestorePlan.deviceFolders(record: device.folders, files: replay.files),
-                                    to: request.to, watched: watched)
+                                    to: request.to, watched: watched, folderOwners: replay.folderOwners)
         state.withLock { $0.writer = RestoreWriter(overwrite: request.overwrite, owners: request.owners, folderOwners: plan.folderOwners) }
         summary.problems += plan.refused.map { .init(kind: "refused", path: $0.subject, message: $0.reason) }
         let items = plan.items
@@ -175,6 +189,9 @@ package final class RestoreRun: Sendable {
     }
 
     /// The manifest, replayed up to `--as-of`; read again if compaction moved it meanwhile.
+    /// Every segment is read again here from its bytes (the daemon checked and opened it;
+    /// this side trusts none of it). A manifest that stops short (a gap, a missing head, a
+    /// rollback) is a problem unless `--as-of` lies before where it stops.
     private func readManifest(_ device: String) throws(Stop) -> (ManifestReplay, [String]) {
         var streaming = client
         streaming.timeout = 120
@@ -185,12 +202,21 @@ package final class RestoreRun: Sendable {
             var damaged: String?
             let answer: ControlClient.StreamAnswer
             do {
-                answer = try streaming.stream(.manifest, query: ["device": device]) { bytes in
+                var query = ["device": device]
+                if request.allowUnencrypted { query["allowUnencrypted"] = "1" }
+                answer = try streaming.stream(.manifest, query: query) { bytes in
                     for frame in try frames.feed(bytes) {
                         switch frame {
                         case .segment(let object):
                             do {
                                 let segment = try ManifestSegment.decode(object)
+                                replay.apply(segment.entries)
+                            } catch {
+                                damaged = "a manifest segment arrived damaged (\(error))"
+                            }
+                        case .plaintext(let plaintext):
+                            do {
+                                let segment = try ManifestSegment.decode(plaintext: plaintext)
                                 replay.apply(segment.entries)
                             } catch {
                                 damaged = "a manifest segment arrived damaged (\(error))"
@@ -211,6 +237,11 @@ package final class RestoreRun: Sendable {
             guard let report, answer.complete else { throw .plan("the manifest arrived cut short; run the command again") }
             if report.retry && attempt < 3 { continue }
             if report.segments == 0 { throw .plan(report.problems.first ?? "the device has no manifest") }
+            if let whole = report.wholeBefore, let asOf = request.asOf, asOf < whole {
+                // What is missing came after the moment asked for: the restore is whole.
+                for p in report.problems { say("Note: \(RestorePlan.shown(p)); --as-of lies before it, so this restore is whole") }
+                return (replay, [])
+            }
             return (replay, report.problems)
         }
         throw .plan("the manifest kept changing while it was read; run the command again")
@@ -381,7 +412,7 @@ package final class RestoreRun: Sendable {
             if attempt > 0 { sleep(UInt32(attempt)) }
             let incoming: IncomingFile
             do {
-                incoming = try writer.incoming(in: parent)
+                incoming = try writer.incoming(in: parent, sha256: item.version.sha256 != nil)
             } catch {
                 return .failed(error.message)
             }

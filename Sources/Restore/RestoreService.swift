@@ -10,12 +10,15 @@ import NIOCore
 import PhotolalaCore
 import ServiceLifecycle
 import Synchronization
+import Vault
 
 /// The network side of `photolalactl restore`: lists the account's devices, reads a
 /// device's manifest, asks objects back from archive classes and relays objects to the
 /// command, read with ranged, parallel GETs under the bandwidth limit, through its own
-/// bucket session (4 transient retries in place). The command never sees a credential:
-/// it gets bytes.
+/// bucket session (4 transient retries in place). The command never sees a credential
+/// nor a key: it gets bytes. The daemon opens encrypted manifests with the account's key,
+/// checks them (authenticity, the chain, freshness against the heads it remembers) and
+/// hands over their plaintext, which the command reads again as untrusted input.
 package actor RestoreService: Service {
     package struct Options: Sendable, Equatable {
         /// `upload.bandwidth_limit`, applied to what restores read as well.
@@ -43,6 +46,10 @@ package actor RestoreService: Service {
     }
 
     private let session: BucketSession
+    /// The account's metadata key (nil: this NAS never holds one, as in some tests).
+    private let keySource: (any MetadataKeySource)?
+    /// The newest device record and head seen of each device (the queue database).
+    private let heads: (any ManifestHeadMemory)?
     private let clock: any DaemonClock
     private let logger: Logger
     private var options: Options
@@ -55,10 +62,12 @@ package actor RestoreService: Service {
 
     /// - Parameter bucket: the way to the bucket; the signed-in user and this NAS's device
     ///   id come from its grant source.
-    package init(bucket session: BucketSession, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger,
-                 audit: (any AuditRecorder)? = nil) {
+    package init(bucket session: BucketSession, keys: (any MetadataKeySource)? = nil, heads: (any ManifestHeadMemory)? = nil,
+                 options: Options, clock: any DaemonClock = SystemClock(), logger: Logger, audit: (any AuditRecorder)? = nil) {
         self.session = session
         self.audit = audit
+        self.keySource = keys
+        self.heads = heads
         self.options = options
         self.clock = clock
         self.logger = logger
@@ -83,7 +92,7 @@ package actor RestoreService: Service {
         case .devices:
             return await devices()
         case .manifest:
-            return await manifest(device: request.query["device"] ?? "")
+            return await manifest(device: request.query["device"] ?? "", allowUnencrypted: request.query["allowUnencrypted"] == "1")
         case .restoreObjects, .restoreThaw:
             guard let query = try? ControlJSON.decode(ObjectQuery.self, from: request.body) else {
                 return .error(400, "bad_request", "expected {\"md5s\": [...]}")
@@ -105,7 +114,9 @@ package actor RestoreService: Service {
 
     // MARK: devices and their manifests, as the bucket holds them
 
-    /// `photolalactl devices`: every device with a manifest under this account, this NAS first.
+    /// `photolalactl devices`: every device with a manifest under this account, this NAS
+    /// first. Without the account's key a device of format 2 shows only its id and when its
+    /// manifest last changed (from the listing); one that does not open is named as such.
     package func devices() async -> ControlResponse {
         let userId: String
         switch await access() {
@@ -114,34 +125,97 @@ package actor RestoreService: Service {
         }
         do {
             let store = ManifestReads(session: session, userId: userId, budget: options.budget)
-            let keys = try await store.keys(under: ManifestKeys.devicesPrefix(userId))
-            var found: [String: Bool] = [:]
-            for key in keys {
-                guard let (device, isRecord) = ManifestKeys.deviceOf(key: key, userId: userId) else { continue }
-                found[device] = (found[device] ?? false) || isRecord
+            let listing = try await store.listing(under: ManifestKeys.devicesPrefix(userId))
+            var found: [String: (record: Bool, sealed: Bool, changed: Date)] = [:]
+            for object in listing {
+                guard let (device, isRecord) = ManifestKeys.deviceOf(key: object.key, userId: userId) else { continue }
+                var d = found[device] ?? (false, false, .distantPast)
+                d.record = d.record || isRecord
+                d.sealed = d.sealed || object.key.hasSuffix(".pls")
+                d.changed = max(d.changed, object.lastModified ?? .distantPast)
+                found[device] = d
             }
             let current = await session.deviceId
+            let keyState = await keySource?.metadataKeyState() ?? .needed
             var list: [DeviceList.Device] = []
-            for (id, hasRecord) in found {
+            for (id, seen) in found {
                 let layout = ManifestKeys(userId: userId, deviceId: id)
-                let record = hasRecord ? try await store.bytes(layout.record).flatMap(DeviceRecord.decode) : nil
-                list.append(DeviceList.Device(
-                    id: id, name: record?.name, folders: record?.folders ?? [], lastBackupAt: record?.lastBackupAt,
-                    files: record?.files ?? 0, bytes: record?.bytes ?? 0, current: id == current, updatedAt: record?.updatedAt))
+                let bytes = seen.record ? try await store.bytes(layout.record) : nil
+                var device = DeviceList.Device(id: id, name: nil, folders: [], lastBackupAt: nil, files: 0, bytes: 0, current: id == current,
+                                               updatedAt: nil, changedAt: Timestamp.string(seen.changed))
+                let format = bytes.flatMap(DeviceRecord.format(of:)) ?? (seen.sealed ? ManifestSegment.sealedFormat : ManifestSegment.formatVersion)
+                device.format = format
+                switch format {
+                case ManifestSegment.formatVersion:
+                    device.access = .unencrypted
+                    if let record = bytes.flatMap(DeviceRecord.decode) { Self.fill(&device, record) }
+                case ManifestSegment.sealedFormat:
+                    guard case .ready(let accountKey) = keyState else {
+                        device.access = .keyNeeded
+                        break
+                    }
+                    guard let bytes else {
+                        device.access = .readable
+                        device.problem = "its device record is missing"
+                        break
+                    }
+                    do {
+                        let record = try DeviceRecord.open(bytes, key: accountKey.metadataKey, objectKey: layout.record)
+                        Self.fill(&device, record)
+                        device.access = .readable
+                        if let seenBefore = await heads?.remembered(userId: userId, device: id), let counter = record.counter,
+                           seenBefore.counter > counter {
+                            device.problem = "its device record is older than one this NAS read before: the bucket was rolled back"
+                        }
+                    } catch {
+                        device.access = .unreadable
+                        device.problem = Self.notReadable(id)
+                    }
+                default:
+                    device.access = .unreadable
+                    device.problem = "its manifest is in format \(format), newer than this photolalad reads: update photolalad"
+                }
+                list.append(device)
             }
             list.sort { a, b in
-                a.current != b.current ? a.current : (a.lastBackupAt ?? "", a.id) > (b.lastBackupAt ?? "", b.id)
+                a.current != b.current ? a.current : (a.lastBackupAt ?? a.changedAt ?? "", a.id) > (b.lastBackupAt ?? b.changedAt ?? "", b.id)
             }
-            return .json(DeviceList(devices: list))
+            var note: String?
+            if list.contains(where: { $0.access == .keyNeeded }) {
+                note = Self.keyNote(keyState)
+            }
+            return .json(DeviceList(devices: list, note: note))
         } catch {
-            return (error as? S3Error).flatMap { Refusal($0) }?.response
+            return Refusal(error)?.response
                 ?? .error(502, "storage_error", "could not list the devices in the bucket: \(error)")
         }
     }
 
-    /// `GET /v1/manifest?device=ID`: the device's manifest segments, checked, then a report
-    /// (see `ManifestFrames`).
-    package func manifest(device: String) async -> ControlResponse {
+    private static func fill(_ device: inout DeviceList.Device, _ record: DeviceRecord) {
+        device.name = record.name
+        device.folders = record.folders
+        device.lastBackupAt = record.lastBackupAt
+        device.files = record.files
+        device.bytes = record.bytes
+        device.updatedAt = record.updatedAt
+    }
+
+    static let enterHint = "sudo photolalactl recovery-key --enter"
+
+    /// What the devices list says when this NAS lacks the key.
+    private static func keyNote(_ state: MetadataKeyState) -> String {
+        if case .unreadable(let why) = state { return "encrypted manifests cannot be read: \(why)" }
+        return "names, folders and totals of encrypted manifests need this account's recovery key on this NAS: \(enterHint)"
+    }
+
+    private static func notReadable(_ device: String) -> String {
+        "the manifest of device \(device) is not readable with this account's key: it was written with another key, or altered"
+    }
+
+    /// `GET /v1/manifest?device=ID[&allowUnencrypted=1]`: the device's manifest segments,
+    /// checked, then a report (see `ManifestFrames`). An encrypted manifest needs the
+    /// account's key; a plaintext one is sent only when the user allowed it.
+    package func manifest(device: String, allowUnencrypted: Bool = false) async -> ControlResponse {
         guard !device.isEmpty, device.utf8.count <= 64, device.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x41 && $0 <= 0x5a) }) else {
             return .error(400, "bad_request", "device must be a device id (photolalactl devices lists them)")
         }
@@ -151,13 +225,57 @@ package actor RestoreService: Service {
         case .failure(let refusal): return refusal.response
         }
         let store = ManifestReads(session: session, userId: userId, budget: options.budget)
-        let logger = self.logger
+        let layout = ManifestKeys(userId: userId, deviceId: device)
+        let format: Int
+        let recordBytes: [UInt8]?
+        do {
+            recordBytes = try await store.bytes(layout.record)
+            if let f = recordBytes.flatMap(DeviceRecord.format(of:)) {
+                format = f
+            } else {
+                let keys = try await store.keys(under: layout.prefix)
+                format = keys.contains { $0.hasSuffix(".pls") } || keys.isEmpty ? ManifestSegment.sealedFormat : ManifestSegment.formatVersion
+            }
+        } catch {
+            return (error as? S3Error).flatMap { Refusal($0) }?.response
+                ?? .error(502, "storage_error", "could not read the manifest of \(device): \(error)")
+        }
+        let reader: ManifestReader
+        switch format {
+        case ManifestSegment.sealedFormat:
+            let state = await keySource?.metadataKeyState() ?? .needed
+            guard case .ready(let accountKey) = state else {
+                if case .unreadable(let why) = state {
+                    return .error(409, "recovery_key_unreadable", "the manifest of device \(device) is encrypted, and this account's key cannot be read: \(why)")
+                }
+                return .error(409, "recovery_key_needed",
+                              "the manifest of device \(device) is encrypted with this account's key, which this NAS does not hold yet: enter the account's recovery key (\(Self.enterHint)), then run the restore again")
+            }
+            let key = accountKey.metadataKey
+            // A record that does not open names the device as unreadable; without one the
+            // reader says what it can of the segments.
+            if let recordBytes, (try? DeviceRecord.open(recordBytes, key: key, objectKey: layout.record)) == nil {
+                return .error(409, "unreadable", Self.notReadable(device))
+            }
+            reader = ManifestReader(store: store, keys: layout, key: key, remembered: await heads?.remembered(userId: userId, device: device))
+        case ManifestSegment.formatVersion:
+            guard allowUnencrypted else {
+                return .error(409, "unencrypted",
+                              "the manifest of device \(device) is in the old plaintext format, which nothing authenticates: restore from it only with --allow-unencrypted (every restore rule still applies)")
+            }
+            reader = ManifestReader(store: store, keys: layout.plaintext)
+        default:
+            return .error(409, "newer_format", "the manifest of device \(device) is in format \(format), newer than this photolalad reads: update photolalad")
+        }
+        let (logger, heads) = (self.logger, self.heads)
         return .stream { writer in
             do {
                 try await writer.begin(contentType: "application/octet-stream", contentLength: nil)
-                let reader = ManifestReader(store: store, keys: ManifestKeys(userId: userId, deviceId: device))
-                var report = try await reader.read { _, bytes in try await writer.write(ManifestFrames.segment(bytes)) }
+                var report = try await reader.read { _, bytes in
+                    try await writer.write(format == ManifestSegment.sealedFormat ? ManifestFrames.plaintext(bytes) : ManifestFrames.segment(bytes))
+                }
                 if report.segments == 0 && report.problems.isEmpty { report.problems.append("no manifest for device \(device)") }
+                if let head = report.head { await heads?.remember(userId: userId, device: device, head) }
                 try await writer.write(ManifestFrames.report(report))
                 try await writer.finish()
             } catch {
@@ -481,24 +599,4 @@ private final class Relayed: Sendable {
     var total: Int64 { state.withLock { $0.total } }
     func begin(_ total: Int64) { state.withLock { $0 = (true, total, $0.sent) } }
     func add(_ n: Int) { state.withLock { $0.sent += Int64(n) } }
-}
-
-/// A device's manifest objects, read through the restore's session and its budget.
-private struct ManifestReads: ManifestObjects {
-    let session: BucketSession
-    let userId: String
-    let budget: BucketBudget
-
-    func keys(under prefix: String, from token: String?) async throws(S3Error) -> (keys: [String], next: String?) {
-        let page = try await session.perform(under: ManifestKeys.userPrefix(userId), budget: budget) { bucket throws(S3Error) in
-            try await bucket.listObjects(prefix: prefix, continuationToken: token)
-        }
-        return (page.objects.map(\.key), page.nextContinuationToken)
-    }
-
-    func bytes(_ key: String) async throws(S3Error) -> [UInt8]? {
-        try await session.perform(under: ManifestKeys.userPrefix(userId), budget: budget) { bucket throws(S3Error) in
-            try await bucket.getObjectIfPresent(key: key)?.bytes
-        }
-    }
 }

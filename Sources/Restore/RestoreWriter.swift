@@ -239,6 +239,8 @@ package struct RestoreWriter: Sendable {
         var st = stat()
         guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, Int64(st.st_size) == version.size else { return false }
         var md5 = MD5()
+        var sha = SHA256()
+        let takesSHA = version.sha256 != nil
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var total: Int64 = 0
         while true {
@@ -247,14 +249,19 @@ package struct RestoreWriter: Sendable {
             guard n >= 0 else { return false }
             if n == 0 { break }
             total += Int64(n)
-            buffer.withUnsafeBytes { md5.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            buffer.withUnsafeBytes {
+                md5.update(UnsafeRawBufferPointer(rebasing: $0[0..<n]))
+                if takesSHA { sha.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            }
         }
-        return total == version.size && MD5Value(bytes: md5.finalize()) == version.md5
+        guard total == version.size && MD5Value(bytes: md5.finalize()) == version.md5 else { return false }
+        guard let expected = version.sha256 else { return true }
+        return SHA256Value(bytes: sha.finalize()) == expected
     }
 
     /// A hidden temporary file next to the destination, for its bytes: created new
     /// (O_EXCL, O_NOFOLLOW), mode 0600 until it is complete.
-    package func incoming(in parent: Parent) throws(Failure) -> IncomingFile {
+    package func incoming(in parent: Parent, sha256: Bool = false) throws(Failure) -> IncomingFile {
         let temp = Self.temporaryName(for: parent.name)
         let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
         var fd = Self.withCString(temp) { openat(parent.fd, $0, flags, 0o600) }
@@ -264,7 +271,7 @@ package struct RestoreWriter: Sendable {
             fd = Self.withCString(temp) { openat(parent.fd, $0, flags, 0o600) }
         }
         guard fd >= 0 else { throw Failure("cannot create a temporary file in \(parent.path): \(Self.errno())") }
-        return IncomingFile(parent: parent, temp: temp, fd: fd)
+        return IncomingFile(parent: parent, temp: temp, fd: fd, sha256: sha256)
     }
 
     /// `.plrestore-<16 hex of the name's SHA-256>.tmp`: hidden (the watcher skips it), short

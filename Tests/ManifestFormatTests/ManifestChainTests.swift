@@ -7,9 +7,13 @@ import Testing
 
     @Test func keysFollowTheDocumentedLayout() {
         #expect(layout.record == "metadata/U/devices/d/device.json")
-        #expect(layout.log(42) == "metadata/U/devices/d/log/000000000042.plm")
-        #expect(layout.snapshotPart(42, part: 3) == "metadata/U/devices/d/snapshot/000000000042/000003.plm")
-        #expect(layout.snapshotIndex(42) == "metadata/U/devices/d/snapshot/000000000042/index.plm")
+        // Format 2 (sealed) segments end in .pls; format 1's .plm are another layout.
+        #expect(layout.log(42) == "metadata/U/devices/d/log/000000000042.pls")
+        #expect(layout.snapshotPart(42, part: 3) == "metadata/U/devices/d/snapshot/000000000042/000003.pls")
+        #expect(layout.snapshotIndex(42) == "metadata/U/devices/d/snapshot/000000000042/index.pls")
+        #expect(layout.plaintext.log(42) == "metadata/U/devices/d/log/000000000042.plm")
+        #expect(layout.plaintext.snapshotIndex(42) == "metadata/U/devices/d/snapshot/000000000042/index.plm")
+        #expect(layout.plaintext.record == layout.record && ManifestKeys.isPlaintextSegment(layout.plaintext.log(1)))
         #expect(ManifestKeys.deviceOf(key: layout.record, userId: "U")! == ("d", true))
         #expect(ManifestKeys.deviceOf(key: layout.log(1), userId: "U")! == ("d", false))
         #expect(ManifestKeys.deviceOf(key: "metadata/V/devices/d/device.json", userId: "U") == nil)
@@ -34,6 +38,12 @@ import Testing
     @Test func aGapStopsTheChain() {
         let chain = ManifestChain(keys: [layout.log(1), layout.log(2), layout.log(4), layout.log(5)], layout: layout)
         #expect(chain.logs == [1, 2] && chain.gapAt == 3 && chain.beyondGap == [4, 5] && chain.lastSeq == 2)
+    }
+
+    @Test func theOtherFormatsObjectsAreNotPartOfTheChain() {
+        let keys = [layout.plaintext.log(1), layout.plaintext.log(2), layout.log(1)]
+        #expect(ManifestChain(keys: keys, layout: layout).logs == [1])
+        #expect(ManifestChain(keys: keys, layout: layout.plaintext).logs == [1, 2])
     }
 
     @Test func otherDevicesAndStrayKeysAreIgnored() {

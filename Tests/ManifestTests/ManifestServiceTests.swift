@@ -1,6 +1,9 @@
 import Bucket
 import BucketTesting
 import Digests
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Ingest
 import Logging
@@ -9,6 +12,7 @@ import PhotolalaCore
 import Queue
 import Testing
 import Upload
+import Vault
 @testable import Manifest
 
 /// The manifest stage run in-process: a temporary queue database, the in-memory bucket
@@ -19,9 +23,11 @@ import Upload
     let clock = TestClock()
     let bucket: InMemoryBucket
     let grants = FixedGrants(userId: "U", deviceId: "dev-1")
+    let accountKeys = FixedKeys()
     let db: QueueDatabase
     let keys = ManifestKeys(userId: "U", deviceId: "dev-1")
     let audit = CollectedAudit()
+    var metadataKey: MetadataKey { accountKeys.accountKey!.metadataKey }
 
     init() throws {
         bucket = InMemoryBucket(clock: clock)
@@ -31,14 +37,14 @@ import Upload
     }
 
     /// A stage as the daemon builds one; a second call on the same database is a restart.
-    func service(compactAfter segments: Int? = nil) -> ManifestService {
+    func service(compactAfter segments: Int? = nil, folders: [String] = ["/srv/photos"]) -> ManifestService {
         var settings = Settings()
-        settings.watch.folders = ["/srv/photos"]
+        settings.watch.folders = folders
         settings.account.deviceName = "nas"
         let environment = segments.map { ["PHOTOLALAD_MANIFEST_COMPACT_SEGMENTS": "\($0)"] } ?? [:]
         let logger = Logger(label: "manifest-stage-tests")
         return ManifestService(database: db, bucket: BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger),
-                               options: .init(settings, environment: environment), clock: clock, logger: logger, audit: audit)
+                               keys: accountKeys, options: .init(settings, environment: environment), clock: clock, logger: logger, audit: audit)
     }
 
     static func md5(_ name: String) -> String { Hex.string(MD5.digest(Array(name.utf8))) }
@@ -63,14 +69,21 @@ import Upload
         Issue.record("the stage never settled")
     }
 
+    /// A sealed segment, opened for its key.
     func segment(_ key: String) throws -> ManifestSegment {
-        try ManifestSegment.decode(try #require(bucket.object(key)).bytes)
+        try ManifestSegment.open(try #require(bucket.object(key)).bytes, key: metadataKey, objectKey: key).segment
+    }
+
+    func record() throws -> DeviceRecord {
+        try DeviceRecord.open(try #require(bucket.object(keys.record)).bytes, key: metadataKey, objectKey: keys.record)
     }
 
     /// The device's manifest as a reader replays it from the bucket.
     func replay(asOf: Int64? = nil) async throws -> (files: [String], report: ManifestReader.Report) {
         var replay = ManifestReplay(asOf: asOf)
-        let report = try await ManifestReader(store: Peek(bucket: bucket), keys: keys).read { segment, _ in replay.apply(segment.entries) }
+        let report = try await ManifestReader(store: Peek(bucket: bucket), keys: keys, key: metadataKey, remembered: nil).read { segment, _ in
+            replay.apply(segment.entries)
+        }
         return (replay.files.map { String(decoding: $0.path, as: UTF8.self) }, report)
     }
 
@@ -95,9 +108,12 @@ import Upload
         #expect(log.entries.map { String(decoding: $0.path, as: UTF8.self) } == ["a.jpg", "2024/b.jpg"])
         #expect(log.entries.allSatisfy { $0.kind == .appeared && $0.folder == "/srv/photos" })
         #expect(log.entries[0].version?.md5.hex == Self.md5("a.jpg"))
-        let recordBytes = try #require(bucket.object(keys.record)).bytes
-        let record = try #require(DeviceRecord.decode(recordBytes))
+        let record = try record()
         #expect(record.name == "nas" && record.files == 2 && record.bytes == 201 && record.logSeq == 1 && record.folders == ["/srv/photos"])
+        // Sealed, chained: the record names the head, the log its (empty) predecessor.
+        #expect(record.format == 2 && record.counter == 1 && record.head == ManifestHead(seq: 1, sha256: SHA256.hexDigest(bucket.object(keys.log(1))!.bytes)))
+        #expect(log.header.prev == ManifestHeader.noPrevious && log.header.format == 2)
+        #expect(try db.manifestHead(userId: "U", device: "dev-1") == RememberedHead(counter: 1, head: record.head!))
         #expect(try db.manifestLedger()?.seq == 1)
         #expect(try !db.hasManifestChanges())
         let shown = try #require(await status(stage))
@@ -113,12 +129,12 @@ import Upload
         let ledger = try #require(try db.manifestLedger())
         let batch = try #require(try db.manifestCandidates(limit: 100))
         var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .log, device: "dev-1", seq: 2, createdAt: Timestamp.string(clock.now()),
-                                                                    writer: ledger.writer, through: batch.through))
+                                                                    writer: ledger.writer, through: batch.through, prev: ledger.headSHA))
         for candidate in batch.candidates {
             if let record = ManifestChanges.record(for: candidate, folders: ["/srv/photos"], now: clock.now()),
                let entry = ManifestChanges.entry(record) { encoder.append(entry) }
         }
-        let written = encoder.finish()
+        let written = encoder.sealed(key: metadataKey, objectKey: keys.log(2))
         bucket.store(keys.log(2), bytes: written)
 
         await settle(service())
@@ -126,8 +142,37 @@ import Upload
         #expect(try !db.hasManifestChanges())
         #expect(bucket.object(keys.log(2))?.bytes == written)
         #expect(bucket.object(keys.log(3)) == nil)
-        #expect(bucket.object(keys.record).flatMap { DeviceRecord.decode($0.bytes) }?.logSeq == 2)
+        #expect(try record().logSeq == 2)
         #expect(try await replay().files == ["a.jpg", "b.jpg"])
+    }
+
+    /// A segment 2 or 3 planted in the bucket as if written before a kill -9.
+    func planted(seq: Int64, prev: String?, key: MetadataKey, writer: String?, through: Int64?) -> [UInt8] {
+        var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .log, device: "dev-1", seq: seq, createdAt: Timestamp.string(clock.now()),
+                                                                    writer: writer, through: through, prev: prev))
+        encoder.append(ManifestEntry(kind: .appeared, folder: "/srv/photos", path: Array("planted.jpg".utf8), time: 1,
+                                     version: FileVersion(size: 1, md5: MD5Value(high: 1, low: 1), mtimeSec: 0, mtimeNsec: 0)))
+        return encoder.sealed(key: key, objectKey: keys.log(seq))
+    }
+
+    @Test func aSegmentFoundAfterACrashIsTakenBackOnlyIfItAuthenticatesAndChains() async throws {
+        try backedUp(["a.jpg"])
+        await settle(service())
+        try backedUp(["b.jpg"], inodes: 10)
+        let ledger = try #require(try db.manifestLedger())
+        let batch = try #require(try db.manifestCandidates(limit: 100))
+        // Sealed with another account's key: it does not authenticate, and is written again.
+        bucket.store(keys.log(2), bytes: planted(seq: 2, prev: ledger.headSHA, key: AccountKey.generate().metadataKey,
+                                                 writer: ledger.writer, through: batch.through))
+        await settle(service())
+        #expect(try segment(keys.log(2)).entries.map { String(decoding: $0.path, as: UTF8.self) } == ["b.jpg"])
+        // Authentic, but it does not follow segment 2 (a stale copy): not taken back as 3.
+        try backedUp(["c.jpg"], inodes: 20)
+        bucket.store(keys.log(3), bytes: planted(seq: 3, prev: ManifestHeader.noPrevious, key: metadataKey, writer: nil, through: nil))
+        await settle(service())
+        #expect(try segment(keys.log(3)).entries.map { String(decoding: $0.path, as: UTF8.self) } == ["c.jpg"])
+        let now = try await replay()
+        #expect(now.files == ["a.jpg", "b.jpg", "c.jpg"] && now.report.complete && now.report.problems.isEmpty)
     }
 
     @Test func anUnrecordedSegmentThatDoesNotCheckOutIsWrittenAgain() async throws {
@@ -154,7 +199,7 @@ import Upload
         let index = try segment(keys.snapshotIndex(2))
         #expect(index.header.kind == .snapshotIndex && index.header.entries == 2)
         let partBytes = try #require(bucket.object(part)).bytes
-        let digest = try #require(ManifestSegment.digestHex(of: partBytes))
+        let digest = ManifestSegment.sealedDigestHex(of: partBytes)
         #expect(index.header.parts == [ManifestHeader.Part(part: 1, sha256: digest, entries: 2)])
         #expect(try db.manifestLedger()?.snapshot == 2)
         // The two logs the snapshot covers, deleted: the audit trail says where and how many.
@@ -170,7 +215,7 @@ import Upload
         let now = try await replay()
         #expect(now.files == ["b.jpg"] && now.report.lastSeq == 3 && now.report.complete && now.report.problems.isEmpty)
         #expect(try await replay(asOf: Int64(beforeGone.timeIntervalSince1970 * 1000)).files == ["a.jpg", "b.jpg"])
-        #expect(bucket.object(keys.record).flatMap { DeviceRecord.decode($0.bytes) }?.files == 1)
+        #expect(try record().files == 1)
     }
 
     @Test func anExpiredGrantIsRefreshedInPlaceAndA503WaitsForTheBackoff() async throws {
@@ -219,6 +264,142 @@ import Upload
         #expect(await status(stage)?.state == .off)
         #expect(bucket.keys.isEmpty)
     }
+
+    // MARK: format 2: the key, sealed objects, owners and folders, the upgrade
+
+    @Test func nothingIsWrittenWhileTheKeyIsNeededThenAllOfItOnceItIsEntered() async throws {
+        let key = try #require(accountKeys.accountKey)
+        accountKeys.set(.needed)
+        try backedUp(["a.jpg", "b.jpg"])
+        let stage = service()
+        #expect(await stage.step() == nil)
+        #expect(await status(stage)?.state == .waitingForKey)
+        #expect(bucket.keys.isEmpty && bucket.requests("ListObjectsV2") == 0)
+        #expect(try db.hasManifestChanges())
+        accountKeys.set(.unreadable("the key object does not check out"))
+        #expect(await stage.step() == nil && bucket.keys.isEmpty)
+        accountKeys.set(.ready(key))
+        await settle(stage)
+        #expect(try await replay().files == ["a.jpg", "b.jpg"])
+        let settled = await status(stage)
+        #expect(settled?.state == .idle && settled?.format == 2)
+    }
+
+    @Test func everyObjectIsSealedAndNamesNoPathNameOrHost() async throws {
+        let marker = "MARK-\(UUID().uuidString.prefix(8))"
+        let stage = service(compactAfter: 2)
+        try backedUp(["\(marker)/a.jpg"])
+        await settle(stage)
+        try backedUp(["\(marker)/b.jpg"], inodes: 10)
+        await settle(stage)
+        try db.markGone(path: "/srv/photos/\(marker)/a.jpg", now: clock.now())
+        await settle(stage)
+        #expect(bucket.keys.contains(keys.snapshotIndex(2)) && bucket.keys.contains(keys.log(3)))
+        for key in bucket.keys {
+            #expect(!key.contains(marker) && !key.contains("srv") && key.hasPrefix(keys.prefix))
+            let bytes = try #require(bucket.object(key)).bytes
+            #expect(Array(bytes.prefix(8)) == SealedObject.magic, "\(key) is not sealed")
+            for secret in [marker, "/srv/photos", "nas", "dev-1"] {
+                #expect(!bytes.windows(ofCount: secret.utf8.count).contains { $0.elementsEqual(secret.utf8) }, "\(key) holds \(secret)")
+            }
+        }
+        #expect(try await replay().files == ["\(marker)/b.jpg"])
+    }
+
+    @Test func ownersSHA256sAndFoldersAreRecordedOnceAndAgainWhenTheyChange() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("manifest-owners-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: root + "/2024/trip", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        chmod(root + "/2024", 0o750)
+        let stage = service(folders: [root])
+        let owner = FileOwner(uid: getuid(), gid: getgid(), mode: 0o640)
+        func add(_ name: String, inode: UInt64) throws {
+            let id = FileIdentity(device: 1, inode: inode, size: 10, mtimeSec: 1_700_000_000, mtimeNsec: 0)
+            _ = try db.observe([ObservedFile(path: root + "/" + name, identity: id)], now: clock.now())
+            _ = try db.recordHash(path: root + "/" + name, identity: id, md5: Self.md5(name), sha256: SHA256.digest(Array(name.utf8)),
+                                  owner: owner, now: clock.now())
+            while let job = try db.claimObject(now: clock.now()) { try db.markUploaded(md5: job.md5, now: clock.now()) }
+        }
+        try add("2024/trip/a.jpg", inode: 1)
+        await settle(stage)
+        let first = try segment(keys.log(1))
+        #expect(first.entries.map(\.kind) == [.folder, .folder, .folder, .appeared])
+        #expect(first.entries.prefix(3).map { String(decoding: $0.path, as: UTF8.self) } == ["", "2024", "2024/trip"])
+        #expect(first.entries[1].owner?.mode == 0o750 && first.entries[1].owner?.uid == getuid())
+        let file = first.entries[3]
+        #expect(file.owner?.uid == owner.uid && file.owner?.mode == 0o640 && file.owner?.user != nil)
+        #expect(file.version?.sha256 == SHA256Value(bytes: SHA256.digest(Array("2024/trip/a.jpg".utf8))))
+        // Another file in the same folders: no folder record again.
+        try add("2024/trip/b.jpg", inode: 2)
+        await settle(stage)
+        #expect(try segment(keys.log(2)).entries.map(\.kind) == [.appeared])
+        // A folder's mode changed: recorded with the next file below it.
+        chmod(root + "/2024", 0o700)
+        try add("2024/c.jpg", inode: 3)
+        await settle(stage)
+        let third = try segment(keys.log(3))
+        #expect(third.entries.map(\.kind) == [.folder, .appeared] && third.entries[0].owner?.mode == 0o700)
+        var replay = ManifestReplay(asOf: nil)
+        for seq: Int64 in 1...3 { replay.apply(try segment(keys.log(seq)).entries) }
+        #expect(replay.folderOwners[root]?[Array("2024".utf8)]?.mode == 0o700)
+        #expect(replay.files.allSatisfy { $0.owner?.mode == 0o640 && $0.version.sha256 != nil })
+    }
+
+    /// What a release writing format 1 left: its ledger (no format), its mirror of two
+    /// files in segment 1, and its plaintext objects in the bucket.
+    func formatOneLeftovers() throws {
+        try backedUp(["a.jpg", "b.jpg"])
+        var old = ManifestLedger(userId: "U", deviceId: "dev-1")
+        old.format = nil
+        try db.resetManifest(old)
+        let batch = try #require(try db.manifestCandidates(limit: 100))
+        let records = batch.candidates.compactMap { ManifestChanges.record(for: $0, folders: ["/srv/photos"], now: clock.now()) }
+        _ = try db.recordManifestSegment(seq: 1, records: records, through: batch.through) { $0.logged(1, records: records, writtenAt: nil) }
+        let plain = ManifestSegment(header: ManifestHeader(kind: .log, device: "dev-1", seq: 1, createdAt: "x"),
+                                    entries: records.compactMap(ManifestChanges.entry)).encoded()
+        bucket.store(keys.plaintext.log(1), bytes: plain)
+        bucket.store(keys.record, bytes: DeviceRecord(deviceId: "dev-1", name: "nas", folders: ["/srv/photos"], lastBackupAt: nil, files: 2,
+                                                      bytes: 201, logSeq: 1, snapshotSeq: 0, updatedAt: "x", software: "old").encoded())
+        #expect(try db.manifestLedger()?.isPlaintext == true)
+    }
+
+    func assertUpgraded() async throws {
+        #expect(bucket.keys == [keys.record, keys.snapshotPart(1, part: 1), keys.snapshotIndex(1)].sorted())
+        #expect(bucket.keys.allSatisfy { !ManifestKeys.isPlaintextSegment($0) })
+        #expect(try record().head?.seq == 1 && (try db.manifestLedger())?.format == 2)
+        let now = try await replay()
+        #expect(now.files == ["a.jpg", "b.jpg"] && now.report.complete && now.report.problems.isEmpty)
+    }
+
+    @Test func aFormat1ManifestIsWrittenAgainSealedFromTheMirrorThenItsPlaintextDeleted() async throws {
+        try formatOneLeftovers()
+        // The bucket's plaintext is not what the upgrade reads: change it, nothing follows.
+        bucket.store(keys.plaintext.log(1), bytes: Array("not read".utf8))
+        let stage = service()
+        await settle(stage)
+        try await assertUpgraded()
+        #expect(await status(stage)?.format == 2)
+        // Then the log goes on from the snapshot.
+        try backedUp(["c.jpg"], inodes: 10)
+        await settle(stage)
+        #expect(try segment(keys.log(2)).header.prev == ManifestHeader.noPrevious)
+        #expect(try await replay().files == ["a.jpg", "b.jpg", "c.jpg"])
+    }
+
+    @Test func anUpgradeCutShortResumesAtTheNextStart() async throws {
+        try formatOneLeftovers()
+        // Killed before the snapshot was whole: still format 1, done again.
+        bucket.failNext(1, with: .internalError, operations: ["PutObject"])
+        #expect(await service().step() != nil)
+        #expect(try db.manifestLedger()?.isPlaintext == true && bucket.object(keys.plaintext.log(1)) != nil)
+        // Killed between the sealed record and the deletion: the next start deletes.
+        bucket.failNext(1, with: .internalError, operations: ["DeleteObject"])
+        #expect(await service().step() != nil)
+        #expect(try db.manifestLedger()?.format == 2 && bucket.object(keys.plaintext.log(1)) != nil)
+        await settle(service())
+        try await assertUpgraded()
+    }
+
 }
 
 /// The bucket as another tool reads it: no session, no retries.

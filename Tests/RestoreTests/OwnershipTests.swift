@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import ManifestFormat
 import Testing
 @testable import Restore
 

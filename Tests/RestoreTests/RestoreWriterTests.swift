@@ -21,7 +21,7 @@ struct WriterWorld {
 
     func put(_ writer: RestoreWriter, _ item: RestoreItem, _ data: [UInt8], replace: Bool = false) throws -> Bool {
         let parent = try writer.parent(of: item)
-        let incoming = try writer.incoming(in: parent)
+        let incoming = try writer.incoming(in: parent, sha256: item.version.sha256 != nil)
         try data.withUnsafeBytes { try incoming.append($0) }
         return try incoming.commit(item.version, replace: replace)
     }
@@ -39,6 +39,24 @@ struct WriterWorld {
 @Suite struct RestoreWriterTests {
     let w: WriterWorld
     init() throws { w = try WriterWorld() }
+
+    @Test func theSHA256TheManifestRecordedHasTheLastWord() throws {
+        let data = Array("the bytes the NAS had".utf8)
+        let writer = RestoreWriter(overwrite: false)
+        var good = w.item("good.jpg", data)
+        good.version.sha256 = SHA256Value(bytes: SHA256.digest(data))
+        #expect(try w.put(writer, good, data))
+        #expect(writer.holds(good.version, in: try writer.parent(of: good)))
+        // The same MD5 (a collision, as far as the writer can tell) but another SHA-256.
+        var forged = w.item("forged.jpg", data)
+        forged.version.sha256 = SHA256Value(bytes: SHA256.digest(Array("other".utf8)))
+        #expect(throws: RestoreWriter.Failure.self) { try w.put(writer, forged, data) }
+        #expect(w.stat("photos/forged.jpg") == nil && w.names("photos") == ["good.jpg"])
+        // Already there with the right MD5 but not the recorded SHA-256: not "the same bytes".
+        var again = good
+        again.version.sha256 = forged.version.sha256
+        #expect(!writer.holds(again.version, in: try writer.parent(of: again)))
+    }
 
     @Test func aFileArrivesWholeWithItsTimeAndNoTemporaryLeft() throws {
         let data = Array("hello photo".utf8)

@@ -141,7 +141,12 @@ def lost(moto_http, tmp_path_factory):
         old.a_log = a.log()
         old.device_file = a.state_dir / "device-id"
         old.device_file_mode = stat.S_IMODE(os.stat(old.device_file).st_mode)
-        old.manifest = manifest_reader.read(moto.s3_admin(), moto.bucket, old.user_id, old.device_id)
+        # Format 2: the manifest is sealed; the reader opens it from the recovery key alone.
+        r = a.ctl("recovery-key", "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        old.recovery_key = json.loads(r.stdout)["recoveryKey"]
+        old.account_key = manifest_reader.account_key(moto.s3_admin(), moto.bucket, old.user_id, old.recovery_key)
+        old.manifest = manifest_reader.read(moto.s3_admin(), moto.bucket, old.user_id, old.device_id, key=old.account_key)
         old.manifest_bytes = [moto.s3_admin().get_object(Bucket=moto.bucket, Key=k)["Body"].read()
                               for k in manifest_reader.list_keys(moto.s3_admin(), moto.bucket,
                                                                  manifest_reader.device_prefix(old.user_id, old.device_id))]
@@ -153,6 +158,7 @@ def lost(moto_http, tmp_path_factory):
         daemons.append(b)
         b.start()
         login(b, backend, old.sub)
+        enter_key(b, old.recovery_key)
         old.b = b
         old.daemons = daemons
         yield old
@@ -172,6 +178,14 @@ def login(d: Daemon, backend, sub: str):
     token = backend.mint_identity_token(sub)
     r = d.ctl("login", "--identity-token", token, "--authorization-code", "ac_" + os.urandom(8).hex())
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def enter_key(d: Daemon, key: str):
+    """A new NAS of the account holds no key: the old NAS's recovery key, entered."""
+    d.wait_for(lambda s: s["recovery"]["state"] == "needed", timeout=30, what="recovery.state needed")
+    r = d.ctl("recovery-key", "--enter", input=key + "\n")
+    assert r.returncode == 0, r.stdout + r.stderr
+    d.wait_for(lambda s: s["recovery"]["state"] == "ready", timeout=30, what="the recovery key entered")
 
 
 def manifest_idle(s: dict, files: int) -> bool:
@@ -270,6 +284,7 @@ def test_a_new_nas_lists_the_old_one(lost):
     assert lost.b.ctl("logout").returncode == 0
     assert (lost.b.state_dir / "device-id").read_text().strip() == new_id
     login(lost.b, lost.backend, lost.sub)
+    enter_key(lost.b, lost.recovery_key)   # signing out erased it
     human = lost.b.ctl("devices", check=True).stdout
     assert "nas-old" in human and lost.device_id in human
 
@@ -488,9 +503,12 @@ def test_kill9_while_a_manifest_segment_is_written(lost):
     s = c.wait_for(lambda s: manifest_idle(s, 2), timeout=60, what="segment 1")
     device = s["manifest"]["deviceId"]
     s3 = lost.moto.s3_admin()
+    r = c.ctl("recovery-key", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    key = manifest_reader.account_key(s3, lost.moto.bucket, user, json.loads(r.stdout)["recoveryKey"])
 
     def check(expect_files: int | None = None) -> dict:
-        m = manifest_reader.read(s3, lost.moto.bucket, user, device)
+        m = manifest_reader.read(s3, lost.moto.bucket, user, device, key=key)
         latest = manifest_reader.replay(m["records"])
         assert all(rec["md5"] == files[p] for (_f, p), rec in latest.items())
         if expect_files is not None:

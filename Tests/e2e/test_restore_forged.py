@@ -6,7 +6,9 @@ with its SHA-256 recomputed, and a device.json — naming `../` paths, a folder 
 choosing; a symbolic link and a FIFO are planted in the tree. `photolalactl restore` runs
 as root with and without `--to`: not a byte is written outside the target or this NAS's
 watched folder (the filesystem around them is compared before and after), and the
-summary says why each file was refused."""
+summary says why each file was refused. A plaintext (format-1) manifest is refused
+outright unless `--allow-unencrypted` is given; the forged format-2 manifests (a copied
+segment, a flipped byte, another device's record) are in test_manifest_sealed.py."""
 from __future__ import annotations
 
 import datetime as dt
@@ -169,7 +171,17 @@ def forged(moto_http, tmp_path_factory):
 
 
 def restore(f, *args):
-    return f.d.ctl("restore", "--device", f.device, *args, timeout=90)
+    # A format-1 forgery: the restore refuses it outright unless the user allows the old
+    # plaintext format; allowed, every rule below must still hold.
+    return f.d.ctl("restore", "--device", f.device, "--allow-unencrypted", *args, timeout=90)
+
+
+def test_a_plaintext_manifest_needs_allow_unencrypted(forged):
+    f = forged
+    r = f.d.ctl("restore", "--device", f.device, "--to", str(f.root / "never"), timeout=90)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "old plaintext format" in r.stderr and "--allow-unencrypted" in r.stderr, r.stdout + r.stderr
+    assert not (f.root / "never").exists() or list((f.root / "never").iterdir()) == []
 
 
 def problems(stdout: str) -> list[str]:

@@ -69,6 +69,8 @@ class Daemon:
         # Extra subprocess.Popen arguments (cwd, preexec_fn…) for tests that need them.
         self.popen_kwargs: dict = {}
         self.proc: subprocess.Popen | None = None
+        # Another photolalad (an earlier release, for the upgrade tests); None: binary().
+        self.binary: str | None = None
         self._log = None
         self.write_config()
 
@@ -81,7 +83,7 @@ class Daemon:
         env.pop("WATCHDOG_USEC", None)
         env.update(self.extra_env)
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([binary(), "--config", str(self.config_path)],
+        self.proc = subprocess.Popen([self.binary or binary(), "--config", str(self.config_path)],
                                      stdout=self._log, stderr=subprocess.STDOUT, env=env, **self.popen_kwargs)
         if wait:
             self.wait_ready(timeout)
@@ -99,7 +101,7 @@ class Daemon:
 
     def ctl(self, *args, user: str | None = None, groups: str | None = None, timeout: float = 60, check: bool = False,
             input: str | None = None):
-        cmd = [binary(), "ctl", *args, "--socket", self.socket]
+        cmd = [self.binary or binary(), "ctl", *args, "--socket", self.socket]
         if user:
             prefix = ["setpriv", f"--reuid={user}", f"--regid={user if user != 'nobody' else 'nogroup'}"]
             prefix += [f"--groups={groups}"] if groups else ["--clear-groups"]

@@ -1,14 +1,21 @@
 """An independent reader of the device manifest, written from docs/manifest.md alone (no
-code shared with the daemon): lists a device's objects, checks every segment's SHA-256,
-decodes the records and replays them up to a moment. The restore suite reads the
-manifest with it, which proves the format can be read by another tool."""
+code shared with the daemon): lists a device's objects, checks every segment (format 1:
+its SHA-256; format 2: opens it with the account's metadata key, using support/vault.py
+and Python's `cryptography`, and checks the chain and the head the sealed device record
+names), decodes the records and replays them up to a moment. The restore suites read the
+manifest with it given only the bucket and the recovery key, which proves the format can
+be read by another tool."""
 from __future__ import annotations
 
 import hashlib
 import json
 import re
 
+from support import vault
+
 MAGIC = b"PLMANIF\x01"
+SEALED = vault.SEALED_MAGIC
+ZEROS = "0" * 64
 
 
 class Damaged(Exception):
@@ -73,6 +80,91 @@ def decode_segment(data: bytes) -> tuple[dict, list[dict]]:
     return header, records
 
 
+def decode_plaintext(plain: bytes) -> tuple[dict, list[dict]]:
+    """(header, records) of an opened format-2 object; raises Damaged unless it parses."""
+    if len(plain) < 4:
+        raise Damaged("too short")
+    hlen = int.from_bytes(plain[0:4], "big")
+    header = json.loads(plain[4:4 + hlen])
+    if header.get("format") != 2:
+        raise Damaged(f"format {header.get('format')}")
+    body = plain[4 + hlen:]
+    folders, users, groups = header["folders"], header.get("users", []), header.get("groups", [])
+    records, i, prev_path, prev_time, prev_owner = [], 0, b"", 0, None
+    count = 0 if header["kind"] == "snapshot-index" else header["entries"]
+
+    def owner(flags: int, i: int):
+        nonlocal prev_owner
+        if flags & ~7 or (flags & 2 and flags & 4):
+            raise Damaged("bad flags")
+        if flags & 4:
+            if prev_owner is None:
+                raise Damaged("same owner as none")
+            return prev_owner, i
+        if not flags & 2:
+            return None, i
+        uid, i = _uvarint(body, i)
+        gid, i = _uvarint(body, i)
+        mode, i = _uvarint(body, i)
+        u, i = _uvarint(body, i)
+        g, i = _uvarint(body, i)
+        if mode > 0o7777 or u > len(users) or g > len(groups):
+            raise Damaged("bad owner")
+        prev_owner = {"uid": uid, "gid": gid, "mode": mode, "user": users[u - 1] if u else None,
+                      "group": groups[g - 1] if g else None}
+        return prev_owner, i
+
+    for _ in range(count):
+        folder, i = _uvarint(body, i)
+        shared, i = _uvarint(body, i)
+        n, i = _uvarint(body, i)
+        path = prev_path[:shared] + body[i:i + n]
+        i += n
+        kind = body[i]
+        i += 1
+        delta, i = _svarint(body, i)
+        time_ms = prev_time + delta
+        if kind not in (1, 2, 3, 4) or (not path and kind != 4):
+            raise Damaged("bad record")
+        rec = {"folder": folders[folder], "path": path, "kind": {1: "appeared", 2: "changed", 3: "gone", 4: "folder"}[kind],
+               "time": time_ms}
+        if kind in (1, 2):
+            rec["size"], i = _uvarint(body, i)
+            rec["md5"] = body[i:i + 16].hex()
+            i += 16
+            rec["mtime_sec"], i = _svarint(body, i)
+            rec["mtime_nsec"], i = _uvarint(body, i)
+            flags = body[i]
+            i += 1
+            rec["owner"], i = owner(flags, i)
+            rec["sha256"] = None
+            if flags & 1:
+                rec["sha256"] = body[i:i + 32].hex()
+                i += 32
+        elif kind == 4:
+            rec["mtime_sec"], i = _svarint(body, i)
+            rec["mtime_nsec"], i = _uvarint(body, i)
+            flags = body[i]
+            i += 1
+            if flags & 1:
+                raise Damaged("a folder with a digest")
+            rec["owner"], i = owner(flags, i)
+            if rec["owner"] is None:
+                raise Damaged("a folder without an owner")
+        records.append(rec)
+        prev_path, prev_time = path, time_ms
+    if i != len(body):
+        raise Damaged("bytes after the last record")
+    return header, records
+
+
+def account_key(s3, bucket: str, user_id: str, recovery_text: str) -> bytes:
+    """The account key, from the key object in the bucket and the recovery key alone."""
+    data = s3.get_object(Bucket=bucket, Key=vault.key_object_key(user_id))["Body"].read()
+    key, _created = vault.unwrap(data, vault.parse_key(recovery_text), user_id)
+    return key
+
+
 def device_prefix(user_id: str, device_id: str) -> str:
     return f"metadata/{user_id}/devices/{device_id}/"
 
@@ -84,9 +176,13 @@ def list_keys(s3, bucket: str, prefix: str) -> list[str]:
     return keys
 
 
-def read(s3, bucket: str, user_id: str, device_id: str) -> dict:
+def read(s3, bucket: str, user_id: str, device_id: str, key: bytes | None = None) -> dict:
     """The manifest as a reader sees it: {snapshot, logs, records (in replay order),
-    segments (headers)}. Raises Damaged for a bad object or a gap in the log."""
+    segments (headers), format}. With the account key `key` a format-2 manifest is read
+    (and its device record returned as `record`); without, format 1. Raises Damaged for a
+    bad object, a broken chain, a missing head or a gap in the log."""
+    if key is not None:
+        return read_sealed(s3, bucket, user_id, device_id, key)
     prefix = device_prefix(user_id, device_id)
     keys = list_keys(s3, bucket, prefix)
     logs, indexed = {}, set()
@@ -124,15 +220,90 @@ def read(s3, bucket: str, user_id: str, device_id: str) -> dict:
     beyond = sorted(n for n in logs if n >= seq)
     if beyond:
         raise Damaged(f"log segment {seq} is missing but {beyond} exist")
-    return {"snapshot": snapshot, "logs": chain, "records": records, "headers": headers,
+    return {"snapshot": snapshot, "logs": chain, "records": records, "headers": headers, "format": 1,
+            "covered": sorted(n for n in logs if snapshot is not None and n <= snapshot)}
+
+
+def read_sealed(s3, bucket: str, user_id: str, device_id: str, key: bytes) -> dict:
+    """Format 2 (docs/manifest.md): every object opened with the metadata key for its own
+    key, the index's parts checked by the SHA-256 of their sealed bytes, every log's `prev`
+    the SHA-256 of the one before (or the index's `prev` after a snapshot), and the chain
+    reaching the head the sealed device record names."""
+    prefix = device_prefix(user_id, device_id)
+    keys = list_keys(s3, bucket, prefix)
+    get = lambda k: s3.get_object(Bucket=bucket, Key=k)["Body"].read()
+    record = json.loads(vault.open_sealed(get(prefix + "device.json"), key, prefix + "device.json"))
+    if record.get("format") != 2 or record.get("deviceId") != device_id:
+        raise Damaged("not this device's format-2 record")
+    logs, indexed = {}, set()
+    for k in keys:
+        rest = k[len(prefix):]
+        m = re.fullmatch(r"log/(\d{12})\.pls", rest)
+        if m:
+            logs[int(m.group(1))] = k
+        m = re.fullmatch(r"snapshot/(\d{12})/index\.pls", rest)
+        if m:
+            indexed.add(int(m.group(1)))
+    snapshot = max(indexed) if indexed else None
+    records, headers, last_seq, last_sha = [], [], 0, ZEROS
+
+    def opened(k: str) -> tuple[bytes, dict, list[dict]]:
+        data = get(k)
+        h, r = decode_plaintext(vault.open_sealed(data, key, k))
+        return data, h, r
+
+    if snapshot is not None:
+        _, index, _ = opened(f"{prefix}snapshot/{snapshot:012d}/index.pls")
+        if index["kind"] != "snapshot-index" or index["seq"] != snapshot:
+            raise Damaged("not the snapshot's index")
+        headers.append(index)
+        for n, part in enumerate(index["parts"], 1):
+            k = f"{prefix}snapshot/{snapshot:012d}/{part['part']:06d}.pls"
+            data = get(k)
+            if part["part"] != n or hashlib.sha256(data).hexdigest() != part["sha256"]:
+                raise Damaged(f"snapshot part {part['part']} is not the one its index names")
+            h, r = decode_plaintext(vault.open_sealed(data, key, k))
+            if h["kind"] != "snapshot" or h["seq"] != snapshot or h.get("part") != n:
+                raise Damaged(f"part {n} says it is {h['kind']} {h['seq']}")
+            headers.append(h)
+            records += r
+        last_seq, last_sha = snapshot, index["prev"]
+    seq, chain = (snapshot or 0) + 1, []
+    while seq in logs:
+        data, h, r = opened(logs[seq])
+        if h["kind"] != "log" or h["seq"] != seq:
+            raise Damaged(f"log {seq} says it is {h['kind']} {h['seq']}")
+        if h["prev"] != last_sha:
+            raise Damaged(f"log {seq} does not follow segment {seq - 1}")
+        headers.append(h)
+        records += r
+        chain.append(seq)
+        last_seq, last_sha = seq, hashlib.sha256(data).hexdigest()
+        seq += 1
+    beyond = sorted(n for n in logs if n >= seq)
+    if beyond:
+        raise Damaged(f"log segment {seq} is missing but {beyond} exist")
+    head = record["head"]
+    if last_seq < head["seq"] or (last_seq == head["seq"] and last_sha != head["sha256"]):
+        raise Damaged(f"the chain ends at {last_seq}, the record names {head}")
+    return {"snapshot": snapshot, "logs": chain, "records": records, "headers": headers, "format": 2, "record": record,
             "covered": sorted(n for n in logs if snapshot is not None and n <= snapshot)}
 
 
 def replay(records: list[dict], as_of_ms: int | None = None) -> dict[tuple[str, bytes], dict]:
-    """(folder, path bytes) -> the record of the version present at `as_of_ms`."""
+    """(folder, path bytes) -> the record of the version present at `as_of_ms` (files only)."""
     state: dict[tuple[str, bytes], dict | None] = {}
     for r in records:
-        if as_of_ms is not None and r["time"] > as_of_ms:
+        if (as_of_ms is not None and r["time"] > as_of_ms) or r["kind"] == "folder":
             continue
         state[(r["folder"], r["path"])] = None if r["kind"] == "gone" else r
     return {k: v for k, v in state.items() if v is not None}
+
+
+def folders(records: list[dict], as_of_ms: int | None = None) -> dict[tuple[str, bytes], dict]:
+    """(watched folder, folder path below it, b"" for itself) -> its last folder record."""
+    out = {}
+    for r in records:
+        if r["kind"] == "folder" and (as_of_ms is None or r["time"] <= as_of_ms):
+            out[(r["folder"], r["path"])] = r
+    return out
