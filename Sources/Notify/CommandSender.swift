@@ -60,7 +60,7 @@ package struct CommandSender: Sendable {
                 group.addTask {
                     let result = try await run(executable, arguments: [], environment: environment, workingDirectory: FilePath("/"),
                                                platformOptions: options, input: .none, output: .sequence, error: .combinedWithOutput) { execution in
-                        started.group.withLock { $0 = execution.processIdentifier.value }
+                        started.started(execution.processIdentifier.value)
                         // The head of the output is kept; the rest is read and let go, so a chatty
                         // program never blocks on a full pipe.
                         var head: [UInt8] = []
@@ -103,29 +103,32 @@ package struct CommandSender: Sendable {
 
     /// The command's process group, once it runs (its pid: it leads its own group).
     final class StartedGroup: Sendable {
-        let group = Mutex<pid_t?>(nil)
-        private let stopped = Mutex(false)
+        private struct State { var pid: pid_t?; var stopped = false }
+        private let state = Mutex(State())
 
-        var timedOut: Bool { stopped.withLock { $0 } }
+        var timedOut: Bool { state.withLock { $0.stopped } }
+
+        /// The command runs: if its time ran out while it was being started, it stops now.
+        func started(_ pid: pid_t) {
+            let late = state.withLock { s in
+                s.pid = pid
+                return s.stopped
+            }
+            if late { _ = kill(-pid, SIGTERM) }
+        }
 
         /// SIGTERM to the group, SIGKILL 5 s later if any of it is left.
         func stop() async {
-            stopped.withLock { $0 = true }
-            guard signal(SIGTERM) else { return }
+            let pid = state.withLock { s in
+                s.stopped = true
+                return s.pid
+            }
+            guard let pid, pid > 0, kill(-pid, SIGTERM) == 0 else { return }
             for _ in 0..<50 {
-                guard signal(0) else { return }
+                guard kill(-pid, 0) == 0 else { return }
                 try? await Task.sleep(for: .milliseconds(100))
             }
-            _ = signal(SIGKILL)
-        }
-
-        /// Whether the group was there to get it.
-        @discardableResult
-        private func signal(_ sig: Int32) -> Bool {
-            group.withLock { pid in
-                guard let pid, pid > 0 else { return false }
-                return kill(-pid, sig) == 0
-            }
+            _ = kill(-pid, SIGKILL)
         }
     }
 
