@@ -100,7 +100,7 @@ package struct Daemon: Sendable {
                                        wakes: [.stream(account.statusChanges.changes())], logger: logger,
                                        statusChanges: core.statusChanges)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`.
-        let restore = RestoreService(bucket: bucket(32), options: .init(settings), logger: logger)
+        let restore = RestoreService(bucket: bucket(32), options: .init(settings), logger: logger, audit: audit)
         // Photos the thumbnails left ready → rows in the apps' catalog.
         let catalog = CatalogService(database: database, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
                                      options: .init(settings), logger: logger, statusChanges: core.statusChanges)
