@@ -135,6 +135,12 @@ package final class InMemoryBucket: BucketTransport {
         state.withLock { $0.requests.filter { $0.operation == operation }.count }
     }
 
+    /// Every request that reached the bucket, in order: what a test needs to say one
+    /// thing happened before another.
+    package var requestLog: [(operation: String, key: String)] {
+        state.withLock { $0.requests.map { (operation: $0.operation, key: $0.key) } }
+    }
+
     /// The same, for keys under `prefix`.
     package func requests(_ operation: String, under prefix: String) -> Int {
         state.withLock { $0.requests.filter { $0.operation == operation && $0.key.utf8.starts(with: prefix.utf8) }.count }

@@ -86,17 +86,17 @@ import Testing
     }
 
     /// Runs the command's side against the daemon's through a control socket.
-    func export(dryRun: Bool = false) async throws -> ExportSummary {
+    func export(dryRun: Bool = false, workers: Int = 3, interrupted: @escaping @Sendable () -> Bool = { false }) async throws -> ExportSummary {
         let socket = dir + "/s.sock"
         let server = try await ControlServer.start(path: socket, group: "photolala",
                                                    policy: AccessPolicy(daemonUID: getuid(), readerGroup: nil, readerGroupName: "photolala"),
                                                    handler: Routes(restore: restore), logger: Logger(label: "export-tests"))
-        let request = ExportRun.Request(to: dir + "/out/", dryRun: dryRun, json: true, workers: 3)
+        let request = ExportRun.Request(to: dir + "/out/", dryRun: dryRun, json: true, workers: workers)
         let result: Result<ExportSummary, RestoreRun.Stop> = await withCheckedContinuation { done in
             Thread.detachNewThread {
                 do throws(RestoreRun.Stop) {
                     done.resume(returning: .success(try ExportRun(client: ControlClient(socketPath: socket), request: request,
-                                                                  interrupted: { false }).run()))
+                                                                  interrupted: interrupted).run()))
                 } catch {
                     done.resume(returning: .failure(error))
                 }
@@ -140,6 +140,73 @@ import Testing
         #expect(events.allSatisfy { $0.details["byDate"] == true && $0.details["to"] == .string(dir + "/out/") && $0.actor == .caller(uid: getuid()) })
         #expect(events[1].details["written"] == 5 && events[3].details["written"] == 0 && events[3].details["alreadyThere"] == 5)
         #expect(events.allSatisfy { $0.outcome == .ok })
+    }
+
+    @Test func anInterruptedExportResumesWithoutReadingACompleteFileAgain() async throws {
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let out = dir + "/out"
+        // One worker, stopped once two files stand complete (what Ctrl-C does between files).
+        let first = try await export(workers: 1) { [self] in files(under: out).filter { !$0.contains(".plrestore-") }.count >= 2 }
+        #expect(first.interrupted && first.restored == 2 && first.exitCode == 1, "\(first)")
+        #expect(first.text.contains("run the same command again to resume"))
+        let done = files(under: out)
+        #expect(done.count == 2)
+
+        let before = bucket.requestLog.count
+        let second = try await export()
+        #expect(!second.interrupted && second.restored == 3 && second.alreadyThere == 2 && second.exitCode == 0, "\(second)")
+        #expect(files(under: out) == photos.map(\.path).sorted())
+        // The two complete files were not read again: their objects were at most sniffed
+        // (a ranged read of the first bytes, for the two that nothing else describes).
+        let sniffed: Set<String> = [Self.md5(photos[3].bytes), Self.md5(photos[4].bytes)]
+        let reads = bucket.requestLog.dropFirst(before).filter { $0.operation == "GetObject" && $0.key.hasPrefix("photos/U/") }.map(\.key)
+        for path in done {
+            let md5 = try #require(photos.first { $0.path == path }).bytes
+            let key = "photos/U/\(Self.md5(md5)).dat"
+            #expect(reads.filter { $0 == key }.count == (sniffed.contains(Self.md5(md5)) ? 1 : 0), "\(path)")
+        }
+        #expect(reads.count == 3 + 2)
+    }
+
+    @Test func anArchivedObjectIsAskedBackBeforeAnyIsReadThenWritten() async throws {
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let cold = [0xFF, 0xD8, 0xFF, 0xE0] + Array("cold photo".utf8)
+        let key = "photos/U/\(Self.md5(cold)).dat"
+        bucket.store(key, bytes: cold, contentType: "image/jpeg", storageClass: "DEEP_ARCHIVE", lastModified: Self.at(1_700_000_000))
+        // The archive gives it back once it has been asked (the test's stand-in for hours).
+        let thawer = Task { [bucket] in
+            while bucket.requests("RestoreObject") == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            bucket.finishRestore(key)
+        }
+        defer { thawer.cancel() }
+        let summary = try await export()
+        #expect(summary.restored == 6 && summary.waitingArchived == 0 && summary.exitCode == 0, "\(summary)")
+        let path = dir + "/out/2023/11/2023-11-14 22.13.20 \(Self.md5(cold).prefix(8)).jpg"
+        #expect(FileManager.default.contents(atPath: path).map(Array.init) == cold)
+        // Asked back once, before any photo's bytes were read.
+        let log = bucket.requestLog
+        let asked = try #require(log.firstIndex { $0.operation == "RestoreObject" })
+        #expect(log.filter { $0.operation == "RestoreObject" }.map(\.key) == [key])
+        let firstRead = log.firstIndex { $0.operation == "GetObject" && $0.key.hasPrefix("photos/U/") && !$0.key.hasSuffix("\(Self.md5(photos[3].bytes)).dat")
+            && !$0.key.hasSuffix("\(Self.md5(photos[4].bytes)).dat") }
+        #expect(firstRead.map { asked < $0 } == true)
+    }
+
+    @Test func twoObjectsThatWouldShareANameBothComeBackTheLaterWithItsWholeMD5() async throws {
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // Their MD5s share the first 8 hex digits (508efc84), the catalog dates them the same second.
+        let early = Array("collide 57155".utf8)
+        let late = Array("collide 165688".utf8)
+        #expect(Self.md5(early).prefix(8) == Self.md5(late).prefix(8) && Self.md5(early) < Self.md5(late))
+        for body in [late, early] { bucket.store("photos/U/\(Self.md5(body)).dat", bytes: body, contentType: "image/jpeg") }
+        publishCatalog(["h,13,\(Self.md5(early)),1650000000,JPEG", "h,14,\(Self.md5(late)),1650000000,JPEG"])
+        let summary = try await export()
+        #expect(summary.restored == 7 && summary.exitCode == 0, "\(summary)")
+        let folder = dir + "/out/2022/04/2022-04-15 05.20.00 "
+        #expect(FileManager.default.contents(atPath: folder + "508efc84.jpg").map(Array.init) == early)
+        #expect(FileManager.default.contents(atPath: folder + Self.md5(late) + ".jpg").map(Array.init) == late)
+        let again = try await export()
+        #expect(again.restored == 0 && again.alreadyThere == 7 && again.exitCode == 0, "\(again)")
     }
 
     @Test func hostileKeysAreReportedAndNothingIsWrittenOutsideTheFolder() async throws {
