@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
 import time
 from pathlib import Path
 
 from support import images
 from support.app_catalog import fake_body, fake_row, md5_hex, publish_as_app, read_catalog
+from support.daemon import binary
 from support.fake_backend import user_id_for
 from support.world import apple_subject
 
@@ -190,3 +192,86 @@ def test_without_a_catalog_every_file_is_dated_by_its_object(world, tmp_path):
         m = md5_hex(body)
         rel = name(last_modified(s3, bucket, f"photos/{uid}/{m}.dat"), m, ext)
         assert (out / rel).read_bytes() == body, rel
+
+
+def test_killed_mid_export_it_resumes_archive_first_and_a_name_collision(world, tmp_path):
+    """kill -9 of the command mid-export: no partial file at a final name, and the next run
+    completes without reading again any object whose file was complete. An object in
+    DEEP_ARCHIVE is asked back (RestoreObject, which moto answers) before any photo's bytes
+    are read. Two photos whose names would collide (same second, same first 8 hex digits)
+    both come back, the later in key order under its whole MD5."""
+    sub = apple_subject("export-kill")
+    uid = user_id_for(sub)
+    s3, bucket = world.moto.s3_admin(), world.moto.bucket
+    expected: dict[str, bytes] = {}
+    rows = []
+    for i in range(40):
+        r = fake_row(f"kill {i}", 1_600_000_000 + i * 3_600, "JPEG", size=60_000 + i)
+        s3.put_object(Bucket=bucket, Key=f"photos/{uid}/{r.md5}.dat", Body=fake_body(r.seed, r.size), ContentType="image/jpeg")
+        rows.append(r.line)
+        expected[name(r.date, r.md5, "jpg")] = fake_body(r.seed, r.size)
+    # Their MD5s share 508efc84; the catalog dates both 2022-04-15 05.20.00.
+    early, late = b"collide 57155", b"collide 165688"
+    assert md5_hex(early)[:8] == md5_hex(late)[:8] and md5_hex(early) < md5_hex(late)
+    for body in (late, early):
+        s3.put_object(Bucket=bucket, Key=f"photos/{uid}/{md5_hex(body)}.dat", Body=body, ContentType="image/jpeg")
+        rows.append(f"{md5_hex(body)},{len(body)},{md5_hex(body)},1650000000,JPEG")
+    expected[name(1_650_000_000, md5_hex(early), "jpg")] = early
+    expected[name(1_650_000_000, md5_hex(late), "jpg", whole=True)] = late
+    cold = b"\xff\xd8\xff\xe0 cold" + os.urandom(5000)
+    cold_key = f"photos/{uid}/{md5_hex(cold)}.dat"
+    s3.put_object(Bucket=bucket, Key=cold_key, Body=cold, ContentType="image/jpeg", StorageClass="DEEP_ARCHIVE")
+    rows.append(f"{md5_hex(cold)},{len(cold)},{md5_hex(cold)},1700000000,JPEG")
+    expected[name(1_700_000_000, md5_hex(cold), "jpg")] = cold
+    publish_as_app(s3, bucket, uid, rows)
+
+    d = world.daemon("k")
+    assert world.login(d, sub=sub) == uid
+    out = tmp_path / "out"
+
+    def complete() -> dict[str, Path]:
+        return {rel: p for rel, p in files_under(out).items() if not os.path.basename(rel).startswith(".plrestore-")} if out.exists() else {}
+
+    def photo_reads(since: float) -> list[str]:
+        return [q["path"] for q in world.proxy.stats()["requests"] if q["time"] >= since and q["method"] == "GET"
+                and f"/photos/{uid}/" in q["path"] and "list-type" not in q["path"]]
+
+    since = time.time()
+    world.proxy.set_faults(latency=1.0, match=f"^GET [^?]*/photos/{uid}/")
+    try:
+        cli = subprocess.Popen([binary(), "ctl", "restore", "--by-date", "--to", str(out), "--socket", d.socket],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while len(complete()) < 5:
+            assert cli.poll() is None, cli.communicate()
+            assert time.monotonic() < deadline, "fewer than 5 files after 60 s"
+            time.sleep(0.05)
+        cli.kill()
+        cli.wait(10)
+    finally:
+        world.proxy.clear_faults()
+    done = complete()
+    assert 5 <= len(done) < len(expected), "the command was not killed mid-export"
+    for rel, p in done.items():
+        assert rel in expected and p.read_bytes() == expected[rel], rel
+    # Asked back before any photo's bytes were read, once.
+    requests = [q for q in world.proxy.stats()["requests"] if q["time"] >= since]
+    asked = [i for i, q in enumerate(requests) if q["method"] == "POST" and "restore" in q["path"]]
+    first_read = next(i for i, q in enumerate(requests) if q["method"] == "GET" and f"/photos/{uid}/" in q["path"]
+                      and "list-type" not in q["path"])
+    assert len(asked) == 1 and cold_key in requests[asked[0]]["path"] and asked[0] < first_read, requests[:5]
+
+    since = time.time()
+    r = d.ctl("restore", "--by-date", "--to", str(out), "--json", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["restored"] == len(expected) - len(done) and summary["alreadyThere"] == len(done), summary
+    found = files_under(out)
+    assert set(found) == set(expected), (sorted(set(found) - set(expected)), sorted(set(expected) - set(found)))
+    for rel, body in expected.items():
+        assert found[rel].read_bytes() == body, rel
+    # Nothing complete was read again.
+    done_md5s = {md5 for md5 in (md5_hex(expected[rel]) for rel in done)}
+    again = photo_reads(since)
+    assert not [p for p in again if any(m in p for m in done_md5s)], again
+    assert len(again) == len(expected) - len(done), again
