@@ -13,6 +13,7 @@ import Foundation
 import Digests
 import Ingest
 import Inventory
+import Keys
 import Logging
 import Manifest
 import Notify
@@ -71,6 +72,10 @@ package struct Daemon: Sendable {
         func bucket(_ connections: Int, proxy: ConnectProxy? = nil) -> BucketSession {
             BucketSession(grants: account, connections: connections, connectProxy: proxy, trust: trust, logger: logger)
         }
+        // The account key and the recovery key: it follows the account's sign-in, with a
+        // session of its own (one small request at a time).
+        let keys = KeyService(stateDir: settings.daemon.stateDir, grants: account, bucket: bucket(1), logger: logger, audit: audit,
+                              statusChanges: core.statusChanges, wakes: [account.statusChanges])
         let proxy = ConnectProxy.debugOverride
         if let proxy {
             logger.warning("debug build: every S3 connection of the uploads goes through the proxy \(proxy.host):\(proxy.port) (\(ConnectProxy.debugVariable))")
@@ -107,7 +112,7 @@ package struct Daemon: Sendable {
         // Telling the owner when backups stop: reads the status, keeps what it told in the queue database.
         let notify = NotifyService(options: .init(settings), source: NotifyBridge(core: core), store: NotifyBridge(core: core),
                                    logger: logger)
-        for part in [account, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
+        for part in [account, keys, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
                      notify] as [any StatusContributor] {
             await core.add(part)
         }
@@ -121,7 +126,8 @@ package struct Daemon: Sendable {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory,
-                                                                restore: restore, metrics: scraper, notify: notify, audit: audit), audit: audit)
+                                                                restore: restore, metrics: scraper, notify: notify, audit: audit,
+                                                                keys: keys), audit: audit)
 
         await core.markRunning()
         let status = await core.status()
@@ -138,6 +144,7 @@ package struct Daemon: Sendable {
             .init(service: ControlService(server: server), serviceName: "control"),
             .init(service: metricsListener, serviceName: "metrics"),
             .init(service: account, serviceName: "account"),
+            .init(service: keys, serviceName: "keys"),
             .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
             .init(service: inventory, serviceName: "inventory"),
@@ -150,7 +157,7 @@ package struct Daemon: Sendable {
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
                                          // The schedule after the uploader: it re-applies the slot's rate.
-                                         parts: [uploader, ingest, account, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
+                                         parts: [uploader, ingest, account, keys, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
                                                  schedule, notify],
                                          signals: hangups), serviceName: "reload"),
         ]

@@ -7,6 +7,7 @@ import Account
 import Foundation
 import Ingest
 import Inventory
+import Keys
 import Notify
 import PhotolalaCore
 import Queue
@@ -24,6 +25,7 @@ struct DaemonControl: ControlHandler {
     let metrics: MetricsScraper
     let notify: NotifyService
     let audit: AuditTrail
+    let keys: KeyService
 
     var database: QueueDatabase { core.database }
 
@@ -62,6 +64,7 @@ struct DaemonControl: ControlHandler {
             return retry(request)
         case .logout:
             await account.logout()
+            if let problem = await keys.forget() { return .error(500, "internal", "Signed out, but \(problem)") }
             return .json(ControlReply(ok: true, message: "Signed out. The saved sign-in was erased and uploads stopped; run `photolalactl login` to sign in again."))
         case .loginIdentityToken, .loginDeviceStart, .loginDevicePoll, .loginDeviceCancel:
             return await login(request)
@@ -86,6 +89,8 @@ struct DaemonControl: ControlHandler {
             return .json(AuditListing(records: records, more: more))
         case .auditVerify:
             return .json(await audit.verify())
+        case .recoveryKey, .recoveryKeyEnter, .recoveryKeyRotate:
+            return await recoveryKey(request)
         }
     }
 
@@ -141,18 +146,63 @@ struct DaemonControl: ControlHandler {
             SecretRedactor.shared.register(body.identityToken)
             SecretRedactor.shared.register(body.authorizationCode)
             let (userId, error) = await account.loginWithIdentityToken(body.identityToken, authorizationCode: body.authorizationCode)
-            if let userId { return .json(LoginProgress(state: .signedIn, userId: userId)) }
+            if let userId { return .json(await withKey(LoginProgress(state: .signedIn, userId: userId))) }
             return .json(LoginProgress(state: .failed, message: error.map(SecretRedactor.shared.redact)))
         case .loginDeviceStart:
             return .json(Self.progress(await account.startPairing()))
         case .loginDevicePoll:
-            return .json(Self.progress(await account.pairingView()))
+            return .json(await withKey(Self.progress(await account.pairingView())))
         case .loginDeviceCancel:
             await account.cancelPairing()
             return .json(Self.progress(await account.pairingView()))
         default:
             return .error(404, "not_found", "not a sign-in call")
         }
+    }
+
+    /// A sign-in's answer waits (a few seconds at most) for the account key to settle, so
+    /// `login` can say whether this NAS made it (keep the recovery key) or must be given it.
+    private func withKey(_ progress: LoginProgress) async -> LoginProgress {
+        guard progress.state == .signedIn, let userId = progress.userId else { return progress }
+        var progress = progress
+        if let outcome = await keys.settled(for: userId, within: 15) {
+            progress.recovery = outcome.state
+            progress.accountKeyCreated = outcome.created
+        }
+        return progress
+    }
+
+    /// `photolalactl recovery-key`, `--enter`, `--rotate`: the key service answers and
+    /// records each in the audit trail (never the key).
+    private func recoveryKey(_ request: ControlRequest) async -> ControlResponse {
+        let caller = AuditActor.caller(uid: request.peer.uid)
+        do throws(RecoveryKeyRefusal) {
+            switch request.route {
+            case .recoveryKeyEnter:
+                guard let body = try? ControlJSON.decode(RecoveryKeyEntry.self, from: request.body) else {
+                    return .error(400, "bad_request", "expected {\"recoveryKey\": ...}")
+                }
+                let fingerprint = try await keys.enter(body.recoveryKey, by: caller)
+                return .json(ControlReply(ok: true, message: "Recovery key accepted: this NAS holds the account key (fingerprint \(fingerprint)); its manifest is written from now on."))
+            case .recoveryKeyRotate:
+                return .json(Self.view(try await keys.rotate(by: caller)))
+            default:
+                return .json(Self.view(try await keys.recoveryKey(by: caller)))
+            }
+        } catch {
+            let status = switch error {
+            case .malformed, .wrongKey: 400
+            case .bucket: 503
+            case .local: 500
+            default: 409
+            }
+            return .error(status, error.code, error.description)
+        }
+    }
+
+    static func view(_ shown: ShownRecoveryKey) -> RecoveryKeyView {
+        RecoveryKeyView(recoveryKey: shown.recoveryKey.formatted, fingerprint: shown.fingerprint,
+                        createdAt: Timestamp.string(shown.createdAt), outdated: shown.outdated)
     }
 
     static func progress(_ v: AccountService.PairingView) -> LoginProgress {
