@@ -101,9 +101,8 @@ def test_every_photo_of_the_account_by_date_without_the_key(world, tmp_path):
     # ---- a second NAS of the account, without the recovery key
     b = world.daemon("b")
     assert world.login(b, sub=sub) == uid
-    key_file = b.state_dir / "account-key"
-    if key_file.exists():
-        key_file.unlink()
+    # The account key was made by NAS a: b has no recovery key and cannot read any manifest.
+    b.wait_for(lambda s: s["recovery"]["state"] == "needed", timeout=60, what="b without the account's key")
     out = tmp_path / "export"
 
     # A member of the socket's group may look, not write.
