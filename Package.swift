@@ -191,6 +191,8 @@ let package = Package(
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
             "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "CLinux", "Vault",
+            // `restore --by-date` names a file by its first bytes when nothing else says what it is.
+            "Previews",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -3,9 +3,12 @@
 
 1. restore: N photos of 2-8 MB backed up into moto by photolalad, then brought back with
    `photolalactl restore --to DIR` (every file MD5-checked against its key, its mtime set,
-   synced, renamed into place) against `aws s3 cp --recursive` of the same objects from the
-   same bucket, in alternating order; the daemon's peak RSS while restoring (VmHWM reset
-   just before). Both read with STS credentials of the same user.
+   synced, renamed into place) and exported with `photolalactl restore --by-date --to DIR`
+   (the bucket listed afresh, the apps' catalog read — one row per photo, published as
+   the apps do — each file named by its date, MD5-checked, synced, renamed) against
+   `aws s3 cp --recursive` of the same objects from the same bucket, in rotating order;
+   the daemon's peak RSS while restoring (VmHWM reset just before). All read with STS
+   credentials of the same user.
 2. manifest, new photos: bytes written under metadata/ (segments and device.json, counted
    at the fault proxy) for 1,000 new photos dropped at once, and for photos arriving one
    at a time (each its own segment).
@@ -36,6 +39,7 @@ sys.path.insert(0, str(REPO / "Tests" / "e2e"))
 sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_upload import make_photos, proc_cpu_s, release_binary, timed, vm_hwm_kib  # noqa: E402
+from support.app_catalog import publish_as_app  # noqa: E402
 from support.daemon import connectable, raw_request  # noqa: E402
 from support.fake_backend import FakeBackend, user_id_for  # noqa: E402
 from support.fault_proxy import FaultProxy  # noqa: E402
@@ -123,6 +127,22 @@ def check_tree(src: Path, dst: Path) -> int:
     return n
 
 
+def check_export(src: Path, out: Path, dates: dict[str, int]) -> int:
+    """Every photo once, at YYYY/MM/YYYY-MM-DD HH.MM.SS <md5[:8]>.jpg with its catalog
+    date as mtime and its bytes; nothing else."""
+    found = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    want = set()
+    for p in src.iterdir():
+        data = p.read_bytes()
+        md5 = hashlib.md5(data).hexdigest()
+        rel = time.strftime("%Y/%m/%Y-%m-%d %H.%M.%S", time.gmtime(dates[md5])) + f" {md5[:8]}.jpg"
+        want.add(rel)
+        assert (out / rel).read_bytes() == data, rel
+        assert (out / rel).stat().st_mtime_ns == dates[md5] * 10**9, rel
+    assert found == want, (sorted(found - want)[:3], sorted(want - found)[:3])
+    return len(want)
+
+
 def bench_restore(args, binary: str, work: Path, moto: MotoServer, backend: FakeBackend):
     sub = "bench-restore-subject"
     user = user_id_for(sub)
@@ -132,6 +152,15 @@ def bench_restore(args, binary: str, work: Path, moto: MotoServer, backend: Fake
     nas = Nas(binary, work / "nas", backend, sub)
     os.rename(staging, nas.watched / "photos")
     nas.wait(lambda s: s["queue"]["uploaded"] == args.photos and manifest_idle(s, args.photos), 1800, "upload")
+    # The apps' catalog, as a phone would have published it: one row per photo, dated.
+    rows = []
+    dates = {}
+    for i, p in enumerate(sorted((nas.watched / "photos").iterdir())):
+        data = p.read_bytes()
+        md5 = hashlib.md5(data).hexdigest()
+        dates[md5] = 1_500_000_000 + i * 3_607
+        rows.append(f"{hashlib.md5(data[:4096]).hexdigest()},{len(data)},{md5},{dates[md5]},JPEG")
+    publish_as_app(moto.s3_admin(), moto.bucket, user, rows)
     print(f"restore: {args.photos} photos, {mb:.0f} MB, backed up into moto at {moto.endpoint}; {args.rounds} round(s); "
           f"load average {os.getloadavg()[0]:.2f} at the start")
 
@@ -161,11 +190,26 @@ def bench_restore(args, binary: str, work: Path, moto: MotoServer, backend: Fake
         shutil.rmtree(out)
         return t
 
-    tools = {"aws s3 cp --recursive": run_aws, "photolalactl restore": run_photolalad}
+    export_peaks: list[float] = []
+    export_cpus: list[float] = []
+
+    def run_export(r: int) -> float:
+        out = work / f"exported-{r}"
+        Path(f"/proc/{nas.proc.pid}/clear_refs").write_text("5")
+        cpu0 = proc_cpu_s(nas.proc.pid)
+        t = timed([binary, "ctl", "restore", "--by-date", "--to", str(out), "--socket", nas.socket])
+        export_peaks.append(vm_hwm_kib(nas.proc.pid) / 1024)
+        export_cpus.append(proc_cpu_s(nas.proc.pid) - cpu0)
+        if r == 0:
+            print(f"  exported tree checked: {check_export(nas.watched / 'photos', out, dates)} files, names, bytes and mtimes as privacy.md says")
+        shutil.rmtree(out)
+        return t
+
+    tools = {"aws s3 cp --recursive": run_aws, "photolalactl restore": run_photolalad, "restore --by-date": run_export}
     names = list(tools)
     times: dict[str, list[float]] = {n: [] for n in names}
     for r in range(args.rounds):
-        order = names[r % 2:] + names[:r % 2]
+        order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
             subprocess.run(["sync"])
             t = tools[name](r)
@@ -176,7 +220,9 @@ def bench_restore(args, binary: str, work: Path, moto: MotoServer, backend: Fake
     for n in names:
         print(f"  {n:<24} {med[n]:7.2f} s  {mb / med[n]:6.1f} MB/s  (runs: {', '.join(f'{t:.2f}' for t in times[n])})")
     print(f"  ratio photolalactl restore / aws s3 cp = {med['photolalactl restore'] / med['aws s3 cp --recursive']:.2f} (target <= 1.0)")
+    print(f"  ratio photolalactl restore --by-date / aws s3 cp = {med['restore --by-date'] / med['aws s3 cp --recursive']:.2f} (target <= 1.0)")
     print(f"  daemon: peak RSS while restoring {max(peaks):.1f} MB (target <= 64 MB), CPU {statistics.median(cpus):.2f} s a restore")
+    print(f"  daemon: peak RSS while exporting {max(export_peaks):.1f} MB, CPU {statistics.median(export_cpus):.2f} s an export")
     nas.stop()
     moto.empty_bucket()
 

@@ -65,6 +65,10 @@ package struct S3Client: Sendable {
         /// `x-amz-server-side-encryption`: `AES256`, `aws:kms`, `aws:kms:dsse`; nil when S3
         /// says nothing. Under `aws:kms*` the ETag is not the MD5 of the bytes.
         package var serverSideEncryption: String?
+        /// `Content-Type` and `x-amz-meta-original-format` as the uploader set them (what an
+        /// export names a file by when the catalog does not say).
+        package var contentType: String?
+        package var originalFormat: String?
 
         package enum Restore: Sendable, Equatable {
             case inProgress
@@ -72,12 +76,14 @@ package struct S3Client: Sendable {
         }
 
         package init(size: Int64, etag: String, storageClass: String? = nil, restore: Restore? = nil,
-                     serverSideEncryption: String? = nil) {
+                     serverSideEncryption: String? = nil, contentType: String? = nil, originalFormat: String? = nil) {
             self.size = size
             self.etag = etag
             self.storageClass = storageClass
             self.restore = restore
             self.serverSideEncryption = serverSideEncryption
+            self.contentType = contentType
+            self.originalFormat = originalFormat
         }
 
         /// SSE-KMS: the ETag is not an MD5, so only reading the bytes back proves them.

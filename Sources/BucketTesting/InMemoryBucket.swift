@@ -135,6 +135,12 @@ package final class InMemoryBucket: BucketTransport {
         state.withLock { $0.requests.filter { $0.operation == operation }.count }
     }
 
+    /// Every request that reached the bucket, in order: what a test needs to say one
+    /// thing happened before another.
+    package var requestLog: [(operation: String, key: String)] {
+        state.withLock { $0.requests.map { (operation: $0.operation, key: $0.key) } }
+    }
+
     /// The same, for keys under `prefix`.
     package func requests(_ operation: String, under prefix: String) -> Int {
         state.withLock { $0.requests.filter { $0.operation == operation && $0.key.utf8.starts(with: prefix.utf8) }.count }
@@ -153,9 +159,9 @@ package final class InMemoryBucket: BucketTransport {
     /// Puts an object as another device would (no session, no checks).
     @discardableResult
     package func store(_ key: String, bytes: [UInt8], contentType: String = "application/octet-stream",
-                       storageClass: String? = nil, metadata: [String: String] = [:]) -> String {
+                       storageClass: String? = nil, metadata: [String: String] = [:], lastModified: Date? = nil) -> String {
         let etag = Hex.string(MD5.digest(bytes))
-        let now = clock.now()
+        let now = lastModified ?? clock.now()
         state.withLock {
             $0.objects[key] = Object(bytes: bytes, etag: etag, contentType: contentType, metadata: metadata,
                                      storageClass: storageClass, lastModified: now)
@@ -276,7 +282,7 @@ package final class InMemoryBucket: BucketTransport {
         state.withLock { s in
             s.objects[key].map {
                 S3Client.ObjectInfo(size: Int64($0.bytes.count), etag: $0.etag, storageClass: $0.storageClass,
-                                    restore: $0.restore)
+                                    restore: $0.restore, contentType: $0.contentType, originalFormat: $0.metadata["original-format"])
             }
         }
     }

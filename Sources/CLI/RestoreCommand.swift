@@ -40,8 +40,11 @@ struct RestoreCommand: ParsableCommand {
     var allowUnencrypted = false
     @Argument(help: ArgumentHelp("Files or folders to restore, as they were named on that device.", valueName: "path"))
     var paths: [String] = []
+    @Flag(name: .customLong("by-date"), help: "Every photo and video of the account, from the bucket alone (no manifest, no recovery key), into --to DIR as YYYY/MM/YYYY-MM-DD HH.MM.SS <md5>.<ext>.")
+    var byDate = false
 
     func validate() throws {
+        if byDate { try ByDateExport.validate(self) }
         if let asOf, AsOfTime.parse(asOf) == nil {
             throw ValidationError("--as-of takes an ISO 8601 time (2026-11-22T07:00:00Z, or local without a zone) or a date (2026-11-22), not '\(asOf)'")
         }
@@ -52,6 +55,7 @@ struct RestoreCommand: ParsableCommand {
     func run() throws {
         let interrupt = InterruptFlag()
         let flag = interrupt.shared
+        if byDate, let to { return try ByDateExport.run(options: options, to: to, dryRun: dryRun, json: json, interrupt: interrupt) }
         let request = RestoreRun.Request(device: device, asOf: asOf.flatMap { AsOfTime.parse($0) }, asOfText: asOf, to: to, paths: paths,
                                          overwrite: overwrite, dryRun: dryRun, json: json,
                                          owners: noOwners ? .keep : numericOwner ? .numeric : .byName, allowUnencrypted: allowUnencrypted)

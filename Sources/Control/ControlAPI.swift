@@ -31,6 +31,10 @@ package enum ControlRoute: String, Sendable, CaseIterable {
     case restoreThaw = "POST /v1/restore/thaw"
     case restoreObject = "GET /v1/restore/object"
     case restoreSession = "POST /v1/restore/session"
+    /// `restore --by-date`: every photo object of the account, listed for the command
+    /// (a read: `--dry-run` is for the group too), and its start and end, for the audit trail.
+    case restoreExport = "GET /v1/restore/export"
+    case restoreExportReport = "POST /v1/restore/export/report"
     /// `photolalactl notify --test`: sends to the owner, so root or the daemon's user only.
     case notifyTest = "POST /v1/notify/test"
     // Who did what (cli.md "audit"): for root and the daemon's user alone.
@@ -49,7 +53,7 @@ package enum ControlRoute: String, Sendable, CaseIterable {
         switch self {
         case .status, .queue, .metrics, .verifyProgress, .files: .read
         // `restore --dry-run` is a read: the group may see what a restore would bring back.
-        case .devices, .manifest, .restoreObjects, .restoreListing: .read
+        case .devices, .manifest, .restoreObjects, .restoreListing, .restoreExport: .read
         case .audit, .auditVerify: .trail
         default: .write
         }

@@ -74,7 +74,8 @@ struct DaemonControl: ControlHandler {
             return await verifyProgress()
         case .files:
             return await files(request)
-        case .devices, .manifest, .restoreObjects, .restoreListing, .restoreThaw, .restoreObject, .restoreSession:
+        case .devices, .manifest, .restoreObjects, .restoreListing, .restoreThaw, .restoreObject, .restoreSession, .restoreExport,
+             .restoreExportReport:
             let response = await restore.answer(request)
             // A restore's report is what status shows of it.
             if request.route == .restoreSession { core.changed() }

@@ -38,10 +38,13 @@ package actor RestoreService: Service {
         /// Transient failures tried again in place: 4, after 0.25 s to 1, 2, 4 and 8 s.
         package var budget = BucketBudget(transientRetries: 4, backoff: Backoff(base: 1, cap: 75, jitter: .full, floor: 0.25),
                                           repeatsUnreadableAnswers: true)
+        /// Where `restore --by-date` keeps its copy of the apps' catalog (`state_dir`).
+        package var scratchDirectory: String
 
         package init(_ settings: Settings) {
             bandwidthLimit = settings.upload.bandwidthLimit
             trust = TLSTrust(caFile: settings.tls.caFile)
+            scratchDirectory = settings.daemon.stateDir
         }
     }
 
@@ -107,6 +110,15 @@ package actor RestoreService: Service {
                 return .error(400, "bad_request", "expected a restore report")
             }
             return .json(RestoreSessionReply(id: self.report(report, by: request.caller)))
+        case .restoreExport:
+            switch await access() {
+            case .success(let userId):
+                return PhotoExport(session: session, userId: userId, budget: options.budget, directory: options.scratchDirectory,
+                                   concurrency: options.headConcurrency, logger: logger).listing()
+            case .failure(let refusal): return refusal.response
+            }
+        case .restoreExportReport:
+            return PhotoExport.record(request, audit: audit)
         default:
             return .error(404, "not_found", "not a restore call")
         }

@@ -35,7 +35,7 @@ struct S3ClientMotoTests {
                                               credentials: credentials)
         #expect(etag == digest.md5Hex)
         #expect(try await client.headObject(key: photoKey, credentials: credentials)
-            == S3Client.ObjectInfo(size: 100_000, etag: digest.md5Hex))
+            == S3Client.ObjectInfo(size: 100_000, etag: digest.md5Hex, contentType: "image/jpeg", originalFormat: "JPEG"))
         #expect(try await client.headObject(key: userPrefix + "missing.dat", credentials: credentials) == nil)
         try #expect(md5(of: await client.getObject(key: photoKey, credentials: credentials), in: directory)
             == digest.md5Hex)

@@ -44,7 +44,7 @@ import Testing
         // --dry-run` needs. Everything else changes something: verify puts objects back in the
         // queue; restoring itself (a session, the bytes, asking archived objects back) is a write.
         let reads: Set<ControlRoute> = [.status, .queue, .metrics, .files, .verifyProgress,
-                                        .devices, .manifest, .restoreObjects, .restoreListing]
+                                        .devices, .manifest, .restoreObjects, .restoreListing, .restoreExport]
         // The audit trail tells who did what: root and the daemon's user only.
         let trails: Set<ControlRoute> = [.audit, .auditVerify]
         for route in ControlRoute.allCases {
