@@ -570,6 +570,8 @@ package actor RestoreService: Service {
         let id = sessions.update(r, now: clock.now())
         // The session's report: the opening's device, destination and time with this one's progress.
         let r = sessions.report(id) ?? r
+        // An export (`restore --by-date`) records its own start and end, with what it wrote.
+        guard r.device != ExportRun.label else { return id }
         var details: AuditDetails = ["device": .string(r.device), "destination": .string(r.to ?? "original folders")]
         if let deviceId = r.deviceId { details["deviceId"] = .string(deviceId) }
         if let asOf = r.asOf { details["asOf"] = .string(asOf) }
