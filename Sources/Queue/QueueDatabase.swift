@@ -63,6 +63,9 @@ package final class QueueDatabase: Sendable {
             // A WAL grown by a first scan (see `bulkWrites`) shrinks back to 4 MB once reset.
             try db.execute(sql: "PRAGMA journal_size_limit = 4194304")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
+            #if DEBUG
+            if ProcessInfo.processInfo.environment["PHOTOLALAD_TRACE_WRITES"] != nil { Self.traceWrites(db) }
+            #endif
         }
         pool = try DatabasePool(path: path, configuration: config)
         // A damaged file (truncated, overwritten) can open fine and fail on a later read,
@@ -80,6 +83,22 @@ package final class QueueDatabase: Sendable {
             try db.execute(sql: "PRAGMA user_version = \(version)")
         }
     }
+
+    #if DEBUG
+    /// Debug builds, `PHOTOLALAD_TRACE_WRITES` set: every statement that may write is
+    /// printed on standard error (without its arguments), so the idle test can say which
+    /// chore wrote when a disk should have stayed asleep.
+    private static func traceWrites(_ db: Database) {
+        db.trace(options: .statement) { event in
+            guard case .statement(let statement) = event else { return }
+            let sql = statement.sql
+            let head = sql.prefix(16).uppercased()
+            let reads = ["SELECT", "BEGIN DEFERRED", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"]
+            guard !reads.contains(where: head.hasPrefix), !(head.hasPrefix("PRAGMA") && !sql.contains("=")) else { return }
+            FileHandle.standardError.write(Data("SQL write: \(sql.prefix(200))\n".utf8))
+        }
+    }
+    #endif
 
     /// One transaction: every write goes through here, each stage's requests included. A
     /// full disk or an I/O error is remembered (and shown in status) until a write succeeds
