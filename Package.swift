@@ -279,7 +279,7 @@ let package = Package(
         ]),
         .testTarget(name: "VaultTests", dependencies: ["Vault", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "CatalogTests", dependencies: [
-            "Catalog", "Queue", "Bucket", "Digests", "Account", "PhotolalaCore",
+            "Catalog", "Queue", "Bucket", "BucketTesting", "Digests", "Account", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Logging", package: "swift-log"),

@@ -3,7 +3,6 @@ import Foundation
 import Logging
 import PhotolalaCore
 import ServiceLifecycle
-import Synchronization
 
 /// The account side of the daemon: the saved sign-in, login (pairing or identity token),
 /// the STS credentials machine and the Apple credential-state schedule. The machines
@@ -71,10 +70,7 @@ package actor AccountService: Service, GrantSource {
     private var appleWake: Date?
     /// Set while `fire()` runs: the wakes it schedules are picked up by its answer.
     private var firing = false
-    /// The access-token refresh under way, and what each caller that joined a refresh
-    /// does once it has finished (a refresh of an old sign-in still answers its callers).
-    private var refreshing: UUID?
-    private var afterRefresh: [UUID: [AfterRefresh]] = [:]
+    private var refreshes = RefreshJoins<AfterRefresh>()
     private let waiters = GrantWaiters()
     private var stopped = false
     /// Backend calls and pairing polls, run by `run()` as children of its task group.
@@ -240,12 +236,7 @@ package actor AccountService: Service, GrantSource {
             logger.notice("signed in with an identity token", metadata: ["user": "\(result.userId)"])
             return (result.userId, nil)
         } catch {
-            let message: String
-            switch error {
-            case .rejected(401, _, let m): message = "the identity token was refused (bad signature, wrong audience or expired)\(m.isEmpty ? "" : ": \(m)")"
-            case .rejected(_, _, let m): message = "the identity token was refused: \(m.isEmpty ? error.description : m)"
-            default: message = error.description
-            }
+            let message = error.identityTokenRefusal
             logger.warning("sign-in with an identity token failed: \(message)")
             return (nil, message)
         }
@@ -257,7 +248,7 @@ package actor AccountService: Service, GrantSource {
         pairing = nil
         let had = signIn != nil
         signIn = nil
-        refreshing = nil
+        refreshes.detach()
         needsLogin = false
         store.erase()
         perform(creds.handle(.signedOut, now: clock.now()))
@@ -282,7 +273,7 @@ package actor AccountService: Service, GrantSource {
             }
         }
         signIn = result
-        refreshing = nil   // a refresh of the old sign-in must not serve the new one
+        refreshes.detach()   // a refresh of the old sign-in must not serve the new one
         needsLogin = false
         perform(creds.handle(.signedIn, now: clock.now()))
         perform(apple.handle(.signedIn, now: clock.now()))
@@ -488,22 +479,10 @@ package actor AccountService: Service, GrantSource {
 
     // MARK: the access token
 
-    /// Refreshes the access token; the rotated refresh token is saved before anything uses it.
-    ///
-    /// One refresh at a time: the STS fetch and the Apple check can both meet an expired
-    /// access token at once, and the backend rotates refresh tokens, so a second refresh
-    /// sent with the same (by then dead) refresh token would be answered `invalid_grant`
-    /// and sign the NAS out although the first one succeeded. Every caller that asks while
-    /// a refresh runs joins that one and gets its result.
+    /// Refreshes the access token, one refresh at a time (`RefreshJoins`); the rotated
+    /// refresh token is saved before anything uses it.
     private func refreshAccessToken(then next: AfterRefresh) {
-        if let running = refreshing {
-            afterRefresh[running, default: []].append(next)
-            return
-        }
-        guard let current = signIn else { return }
-        let id = UUID()
-        refreshing = id
-        afterRefresh[id] = [next]
+        guard let id = refreshes.join(next, canStart: signIn != nil), let current = signIn else { return }
         let backend = self.backend
         spawn {
             let outcome: BackendError?
@@ -521,8 +500,7 @@ package actor AccountService: Service, GrantSource {
     }
 
     private func refreshFinished(_ id: UUID, _ error: BackendError?) {
-        if refreshing == id { refreshing = nil }
-        for next in afterRefresh.removeValue(forKey: id) ?? [] {
+        for next in refreshes.finish(id) {
             switch next {
             case .credentials:
                 if let error {
@@ -597,11 +575,7 @@ package actor AccountService: Service, GrantSource {
         s.account = DaemonStatus.Account(signedIn: isSignedIn, userId: signIn?.userId)
         s.appleCredential = apple.status
         s.credentials = creds.status(now: now)
-        if let p = pairing, p.outcome == .pending, now < p.expiresAt {
-            s.pairing = DaemonStatus.Pairing(userCode: p.authorization.userCode, verificationUri: p.authorization.verificationUri,
-                                             verificationUriComplete: p.authorization.verificationUriComplete,
-                                             expiresAt: Timestamp.string(p.expiresAt))
-        }
+        if let p = pairing, p.outcome == .pending, now < p.expiresAt { s.pairing = p.status }
         if s.state == .running {
             if !isSignedIn {
                 s.state = .needsLogin
@@ -610,33 +584,5 @@ package actor AccountService: Service, GrantSource {
                 s.pauseReason = r
             }
         }
-    }
-}
-
-/// The callers of `credentials()` waiting for the fetch in flight. Behind a lock rather
-/// than in the actor: a waiter's cancellation handler runs synchronously, off the actor,
-/// and must take it out itself instead of sending a task to do it.
-private final class GrantWaiters: Sendable {
-    private let waiting = Mutex<[UUID: CheckedContinuation<STSGrant?, Never>]>([:])
-
-    /// False when the calling task was cancelled first (its handler may have run already).
-    func add(_ id: UUID, _ continuation: CheckedContinuation<STSGrant?, Never>) -> Bool {
-        waiting.withLock { w in
-            guard !Task.isCancelled else { return false }
-            w[id] = continuation
-            return true
-        }
-    }
-
-    func remove(_ id: UUID) -> CheckedContinuation<STSGrant?, Never>? {
-        waiting.withLock { $0.removeValue(forKey: id) }
-    }
-
-    func resumeAll(with grant: STSGrant?) {
-        let all = waiting.withLock { w in
-            defer { w.removeAll() }
-            return w.values
-        }
-        for c in all { c.resume(returning: grant) }
     }
 }

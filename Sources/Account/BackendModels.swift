@@ -1,3 +1,4 @@
+import Bucket
 import Foundation
 import PhotolalaCore
 
@@ -68,6 +69,13 @@ package struct STSGrant: Sendable, Equatable, CustomStringConvertible {
     }
 
     package var description: String { "STSGrant(bucket: \(bucket), region: \(region), expires: \(Timestamp.string(expiration)), keys: [redacted])" }
+
+    /// The grant as every stage's bucket session signs with it.
+    package var bucketGrant: BucketGrant {
+        BucketGrant(credentials: S3Credentials(accessKeyId: accessKeyId, secretAccessKey: secretAccessKey,
+                                               sessionToken: sessionToken, expiration: expiration),
+                    bucket: bucket, region: region, endpoint: endpoint)
+    }
 }
 
 /// Section 5.
@@ -100,6 +108,15 @@ package enum BackendError: Error, Sendable, Equatable, CustomStringConvertible {
     package var isTransient: Bool {
         if case .transient = self { return true }
         return false
+    }
+
+    /// What a refusal at sign-in with an Apple identity token tells the user.
+    var identityTokenRefusal: String {
+        switch self {
+        case .rejected(401, _, let m): "the identity token was refused (bad signature, wrong audience or expired)\(m.isEmpty ? "" : ": \(m)")"
+        case .rejected(_, _, let m): "the identity token was refused: \(m.isEmpty ? description : m)"
+        default: description
+        }
     }
 
     package var description: String {

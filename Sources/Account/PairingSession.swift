@@ -1,4 +1,5 @@
 import Foundation
+import PhotolalaCore
 
 /// A device pairing in progress (backend-api.md section 2): what the user must see, and
 /// how the daemon's polling stands. The account service polls; this value decides what
@@ -37,6 +38,13 @@ struct PairingSession: Sendable {
         default: outcome = .failed(error.description)
         }
         return false
+    }
+
+    /// A pending pairing in the status: the code to confirm and where.
+    var status: DaemonStatus.Pairing {
+        DaemonStatus.Pairing(userCode: authorization.userCode, verificationUri: authorization.verificationUri,
+                             verificationUriComplete: authorization.verificationUriComplete,
+                             expiresAt: Timestamp.string(expiresAt))
     }
 
     /// How it stands, as `photolalactl login` shows it.

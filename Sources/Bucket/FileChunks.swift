@@ -1,3 +1,4 @@
+import Digests
 import NIOCore
 
 /// A file range as a stream of `ByteBuffer`s of `chunkSize` bytes, read when the HTTP
@@ -13,7 +14,12 @@ import NIOCore
 struct FileChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
 
-    let file: OpenFile
+    /// Why the body could not be read; an `S3Error` of kind `.localFile` to the caller.
+    struct ReadFailure: Error, Sendable, CustomStringConvertible {
+        var description: String
+    }
+
+    let file: VerifiedFile
     let offset: Int64
     let length: Int64
     let chunkSize: Int
@@ -30,7 +36,7 @@ struct FileChunks: AsyncSequence, Sendable {
     }
 
     struct Iterator: AsyncIteratorProtocol {
-        let file: OpenFile
+        let file: VerifiedFile
         var position: Int64
         var remaining: Int64
         let chunkSize: Int
@@ -40,7 +46,7 @@ struct FileChunks: AsyncSequence, Sendable {
         private var ring: [ByteBuffer] = []
         private var oldest = 0
 
-        init(file: OpenFile, position: Int64, remaining: Int64, chunkSize: Int, depth: Int,
+        init(file: VerifiedFile, position: Int64, remaining: Int64, chunkSize: Int, depth: Int,
              pause: @escaping @Sendable () async throws -> Void) {
             self.file = file
             self.position = position
@@ -81,20 +87,21 @@ struct FileChunks: AsyncSequence, Sendable {
         private mutating func read(_ want: Int, into buffer: inout ByteBuffer) throws {
             let file = self.file
             let position = self.position
-            var failure: FileReadError?
+            var failure: VerifiedFile.Failure?
             let got = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { raw in
-                do throws(FileReadError) {
-                    return try file.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<want]), at: position)
+                do throws(VerifiedFile.Failure) {
+                    return try file.read(filling: UnsafeMutableRawBufferPointer(rebasing: raw[0..<want]), at: position)
                 } catch {
                     failure = error
                     return 0
                 }
             }
-            if let failure { throw failure }
+            if let failure { throw ReadFailure(description: "\(file.path): \(failure)") }
             guard got == want else {
-                throw FileReadError(description: "\(file.path) shrank during the upload: it changed since it was hashed")
+                throw ReadFailure(description: "\(file.path) shrank during the upload: it changed since it was hashed")
             }
-            if file.size > 64 << 20 { file.dropFromCache(from: position, length: Int64(got)) }
+            // Uploaded bytes are not read again soon: keeps a big video from flushing the page cache.
+            if file.size > 64 << 20 { file.advise(.dontNeed, from: position, length: Int64(got)) }
             self.position += Int64(got)
             remaining -= Int64(got)
         }

@@ -43,6 +43,13 @@ package final class InMemoryBucket: BucketTransport {
         case accessDenied
     }
 
+    /// The condition a PUT was sent with.
+    package enum WriteCondition: Sendable, Equatable {
+        case none
+        case ifMatch(String)
+        case ifNoneMatch
+    }
+
     private struct Upload {
         var key: String
         var contentType: String
@@ -66,7 +73,11 @@ package final class InMemoryBucket: BucketTransport {
         var seenTokens: Set<String> = []
         /// S3's clock minus the test clock.
         var serverSkew: TimeInterval = 0
-        var requests: [String: Int] = [:]
+        var requests: [(operation: String, key: String)] = []
+        /// Like Ceph Pacific: every conditional PUT answers 412, whether or not it holds.
+        var refusesConditions = false
+        var writes: [String: [WriteCondition]] = [:]
+        var beforeWriting: [String: @Sendable () async -> Void] = [:]
     }
 
     private let state = Mutex(State())
@@ -89,6 +100,18 @@ package final class InMemoryBucket: BucketTransport {
         state.withLock { $0.expiredTokens.formUnion($0.seenTokens) }
     }
 
+    /// Every conditional PUT is refused with 412 from now on, whether or not its condition
+    /// holds, as Ceph Pacific does (`false`: conditions are honoured again).
+    package func refuseConditionalWrites(_ on: Bool) {
+        state.withLock { $0.refusesConditions = on }
+    }
+
+    /// `hook` runs before every PUT of `key` is answered (nil: no more): another writer
+    /// gets there between a read and a write.
+    package func beforeWriting(_ key: String, _ hook: (@Sendable () async -> Void)?) {
+        state.withLock { $0.beforeWriting[key] = hook }
+    }
+
     /// S3's clock runs `seconds` ahead of the test clock: requests signed more than 15
     /// minutes off are refused with RequestTimeTooSkewed and S3's time.
     package func skewServerClock(by seconds: TimeInterval) {
@@ -109,7 +132,17 @@ package final class InMemoryBucket: BucketTransport {
     /// Requests of `operation` (`PutObject`, `HeadObject`, …) that reached the bucket,
     /// failed ones included.
     package func requests(_ operation: String) -> Int {
-        state.withLock { $0.requests[operation] ?? 0 }
+        state.withLock { $0.requests.filter { $0.operation == operation }.count }
+    }
+
+    /// The same, for keys under `prefix`.
+    package func requests(_ operation: String, under prefix: String) -> Int {
+        state.withLock { $0.requests.filter { $0.operation == operation && $0.key.utf8.starts(with: prefix.utf8) }.count }
+    }
+
+    /// The conditions of the PUTs of `key` that reached the bucket, refused ones included.
+    package func writes(to key: String) -> [WriteCondition] {
+        state.withLock { $0.writes[key] ?? [] }
     }
 
     /// Multipart uploads begun and neither completed nor aborted.
@@ -164,7 +197,7 @@ package final class InMemoryBucket: BucketTransport {
         let serverNow = clock.now().addingTimeInterval(state.withLock { $0.serverSkew })
         let signedAt = clock.now().addingTimeInterval(view.clockOffset)
         let answer: (status: Int, code: String)? = state.withLock { s in
-            s.requests[operation, default: 0] += 1
+            s.requests.append((operation, key))
             if let i = s.faults.firstIndex(where: { $0.operations?.contains(operation) ?? true }) {
                 let fault = s.faults[i].fault
                 s.faults[i].remaining -= 1
@@ -210,6 +243,10 @@ package final class InMemoryBucket: BucketTransport {
         return S3Error.decode(status: status, headers: headers, body: body, operation: operation, key: key)
     }
 
+    fileprivate func runHook(before key: String) async {
+        if let hook = state.withLock({ $0.beforeWriting[key] }) { await hook() }
+    }
+
     fileprivate func put(key: String, bytes: [UInt8], contentMD5: String?, contentType: String, metadata: [String: String],
                          storageClass: String?, ifMatch: String?, ifNoneMatch: Bool) throws(S3Error) -> String {
         let operation = "PutObject"
@@ -220,6 +257,8 @@ package final class InMemoryBucket: BucketTransport {
         let now = clock.now()
         let refusal: (Int, String)? = state.withLock { s in
             let existing = s.objects[key]
+            s.writes[key, default: []].append(ifMatch.map(WriteCondition.ifMatch) ?? (ifNoneMatch ? .ifNoneMatch : .none))
+            if s.refusesConditions, ifMatch != nil || ifNoneMatch { return (412, "PreconditionFailed") }
             if ifNoneMatch, existing != nil { return (412, "PreconditionFailed") }
             if let ifMatch {
                 guard let existing else { return (404, "NoSuchKey") }
@@ -365,6 +404,7 @@ private struct View: Bucket {
 
     func putObject(key: String, bytes: [UInt8], contentType: String, metadata: [String: String], ifMatch: String?,
                    ifNoneMatch: Bool) async throws(S3Error) -> String {
+        await store.runHook(before: key)
         try store.admit("PutObject", key: key, view: self)
         return try store.put(key: key, bytes: bytes, contentMD5: nil, contentType: contentType, metadata: metadata,
                              storageClass: nil, ifMatch: ifMatch, ifNoneMatch: ifNoneMatch)
@@ -463,18 +503,15 @@ private struct View: Bucket {
     /// The body of a file request, read as the real client reads it (the hashed file only).
     private static func read(_ path: String, offset: Int64, length: Int64?, expected: FileIdentity?, followSymlinks: Bool,
                              operation: String, key: String) throws(S3Error) -> [UInt8] {
-        let file = try OpenFile(path: path, operation: operation, key: key, expected: expected, followSymlinks: followSymlinks)
-        let length = try file.checkRange(offset: offset, length: length, operation: operation, key: key)
-        var bytes = [UInt8](repeating: 0, count: Int(length))
-        let got: Int
+        let (file, length) = try S3Client.openBody(path: path, offset: offset, length: length, expected: expected,
+                                                   followSymlinks: followSymlinks, operation: operation, key: key)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(length))
         do {
-            got = try bytes.withUnsafeMutableBytes { buffer throws(FileReadError) in try file.read(into: buffer, at: offset) }
+            try file.read(from: offset, length: length) { bytes += $0 }
         } catch {
-            throw S3Error(kind: .localFile, code: "LocalFileError", message: "\(error)", operation: operation, key: key)
-        }
-        guard got == Int(length) else {
-            throw S3Error(kind: .localFile, code: "LocalFileError", message: "\(path) shrank while it was read",
-                          operation: operation, key: key)
+            let why = error == .changed ? "\(path) shrank while it was read" : "\(path): \(error)"
+            throw S3Error(kind: .localFile, code: "LocalFileError", message: why, operation: operation, key: key)
         }
         return bytes
     }

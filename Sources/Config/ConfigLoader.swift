@@ -107,7 +107,7 @@ struct TableReader {
         let account = root["account"]?.table
         if let v = account?["api_url"] {
             if let url = string("account.api_url", v) {
-                if let message = Self.apiURLProblem(url) { problem("account.api_url", quote(url), message) } else { s.account.apiURL = url }
+                if let message = Self.urlProblem(url, example: "https://api.photolala.app") { problem("account.api_url", quote(url), message) } else { s.account.apiURL = url }
             }
         }
         if let v = account?["device_name"], let name = string("account.device_name", v) {
@@ -141,8 +141,9 @@ struct TableReader {
                 problem("watch.exclude", render(v), "name globs without '/' such as [\"*.xmp\", \"Private\"]")
             } else { s.watch.exclude = list }
         }
-        if let v = watch?["settle"], let d = duration("watch.settle", v) {
-            if d > .seconds(3600) { problem("watch.settle", render(v), "a duration of at most 1h") } else { s.watch.settle = d }
+        if let v = watch?["settle"], let d = duration("watch.settle", v,
+                                                      from: .zero, to: .seconds(3600), "a duration of at most 1h") {
+            s.watch.settle = d
         }
         if let v = watch?["rescan_interval"] {
             if v.string?.lowercased() == "off" {
@@ -157,11 +158,13 @@ struct TableReader {
         if let v = upload?["concurrency"] {
             if let n = v.int, (1...64).contains(n) { s.upload.concurrency = n } else { problem("upload.concurrency", render(v), "a whole number from 1 to 64") }
         }
-        if let v = upload?["multipart_threshold"], let n = size("upload.multipart_threshold", v) {
-            if n < 5 << 20 || n > 5 << 30 { problem("upload.multipart_threshold", render(v), "a size from 5MiB to 5GiB (S3's limits for one PUT)") } else { s.upload.multipartThreshold = n }
+        if let v = upload?["multipart_threshold"], let n = size("upload.multipart_threshold", v,
+                                                                from: 5 << 20, to: 5 << 30, "a size from 5MiB to 5GiB (S3's limits for one PUT)") {
+            s.upload.multipartThreshold = n
         }
-        if let v = upload?["part_size"], let n = size("upload.part_size", v) {
-            if n < 5 << 20 || n > 5 << 30 { problem("upload.part_size", render(v), "a size from 5MiB to 5GiB (S3's limits for a part)") } else { s.upload.partSize = n }
+        if let v = upload?["part_size"], let n = size("upload.part_size", v,
+                                                      from: 5 << 20, to: 5 << 30, "a size from 5MiB to 5GiB (S3's limits for a part)") {
+            s.upload.partSize = n
         }
         if let v = upload?["storage_class"], let c = string("upload.storage_class", v) {
             if Self.storageClasses.contains(c) { s.upload.storageClass = c } else {
@@ -169,18 +172,22 @@ struct TableReader {
             }
         }
 
-        if let v = upload?["inventory_interval"], let d = duration("upload.inventory_interval", v) {
-            if d < .seconds(60) || d > .seconds(30 * 86400) { problem("upload.inventory_interval", render(v), "a duration from 1m to 30d") } else { s.upload.inventoryInterval = d }
+        if let v = upload?["inventory_interval"], let d = duration("upload.inventory_interval", v,
+                                                                   from: .seconds(60), to: .seconds(30 * 86400), "a duration from 1m to 30d") {
+            s.upload.inventoryInterval = d
         }
         readStageSections(root, into: &s)
         readNotifySections(root, into: &s)
 
         let credentials = root["credentials"]?.table
-        if let v = credentials?["refresh_before_expiry"], let d = duration("credentials.refresh_before_expiry", v) {
-            if d <= .zero || d > .seconds(3600) { problem("credentials.refresh_before_expiry", render(v), "a duration from 1s to 1h") } else { s.credentials.refreshBeforeExpiry = d }
+        if let v = credentials?["refresh_before_expiry"], let d = duration("credentials.refresh_before_expiry", v,
+                                                                           from: .nanoseconds(1), to: .seconds(3600),
+                                                                           "a duration from 1s to 1h") {
+            s.credentials.refreshBeforeExpiry = d
         }
-        if let v = credentials?["apple_check_interval"], let d = duration("credentials.apple_check_interval", v) {
-            if d < .seconds(1) || d > .seconds(7 * 86400) { problem("credentials.apple_check_interval", render(v), "a duration from 1s to 7d") } else { s.credentials.appleCheckInterval = d }
+        if let v = credentials?["apple_check_interval"], let d = duration("credentials.apple_check_interval", v,
+                                                                          from: .seconds(1), to: .seconds(7 * 86400), "a duration from 1s to 7d") {
+            s.credentials.appleCheckInterval = d
         }
 
         let daemon = root["daemon"]?.table
@@ -203,16 +210,119 @@ struct TableReader {
         return s
     }
 
-    static func normalizeFolder(_ p: String) -> String {
-        var p = p
-        while p.count > 1 && p.hasSuffix("/") { p.removeLast() }
-        return p
+    // MARK: `[catalog]`, `[tls]` and `[metrics]`: the sections of the stages that came after the upload pipeline (config.md).
+
+    mutating func readStageSections(_ root: TOMLTable, into s: inout Settings) {
+        let catalog = root["catalog"]?.table
+        if let v = catalog?["enabled"], let b = bool("catalog.enabled", v) { s.catalog.enabled = b }
+        if let v = catalog?["publish_interval"], let d = duration("catalog.publish_interval", v,
+                                                                  from: .seconds(1), to: .seconds(86400), "a duration from 1s to 1d") {
+            s.catalog.publishInterval = d
+        }
+        if let v = catalog?["check_interval"], let d = duration("catalog.check_interval", v,
+                                                                from: .seconds(10), to: .seconds(7 * 86400), "a duration from 10s to 7d") {
+            s.catalog.checkInterval = d
+        }
+
+        if let v = root["tls"]?.table?["ca_file"], let path = string("tls.ca_file", v), !path.isEmpty {
+            if let why = Self.caFileProblem(path) { problem("tls.ca_file", quote(path), why) } else { s.tls.caFile = path }
+        }
+
+        if let v = root["metrics"]?.table?["listen"], let text = string("metrics.listen", v) {
+            if text.lowercased() == "off" || text.isEmpty {
+                s.metrics.listen = nil
+            } else if let address = Settings.ListenAddress(parsing: text) {
+                s.metrics.listen = address
+            } else {
+                problem("metrics.listen", quote(text), "\"off\" or an address and port such as \"127.0.0.1:9469\" or \"[::1]:9469\"")
+            }
+        }
     }
 
-    /// nil when acceptable. Plain http only to loopback: tokens must never cross a network in clear.
-    static func apiURLProblem(_ text: String) -> String? {
+    /// nil when `path` is a readable file holding at least one PEM certificate.
+    static func caFileProblem(_ path: String) -> String? {
+        guard path.hasPrefix("/") else { return "an absolute path to a PEM file of CA certificates (or \"\" for none)" }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            return "a readable PEM file of CA certificates: \(ConfigLoader.unreadableReason(path))"
+        }
+        guard String(decoding: data, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----") else {
+            return "a PEM file of CA certificates (no \"-----BEGIN CERTIFICATE-----\" in it)"
+        }
+        return nil
+    }
+
+    // MARK: `[notify]`, `[audit]` and `upload.bandwidth_limit` (a rate or a timetable): config.md "Notifications" and "Bandwidth timetable".
+
+    mutating func readNotifySections(_ root: TOMLTable, into s: inout Settings) {
+        if let v = root["upload"]?.table?["bandwidth_limit"] { readBandwidth(v, into: &s.upload) }
+
+        let notify = root["notify"]?.table
+        if let v = notify?["webhook"], let url = string("notify.webhook", v), !url.isEmpty {
+            if let why = Self.urlProblem(url, example: "https://ntfy.sh/my-nas", optional: true) { problem("notify.webhook", quote(url), why) } else {
+                s.notify.webhook = url
+            }
+        }
+        if let v = notify?["webhook_format"], let f = string("notify.webhook_format", v) {
+            if let format = Settings.Notify.WebhookFormat(rawValue: f.lowercased()) { s.notify.webhookFormat = format } else {
+                problem("notify.webhook_format", quote(f), "one of \(Settings.Notify.WebhookFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+        }
+        if let v = notify?["command"], let path = string("notify.command", v), !path.isEmpty {
+            if let why = Self.commandProblem(path) { problem("notify.command", quote(path), why) } else { s.notify.command = path }
+        }
+        if let v = notify?["healthcheck_url"], let url = string("notify.healthcheck_url", v), !url.isEmpty {
+            if let why = Self.urlProblem(url, example: "https://hc-ping.com/your-uuid", optional: true) { problem("notify.healthcheck_url", quote(url), why) } else {
+                s.notify.healthcheckURL = url
+            }
+        }
+        if let v = notify?["healthcheck_interval"], let d = duration("notify.healthcheck_interval", v,
+                                                                     from: .seconds(1), to: .seconds(86400), "a duration from 1s to 1d") {
+            s.notify.healthcheckInterval = d
+        }
+        if let v = notify?["repeat"], let d = duration("notify.repeat", v,
+                                                       from: .seconds(1), to: .seconds(30 * 86400), "a duration from 1s to 30d") {
+            s.notify.repeatInterval = d
+        }
+        if let v = notify?["daily_summary"], let b = bool("notify.daily_summary", v) { s.notify.dailySummary = b }
+
+        if let v = root["audit"]?.table?["max_size"], let n = size("audit.max_size", v,
+                                                                   from: 64 << 10, to: 1 << 30, "a size from 64KiB to 1GiB") {
+            s.audit.maxSize = n
+        }
+    }
+
+    /// A rate (`"off"`, `"10MiB/s"`) or a timetable (`"08:00,2MiB/s 18:00,0 23:00,off"`);
+    /// a bad timetable entry is named with what was expected of it.
+    mutating func readBandwidth(_ v: TOMLValueConvertible, into upload: inout Settings.Upload) {
+        guard let text = v.string else {
+            problem("upload.bandwidth_limit", render(v), "\"off\", a size per second such as \"10MiB/s\", or a timetable such as \"08:00,2MiB/s 18:00,0 23:00,off\"")
+            return
+        }
+        if BandwidthTimetable.looksLikeTimetable(text) {
+            do {
+                upload.bandwidthTimetable = try BandwidthTimetable.parse(text)
+                upload.bandwidthLimit = nil
+            } catch {
+                problem("upload.bandwidth_limit", quote(text), "a timetable of entries \"HH:MM,RATE\" or \"Mon-HH:MM,RATE\"; "
+                        + "in the entry \"\(error.entry)\": \(error.expected)")
+            }
+        } else if let rate = Units.parseRate(text) {
+            upload.bandwidthLimit = rate
+            upload.bandwidthTimetable = nil
+        } else {
+            let zero = text.trimmingCharacters(in: .whitespaces) == "0"
+            problem("upload.bandwidth_limit", quote(text), "\"off\" or a size per second such as \"10MiB/s\""
+                    + (zero ? " (0 pauses only within a timetable, e.g. \"18:00,0 23:00,off\"; `photolalactl pause` pauses now)"
+                        : ", or a timetable such as \"08:00,2MiB/s 18:00,0 23:00,off\""))
+        }
+    }
+
+    /// nil when acceptable: https, or plain http to a loopback host (127.0.0.0/8, ::1,
+    /// localhost: a test receiver, a local ntfy or backend), never http across a network,
+    /// where the URL's tokens would travel in clear. `optional`: "" means none.
+    static func urlProblem(_ text: String, example: String, optional: Bool = false) -> String? {
         guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
-            return "an absolute URL such as \"https://api.photolala.app\""
+            return "an absolute URL such as \"\(example)\"" + (optional ? " (or \"\" for none)" : "")
         }
         switch scheme {
         case "https": return nil
@@ -221,9 +331,28 @@ struct TableReader {
             if h == "localhost" || h == "::1" || h.hasPrefix("127.") { return nil }
             return "an https:// URL (plain http is allowed only for loopback hosts: 127.0.0.0/8, ::1, localhost)"
         default:
-            return "an https:// URL"
+            return "an https:// URL such as \"\(example)\""
         }
     }
+
+    /// nil when `path` is an absolute path to a file this user may execute.
+    static func commandProblem(_ path: String) -> String? {
+        guard path.hasPrefix("/") else { return "an absolute path to a program (or \"\" for none), such as \"/usr/local/bin/photolala-notify\"" }
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            return "an executable file: \(String(cString: strerror(errno))) (the daemon's user must be able to reach it)"
+        }
+        if (st.st_mode & S_IFMT) == S_IFDIR { return "an executable file, not a directory" }
+        guard access(path, X_OK) == 0 else { return "an executable file: uid \(getuid()) may not execute it (chmod +x?)" }
+        return nil
+    }
+
+    static func normalizeFolder(_ p: String) -> String {
+        var p = p
+        while p.count > 1 && p.hasSuffix("/") { p.removeLast() }
+        return p
+    }
+
 
     // MARK: typed readers: each records a problem and returns nil on a mismatch
 
@@ -266,6 +395,27 @@ struct TableReader {
         if let s = v.string, let d = Units.parseDuration(s) { return d }
         problem(key, render(v), expected)
         return nil
+    }
+
+    /// A duration from `lower` to `upper`; anything else is a problem saying `expected`.
+    mutating func duration(_ key: String, _ v: TOMLValueConvertible, from lower: Duration, to upper: Duration,
+                           _ expected: String) -> Duration? {
+        guard let d = duration(key, v) else { return nil }
+        guard d >= lower, d <= upper else {
+            problem(key, render(v), expected)
+            return nil
+        }
+        return d
+    }
+
+    /// A size from `lower` to `upper`; anything else is a problem saying `expected`.
+    mutating func size(_ key: String, _ v: TOMLValueConvertible, from lower: Int64, to upper: Int64, _ expected: String) -> Int64? {
+        guard let n = size(key, v) else { return nil }
+        guard n >= lower, n <= upper else {
+            problem(key, render(v), expected)
+            return nil
+        }
+        return n
     }
 
     mutating func size(_ key: String, _ v: TOMLValueConvertible) -> Int64? {

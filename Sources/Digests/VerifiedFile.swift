@@ -103,6 +103,51 @@ package final class VerifiedFile: Sendable {
         return done
     }
 
+    /// Reads `length` bytes from `offset` once, front to back, at most `chunkSize` at a
+    /// time, and hands each chunk to `body`. The end of the file before `length` is
+    /// `.changed`: shorter than it was hashed.
+    package func read(from offset: Int64, length: Int64, chunkSize: Int = 1 << 20,
+                      _ body: (UnsafeRawBufferPointer) -> Void) throws(Failure) {
+        guard length > 0 else { return }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(Int64(max(1, chunkSize)), length)),
+                                                            alignment: 4096)
+        defer { buffer.deallocate() }
+        var position = offset
+        var remaining = length
+        while remaining > 0 {
+            let want = Int(min(Int64(buffer.count), remaining))
+            let n = try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: position)
+            if n == 0 { throw .changed }
+            body(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            position += Int64(n)
+            remaining -= Int64(n)
+        }
+    }
+
+    /// What one read of a range found: its MD5 and its SHA-256, each when asked for.
+    package struct RangeDigest: Sendable, Equatable {
+        /// The 16 bytes.
+        package var md5: [UInt8]?
+        package var sha256Hex: String?
+
+        package var md5Hex: String? { md5.map(Hex.string) }
+    }
+
+    /// The MD5 and (when asked) the SHA-256 of `length` bytes from `offset` (to the end
+    /// when nil), in one read. A range past the end is `.changed`.
+    package func digest(from offset: Int64 = 0, length: Int64? = nil, md5 wantMD5: Bool = true, sha256 wantSHA: Bool = false,
+                        chunkSize: Int = 1 << 20) throws(Failure) -> RangeDigest {
+        let length = length ?? (size - offset)
+        guard offset >= 0, length >= 0, offset + length <= size else { throw .changed }
+        var md5 = MD5()
+        var sha = SHA256()
+        try read(from: offset, length: length, chunkSize: chunkSize) { chunk in
+            if wantMD5 { md5.update(chunk) }
+            if wantSHA { sha.update(chunk) }
+        }
+        return RangeDigest(md5: wantMD5 ? md5.finish() : nil, sha256Hex: wantSHA ? sha.finishHex() : nil)
+    }
+
     /// Reads only what the page cache already holds, never waiting for the disk
     /// (RWF_NOWAIT): nil when the bytes at `offset` are not cached, or the kernel or
     /// filesystem cannot tell. The hasher learns from it whether it brought the file in.

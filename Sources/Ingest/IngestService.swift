@@ -42,8 +42,6 @@ package actor IngestService: Service {
     /// As many files per hasher thread as it hashes at once, and a few more: while one
     /// batch of results is being written the threads go on with the next files.
     static let filesInFlightPerWorker = 4
-    /// 5 s, 10 s, … up to 5 minutes between rescans that put back lost writes.
-    static let recoveryBackoff = Backoff(base: 5, cap: 300, jitter: .none)
 
     private let hashMeter = RateMeter()
     /// SHA-256s for signed uploads, taken in the hashing pass when the uploader wants them.
@@ -62,10 +60,7 @@ package actor IngestService: Service {
     private var scans = ScanTracker()
     private var lastScanAt: Date?
     private var folderProblems = FolderProblems()
-    /// A change the queue could not record (a full disk): a rescan, retried with backoff
-    /// until one goes through cleanly, puts back whatever was missed.
-    private var lostWrites = false
-    private var recovering = false
+    private var recovery = WriteRecovery()
     private let tasks = ServiceTasks()
     private let settleSignal = WakeSignal()
     private let hashSignal = WakeSignal()
@@ -81,9 +76,7 @@ package actor IngestService: Service {
     private var hashed: [(String, HasherPool.Result)] = []
     private var recordScheduled = false
     private var hashWakePending = false
-    /// Set by scans and hashing; cleared when memory is given back.
-    private var workSinceRelease = false
-    private var idleCheckScheduled = false
+    private var memory = MemoryRelease()
 
     package init(database: QueueDatabase, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger,
                  statusChanges: ChangeFeed = ChangeFeed(), payloadDigests: PayloadDigests = PayloadDigests()) {
@@ -147,14 +140,7 @@ package actor IngestService: Service {
     /// Ingest's own part of the status: the watch, scans, files being read now, the hash
     /// rate and the folders it cannot back up. It reads no other stage's fields.
     package func contribute(to s: inout DaemonStatus) {
-        if let w = watcher?.snapshot() {
-            s.watch.folders = w.folders
-            s.watch.directories = w.directories
-            s.watch.missingFolders = w.missingFolders
-            s.watch.watchLimitReached = w.watchLimitReached
-            s.watch.maxUserWatches = w.maxUserWatches
-            s.watch.unwatchedDirectories = w.unwatchedDirectories
-        }
+        watcher?.snapshot().fill(&s.watch)
         s.watch.scanning = scans.isBusy
         s.watch.lastScanAt = lastScanAt.map(Timestamp.string)
         // Files being read now, not the ones waiting their turn in the pool; counted out
@@ -197,7 +183,7 @@ package actor IngestService: Service {
                 scans.noteChange(PathNames.parent(of: from))
                 scans.noteChange(PathNames.parent(of: to))
                 aggregator.moved(from: from, to: to)
-                if try !database.renameFile(from: from, to: to) {
+                if try !database.renameFile(from: from, to: to, now: clock.now()) {
                     aggregator.fileWritten(to, now: now)
                 } else {
                     rehashMoved(from: from, to: to, now: now)
@@ -205,25 +191,18 @@ package actor IngestService: Service {
             case .removed(let path):
                 aggregator.removed(path)
                 hashes.drop(within: path)
-                try database.markGone(path: path)
+                try database.markGone(path: path, now: clock.now())
             case .directoryMoved(let from, let to):
                 scans.noteChange(from)
                 scans.noteChange(to)
                 aggregator.moved(from: from, to: to)
                 if let again = scans.follow(from: from, to: to) { requestScan(again.path, recursive: again.recursive) }
-                try database.renameDirectory(from: from, to: to)
+                try database.renameDirectory(from: from, to: to, now: clock.now())
                 rehashMoved(from: from, to: to, now: now)
                 logger.debug("directory renamed", metadata: ["from": "\(from)", "to": "\(to)"])
             case .scanNeeded(let path, let reason):
-                switch reason {
-                case .initial, .folderAvailable, .newDirectory, .unwatched:
-                    requestScan(path, recursive: true)
-                case .overflow:
-                    logger.warning("the kernel's event queue overflowed: rescanning \(path)")
-                    requestScan(path, recursive: true)
-                case .invalidName:
-                    requestScan(path, recursive: false)
-                }
+                if reason == .overflow { logger.warning("the kernel's event queue overflowed: rescanning \(path)") }
+                requestScan(path, recursive: reason.isRecursive)
             case .folderMissing(let root):
                 logger.warning("watched folder missing or unreadable (retrying): \(root)")
                 aggregator.removed(root)
@@ -270,7 +249,7 @@ package actor IngestService: Service {
         var st = stat()
         let rc = options.watcher.followSymlinks ? stat(path, &st) : lstat(path, &st)
         if rc != 0 {
-            if errno == ENOENT || errno == ENOTDIR { try? database.markGone(path: path) }
+            if errno == ENOENT || errno == ENOTDIR { try? database.markGone(path: path, now: clock.now()) }
             return
         }
         guard (st.st_mode & S_IFMT) == S_IFREG else { return }
@@ -284,7 +263,7 @@ package actor IngestService: Service {
         }
         scans.noteChange(PathNames.parent(of: path))
         do {
-            for p in try database.observe([ObservedFile(path: path, identity: FileIdentity(st))]) { enqueueHash(p) }
+            for p in try database.observe([ObservedFile(path: path, identity: FileIdentity(st))], now: clock.now()) { enqueueHash(p) }
         } catch {
             logger.error("cannot record a file in the queue: \(error)", metadata: ["path": "\(path)"])
             writeFailed()
@@ -320,7 +299,7 @@ package actor IngestService: Service {
                 await scanSignal.wait(since: since, until: nil as ContinuousClock.Instant?)
                 continue
             }
-            workSinceRelease = true
+            memory.worked()
             statusChanges.changed()
             await scan(next.path, recursive: next.recursive)
             scans.finish()
@@ -401,7 +380,7 @@ package actor IngestService: Service {
                 }
                 do {
                     // One batch, one read and at most one write transaction.
-                    let need = try database.reconcileDirectories(fresh, firstScan: !knewFiles)
+                    let need = try database.reconcileDirectories(fresh, firstScan: !knewFiles, now: clock.now())
                     // A first scan's files wait in the database: the backlog reads them back.
                     guard knewFiles else { continue }
                     let now = clock.now()
@@ -430,7 +409,8 @@ package actor IngestService: Service {
             return
         }
         do {
-            let swept = try database.sweepDirectories(under: root, visited: summary.visitedDirectories, excluding: blind + changed)
+            let swept = try database.sweepDirectories(under: root, visited: summary.visitedDirectories, excluding: blind + changed,
+                                                     now: clock.now())
             if swept > 0 { logger.info("\(swept) files are gone from \(root)") }
         } catch {
             logger.error("cannot record vanished files: \(error)")
@@ -503,7 +483,7 @@ package actor IngestService: Service {
 
     private func enqueueHash(_ path: String) {
         guard hashes.enqueue(path) else { return }
-        workSinceRelease = true
+        memory.worked()
         // One wake-up for a scan batch's thousand files, not one each.
         if !hashWakePending {
             hashWakePending = true
@@ -553,124 +533,61 @@ package actor IngestService: Service {
 
     private func recordHashed() async {
         recordScheduled = false
-        var batch = HashResults(hashed)
+        let results = hashed
         hashed.removeAll(keepingCapacity: true)
-        // In arrival order: a failure for a path is applied after its earlier successes.
-        while let step = batch.next() {
-            switch step {
-            case .digests(let files, let results):
-                for (file, result) in zip(files, results) {
-                    hashMeter.add(file.identity.size)
-                    DaemonCounter.hashedFiles.increment()
-                    DaemonCounter.hashedBytes.increment(by: file.identity.size)
-                    if let sha256 = result.sha256 { payloadDigests.store(md5: file.md5, identity: file.identity, sha256: sha256) }
-                }
-                record(files, elapsed: results.map(\.elapsed))
-            case .failure(let path, let failure):
-                record(path, failure)
-            }
-        }
-        hashes.recorded(batch.paths)
+        let recorder = HashRecorder(database: database, payloadDigests: payloadDigests, meter: hashMeter, clock: clock,
+                                    logger: logger)
+        let outcome = recorder.record(results)
+        for path in outcome.unsettled { aggregator.markUnsettled(path, now: .now) }
+        if outcome.writeFailed { writeFailed() }
+        hashes.recorded(results.map(\.0))
         await settleSignal.notify()
         statusChanges.changed()
         noteMaybeIdle()
     }
 
-    private func record(_ digests: [HashedFile], elapsed: [Duration]) {
-        do {
-            for (i, outcome) in try database.recordHashes(digests).enumerated() {
-                let file = digests[i]
-                switch outcome {
-                case .recorded(let state):
-                    // Same bytes as an object already in S3: backed up without an upload.
-                    if state == .uploaded { DaemonCounter.uploadedFiles.increment() }
-                    // µs from open to the last stat: the benchmark's figure for the hasher.
-                    let (seconds, attoseconds) = elapsed[i].components
-                    logger.debug("hashed", metadata: ["path": "\(file.path)", "md5": "\(file.md5)", "state": "\(state.publicName)",
-                                                      "us": "\(seconds * 1_000_000 + attoseconds / 1_000_000_000_000)"])
-                case .stale:
-                    aggregator.markUnsettled(file.path, now: .now)
-                case .unknown:
-                    break
-                }
-            }
-        } catch {
-            logger.error("cannot record hashes in the queue: \(error)", metadata: ["files": "\(digests.count)", "first": "\(digests[0].path)"])
-            writeFailed()
-        }
-    }
-
-    private func record(_ path: String, _ failure: FileHasher.Failure) {
-        do {
-            switch failure {
-            case .changed:
-                logger.debug("changed while being read; it settles again", metadata: ["path": "\(path)"])
-                aggregator.markUnsettled(path, now: .now)
-            case .vanished, .notRegularFile:
-                try database.markGone(path: path)
-            case .unreadable(let why):
-                logger.warning("cannot read a file: \(why)", metadata: ["path": "\(path)"])
-                try database.recordUnreadable(path: path, reason: why)
-            }
-        } catch {
-            logger.error("cannot record a hash in the queue: \(error)", metadata: ["path": "\(path)"])
-            writeFailed()
-        }
-    }
-
     // MARK: upkeep
 
     private func writeFailed() {
-        lostWrites = true
-        guard !recovering else { return }
-        recovering = true
-        tasks.spawn { await self.recover() }
+        guard let first = recovery.failed() else { return }
+        tasks.spawn { await self.recover(after: first) }
     }
 
-    /// Rescans every folder after a failed write (`recoveryBackoff`: 5 s, 10 s, … up to 5
-    /// minutes apart) until a whole rescan records without an error. Scans re-read nothing
-    /// already hashed, so a long outage costs listings, not hashing.
-    private func recover() async {
-        defer { recovering = false }
-        var backoff = Self.recoveryBackoff
-        var delay = backoff.fail(random: 0)
+    /// Rescans every folder until one records everything (`WriteRecovery`).
+    private func recover(after first: TimeInterval) async {
+        var delay = first
         while !Task.isCancelled {
-            try? await Task.sleep(for: Backoff.duration(delay))
-            if Task.isCancelled { return }
-            lostWrites = false
+            try? await clock.sleep(seconds: delay)
+            if Task.isCancelled { break }
+            recovery.rescanBegins()
             rescanAll(reason: "putting back what the queue could not record")
             while scans.isBusy && !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(250))
             }
-            if !lostWrites {
+            guard let next = recovery.rescanEnded() else {
                 logger.notice("the queue records changes again; nothing was missed")
                 return
             }
-            delay = backoff.fail(random: 0)
+            delay = next
         }
+        recovery.stopped()
     }
 
     private var isIdle: Bool {
         hashes.isDrained && hashes.backlogCursor == nil && hashing == 0 && hashed.isEmpty && !scans.isBusy
     }
 
-    /// After a burst of work (a first scan queues and hashes a hundred thousand files),
-    /// the heap keeps what the burst freed and SQLite keeps its page caches: 10 to 15 MB
-    /// the daemon no longer needs. Two seconds after the work runs out, give it back.
+    /// Gives memory back once the work ran out (`MemoryRelease`).
     private func noteMaybeIdle() {
-        guard workSinceRelease, isIdle, !idleCheckScheduled else { return }
-        idleCheckScheduled = true
+        guard memory.mayBeIdle(isIdle) else { return }
         tasks.spawn {
-            try? await Task.sleep(for: .seconds(2))
+            try? await Task.sleep(for: MemoryRelease.delay)
             await self.releaseMemoryIfStillIdle()
         }
     }
 
     private func releaseMemoryIfStillIdle() {
-        idleCheckScheduled = false
-        // Busy again: the next time the work runs out does it.
-        guard isIdle else { return }
-        workSinceRelease = false
+        guard memory.check(idle: isIdle) else { return }
         hashes.releaseMemory()
         hashed = []
         database.releaseMemory()

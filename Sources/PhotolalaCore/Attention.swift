@@ -145,11 +145,11 @@ package struct AttentionRules: Sendable, Equatable {
         case .quotaExceeded?:
             return .init(reason: .quotaExceeded, severity: .critical,
                          message: "The Photolala storage is full: uploads are paused.",
-                         action: "Free space or upgrade in the Photolala app; uploads resume by themselves within 15 minutes.")
+                         action: "Free space or upgrade in the Photolala app; uploads resume by themselves within 15 minutes (or run `photolalactl resume`).")
         case .subscriptionRequired?:
             return .init(reason: .subscriptionRequired, severity: .critical,
                          message: "The Photolala subscription has ended: uploads are paused.",
-                         action: "Renew it in the Photolala app; uploads resume by themselves within 15 minutes.")
+                         action: "Renew it in the Photolala app; uploads resume by themselves within 15 minutes (or run `photolalactl resume`).")
         case .accountRevoked?:
             return .init(reason: .accountRevoked, severity: .critical,
                          message: "The Photolala account was disabled: uploads are paused.",

@@ -60,6 +60,11 @@ package struct Backoff: Sendable, Equatable {
         failures = 0
     }
 
+    /// A failure, the wait as a `Duration` (the watcher's timers run on `ContinuousClock`).
+    package mutating func failDuration(random: Double = .random(in: 0..<1)) -> Duration {
+        Self.duration(fail(random: random))
+    }
+
     /// The wait as a `Duration` (the watcher's timers run on `ContinuousClock`).
     package static func duration(_ seconds: TimeInterval) -> Duration {
         .milliseconds(Int64((seconds * 1000).rounded()))

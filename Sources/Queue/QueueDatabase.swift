@@ -1,6 +1,7 @@
 /// Queue: the persistent upload queue: one SQLite database (GRDB, WAL), its migrations and one transaction per state change.
 import Foundation
 import GRDB
+import PhotolalaCore
 import Synchronization
 
 /// The queue database. One writer (GRDB serializes writes), readers in parallel (WAL);
@@ -204,4 +205,266 @@ package final class QueueDatabase: Sendable {
             return c
         }
     }
+
+    // MARK: - Settings: small persistent values (what the catalog stage last saw of the
+    // catalog, the user's pause)
+
+    /// One setting; nil when unset.
+    package func setting(_ key: String) throws -> String? {
+        try read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
+    }
+
+    /// Sets (nil: removes) one setting.
+    package func setSetting(_ key: String, _ value: String?) throws {
+        try setSettings([key: value])
+    }
+
+    /// Several settings at once, in one transaction (nil removes a key): what the catalog
+    /// stage saw, recorded after its marks.
+    package func setSettings(_ settings: [String: String?]) throws {
+        try write { db in try Self.store(settings, in: db) }
+    }
+
+    /// Every setting whose key starts with `prefix`.
+    package func settings(prefix: String) throws -> [String: String] {
+        try read { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM setting WHERE substr(key, 1, ?) = ?",
+                                        arguments: [prefix.count, prefix])
+            return Dictionary(rows.map { ($0["key"], $0["value"]) }, uniquingKeysWith: { a, _ in a })
+        }
+    }
+
+    /// In `db`'s transaction; nil removes a key.
+    package static func store(_ settings: [String: String?], in db: Database) throws {
+        for (key, value) in settings.sorted(by: { $0.key < $1.key }) {
+            if let value {
+                try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                               arguments: [key, value])
+            } else {
+                try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [key])
+            }
+        }
+    }
+
+    // MARK: - Where the upload meets the stages around it: objects become `uploaded` (sent by
+    // the uploader, found in the bucket by the inventory), and the stages after the
+    // upload ask whether originals still wait (thumbnails) or anything is on its way
+    // (the manifest). The upload stage's own rows are `Upload.UploadRecords`.
+
+    /// Whether an object is due for upload now: thumbnails wait while originals do.
+    package func hasDueObjects(now: Date = Date()) throws -> Bool {
+        try pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE state = 'pending' AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?))",
+                              arguments: [now.timeIntervalSince1970]) ?? false
+        }
+    }
+
+    /// Whether any file still waits to be hashed or uploaded: the manifest gathers changes
+    /// longer while uploads go on.
+    package func hasUploadsInFlight() throws -> Bool {
+        try pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))") ?? false
+        }
+    }
+
+    /// Found already in the bucket (listed, HEAD, or a 412 on `If-None-Match: *`): nothing
+    /// was sent, so no ETag of ours is recorded. Returns how many files became `uploaded`
+    /// with it (the metrics count them).
+    @discardableResult
+    package func markUploaded(md5: String, now: Date = Date()) throws -> Int {
+        let files = try write { db in try Self.markUploaded(db, md5: md5, etag: nil, uploadedAt: now, now: now) }
+        QueueSignals.notify(signals.uploaded)
+        return files
+    }
+
+    /// In `db`'s transaction. `uploadedAt`: when it went up (now, or when S3 says it was
+    /// written). Returns how many files became `uploaded` with it.
+    @discardableResult
+    package static func markUploaded(_ db: Database, md5: String, etag: String?, uploadedAt: Date, now: Date) throws -> Int {
+        let t = now.timeIntervalSince1970
+        try db.execute(sql: """
+            UPDATE object SET state = 'uploaded', uploadId = NULL, lastError = NULL, nextAttemptAt = NULL, etag = ?,
+              uploadedAt = ?, overwrite = 0, updatedAt = ? WHERE md5 = ?
+            """, arguments: [etag, uploadedAt.timeIntervalSince1970, t, md5])
+        try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5])
+        try db.execute(sql: "UPDATE file SET state = 'uploaded', lastError = NULL, updatedAt = ? WHERE md5 = ? AND state IN ('queued', 'uploading', 'failed')", arguments: [t, md5])
+        return db.changesCount
+    }
+
+    // MARK: - Where the inventory meets the other stages: they ask `inventoryPresence(key:)`
+    // ("is thumbnails/U/M.jpg there?") and `inventoryListing(prefix:)` (is there a
+    // complete listing to trust?), and say what they wrote (`recordStored`). The
+    // listing passes themselves are `Inventory.InventoryRecords`.
+
+    /// The upper bound of the keys under `prefix` in byte order: its last byte plus one
+    /// (prefixes end in '/', so '0'), so the primary key answers "everything under it".
+    package static func keyRange(_ prefix: String) -> (String, String) {
+        var bytes = Array(prefix.utf8)
+        if let last = bytes.popLast() { bytes.append(last &+ 1) }
+        return (prefix, String(decoding: bytes, as: UTF8.self))
+    }
+
+    /// The prefix a key is listed under: up to and including its last '/'.
+    static func listingPrefix(ofKey key: String) -> String {
+        guard let slash = key.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "" }
+        return String(key[...slash])
+    }
+
+
+    package func inventoryEntry(key: String) throws -> InventoryEntry? {
+        try pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?", arguments: [key])
+                .map(Self.entry)
+        }
+    }
+
+    package func inventoryListing(prefix: String) throws -> InventoryListing? {
+        try pool.read { db in try Self.listing(db, prefix: prefix) }
+    }
+
+    /// Whether `key` is in the bucket as far as the inventory knows: listed (or uploaded by
+    /// this daemon), absent from a complete listing of its prefix, or unknown.
+    package func inventoryPresence(key: String) throws -> InventoryPresence {
+        try pool.read { db in
+            if let row = try Row.fetchOne(db, sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?",
+                                          arguments: [key]) {
+                return .present(Self.entry(row))
+            }
+            let complete = try Self.listing(db, prefix: Self.listingPrefix(ofKey: key))?.isComplete ?? false
+            return complete ? .absent : .unknown
+        }
+    }
+
+    /// Another stage wrote `key` (a thumbnail, a catalog snapshot): the inventory knows it
+    /// is there without waiting for the next listing (which would otherwise say `absent`).
+    package func recordStored(key: String, size: Int64, etag: String, storageClass: String = "STANDARD", now: Date = Date()) throws {
+        try write { db in try Self.recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now) }
+    }
+
+    /// The same, in `db`'s transaction.
+    package static func recordStored(_ db: Database, key: String, size: Int64, etag: String, storageClass: String, now: Date) throws {
+        try db.execute(sql: """
+            INSERT INTO inventory(key, size, etag, storageClass, seenAt) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(key) DO UPDATE SET size = excluded.size, etag = excluded.etag,
+              storageClass = excluded.storageClass, seenAt = excluded.seenAt
+            """, arguments: [key, size, etag, storageClass, now.timeIntervalSince1970])
+    }
+
+
+    package static func entry(_ row: Row) -> InventoryEntry {
+        InventoryEntry(key: row["key"], size: row["size"], etag: row["etag"], storageClass: row["storageClass"],
+                       seenAt: Date(timeIntervalSince1970: row["seenAt"]))
+    }
+
+    package static func listing(_ db: Database, prefix: String) throws -> InventoryListing? {
+        guard let row = try Row.fetchOne(db, sql: """
+            SELECT state, startedAt, listedAt, objects, seen, failures, lastError, updatedAt FROM inventory_listing WHERE prefix = ?
+            """, arguments: [prefix]) else { return nil }
+        let date: (String) -> Date? = { name in (row[name] as Double?).map { Date(timeIntervalSince1970: $0) } }
+        return InventoryListing(prefix: prefix, state: InventoryListing.State(rawValue: row["state"]) ?? .failed,
+                                startedAt: date("startedAt"), listedAt: date("listedAt"), objects: row["objects"],
+                                seen: row["seen"], failures: row["failures"], lastError: row["lastError"],
+                                updatedAt: date("updatedAt") ?? .distantPast)
+    }
+
+    // MARK: - What the CLI lists (`photolalactl queue`) and retries
+
+    /// Files not yet backed up (or only failed ones), newest first, with the total count.
+    package func listing(failedOnly: Bool, limit: Int) throws -> (items: [QueueItem], total: Int) {
+        try pool.read { db in
+            // Backed-up files whose photo could not be read for a preview are listed too,
+            // with "no preview: why" (they are not failed: the backup is fine).
+            let filter = failedOnly ? "f.state = 'failed'" : """
+                (f.state IN ('pending', 'queued', 'uploading', 'failed')
+                 OR (f.state = 'uploaded' AND f.md5 IN (SELECT md5 FROM photo WHERE state = 'failed')))
+                """
+            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM file f WHERE \(filter)") ?? 0
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT f.path, f.state, f.size, f.md5, f.updatedAt,
+                       max(f.attempts, coalesce(o.attempts, 0)) AS attempts,
+                       coalesce(f.lastError, o.lastError,
+                                (SELECT 'no preview: ' || p.lastError FROM photo p WHERE p.md5 = f.md5 AND p.state = 'failed')) AS lastError
+                FROM file f LEFT JOIN object o ON o.md5 = f.md5
+                WHERE \(filter) ORDER BY f.updatedAt DESC, f.id DESC LIMIT ?
+                """, arguments: [limit])
+            let items = rows.map { row in
+                QueueItem(path: row["path"], state: FileState(rawValue: row["state"]) ?? .pending, size: row["size"],
+                          md5: row["md5"], attempts: row["attempts"], lastError: row["lastError"],
+                          updatedAt: Date(timeIntervalSince1970: row["updatedAt"]))
+            }
+            return (items, total)
+        }
+    }
+
+    /// Puts every failed file back: unreadable ones are read again, rejected uploads are
+    /// tried again, and photos without a preview are read again (their attempts start over:
+    /// a decoder or library fixed since may read them now). Returns the paths to hash.
+    package func retryFailed(now: Date = Date()) throws -> (files: Int, photos: Int, needHash: [String]) {
+        let result: (files: Int, photos: Int, needHash: [String]) = try write { db in
+            let t = now.timeIntervalSince1970
+            try db.execute(sql: "UPDATE object SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])
+            let needHash = try String.fetchAll(db, sql: "SELECT path FROM file WHERE state = 'failed' AND md5 IS NULL")
+            try db.execute(sql: "UPDATE file SET state = 'pending', attempts = 0, lastError = NULL, updatedAt = ? WHERE state = 'failed' AND md5 IS NULL", arguments: [t])
+            let unhashed = db.changesCount
+            try db.execute(sql: "UPDATE file SET state = 'queued', attempts = 0, lastError = NULL, updatedAt = ? WHERE state = 'failed' AND md5 IS NOT NULL", arguments: [t])
+            let files = unhashed + db.changesCount
+            try db.execute(sql: "UPDATE photo SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])
+            return (files, db.changesCount, needHash)
+        }
+        if !result.needHash.isEmpty { QueueSignals.notify(signals.needsHash) }
+        QueueSignals.notify(signals.readyToUpload)
+        if result.photos > 0 { QueueSignals.notify(signals.photosRetried) }
+        return result
+    }
+
+    // MARK: - What the notifications read
+
+    /// Files that became backed up since `date`, and their bytes: the day's summary
+    /// notification. One range of the (state, updatedAt, size) index.
+    package func uploadedFiles(since date: Date) throws -> (files: Int, bytes: Int64) {
+        try pool.read { db in
+            let row = try Row.fetchOne(db, sql: """
+                SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM file WHERE state = 'uploaded' AND updatedAt >= ?
+                """, arguments: [date.timeIntervalSince1970])
+            return (row?["n"] ?? 0, row?["bytes"] ?? 0)
+        }
+    }
+}
+
+/// One row of `photolalactl queue`.
+package struct QueueItem: Sendable, Equatable {
+    package var path: String
+    package var state: FileState
+    package var size: Int64
+    package var md5: String?
+    package var attempts: Int
+    package var lastError: String?
+    package var updatedAt: Date
+}
+
+/// What the inventory knows of one key.
+package enum InventoryPresence: Sendable, Equatable {
+    /// Listed (or uploaded by this daemon) with this size and ETag.
+    case present(InventoryEntry)
+    /// A complete listing of its prefix did not have it, and nothing since put it there
+    /// as far as this daemon knows.
+    case absent
+    /// No complete listing of its prefix: ask S3 (HEAD) if it matters.
+    case unknown
+}
+
+/// The queue counts of `status`, read in one transaction.
+package struct QueueCounts: Sendable, Equatable {
+    package var pending = 0
+    package var uploading = 0
+    package var uploaded = 0
+    package var failed = 0
+    package var pendingBytes: Int64 = 0
+    package var uploadingBytes: Int64 = 0
+    package var uploadedBytes: Int64 = 0
+    /// When the file waiting longest (pending, queued or uploading) last changed state; nil when none waits.
+    package var oldestWaitingAt: Date? = nil
+    /// When an object last reached S3 (sent, or found there); nil before the first.
+    package var lastUploadAt: Date? = nil
+    package init() {}
 }

@@ -1,6 +1,7 @@
 /// Thumbnails: the stage after the upload: each uploaded photo's PTM-256 thumbnail into the
 /// bucket and its catalog columns into the `photo` row, for the catalog stage to publish.
 import Bucket
+import Digests
 import Foundation
 import Logging
 import PhotolalaCore
@@ -173,9 +174,9 @@ package actor ThumbnailService: Service {
     /// One photo: its live file, its head, its thumbnail and date from a renderer, the
     /// thumbnail into the bucket, and the row's next state.
     private func attempt(_ job: PhotoJob, _ renderer: any PreviewRenderer) async -> Step {
-        var opened: PhotoFile?
+        var opened: VerifiedFile?
         for source in job.sources {
-            if let file = try? PhotoFile(path: source.path, expected: source.identity, followSymlinks: options.followSymlinks) {
+            if let file = try? VerifiedFile(path: source.path, expected: source.identity, followSymlinks: options.followSymlinks) {
                 opened = file
                 break
             }
@@ -185,7 +186,7 @@ package actor ThumbnailService: Service {
         }
         let head: (md5: String, format: PhotoFormat)
         do {
-            head = try file.head()
+            head = try Self.head(of: file)
         } catch {
             return .again("the file could not be read: \(error)", after: 60)
         }
@@ -223,7 +224,7 @@ package actor ThumbnailService: Service {
             reply = r
         }
         if let why = reply.failure { return .failed(columns, why) }
-        guard file.unchanged() else { return .again("the file changed while its preview was made", after: 60) }
+        guard file.isUnchanged else { return .again("the file changed while its preview was made", after: 60) }
         let takenAt = PhotoDate().seconds(original: reply.dateTimeOriginal, offset: reply.offsetTimeOriginal,
                                           modified: file.identity.mtimeSec)
         if present != true {
@@ -244,11 +245,31 @@ package actor ThumbnailService: Service {
         return .ready(columns, takenAt: takenAt)
     }
 
+    /// All the daemon itself reads of a photo (the very file that was hashed), before it
+    /// hands the descriptor to the worker: the MD5 of the first 4096 bytes (the whole file
+    /// if shorter) and the format from the first bytes (app-catalog.md).
+    static func head(of file: VerifiedFile) throws(VerifiedFile.Failure) -> (md5: String, format: PhotoFormat) {
+        var bytes = [UInt8](repeating: 0, count: Int(min(Int64(PhotoFormat.sniffLength), file.size)))
+        var failure: VerifiedFile.Failure?
+        let got = bytes.withUnsafeMutableBytes { buffer -> Int in
+            do throws(VerifiedFile.Failure) {
+                return try file.read(filling: buffer, at: 0)
+            } catch {
+                failure = error
+                return 0
+            }
+        }
+        if let failure { throw failure }
+        // Shorter than hashed: not that file any more.
+        guard got == bytes.count else { throw .changed }
+        return (Hex.string(MD5.digest(Array(bytes.prefix(4096)))), PhotoFormat.sniff(bytes))
+    }
+
     /// The renderer's answer; a stop (the task cancelled) interrupts it at once.
-    private func read(_ file: PhotoFile, _ request: WorkerMessage.Request,
+    private func read(_ file: VerifiedFile, _ request: WorkerMessage.Request,
                       with renderer: any PreviewRenderer) async -> PreviewWorkerSlot.Outcome {
         await withTaskGroup(of: PreviewWorkerSlot.Outcome?.self) { group in
-            group.addTask { await renderer.read(fd: file.fd, request) }
+            group.addTask { await renderer.read(fd: file.descriptor, request) }
             group.addTask {
                 // Sleeps until cancelled: by the stop, or below once the read is done.
                 try? await Task.sleep(for: .seconds(86_400 * 365))

@@ -1,7 +1,7 @@
 import Bucket
 import Digests
+import Dispatch
 import Foundation
-import Digests
 import Logging
 import PhotolalaCore
 import Queue
@@ -63,10 +63,8 @@ struct ObjectUploader: Sendable {
                 step = presence.afterHead(listedSize: info?.size, size: job.size)
             } catch {
                 // The session already took a bare 400 for stale credentials once.
-                switch policy.headVerdict(error, freshCredentials: true) {
-                case .unknown: step = .put(ifNoneMatch: true)
-                case .staleCredentials, .fail: throw error
-                }
+                guard policy.headLeavesPresenceUnknown(error) else { throw error }
+                step = .put(ifNoneMatch: true)
             }
         }
         guard case .put(let ifNoneMatch) = step else { return .alreadyPresent }
@@ -81,8 +79,7 @@ struct ObjectUploader: Sendable {
 
     /// One request under the session's one rule and the uploader's budget.
     private func request<T: Sendable>(_ operation: @Sendable (any Bucket) async throws(S3Error) -> T) async throws(S3Error) -> T {
-        let budget = BucketBudget(transientRetries: policy.requestRetries, backoff: policy.request, repeatsUnreadableAnswers: false)
-        return try await bucket.perform(under: keyPrefix, budget: budget, observer: Self.countRetry, operation)
+        try await bucket.perform(under: keyPrefix, budget: policy.request, observer: Self.countRetry, operation)
     }
 
     /// What the session retried in place that the upload counters count.
@@ -100,34 +97,28 @@ struct ObjectUploader: Sendable {
         let follow = options.followSymlinks
         // Taken in the hashing pass for exactly this identity: no second read to sign.
         let known = signs ? payloadDigests.take(md5: job.md5, identity: job.identity) : nil
-        let check: (RangeReader.PartDigest?, Bool)
+        // Content-MD5 is the MD5 the file was hashed with, so S3 rejects a body that changed
+        // since. Over plain HTTP the body's SHA-256 is signed: from the hashing pass when it
+        // was taken there, otherwise read once now; the file's identity (device, inode,
+        // size, mtime in ns) must be the hashed one before and after.
+        let check: (sha256Hex: String?, unchanged: Bool)
         do {
-            check = try await BlockingIO.run { () throws(RangeReader.Failure) -> (RangeReader.PartDigest?, Bool) in
-                let reader = try RangeReader(path: job.path, expected: job.identity, followSymlinks: follow)
-                // Content-MD5 is the MD5 the file was hashed with, so S3 rejects a body that
-                // changed since. Over plain HTTP the body's SHA-256 is signed: from the
-                // hashing pass when it was taken there, otherwise read once now; the file's
-                // identity (device, inode, size, mtime in ns) must be the hashed one before
-                // and after.
-                guard signs else { return (nil, reader.finish(path: job.path).unchanged) }
-                if let known {
-                    let digest = RangeReader.PartDigest(md5Hex: job.md5, contentMD5: S3Client.contentMD5(hex: job.md5) ?? "",
-                                                        sha256Hex: known)
-                    return (digest, reader.finish(path: job.path).unchanged)
-                }
-                var digest = try reader.next(length: job.size, sha256: true, md5: false)
-                digest.contentMD5 = S3Client.contentMD5(hex: job.md5) ?? ""
-                return (digest, reader.finish(path: job.path).unchanged)
+            check = try await BlockingIO.run { () throws(VerifiedFile.Failure) -> (String?, Bool) in
+                let file = try VerifiedFile(path: job.path, expected: job.identity, followSymlinks: follow)
+                guard signs else { return (nil, file.isUnchanged) }
+                if let known { return (known, file.isUnchanged) }
+                let sha256 = try file.digest(length: job.size, md5: false, sha256: true).sha256Hex
+                return (sha256, file.isUnchanged)
             }
         } catch {
             return source.outcome(error, job)
         }
-        guard check.1 else { return source.recheck(job, unreadable: nil) }
-        guard let contentMD5 = check.0?.contentMD5 ?? S3Client.contentMD5(hex: job.md5) else {
+        guard check.unchanged else { return source.recheck(job, unreadable: nil) }
+        guard let contentMD5 = S3Client.contentMD5(hex: job.md5) else {
             return .failed("the queued MD5 is malformed")
         }
         let type = MediaType.forPath(job.path)
-        let (key, metadata, storageClass, payloadSHA256) = (self.key, metadata(type), storageClass, check.0?.sha256Hex)
+        let (key, metadata, storageClass, payloadSHA256) = (self.key, metadata(type), storageClass, check.sha256Hex)
         await bandwidth.take(Int(job.size))
         func put(_ condition: Bool) async throws(S3Error) -> String {
             try await request { bucket throws(S3Error) in
@@ -180,10 +171,10 @@ struct ObjectUploader: Sendable {
             uploadId = id
         }
         guard let uploadId else { return .cancelled }
-        let reader: RangeReader
+        let reader: PartDigests
         let follow = options.followSymlinks
         do {
-            reader = try RangeReader(path: job.path, expected: job.identity, followSymlinks: follow)
+            reader = PartDigests(try VerifiedFile(path: job.path, expected: job.identity, followSymlinks: follow))
         } catch {
             await abort(uploadId: uploadId)
             return source.outcome(error, job)
@@ -198,10 +189,10 @@ struct ObjectUploader: Sendable {
             if Task.isCancelled { return .cancelled }
             let (offset, length) = parts.range(ofPart: number)
             let have = existing[number]
-            let digest: RangeReader.PartDigest
+            let digest: PartDigests.Part
             do {
                 let wantSHA = signs && !(have?.size == length)
-                digest = try await BlockingIO.run { () throws(RangeReader.Failure) in try reader.next(length: length, sha256: wantSHA) }
+                digest = try await BlockingIO.run { () throws(VerifiedFile.Failure) in try reader.next(length: length, sha256: wantSHA) }
             } catch {
                 await abort(uploadId: uploadId)
                 return source.outcome(error, job)
@@ -225,12 +216,13 @@ struct ObjectUploader: Sendable {
                 await abort(uploadId: uploadId)
                 throw error
             }
-            try? database.recordPart(md5: job.md5, part: UploadedPart(partNumber: number, etag: etag, size: length))
-            completed.append(S3Client.Part(partNumber: number, etag: etag, size: length))
+            let part = S3Client.Part(partNumber: number, etag: etag, size: length)
+            try? database.recordPart(md5: job.md5, part: part)
+            completed.append(part)
             meter.add(length)
             sent += length
         }
-        let (whole, unchanged) = reader.finish(path: job.path)
+        let (whole, unchanged) = reader.finish()
         guard unchanged, whole == job.md5 else {
             await abort(uploadId: uploadId)
             return .sourceChanged(gone: false)
@@ -247,5 +239,19 @@ struct ObjectUploader: Sendable {
         let key = self.key
         try? await request { bucket throws(S3Error) in try await bucket.abortMultipartUpload(key: key, uploadId: uploadId) }
         try? database.recordMultipart(md5: md5, uploadId: nil, partSize: nil)
+    }
+}
+
+/// Runs blocking file reads on a utility queue, off Swift's small cooperative pool.
+enum BlockingIO {
+    static let queue = DispatchQueue(label: "photolala.upload.io", qos: .utility, attributes: .concurrent)
+
+    static func run<T: Sendable, E: Error>(_ work: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+        let result: Result<T, E> = await withCheckedContinuation { c in
+            queue.async {
+                do throws(E) { c.resume(returning: .success(try work())) } catch { c.resume(returning: .failure(error)) }
+            }
+        }
+        return try result.get()
     }
 }

@@ -14,7 +14,7 @@ import Queue
 struct SourceCheck: Sendable {
     var followSymlinks: Bool
 
-    func outcome(_ failure: RangeReader.Failure, _ job: UploadJob) -> UploadOutcome {
+    func outcome(_ failure: VerifiedFile.Failure, _ job: UploadJob) -> UploadOutcome {
         switch failure {
         case .vanished, .notRegularFile: .sourceChanged(gone: true)
         case .changed: recheck(job, unreadable: nil)

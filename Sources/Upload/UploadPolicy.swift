@@ -2,17 +2,22 @@ import Bucket
 import Foundation
 import PhotolalaCore
 
-/// Every retry decision of the uploader, as a pure value: what an S3 error means for the
-/// object (retry, refresh, re-read, give up) and how long each kind of wait is. A change
-/// of the retry policy is this file and its test.
+/// Every retry decision of the uploader, as a pure value: what an S3 error the bucket
+/// session handed back means for the object (retry, re-read, give up) and how long each
+/// kind of wait is. Refreshing refused credentials and correcting a skewed clock are the
+/// session's (`BucketRetryRule`), once per request: what reaches this policy already had
+/// its one refresh or correction.
 package struct UploadPolicy: Sendable, Equatable {
     /// An object put back in the queue: 4 s, 8 s, … up to 5 minutes, full jitter (AWS's
     /// advice for many clients), never under a second.
     package var object = Backoff(base: 4, cap: 300, jitter: .full, floor: 1)
-    /// One request tried again in place, as the AWS SDKs do, before the object goes back
-    /// to the queue: a flaky link costs a second here and there, not minutes.
-    package var request = Backoff(base: 0.5, cap: 1, jitter: .full, floor: 0.1)
-    package var requestRetries = 2
+    /// One request tried again in place by the bucket session, as the AWS SDKs do, before
+    /// the object goes back to the queue: a flaky link costs a second here and there, not
+    /// minutes. An answer that arrived but could not be read (`MalformedResponse`) is not
+    /// repeated blindly: the request may have taken effect, and the object's next attempt
+    /// looks (HEAD, ListParts) first.
+    package var request = BucketBudget(transientRetries: 2, backoff: Backoff(base: 0.5, cap: 1, jitter: .full, floor: 0.1),
+                                       repeatsUnreadableAnswers: false)
     /// S3 failing as a whole, shared by every worker (see `OutageBackoff`).
     package var outage = OutageBackoff(base: 1, cap: 300)
     /// Writing a result the database refused (a full disk): 1 s doubling to 30 s.
@@ -22,10 +27,6 @@ package struct UploadPolicy: Sendable, Equatable {
 
     /// What to do after an attempt at an object failed.
     package enum Action: Sendable, Equatable {
-        /// Fetch new STS credentials and try again at once (the first refusal only).
-        case refreshCredentials
-        /// Sign with S3's clock and try again at once (the first skew only).
-        case correctClock
         /// Back to the queue; `after` nil means the object's backoff.
         case retry(String, countAttempt: Bool, after: TimeInterval?, outage: Bool)
         /// The body S3 received does not match the MD5 the key names (`BadDigest`): the
@@ -42,14 +43,8 @@ package struct UploadPolicy: Sendable, Equatable {
         case cancelled
     }
 
-    /// - Parameters: `credentialRetries` / `skewRetries`: how often this attempt already
-    ///   refreshed credentials or corrected the clock.
-    package func action(for error: S3Error, credentialRetries: Int, skewRetries: Int) -> Action {
+    package func action(for error: S3Error) -> Action {
         switch error.kind {
-        case .credentialsExpired where credentialRetries == 0:
-            return .refreshCredentials
-        case .clockSkew where skewRetries == 0:
-            return .correctClock
         case .cancelled, .unavailable:
             // Stopping, signed out or paused: the object waits, uncounted.
             return .cancelled
@@ -57,7 +52,8 @@ package struct UploadPolicy: Sendable, Equatable {
             // A local database error is not S3's: it does not hold back the other workers.
             return .retry(error.description, countAttempt: true, after: nil, outage: error.code != "LocalDatabase")
         case .credentialsExpired, .clockSkew:
-            // Refused again with fresh credentials (or a corrected clock): S3 will refuse
+            // Refused again with fresh credentials (or a corrected clock: the session's
+            // one refresh or correction is behind us): S3 will refuse
             // the next object too. Without the shared backoff each worker would fetch new
             // credentials for every object — the suite measured 25 sts-token calls and 100
             // S3 requests a second while S3 refused every key.
@@ -75,37 +71,12 @@ package struct UploadPolicy: Sendable, Equatable {
         }
     }
 
-    /// What a failed `HeadObject` means. A HEAD only saves sending bytes, so it never makes
-    /// a file `failed` by itself.
-    package enum HeadVerdict: Sendable, Equatable {
-        /// Existence unknown: upload, and let the PUT's answer say what is wrong.
-        case unknown
-        /// A bare 400 is how `ExpiredToken` / `InvalidToken` arrive on a HEAD (no body):
-        /// taken for stale credentials the first time.
-        case staleCredentials
-        /// Anything else: the attempt fails with this error.
-        case fail
-    }
-
-    /// - Parameter freshCredentials: the credentials were already refreshed for this attempt.
-    package func headVerdict(_ error: S3Error, freshCredentials: Bool) -> HeadVerdict {
-        switch error.kind {
-        case .forbidden: return .unknown
-        case .permanent where error.status == 400 && !freshCredentials: return .staleCredentials
-        case .permanent: return .unknown
-        default: return .fail
-        }
-    }
-
-    /// Whether a request that failed is tried again in place. An answer that arrived but
-    /// could not be read (`MalformedResponse`) is not repeated blindly: the request may
-    /// have taken effect, and the object-level retry looks (HEAD, ListParts) first.
-    package func retriesRequest(_ error: S3Error, retriesSoFar: Int) -> Bool {
-        error.kind == .transient && error.code != "MalformedResponse" && retriesSoFar < requestRetries
-    }
-
-    package func requestDelay(retry: Int, random: Double) -> TimeInterval {
-        request.delay(after: retry, random: random)
+    /// Whether a failed `HeadObject` still lets the upload go on. A HEAD only saves
+    /// sending bytes, so it never makes a file `failed` by itself: a refusal (403, or a 4xx
+    /// the session did not take for stale credentials) leaves existence unknown, and the
+    /// PUT's answer says what is wrong; anything else fails the attempt.
+    package func headLeavesPresenceUnknown(_ error: S3Error) -> Bool {
+        error.kind == .forbidden || error.kind == .permanent
     }
 
     /// - Parameter attempts: the object's failed attempts, this one included.

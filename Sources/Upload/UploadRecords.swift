@@ -1,3 +1,4 @@
+import Bucket
 import Foundation
 import GRDB
 import PhotolalaCore
@@ -16,19 +17,6 @@ package struct UploadJob: Sendable, Equatable {
     /// The object in the bucket is known to be wrong (`verify`): send it again without
     /// asking whether it is there and without `If-None-Match`.
     package var overwrite = false
-}
-
-/// A part S3 already has, recorded so a restart resumes instead of resending.
-package struct UploadedPart: Sendable, Equatable {
-    package var partNumber: Int
-    package var etag: String
-    package var size: Int64
-
-    package init(partNumber: Int, etag: String, size: Int64) {
-        self.partNumber = partNumber
-        self.etag = etag
-        self.size = size
-    }
 }
 
 /// The upload stage's rows: `object` from `pending` to `uploading` and on, its files with
@@ -152,17 +140,18 @@ extension QueueDatabase {
         }
     }
 
-    package func recordPart(md5: String, part: UploadedPart) throws {
+    /// A part S3 already has, recorded so a restart resumes instead of resending.
+    package func recordPart(md5: String, part: S3Client.Part) throws {
         try write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO part(md5, partNumber, etag, size) VALUES (?, ?, ?, ?)",
                            arguments: [md5, part.partNumber, part.etag, part.size])
         }
     }
 
-    package func parts(md5: String) throws -> [UploadedPart] {
+    package func parts(md5: String) throws -> [S3Client.Part] {
         try read { db in
             try Row.fetchAll(db, sql: "SELECT partNumber, etag, size FROM part WHERE md5 = ? ORDER BY partNumber", arguments: [md5]).map {
-                UploadedPart(partNumber: $0["partNumber"], etag: $0["etag"], size: $0["size"])
+                S3Client.Part(partNumber: $0["partNumber"], etag: $0["etag"], size: $0["size"])
             }
         }
     }

@@ -205,15 +205,13 @@ package actor UploaderService: Service {
         } catch {
             // The session already refreshed the credentials and corrected the clock once
             // for the request that failed: what comes back is for the object's own retry.
-            let action = policy.action(for: error, credentialRetries: 1, skewRetries: 1)
+            let action = policy.action(for: error)
             Self.count(error, action)
             switch action {
             case .cancelled:
                 return .cancelled
             case let .retry(why, countAttempt, after, outage):
                 return .retry(why, countAttempt: countAttempt, after: after, outage: outage)
-            case .refreshCredentials, .correctClock:
-                return .retry(error.description, countAttempt: true, after: nil, outage: true)
             case .sourceChanged:
                 return .sourceChanged(gone: false)
             case .recheckSource(let why):
@@ -234,7 +232,7 @@ package actor UploaderService: Service {
     private static func count(_ error: S3Error, _ action: UploadPolicy.Action) {
         if error.kind == .credentialsExpired { DaemonCounter.credentialExpirationMisses.increment() }
         switch action {
-        case .refreshCredentials, .correctClock, .retry, .restartMultipart: DaemonCounter.uploadRetries.increment(error.kind.rawValue)
+        case .retry, .restartMultipart: DaemonCounter.uploadRetries.increment(error.kind.rawValue)
         case .cancelled, .sourceChanged, .recheckSource, .alreadyPresent, .failed: break
         }
     }

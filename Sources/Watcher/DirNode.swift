@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Logging
 import PhotolalaCore
 
 /// A watched (or deliberately unwatched) directory. Nodes know their name and parent, not
@@ -78,6 +79,48 @@ final class RootFolder {
     init(path: String, retry: Backoff) {
         self.path = path
         self.retry = retry
+    }
+
+    /// The folders to watch, each once: a folder inside another listed one is watched with
+    /// it (and said so), an outer folder listed after an inner one replaces it.
+    static func distinct(_ folders: [String], logger: Logger) -> [String] {
+        var kept: [String] = []
+        for folder in folders.map(normalizedPath) where !kept.contains(folder) {
+            if let outer = kept.first(where: { PathNames.isInside(folder, $0) }) {
+                logger.warning("watch folder \(folder) is inside \(outer), which is already watched recursively; ignoring it")
+                continue
+            }
+            kept.removeAll { PathNames.isInside($0, folder) }
+            kept.append(folder)
+        }
+        return kept
+    }
+
+    /// It could not be attached: the next try is scheduled. True the first time (say so).
+    func missing() -> Bool {
+        let first = !reportedMissing
+        if first {
+            reportedMissing = true
+            retry.reset()
+        }
+        retryAt = .now + retry.failDuration()
+        return first
+    }
+
+    /// It is watched: the schedule starts over. True when it had been said missing (say it is back).
+    func attached() -> Bool {
+        retryAt = nil
+        retry.reset()
+        defer { reportedMissing = false }
+        return reportedMissing
+    }
+
+    /// Try now (a mount may have brought it), as the first step of a fresh schedule, so a
+    /// failure waits the second step, not the first again.
+    func retryNow() {
+        retry.reset()
+        _ = retry.fail(random: 0)
+        retryAt = .now
     }
 }
 

@@ -19,6 +19,16 @@ package struct WatcherStatus: Sendable, Equatable {
     package var unwatchedDirectories = 0
 
     package init() {}
+
+    /// The watcher's fields of the status's `watch` (scans are the ingest stage's).
+    package func fill(_ watch: inout DaemonStatus.Watch) {
+        watch.folders = folders
+        watch.directories = directories
+        watch.missingFolders = missingFolders
+        watch.watchLimitReached = watchLimitReached
+        watch.maxUserWatches = maxUserWatches
+        watch.unwatchedDirectories = unwatchedDirectories
+    }
 }
 
 package enum WatcherError: Error, Sendable, CustomStringConvertible {
@@ -91,7 +101,7 @@ package final class InotifyWatcher: Sendable {
             let thread = try OSThread.spawn(name: "photolala-watch") {
                 let tree = WatchTree(options: options, logger: logger, shared: shared) { continuation.yield($0) }
                 tree.counters = counters
-                tree.run(wakeFd: wakeRead)
+                Self.run(tree, shared: shared, wakeFd: wakeRead, logger: logger)
                 close(wakeRead)
             }
             shared.state.withLock { $0.thread = thread }
@@ -101,6 +111,55 @@ package final class InotifyWatcher: Sendable {
             shared.state.withLock { $0.wakeWrite = -1 }
             throw error
         }
+    }
+
+    /// The watcher thread: blocks in poll(2) on the wake-up socket, the inotify descriptor
+    /// (unless a test paused reading) and /proc/self/mountinfo (POLLPRI on any mount or
+    /// unmount, so a folder on a volume mounted later is picked up at once instead of at
+    /// the next retry), hands what is ready to the tree, then runs its timers.
+    private static func run(_ tree: WatchTree, shared: WatcherShared, wakeFd: Int32, logger: Logger) {
+        let mountsFd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
+        defer { if mountsFd >= 0 { close(mountsFd) } }
+        tree.start()
+        var fds = [pollfd](repeating: pollfd(), count: 3)
+        while !shared.stopping {
+            let paused = shared.state.withLock { state in
+                state.readingPausedApplied = state.readingPaused
+                return state.readingPaused
+            }
+            fds[0] = pollfd(fd: wakeFd, events: Int16(POLLIN), revents: 0)
+            fds[1] = pollfd(fd: paused ? -1 : tree.inotifyFd, events: Int16(POLLIN), revents: 0)
+            fds[2] = pollfd(fd: mountsFd, events: Int16(POLLPRI), revents: 0)
+            let n = retryingInterrupts { poll(&fds, nfds_t(fds.count), pollTimeout(until: tree.nextDeadline)) }
+            if n < 0 {
+                let err = errno
+                logger.error("watcher: poll failed: \(errnoText(err)); retrying in 1s")
+                usleep(1_000_000)
+                continue
+            }
+            if fds[0].revents != 0 {
+                var bytes = [UInt8](repeating: 0, count: 64)
+                while read(wakeFd, &bytes, bytes.count) > 0 {}
+            }
+            if shared.stopping { break }
+            if shared.state.withLock({ state in defer { state.rewatchRequested = false }; return state.rewatchRequested }) {
+                tree.rewatchAll()
+            }
+            if fds[1].revents != 0 { tree.readEvents() }
+            if fds[2].revents != 0 { tree.mountsChanged() }
+            tree.fireTimers()
+            tree.publish()
+        }
+        tree.stop()
+    }
+
+    /// poll(2)'s timeout in milliseconds (rounded up) until `deadline`; -1: none.
+    private static func pollTimeout(until deadline: ContinuousClock.Instant?) -> Int32 {
+        guard let deadline else { return -1 }
+        let remaining = deadline - .now
+        if remaining <= .zero { return 0 }
+        let (seconds, attoseconds) = remaining.components
+        return Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
     }
 
     /// Wakes the thread, waits for it to finish (closing inotify drops every watch), and

@@ -45,4 +45,7 @@ package enum ScanReason: String, Sendable, Hashable {
     case invalidName
     /// A missing folder appeared, or a volume was mounted or unmounted at the folder.
     case folderAvailable
+
+    /// Whether the scan lists the whole subtree, or only the directory itself.
+    package var isRecursive: Bool { self != .invalidName }
 }

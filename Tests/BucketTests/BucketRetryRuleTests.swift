@@ -39,6 +39,8 @@ import Testing
         let skewed = error(.clockSkew, "RequestTimeTooSkewed", status: 403, serverDate: now.addingTimeInterval(1800))
         #expect(decide(skewed) == .correctClock(offset: 1800))
         #expect(decide(skewed, .init(corrected: true)) == .handBack)
+        // A credentials refresh earlier in the request does not use up the clock's one fix.
+        #expect(decide(skewed, .init(refreshed: true)) == .correctClock(offset: 1800))
         #expect(decide(error(.clockSkew, "RequestTimeTooSkewed", status: 403)) == .correctClock(offset: nil))
     }
 

@@ -1,3 +1,4 @@
+import Digests
 import Foundation
 import NIOCore
 import Synchronization
@@ -5,10 +6,10 @@ import Testing
 @testable import Bucket
 
 @Suite struct FileChunksTests {
-    static func file(_ bytes: [UInt8]) throws -> (path: String, file: OpenFile) {
+    static func file(_ bytes: [UInt8]) throws -> (path: String, file: VerifiedFile) {
         let path = NSTemporaryDirectory() + "/file-chunks-\(UUID().uuidString)"
         try Data(bytes).write(to: URL(fileURLWithPath: path))
-        return (path, try OpenFile(path: path, operation: "PutObject", key: nil))
+        return (path, try VerifiedFile(path: path))
     }
 
     static let bytes = (0..<(300 * 1024 + 123)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }

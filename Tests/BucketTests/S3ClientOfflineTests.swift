@@ -13,31 +13,31 @@ import PhotolalaCore
 struct S3ClientOfflineTests {
     @Test("addressing: virtual-hosted on AWS, path-style on an endpoint")
     func addressing() throws {
-        let aws = try S3Client.Target(.init(bucket: "photolala", region: "eu-west-1"))
+        let aws = try S3Target(.init(bucket: "photolala", region: "eu-west-1"))
         #expect(aws.origin == "https://photolala.s3.eu-west-1.amazonaws.com")
         #expect(aws.hostHeader == "photolala.s3.eu-west-1.amazonaws.com")
         #expect(aws.pathPrefix == "")
         #expect(aws.usesTLS)
 
-        let dotted = try S3Client.Target(.init(bucket: "photos.example.com", region: "us-east-1"))
+        let dotted = try S3Target(.init(bucket: "photos.example.com", region: "us-east-1"))
         #expect(dotted.origin == "https://s3.us-east-1.amazonaws.com")
         #expect(dotted.pathPrefix == "/photos.example.com")
 
-        let moto = try S3Client.Target(.init(bucket: "photolala", region: "us-east-1", endpoint: "http://127.0.0.1:5055"))
+        let moto = try S3Target(.init(bucket: "photolala", region: "us-east-1", endpoint: "http://127.0.0.1:5055"))
         #expect(moto.origin == "http://127.0.0.1:5055")
         #expect(moto.hostHeader == "127.0.0.1:5055")
         #expect(moto.pathPrefix == "/photolala")
         #expect(!moto.usesTLS)
 
-        let based = try S3Client.Target(.init(bucket: "b", region: "r", endpoint: "https://s3.example.com:443/storage/"))
+        let based = try S3Target(.init(bucket: "b", region: "r", endpoint: "https://s3.example.com:443/storage/"))
         #expect(based.hostHeader == "s3.example.com")
         #expect(based.pathPrefix == "/storage/b")
 
-        let v6 = try S3Client.Target(.init(bucket: "b", region: "r", endpoint: "http://[::1]:9000"))
+        let v6 = try S3Target(.init(bucket: "b", region: "r", endpoint: "http://[::1]:9000"))
         #expect(v6.hostHeader == "[::1]:9000")
 
-        #expect(throws: S3Error.self) { try S3Client.Target(.init(bucket: "b", region: "r", endpoint: "ftp://x")) }
-        #expect(throws: S3Error.self) { try S3Client.Target(.init(bucket: "", region: "r")) }
+        #expect(throws: S3Error.self) { try S3Target(.init(bucket: "b", region: "r", endpoint: "ftp://x")) }
+        #expect(throws: S3Error.self) { try S3Target(.init(bucket: "", region: "r")) }
     }
 
     @Test("object keys are encoded once into the path")
@@ -46,9 +46,9 @@ struct S3ClientOfflineTests {
                                                        endpoint: "http://127.0.0.1:1"),
                                   httpClient: S3Client.makeHTTPClient())
         defer { Task { try? await client.shutdown() } }
-        #expect(client.objectPath("photos/550e8400-e29b-41d4-a716-446655440000/0cc175b9c0f1b6a831c399e269772661.dat")
+        #expect(client.requests.objectPath("photos/550e8400-e29b-41d4-a716-446655440000/0cc175b9c0f1b6a831c399e269772661.dat")
             == "/photolala/photos/550e8400-e29b-41d4-a716-446655440000/0cc175b9c0f1b6a831c399e269772661.dat")
-        #expect(client.objectPath("photos/u/a b+c?d#e%.dat") == "/photolala/photos/u/a%20b%2Bc%3Fd%23e%25.dat")
+        #expect(client.requests.objectPath("photos/u/a b+c?d#e%.dat") == "/photolala/photos/u/a%20b%2Bc%3Fd%23e%25.dat")
         #expect(client.signsPayload)
     }
 
@@ -71,22 +71,22 @@ struct S3ClientOfflineTests {
         var st = stat()
         #expect(stat(photo, &st) == 0)
         let hashed = FileIdentity(st)
-        #expect(throws: Never.self) { try OpenFile(path: photo, operation: "PutObject", key: nil, expected: hashed) }
+        #expect(throws: Never.self) { try S3Client.openBody(path: photo, expected: hashed, operation: "PutObject", key: nil) }
         // A FIFO without a writer: a blocking open would never return.
         let fifo = dir + "/fifo.jpg"
         #expect(mkfifo(fifo, 0o644) == 0)
         let started = ContinuousClock.now
-        #expect { try OpenFile(path: fifo, operation: "PutObject", key: nil) } throws: { ($0 as? S3Error)?.kind == .localFile }
+        #expect { try S3Client.openBody(path: fifo, operation: "PutObject", key: nil) } throws: { ($0 as? S3Error)?.kind == .localFile }
         #expect(ContinuousClock.now - started < .seconds(1))
         // A link where the photo was, when links are not followed.
         let link = dir + "/link.jpg"
         #expect(symlink(photo, link) == 0)
-        #expect { try OpenFile(path: link, operation: "PutObject", key: nil, followSymlinks: false) } throws: { ($0 as? S3Error)?.kind == .localFile }
-        #expect(throws: Never.self) { try OpenFile(path: link, operation: "PutObject", key: nil, expected: hashed, followSymlinks: true) }
+        #expect { try S3Client.openBody(path: link, followSymlinks: false, operation: "PutObject", key: nil) } throws: { ($0 as? S3Error)?.kind == .localFile }
+        #expect(throws: Never.self) { try S3Client.openBody(path: link, expected: hashed, followSymlinks: true, operation: "PutObject", key: nil) }
         // Another file than the one hashed (rewritten under the same name).
         unlink(photo)
         _ = FileManager.default.createFile(atPath: photo, contents: Data(repeating: 8, count: 1000))
-        #expect { try OpenFile(path: photo, operation: "PutObject", key: nil, expected: hashed) } throws: {
+        #expect { try S3Client.openBody(path: photo, expected: hashed, operation: "PutObject", key: nil) } throws: {
             ($0 as? S3Error)?.kind == .localFile && "\($0)".contains("changed since it was hashed")
         }
     }
@@ -99,8 +99,8 @@ struct S3ClientOfflineTests {
         #expect(S3Client.contentMD5(hex: "z41d8cd98f00b204e9800998ecf8427e") == nil)
     }
 
-    @Test("digests of a file range: MD5 and SHA-256, fed in pieces or at once")
-    func digests() throws {
+    @Test("a body's range is checked against the file, which must be there")
+    func bodies() throws {
         let directory = try TemporaryDirectory()
         let abc = directory.file("abc", contents: Array("xxabcyy".utf8))
         let digest = try S3Client.digestFileRange(path: abc, offset: 2, length: 3, sha256: true)
@@ -108,21 +108,10 @@ struct S3ClientOfflineTests {
         #expect(digest.contentMD5 == "kAFQmDzST7DWlj99KOF/cg==")
         #expect(digest.sha256Hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
 
-        let empty = directory.file("empty", contents: [])
-        let none = try S3Client.digestFileRange(path: empty, sha256: true)
-        #expect(none.md5Hex == "d41d8cd98f00b204e9800998ecf8427e")
-        #expect(none.sha256Hex == SigV4Signer.emptyPayloadHash)
-
-        let bytes = (0..<100_003).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
-        let big = directory.file("big", contents: bytes)
-        let inPieces = try S3Client.digestFileRange(path: big, sha256: true, chunkSize: 7)
-        let atOnce = try S3Client.digestFileRange(path: big, sha256: true, chunkSize: 1 << 20)
-        #expect(inPieces == atOnce)
-
-        #expect(throws: S3Error.self) { try S3Client.digestFileRange(path: big, offset: 100_000, length: 4) }
+        #expect(throws: S3Error.self) { try S3Client.openBody(path: abc, offset: 5, length: 4, operation: "PutObject", key: nil) }
         do {
-            _ = try S3Client.digestFileRange(path: directory.path + "/missing")
-            Issue.record("a missing file was digested")
+            _ = try S3Client.openBody(path: directory.path + "/missing", operation: "PutObject", key: nil)
+            Issue.record("a missing file was opened")
         } catch {
             #expect(error.kind == .localFile)
             #expect(error.message.contains("disappeared"))

@@ -34,7 +34,7 @@ struct S3ClientStageOperationsTests {
         }
         _ = try await client.putObject(key: "thumbnails/\(user)/x.jpg", bytes: [1], contentType: "image/jpeg",
                                        credentials: credentials)
-        var listed: [S3Client.ListedObject] = []
+        var listed: [ListedObject] = []
         var token: String?
         var pages = 0
         repeat {
@@ -140,8 +140,8 @@ struct S3ClientStageOperationsTests {
 
     @Test("x-amz-restore: in progress, then available")
     func restoreHeader() {
-        #expect(S3Client.restoreState(#"ongoing-request="true""#) == .inProgress)
-        #expect(S3Client.restoreState(#"ongoing-request="false", expiry-date="Fri, 21 Dec 2012 00:00:00 GMT""#) == .available)
+        #expect(S3Response.restoreState(#"ongoing-request="true""#) == .inProgress)
+        #expect(S3Response.restoreState(#"ongoing-request="false", expiry-date="Fri, 21 Dec 2012 00:00:00 GMT""#) == .available)
         let archived = S3Client.ObjectInfo(size: 1, etag: "e", storageClass: "GLACIER", restore: .inProgress)
         #expect(archived.needsRestore)
         #expect(!S3Client.ObjectInfo(size: 1, etag: "e", storageClass: "GLACIER", restore: .available).needsRestore)

@@ -9,8 +9,26 @@ import Testing
 import Digests
 import PhotolalaCore
 
-// Fixtures the S3 client's suites share: random bytes, a temporary directory, this
-// process's peak memory, and a moto_server with authentication on.
+// Fixtures the S3 client's suites share: random bytes, a temporary directory, a file
+// range's digests, this process's peak memory, and a moto_server with authentication on.
+
+/// The MD5 (hex, and base64 for Content-MD5) and SHA-256 of a file range, as the S3
+/// client reads a body (`S3Client.openBody`), for the tests' keys and headers.
+struct RangeDigest: Equatable {
+    var md5Hex: String
+    var contentMD5: String
+    var sha256Hex: String?
+}
+
+extension S3Client {
+    static func digestFileRange(path: String, offset: Int64 = 0, length: Int64? = nil,
+                                sha256: Bool = false) throws(S3Error) -> RangeDigest {
+        let (file, length) = try openBody(path: path, offset: offset, length: length, operation: "Digest", key: nil)
+        let digest = try Self.digest(file, offset: offset, length: length, md5: true, sha256: sha256, operation: "Digest",
+                                     key: "")
+        return RangeDigest(md5Hex: digest.md5Hex!, contentMD5: contentMD5(digest: digest.md5!), sha256Hex: digest.sha256Hex)
+    }
+}
 
 func randomBytes(_ count: Int) -> [UInt8] {
     var generator = SystemRandomNumberGenerator()

@@ -12,7 +12,7 @@ import Testing
     let user = "6BA7B810-9DAD-11D1-80B4-00C04FD430C8"
 
     func publisher(_ queue: TestQueue, _ bucket: MemoryBucket) -> CatalogPublisher {
-        CatalogPublisher(store: MemoryStore(bucket: bucket, userId: user), workspace: queue.workspace,
+        CatalogPublisher(store: bucket.store, workspace: queue.workspace,
                          database: queue.database, logger: Logger(label: "test"))
     }
 
@@ -25,7 +25,7 @@ import Testing
 
     @Test func aFirstPublishCreatesTheCatalogNewestFirstAndRecordsItsRows() async throws {
         let queue = try TestQueue()
-        let bucket = MemoryBucket()
+        let bucket = MemoryBucket(userId: user)
         let ours = [photo("a", date: 100), photo("b", date: 300, format: "HEIF"), photo("c", date: 200, format: "RAW-DNG")]
         try queue.add(ours)
         try queue.add([photo("not yet", date: 500)], state: "pending")
@@ -37,7 +37,7 @@ import Testing
 
         let view = try #require(try await appView(bucket, user))
         #expect(view.lines == [ours[1].line, ours[2].line, ours[0].line])
-        #expect(await bucket.pointerWrites == [.ifNoneMatch], "no pointer yet: If-None-Match: *")
+        #expect(bucket.pointerWrites == [.ifNoneMatch], "no pointer yet: If-None-Match: *")
         #expect(report.pointer?.md5 == view.md5 && ledger.pointer == report.pointer)
         for row in ours { #expect(try queue.catalogColumn(row.md5) == "listed") }
         #expect(try queue.catalogColumn(md5Hex("not yet")) == nil)
@@ -49,7 +49,7 @@ import Testing
 
     @Test func everyRowAlreadyThereStaysByteForByteWhateverItLooksLike() async throws {
         let queue = try TestQueue()
-        let bucket = MemoryBucket()
+        let bucket = MemoryBucket(userId: user)
         let same = photo("shared", date: 250)
         try queue.add([photo("x", date: 260), same, photo("y", date: 10)])
         // Another device's catalog, not sorted, with the oddities other writers leave:
@@ -67,8 +67,8 @@ import Testing
         ]
         let body = CatalogFormat.header + "\n" + odd.joined(separator: "\n")
         let md5 = md5Hex(body)
-        await bucket.put(CatalogFormat.snapshotKey(userId: user, md5: md5), body)
-        await bucket.put(CatalogFormat.pointerKey(userId: user), md5 + "\n")
+        bucket.put(CatalogFormat.snapshotKey(userId: user, md5: md5), body)
+        bucket.put(CatalogFormat.pointerKey(userId: user), md5 + "\n")
 
         var ledger = CatalogLedger()
         let (outcome, _) = try await sync(queue, bucket, &ledger)
@@ -81,16 +81,16 @@ import Testing
         #expect(view.lines.count == 9, "the shared photo was not added twice")
         #expect(view.lines.last == "\(md5Hex("h6")),9,\(md5Hex("t6")),someday,GIF", "undated last")
         #expect(try queue.catalogColumn(same.md5) == "listed", "listed by the app's row")
-        #expect(await bucket.pointerWrites == [.ifMatch(md5Hex(md5 + "\n"))])
+        #expect(bucket.pointerWrites == [.ifMatch(md5Hex(md5 + "\n"))])
     }
 
     @Test func nothingWaitingAndThePointerAsLastSeenCostsNoDownload() async throws {
         let queue = try TestQueue()
-        let bucket = MemoryBucket()
+        let bucket = MemoryBucket(userId: user)
         try queue.add([photo("a", date: 1)])
         var ledger = CatalogLedger()
         _ = try await sync(queue, bucket, &ledger)
-        await bucket.delete(CatalogFormat.snapshotKey(userId: user, md5: ledger.pointer!.md5))
+        bucket.memory.remove(CatalogFormat.snapshotKey(userId: user, md5: ledger.pointer!.md5))
         let (again, _) = try await sync(queue, bucket, &ledger)
         #expect(again == .unchanged, "a download would have found the snapshot gone")
     }
@@ -98,38 +98,38 @@ import Testing
     @Test func noCatalogAndNothingToPublishIsNothingToDo() async throws {
         let queue = try TestQueue()
         var ledger = CatalogLedger()
-        let (outcome, _) = try await sync(queue, MemoryBucket(), &ledger)
+        let (outcome, _) = try await sync(queue, MemoryBucket(userId: user), &ledger)
         #expect(outcome == .unchanged)
     }
 
     @Test func rowsOfOursAnAppDroppedComeBackAndTheirsStay() async throws {
         let queue = try TestQueue()
-        let bucket = MemoryBucket()
+        let bucket = MemoryBucket(userId: user)
         let ours = [photo("a", date: 10), photo("b", date: 20), photo("c", date: 30)]
         try queue.add(ours)
-        for row in ours { await bucket.put(CatalogFormat.photoKey(userId: user, md5: row.md5), "photo") }
+        for row in ours { bucket.put(CatalogFormat.photoKey(userId: user, md5: row.md5), "photo") }
         var ledger = CatalogLedger()
         _ = try await sync(queue, bucket, &ledger)
         // An app rewrites the catalog from its older copy: its own rows, none of ours.
-        _ = await bucket.publishAsAnApp(userId: user, lines: [theirs("p", date: 25), theirs("q", date: 5)])
+        bucket.publishAsAnApp(lines: [theirs("p", date: 25), theirs("q", date: 5)])
         let (outcome, _) = try await sync(queue, bucket, &ledger)
         guard case .published(let report) = outcome else { Issue.record("\(outcome)"); return }
         #expect(report.added == 3 && report.withdrawn == 0)
         let view = try #require(try await appView(bucket, user))
         #expect(view.lines == [ours[2].line, theirs("p", date: 25), ours[1].line, ours[0].line, theirs("q", date: 5)])
-        #expect(await bucket.heads.count == 3, "one HEAD per dropped row")
+        #expect(bucket.photoHeads == 3, "one HEAD per dropped row")
     }
 
     @Test func aRowAnAppRemovedWithItsPhotoStaysOut() async throws {
         let queue = try TestQueue()
-        let bucket = MemoryBucket()
+        let bucket = MemoryBucket(userId: user)
         let ours = [photo("kept", date: 10), photo("unstarred", date: 20)]
         try queue.add(ours)
-        await bucket.put(CatalogFormat.photoKey(userId: user, md5: ours[0].md5), "photo")
+        bucket.put(CatalogFormat.photoKey(userId: user, md5: ours[0].md5), "photo")
         var ledger = CatalogLedger()
         _ = try await sync(queue, bucket, &ledger)
         // The app unstars: deletes the photo, then publishes without its row.
-        _ = await bucket.publishAsAnApp(userId: user, lines: [ours[0].line])
+        bucket.publishAsAnApp(lines: [ours[0].line])
         let (outcome, _) = try await sync(queue, bucket, &ledger)
         guard case .current(let report) = outcome else { Issue.record("\(outcome)"); return }
         #expect(report.withdrawn == 1 && report.rows == 1)
@@ -140,47 +140,47 @@ import Testing
 
     @Test func manyDroppedRowsAreCheckedAgainstOneListing() async throws {
         let queue = try TestQueue()
-        let bucket = MemoryBucket()
+        let bucket = MemoryBucket(userId: user)
         let ours = (0..<6).map { photo("p\($0)", date: Int64($0)) }
         try queue.add(ours)
-        for row in ours.dropFirst(2) { await bucket.put(CatalogFormat.photoKey(userId: user, md5: row.md5), "photo") }
+        for row in ours.dropFirst(2) { bucket.put(CatalogFormat.photoKey(userId: user, md5: row.md5), "photo") }
         var ledger = CatalogLedger()
         var p = publisher(queue, bucket)
         p.headLimit = 2
         _ = try await sync(queue, bucket, &ledger, publisher: p)
-        _ = await bucket.publishAsAnApp(userId: user, lines: [])
+        bucket.publishAsAnApp(lines: [])
         let (outcome, _) = try await sync(queue, bucket, &ledger, publisher: p)
         guard case .published(let report) = outcome else { Issue.record("\(outcome)"); return }
         #expect(report.withdrawn == 2 && report.added == 4)
-        #expect(await bucket.heads.isEmpty, "listed, not HEAD one by one")
+        #expect(bucket.photoHeads == 0, "listed, not HEAD one by one")
         #expect(try #require(try await appView(bucket, user)).md5s == ours.dropFirst(2).reversed().map(\.md5))
     }
 
     @Test func anotherPublishBetweenOurReadAndWriteIsMergedNotOverwritten() async throws {
         let queue = try TestQueue()
-        let bucket = MemoryBucket()
+        let bucket = MemoryBucket(userId: user)
         try queue.add([photo("ours", date: 50)])
-        _ = await bucket.publishAsAnApp(userId: user, lines: [theirs("first", date: 40)])
+        bucket.publishAsAnApp(lines: [theirs("first", date: 40)])
         let once = Flag()
-        await bucket.setBeforePointerWrite { [user] in
-            if once.take() { _ = await bucket.publishAsAnApp(userId: user, lines: [theirs("first", date: 40), theirs("racer", date: 60)]) }
+        bucket.beforePointerWrite {
+            if once.take() { bucket.publishAsAnApp(lines: [theirs("first", date: 40), theirs("racer", date: 60)]) }
         }
         var ledger = CatalogLedger()
         let (outcome, _) = try await sync(queue, bucket, &ledger)
         guard case .published = outcome else { Issue.record("\(outcome)"); return }
         let view = try #require(try await appView(bucket, user))
         #expect(view.lines == [theirs("racer", date: 60), photo("ours", date: 50).line, theirs("first", date: 40)])
-        let writes = await bucket.pointerWrites
+        let writes = bucket.pointerWrites
         #expect(writes.count == 2 && writes.allSatisfy { if case .ifMatch = $0 { true } else { false } })
     }
 
     @Test func losingEveryRaceGivesUpWithoutADanglingPointer() async throws {
         let queue = try TestQueue()
-        let bucket = MemoryBucket()
+        let bucket = MemoryBucket(userId: user)
         try queue.add([photo("ours", date: 50)])
         let counter = Counter()
-        await bucket.setBeforePointerWrite { [user] in
-            _ = await bucket.publishAsAnApp(userId: user, lines: [theirs("n\(counter.next())", date: 1)])
+        bucket.beforePointerWrite {
+            bucket.publishAsAnApp(lines: [theirs("n\(counter.next())", date: 1)])
         }
         var ledger = CatalogLedger()
         var p = publisher(queue, bucket)
@@ -193,21 +193,21 @@ import Testing
 
     @Test func aStoreThatRefusesConditionsThatHoldGetsWriteAndReadBack() async throws {
         let queue = try TestQueue()
-        let bucket = MemoryBucket()
+        let bucket = MemoryBucket(userId: user)
         try queue.add([photo("a", date: 5)])
-        _ = await bucket.publishAsAnApp(userId: user, lines: [theirs("t", date: 1)])
-        await bucket.setRefusesConditions(true)
+        bucket.publishAsAnApp(lines: [theirs("t", date: 1)])
+        bucket.refuseConditions()
         var ledger = CatalogLedger()
         let (outcome, p) = try await sync(queue, bucket, &ledger)
         guard case .published = outcome else { Issue.record("\(outcome)"); return }
         #expect(!p.conditionalWrites)
-        #expect(await bucket.pointerWrites.count == 2, "one refused If-Match, then one plain write: no loop")
+        #expect(bucket.pointerWrites.count == 2, "one refused If-Match, then one plain write: no loop")
         #expect(try #require(try await appView(bucket, user)).lines == [photo("a", date: 5).line, theirs("t", date: 1)])
         // Next time it goes straight to the fallback.
         try queue.add([photo("b", date: 9)])
         let (second, _) = try await sync(queue, bucket, &ledger, publisher: p)
         guard case .published = second else { Issue.record("\(second)"); return }
-        #expect(await bucket.pointerWrites.suffix(1) == [.unconditional])
+        #expect(bucket.pointerWrites.suffix(1) == [.unconditional])
     }
 
     @Test func aCatalogThatCannotBeReadBlocksPublishingAndIsLeftAsItIs() async throws {
@@ -215,30 +215,30 @@ import Testing
         try queue.add([photo("a", date: 5)])
         let pointerKey = CatalogFormat.pointerKey(userId: user)
         let missing = md5Hex("never uploaded")
-        let cases: [(String, @Sendable (MemoryBucket) async -> Void)] = [
-            ("not in the bucket", { await $0.put(pointerKey, missing) }),
+        let cases: [(String, @Sendable (MemoryBucket) -> Void)] = [
+            ("not in the bucket", { $0.put(pointerKey, missing) }),
             ("damaged", { b in
-                await b.put(pointerKey, missing)
-                await b.put(CatalogFormat.snapshotKey(userId: self.user, md5: missing), CatalogFormat.header + "\nshort\n")
+                b.put(pointerKey, missing)
+                b.put(CatalogFormat.snapshotKey(userId: self.user, md5: missing), CatalogFormat.header + "\nshort\n")
             }),
-            ("not a snapshot's MD5", { await $0.put(pointerKey, "<html>oops</html>") }),
+            ("not a snapshot's MD5", { $0.put(pointerKey, "<html>oops</html>") }),
         ]
         for (why, prepare) in cases {
-            let bucket = MemoryBucket()
-            await prepare(bucket)
-            let before = await bucket.objects
+            let bucket = MemoryBucket(userId: user)
+            prepare(bucket)
+            let before = bucket.objects
             var ledger = CatalogLedger()
             let (outcome, _) = try await sync(queue, bucket, &ledger)
             guard case .blocked(let reason) = outcome else { Issue.record("\(why): \(outcome)"); continue }
             #expect(reason.contains(why) && reason.contains("publishes nothing"), "\(reason)")
-            #expect(await bucket.objects == before, "nothing written over it")
+            #expect(bucket.objects == before, "nothing written over it")
         }
         #expect(try queue.database.catalogPending() == 1)
     }
 
     @Test func readyRowsTheAppsCouldNotReadAreLeftOutAndNoLongerWait() async throws {
         let queue = try TestQueue()
-        let bucket = MemoryBucket()
+        let bucket = MemoryBucket(userId: user)
         try queue.add([photo("good", date: 2), photo("video", date: 3, format: "MOV")])
         try queue.add([photo("undated", date: 4)])
         try queue.execute("UPDATE photo SET takenAt = NULL WHERE md5 = '\(md5Hex("undated"))'")
@@ -253,10 +253,10 @@ import Testing
 
     @Test func aPhotoAnotherDeviceAlreadyListedIsNotAddedWhenItsThumbnailIsDone() async throws {
         let queue = try TestQueue()
-        let bucket = MemoryBucket()
+        let bucket = MemoryBucket(userId: user)
         let shared = photo("from the phone too", date: 7)
         try queue.add([shared], state: "pending")
-        _ = await bucket.publishAsAnApp(userId: user, lines: [shared.line])
+        bucket.publishAsAnApp(lines: [shared.line])
         try queue.add([photo("other", date: 1)])
         var ledger = CatalogLedger()
         _ = try await sync(queue, bucket, &ledger)

@@ -1,7 +1,9 @@
 import Bucket
+import BucketTesting
 import Digests
 import Foundation
 import GRDB
+import Logging
 import Testing
 @testable import Catalog
 @testable import Queue
@@ -64,88 +66,53 @@ struct TestQueue {
     }
 }
 
-/// A bucket in memory, for the publishing logic's unit tests (the real S3 is in
-/// `CatalogStackTests`). ETags are the bodies' MD5s, as S3 makes them for a single PUT.
-actor MemoryBucket {
-    var objects: [String: [UInt8]] = [:]
-    /// Like Ceph Pacific: every conditional PUT answers 412, whether or not it holds.
-    var refusesConditions = false
-    /// Runs before each pointer write: a test's other writer publishes there.
-    var beforePointerWrite: (@Sendable () async -> Void)?
-    private(set) var pointerWrites: [PointerCondition] = []
-    private(set) var heads: [String] = []
+/// The user's bucket in memory for the publishing logic's tests (the real S3 is in
+/// `CatalogStackTests`): a `BucketTesting.InMemoryBucket` (conditional writes, ETags as S3
+/// makes them), reached by the stage's own `BucketCatalogStore` through a `BucketSession`.
+struct MemoryBucket: Sendable {
+    let userId: String
+    let memory = InMemoryBucket()
 
-    func put(_ key: String, _ body: [UInt8]) { objects[key] = body }
-    func put(_ key: String, _ text: String) { objects[key] = Array(text.utf8) }
-    func delete(_ key: String) { objects[key] = nil }
-    func get(_ key: String) -> [UInt8]? { objects[key] }
-    func etag(_ key: String) -> String? { objects[key].map { Hex.string(MD5.digest($0)) } }
-    func setRefusesConditions(_ on: Bool) { refusesConditions = on }
-    func setBeforePointerWrite(_ hook: (@Sendable () async -> Void)?) { beforePointerWrite = hook }
-    func noteHead(_ key: String) { heads.append(key) }
-
-    func writePointer(_ key: String, _ body: [UInt8], _ condition: PointerCondition) async throws(S3Error) -> String {
-        if let hook = beforePointerWrite { await hook() }
-        pointerWrites.append(condition)
-        let refused = S3Error(kind: .preconditionFailed, status: 412, code: "PreconditionFailed", message: "", key: key)
-        switch condition {
-        case .ifMatch(let expected):
-            if refusesConditions || etag(key) != expected { throw refused }
-        case .ifNoneMatch:
-            if refusesConditions || objects[key] != nil { throw refused }
-        case .unconditional:
-            break
-        }
-        objects[key] = body
-        return etag(key)!
+    var store: BucketCatalogStore {
+        BucketCatalogStore(userId: userId,
+                           bucket: BucketSession(grants: FixedGrants(userId: userId), transport: memory, logger: Logger(label: "test")),
+                           multipartThreshold: 64 << 20, partSize: 16 << 20, journal: { _ in }, logger: Logger(label: "test"))
     }
+
+    private var pointerKey: String { CatalogFormat.pointerKey(userId: userId) }
+
+    func put(_ key: String, _ text: String) { memory.store(key, bytes: Array(text.utf8)) }
+    func get(_ key: String) -> [UInt8]? { memory.object(key)?.bytes }
+    var objects: [String: [UInt8]] { Dictionary(uniqueKeysWithValues: memory.keys.map { ($0, get($0) ?? []) }) }
+
+    /// Every write of the pointer, refused ones included, by its condition.
+    var pointerWrites: [PointerCondition] {
+        memory.writes(to: pointerKey).map { condition in
+            switch condition {
+            case .ifMatch(let etag): .ifMatch(etag)
+            case .ifNoneMatch: .ifNoneMatch
+            case .none: .unconditional
+            }
+        }
+    }
+
+    /// HEADs of photos (is a photo still there?).
+    var photoHeads: Int { memory.requests("HeadObject", under: CatalogFormat.photoPrefix(userId: userId)) }
+
+    /// Like Ceph Pacific: every conditional PUT answers 412, whether or not it holds.
+    func refuseConditions() { memory.refuseConditionalWrites(true) }
+
+    /// Runs before each pointer write: a test's other writer publishes there.
+    func beforePointerWrite(_ hook: @escaping @Sendable () async -> Void) { memory.beforeWriting(pointerKey, hook) }
 
     /// Publishes a catalog the way the apps do: snapshot, then the pointer, unconditionally.
-    func publishAsAnApp(userId: String, lines: [String]) -> String {
+    @discardableResult
+    func publishAsAnApp(lines: [String]) -> String {
         let body = Array(([CatalogFormat.header] + lines).map { $0 + "\n" }.joined().utf8)
         let md5 = Hex.string(MD5.digest(body))
-        objects[CatalogFormat.snapshotKey(userId: userId, md5: md5)] = body
-        objects[CatalogFormat.pointerKey(userId: userId)] = Array(md5.utf8)
+        memory.store(CatalogFormat.snapshotKey(userId: userId, md5: md5), bytes: body)
+        memory.store(pointerKey, bytes: Array(md5.utf8))
         return md5
-    }
-}
-
-struct MemoryStore: CatalogStore {
-    let bucket: MemoryBucket
-    let userId: String
-
-    func readPointer() async throws(S3Error) -> StoredPointer? {
-        let key = CatalogFormat.pointerKey(userId: userId)
-        guard let body = await bucket.get(key), let etag = await bucket.etag(key) else { return nil }
-        return StoredPointer(body: body, etag: etag)
-    }
-
-    func downloadSnapshot(md5: String, to path: String) async throws(S3Error) -> String? {
-        guard let body = await bucket.get(CatalogFormat.snapshotKey(userId: userId, md5: md5)) else { return nil }
-        FileManager.default.createFile(atPath: path, contents: Data(body))
-        return Hex.string(MD5.digest(body))
-    }
-
-    func uploadSnapshot(path: String, md5: String, size: Int64) async throws(S3Error) {
-        let body = [UInt8](FileManager.default.contents(atPath: path) ?? Data())
-        #expect(Hex.string(MD5.digest(body)) == md5 && Int64(body.count) == size)
-        await bucket.put(CatalogFormat.snapshotKey(userId: userId, md5: md5), body)
-    }
-
-    func writePointer(md5: String, condition: PointerCondition) async throws(S3Error) -> String {
-        try await bucket.writePointer(CatalogFormat.pointerKey(userId: userId), CatalogFormat.pointerBody(md5: md5), condition)
-    }
-
-    func photoExists(md5: String) async throws(S3Error) -> Bool {
-        let key = CatalogFormat.photoKey(userId: userId, md5: md5)
-        await bucket.noteHead(key)
-        return await bucket.get(key) != nil
-    }
-
-    func listPhotos(_ page: @Sendable ([String]) throws -> Void) async throws(S3Error) {
-        let prefix = CatalogFormat.photoPrefix(userId: userId)
-        let md5s = await bucket.objects.keys.filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count).dropLast(4)) }
-        do { try page(md5s.sorted()) } catch { throw S3Error(kind: .localFile, code: "X", message: "\(error)") }
     }
 }
 
@@ -183,5 +150,5 @@ struct AppView: Equatable {
 
 /// The catalog in a memory bucket, read as the apps read it.
 func appView(_ bucket: MemoryBucket, _ userId: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> AppView? {
-    try await AppView.read(userId: userId, sourceLocation: sourceLocation) { await bucket.get($0) }
+    try await AppView.read(userId: userId, sourceLocation: sourceLocation) { bucket.get($0) }
 }

@@ -39,7 +39,7 @@ import PhotolalaCore
         ("http://192.168.1.2", false), ("ftp://x", false), ("nonsense", false),
     ])
     func apiURLMustBeHTTPSUnlessLoopback(url: String, ok: Bool) {
-        #expect((TableReader.apiURLProblem(url) == nil) == ok)
+        #expect((TableReader.urlProblem(url, example: "https://api.photolala.app") == nil) == ok)
     }
 
     @Test func effectiveSettingsRoundTrip() throws {

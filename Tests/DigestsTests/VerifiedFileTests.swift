@@ -35,6 +35,31 @@ import Testing
         #expect(file.isUnchanged)
     }
 
+    @Test func aRangeIsDigestedInOneReadFedInPiecesOrAtOnce() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let abc = dir.appendingPathComponent("abc").path
+        try Data("xxabcyy".utf8).write(to: URL(fileURLWithPath: abc))
+        let digest = try VerifiedFile(path: abc).digest(from: 2, length: 3, sha256: true)
+        #expect(digest.md5Hex == "900150983cd24fb0d6963f7d28e17f72")
+        #expect(digest.sha256Hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(try VerifiedFile(path: abc).digest(from: 2, length: 3, md5: false).md5 == nil)
+
+        let empty = dir.appendingPathComponent("empty").path
+        try Data().write(to: URL(fileURLWithPath: empty))
+        let none = try VerifiedFile(path: empty).digest(sha256: true)
+        #expect(none.md5Hex == "d41d8cd98f00b204e9800998ecf8427e")
+        #expect(none.sha256Hex == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+
+        let bytes = (0..<100_003).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        let big = dir.appendingPathComponent("big").path
+        try Data(bytes).write(to: URL(fileURLWithPath: big))
+        let file = try VerifiedFile(path: big)
+        #expect(try file.digest(sha256: true, chunkSize: 7) == file.digest(sha256: true, chunkSize: 1 << 20))
+        // Past the end: not the file that was hashed.
+        #expect(throws: VerifiedFile.Failure.changed) { try file.digest(from: 100_000, length: 4) }
+    }
+
     @Test func missingIsVanished() {
         #expect(throws: VerifiedFile.Failure.vanished) { try VerifiedFile(path: "/nonexistent/photo.jpg") }
         #expect(throws: VerifiedFile.Failure.vanished) { try VerifiedFile(path: "/etc/passwd/photo.jpg") }

@@ -36,7 +36,7 @@ import Testing
     }
 
     @Test func recoveryBackoffIsFiveSecondsDoublingToFiveMinutes() {
-        var b = IngestService.recoveryBackoff
+        var b = WriteRecovery.schedule
         let delays = (0..<8).map { _ in b.fail(random: 0.7) }
         #expect(delays == [5, 10, 20, 40, 80, 160, 300, 300])
     }

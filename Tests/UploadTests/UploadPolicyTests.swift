@@ -10,22 +10,26 @@ import Testing
         S3Error(kind: kind, status: status, code: code, message: "m")
     }
 
-    func action(_ e: S3Error, credentialRetries: Int = 0, skewRetries: Int = 0) -> UploadPolicy.Action {
-        policy.action(for: e, credentialRetries: credentialRetries, skewRetries: skewRetries)
+    func action(_ e: S3Error) -> UploadPolicy.Action {
+        policy.action(for: e)
     }
 
-    @Test func expiredCredentialsAreRefreshedOnceThenTheWholePoolBacksOff() {
+    /// What the bucket session decides for one of the uploader's requests, under its budget.
+    func inPlace(_ e: S3Error, retriesSoFar: Int = 0, random: Double = 0.5) -> BucketRetryRule.Decision {
+        BucketRetryRule().decide(e, after: .init(refreshed: true, corrected: true, transientRetries: retriesSoFar),
+                                 budget: policy.request, now: Date(timeIntervalSince1970: 0), random: random)
+    }
+
+    // The first refusal and the first skew of a request are the session's to fix
+    // (BucketRetryRuleTests); what still comes back is S3 refusing everyone.
+    @Test func credentialsRefusedAfterTheSessionsRefreshBackTheWholePoolOff() {
         let e = error(.credentialsExpired, "ExpiredToken", status: 400)
-        #expect(action(e) == .refreshCredentials)
-        #expect(action(e, credentialRetries: 1) == .retry(e.description, countAttempt: true, after: nil, outage: true))
+        #expect(action(e) == .retry(e.description, countAttempt: true, after: nil, outage: true))
     }
 
-    @Test func aSkewedClockIsCorrectedOnceThenTheWholePoolBacksOff() {
+    @Test func aClockStillSkewedAfterTheSessionsCorrectionBacksTheWholePoolOff() {
         let e = error(.clockSkew, "RequestTimeTooSkewed", status: 403)
-        #expect(action(e) == .correctClock)
-        #expect(action(e, skewRetries: 1) == .retry(e.description, countAttempt: true, after: nil, outage: true))
-        // A credentials refresh earlier in the attempt does not use up the clock's one fix.
-        #expect(action(e, credentialRetries: 1) == .correctClock)
+        #expect(action(e) == .retry(e.description, countAttempt: true, after: nil, outage: true))
     }
 
     @Test func transientFailuresAreOutagesUnlessTheyAreOurDatabase() {
@@ -65,31 +69,37 @@ import Testing
     }
 
     @Test func aHeadIsOnlyAHint() {
-        #expect(policy.headVerdict(error(.forbidden, "Forbidden", status: 403), freshCredentials: false) == .unknown)
-        let bare400 = error(.permanent, "BadRequest", status: 400)
-        #expect(policy.headVerdict(bare400, freshCredentials: false) == .staleCredentials)
-        #expect(policy.headVerdict(bare400, freshCredentials: true) == .unknown)
-        #expect(policy.headVerdict(error(.permanent, "HTTP405", status: 405), freshCredentials: false) == .unknown)
-        #expect(policy.headVerdict(error(.transient, "SlowDown", status: 503), freshCredentials: false) == .fail)
-        #expect(policy.headVerdict(error(.credentialsExpired, "ExpiredToken", status: 400), freshCredentials: false) == .fail)
+        #expect(policy.headLeavesPresenceUnknown(error(.forbidden, "Forbidden", status: 403)))
+        // A bare 400 is taken for stale credentials once by the session; handed back after
+        // that, it leaves existence unknown.
+        #expect(policy.headLeavesPresenceUnknown(error(.permanent, "BadRequest", status: 400)))
+        #expect(policy.headLeavesPresenceUnknown(error(.permanent, "HTTP405", status: 405)))
+        #expect(!policy.headLeavesPresenceUnknown(error(.transient, "SlowDown", status: 503)))
+        #expect(!policy.headLeavesPresenceUnknown(error(.credentialsExpired, "ExpiredToken", status: 400)))
     }
 
     @Test func aRequestIsRetriedInPlaceTwiceForTransientFailuresOnly() {
         let slow = error(.transient, "SlowDown", status: 503)
-        #expect(policy.retriesRequest(slow, retriesSoFar: 0))
-        #expect(policy.retriesRequest(slow, retriesSoFar: 1))
-        #expect(!policy.retriesRequest(slow, retriesSoFar: 2))
+        #expect(inPlace(slow, retriesSoFar: 0) != .handBack)
+        #expect(inPlace(slow, retriesSoFar: 1) != .handBack)
+        #expect(inPlace(slow, retriesSoFar: 2) == .handBack)
         // An answer that may have taken effect is not repeated blindly.
-        #expect(!policy.retriesRequest(error(.transient, "MalformedResponse", status: 200), retriesSoFar: 0))
-        #expect(!policy.retriesRequest(error(.forbidden, "AccessDenied", status: 403), retriesSoFar: 0))
-        #expect(!policy.retriesRequest(error(.contentMismatch, "BadDigest", status: 400), retriesSoFar: 0))
+        #expect(inPlace(error(.transient, "MalformedResponse", status: 200)) == .handBack)
+        #expect(inPlace(error(.forbidden, "AccessDenied", status: 403)) == .handBack)
+        #expect(inPlace(error(.contentMismatch, "BadDigest", status: 400)) == .handBack)
     }
 
     @Test func requestRetriesWaitASecondAtMost() {
-        #expect(policy.requestDelay(retry: 1, random: 0) == 0.1)
-        #expect(policy.requestDelay(retry: 1, random: 0.999) < 0.5)
-        #expect(policy.requestDelay(retry: 2, random: 0.999) < 1)
-        #expect(policy.requestDelay(retry: 2, random: 0.5) == 0.5)
+        let slow = error(.transient, "SlowDown", status: 503)
+        #expect(inPlace(slow, retriesSoFar: 0, random: 0) == .retry(after: 0.1))
+        guard case .retry(let first) = inPlace(slow, retriesSoFar: 0, random: 0.999),
+              case .retry(let second) = inPlace(slow, retriesSoFar: 1, random: 0.999) else {
+            Issue.record("a transient failure is retried in place")
+            return
+        }
+        #expect(first < 0.5)
+        #expect(second < 1)
+        #expect(inPlace(slow, retriesSoFar: 1, random: 0.5) == .retry(after: 0.5))
     }
 
     @Test func objectRetriesGrowToFiveMinutesAndNeverUnderASecond() {

@@ -4,12 +4,22 @@ backend and the fault proxy. All lazy: suites that do not ask for them start not
 The stack speaks plain HTTP unless a test asks for HTTPS by parametrizing `scheme`
 (`@pytest.mark.parametrize("scheme", ["http", "https"])`): then moto, the backend and the
 proxy serve TLS with a certificate from a test CA made at run time (support/tls.py), and
-`World` gives the daemon that CA as `tls.ca_file`."""
+`World` gives the daemon that CA as `tls.ca_file`.
+
+Parallel runs (pytest-xdist, `-n N --dist loadgroup`, as scripts/test runs them): each
+worker has its own session fixtures (its own moto), every port comes from the worker's
+own range (support/run.py) and every file from tmp_path. A module whose tests share one
+expensive thing in order (a booted container, a Ceph cluster, a lost NAS) is one
+`xdist_group`, so one worker runs it whole. A test marked `alone` runs with no other
+test beside it. The run's output (the reliability report) goes to PHOTOLALA_TEST_OUT,
+a temporary directory unless given, printed at the end: never into the checkout."""
+import dataclasses
 import time
 
 import pytest
 
 from support import reliability as rel
+from support import run
 from support.fake_backend import FakeBackend
 from support.fault_proxy import FaultProxy
 from support.stack import MotoServer
@@ -89,11 +99,76 @@ def pytest_addoption(parser):
                      help="run the long variants of the reliability suites (soak 30 min, more kills, bigger trees)")
 
 
+_session_config = None   # pytest_runtest_logreport is given no config
+
+
+def is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "packaging: builds the .deb or boots it under a real systemd (runs by default)")
-    config.addinivalue_line("markers", "reliability(suite): a reliability suite of issue 7; writes its row to docs/reliability.md")
+    config.addinivalue_line("markers", "reliability(suite): a reliability suite of issue 7; writes its row to the run's reliability.md")
     config.addinivalue_line("markers", "rgw: against a local Ceph RADOS Gateway (skipped, with the reason, when Ceph is not installed)")
+    config.addinivalue_line("markers", "alone: measures timing, CPU, memory or idleness: runs with no other test of the run beside it")
+    global _session_config
+    _session_config = config
     config._reliability_rows = []
+    config._executed = 0
+    if not is_worker(config):
+        # Before the workers start, so they inherit PHOTOLALA_TEST_OUT.
+        config._output_dir = run.start_run()
+
+
+# The suites that need the .deb: it is built in the background from the start of the run
+# (support/nspawn.py) and they are run last, so the build overlaps everything else.
+DEB_MODULES = ("test_systemd_nspawn.py", "test_packaging.py")
+
+
+def _deb_rank(nodeid: str) -> int:
+    path = nodeid.split("::", 1)[0]
+    return next((i for i, m in enumerate(DEB_MODULES) if path.endswith(m)), len(DEB_MODULES))
+
+
+def pytest_collection_modifyitems(config, items):
+    # The tests that must run alone go first, as one xdist group: one worker runs them
+    # back to back while the others wait, instead of the others idling once per test.
+    # Those that need the .deb go last (the container's suite before the package's, so
+    # its long chain starts first and the package's tests fill the other workers).
+    alone = [i for i in items if i.get_closest_marker("alone")]
+    for item in alone:
+        item.add_marker(pytest.mark.xdist_group("alone"))
+    rest = [i for i in items if not i.get_closest_marker("alone")]
+    items[:] = alone + sorted(rest, key=lambda i: _deb_rank(i.nodeid) if _deb_rank(i.nodeid) < len(DEB_MODULES) else -1)
+    if not is_worker(config) and not config.pluginmanager.hasplugin("dsession"):
+        _start_deb_build(config, [i.nodeid for i in items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    _start_deb_build(node.config, ids)
+
+
+def _start_deb_build(config, nodeids):
+    if getattr(config, "_deb_build", False) is not False or config.option.collectonly:
+        return
+    config._deb_build = None
+    if any(_deb_rank(n) < len(DEB_MODULES) for n in nodeids):
+        from support.nspawn import start_background_build
+        config._deb_build = start_background_build()
+
+
+_machine = run.MachineLock()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    alone = item.get_closest_marker("alone") is not None
+    _machine.enter(alone)
+    try:
+        return (yield)
+    finally:
+        _machine.leave(keep=alone and nextitem is not None and nextitem.get_closest_marker("alone") is not None)
 
 
 @pytest.fixture
@@ -104,7 +179,7 @@ def long_run(request) -> bool:
 
 @pytest.fixture
 def reliability(request):
-    """The test's row in docs/reliability.md; its result is the test's outcome."""
+    """The test's row in the run's reliability.md; its result is the test's outcome."""
     marker = request.node.get_closest_marker("reliability")
     assert marker, "a test using the reliability fixture needs @pytest.mark.reliability(suite)"
     variant = "long" if request.config.getoption("--long") else "short"
@@ -112,7 +187,6 @@ def reliability(request):
     name = request.node.name.removesuffix("[http]")
     recorder = rel.Recorder(marker.args[0], name, variant)
     request.node._reliability_row = recorder.row
-    request.config._reliability_rows.append(recorder.row)
     started = time.monotonic()
     yield recorder
     recorder.row.seconds = time.monotonic() - started
@@ -130,9 +204,47 @@ def pytest_runtest_makereport(item, call):
             row.result = "pass"
         elif report.when == "call" and report.skipped:
             row.result = "skipped"
+        if report.when == "teardown":
+            # The finished row rides on the report to the controlling process.
+            report.user_properties.append((rel.PROPERTY, dataclasses.asdict(row)))
     return report
 
 
+def pytest_runtest_logreport(report):
+    """In the controlling process (or the only one): the rows and the count of tests run."""
+    config = _session_config
+    if config is None or is_worker(config):
+        return
+    if report.when == "call" and (report.passed or report.failed):
+        config._executed += 1
+    if report.when == "teardown":
+        config._reliability_rows += [v for k, v in report.user_properties if k == rel.PROPERTY]
+
+
 def pytest_sessionfinish(session):
-    rows = [r for r in getattr(session.config, "_reliability_rows", []) if r.result != "not run"]
-    rel.merge(rows)
+    config = session.config
+    if is_worker(config):
+        return
+    if getattr(config, "_deb_build", None) is not None:
+        from support.nspawn import stop_background_build
+        stop_background_build(config._deb_build)
+    rows = [r for r in config._reliability_rows if r["result"] != "not run"]
+    config._reliability_report = rel.merge(rows)
+    # A run that executed no test proves nothing: fail it (pytest's own exit code for
+    # "no tests collected"), whether everything was deselected or skipped.
+    if session.exitstatus == 0 and config._executed == 0 and not config.option.collectonly:
+        config._nothing_ran = True
+        session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if is_worker(config):
+        return
+    tr = terminalreporter
+    tr.write_sep("-", "test output")
+    report = getattr(config, "_reliability_report", None)
+    tr.write_line(f"output directory: {config._output_dir}")
+    if report:
+        tr.write_line(f"reliability report: {report}")
+    if getattr(config, "_nothing_ran", False):
+        tr.write_line("no test was executed (all deselected or skipped): failing the run", red=True, bold=True)

@@ -17,6 +17,10 @@ from support.kill_triggers import ResponseTrigger, kill9, kill_on_db_write
 from support.world import apple_subject
 
 
+# How long a kill moment may take to come: a 70,000-row publish in a debug build, on a
+# machine other tests (and builds) load, takes well over 30 s to reach its last steps.
+MOMENT = 120
+
 CATALOG = {"catalog": {"publish_interval": "1s", "check_interval": "1h"},
            "upload": {"multipart_threshold": "5MiB", "part_size": "5MiB"}}
 
@@ -156,9 +160,9 @@ def test_kill9_at_every_step_of_a_publish_leaves_the_catalog_readable_and_comple
         d.start(wait=False)
         pid = d.proc.pid
         if step == "building":
-            fired = kill_when_file_appears(pid, d.state_dir / "catalog" / "next.csv", 30)
+            fired = kill_when_file_appears(pid, d.state_dir / "catalog" / "next.csv", MOMENT)
         elif step == "recording":
-            fired = KillAfterPointerThenOnRecord(world, d).wait(30)
+            fired = KillAfterPointerThenOnRecord(world, d).wait(MOMENT)
         else:
             match = {
                 "pointer read": on("get", ".photolala.md5"),
@@ -168,7 +172,7 @@ def test_kill9_at_every_step_of_a_publish_leaves_the_catalog_readable_and_comple
                 "multipart completed": on("complete", "/catalogs/"),
                 "pointer written": on("put", ".photolala.md5"),
             }[step]
-            fired = ResponseTrigger(world.proxy, pid, match).wait(30)
+            fired = ResponseTrigger(world.proxy, pid, match).wait(MOMENT)
         world.proxy.on_response = None
         if not fired:
             kill9(pid)

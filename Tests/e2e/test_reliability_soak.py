@@ -30,6 +30,9 @@ def sample(pid: int) -> dict:
             "fds": len(os.listdir(f"/proc/{pid}/fd"))}
 
 
+# Alone: it measures RSS and descriptors over time; other tests' load keeps more
+# requests (and descriptors) in flight.
+@pytest.mark.alone
 @pytest.mark.reliability("soak")
 def test_continuous_drops_with_sts_expiry_and_apple_flips(world, reliability, long_run):
     duration = 1800 if long_run else 180

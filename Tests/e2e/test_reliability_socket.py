@@ -147,6 +147,8 @@ def wait_settled_fds(d, baseline: int, timeout: float = 20) -> int:
 # ---- everything at once ------------------------------------------------------------------------
 
 @pytest.mark.reliability("socket")
+# Alone: it measures the legitimate clients' latency and the daemon's memory.
+@pytest.mark.alone
 def test_abuse_from_a_member_leaves_others_served_within_memory(world, reliability, long_run):
     seconds = 300.0 if long_run else 30.0
     d = world.daemon(start=False)

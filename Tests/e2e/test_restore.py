@@ -27,6 +27,10 @@ from support.fake_backend import FakeBackend, user_id_for
 from support.fault_proxy import FaultProxy
 from support.world import PairingLogin, apple_subject, assert_no_secrets_in_logs
 
+# One lost NAS for the module (on the worker's session moto, whose bucket no other test
+# may empty meanwhile): one xdist worker runs the module whole, in file order.
+pytestmark = pytest.mark.xdist_group("restore")
+
 MiB = 1 << 20
 
 

@@ -28,7 +28,8 @@ from support.rgw import RadosGateway, boto_config, unavailable
 from support.stack import boto_client
 from support.world import World, apple_subject, md5_hex, write_photo
 
-pytestmark = pytest.mark.rgw
+# One Ceph cluster for the module (about 1 GiB of RAM): one xdist worker runs it all.
+pytestmark = [pytest.mark.rgw, pytest.mark.xdist_group("rgw")]
 
 MiB = 1 << 20
 SMALL_MULTIPART = {"upload": {"multipart_threshold": "5MiB", "part_size": "5MiB"}}

@@ -336,6 +336,92 @@ def test_apple_credential_state(backend):
     assert error_of(post(backend, "/_test/apple-state", {"state": "gone"})) == (400, "invalid_request")
 
 
+# ---- 6. sign out (revoke) --------------------------------------------------------------
+
+def device_session(backend, sub, device_id):
+    """A sign-in bound to `device_id`, as the daemon signs in (deviceId in the body)."""
+    r = post(backend, "/api/auth/apple", {"identityToken": backend.mint_identity_token(sub),
+                                          "authorizationCode": "c_" + os.urandom(8).hex(),
+                                          "deviceName": "nas", "deviceId": device_id})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def as_device(backend, device_id, method, path, body=None, token=None):
+    headers = {"X-Device-ID": device_id} | ({"Authorization": f"Bearer {token}"} if token else {})
+    return requests.request(method, backend.url + path, json=body, headers=headers, timeout=10)
+
+
+def test_revoke_ends_the_sign_in_and_is_idempotent(backend):
+    device, other_device = str(uuid.uuid4()), str(uuid.uuid4())
+    first = device_session(backend, "apple-revoke", device)
+    # A refresh continues the same sign-in: its tokens are revoked with it, whichever
+    # of the sign-in's refresh tokens is sent.
+    r = as_device(backend, device, "POST", "/api/auth/refresh", {"refreshToken": first["refreshToken"]})
+    assert r.status_code == 200, r.text
+    current = r.json()
+    bystander = device_session(backend, "apple-revoke-bystander", other_device)
+    revoke = lambda body, dev=device: as_device(backend, dev, "POST", "/api/auth/revoke", body)  # noqa: E731
+
+    # Malformed: no token, or the header of another device than the sign-in's.
+    assert error_of(revoke({})) == (400, "invalid_request")
+    assert error_of(revoke({"refreshToken": current["refreshToken"]}, other_device)) == (400, "invalid_request")
+    assert not backend.is_revoked(current["refreshToken"]) and backend.revocations() == []
+
+    r = revoke({"refreshToken": current["refreshToken"]})
+    assert (r.status_code, r.json()) == (200, {})
+    assert backend.is_revoked(current["refreshToken"]) and backend.is_revoked(first["refreshToken"])
+    # From then on: the refresh token is refused with invalid_grant, every access token
+    # of the sign-in (the first one too) with invalid_token, on both Bearer endpoints.
+    r = as_device(backend, device, "POST", "/api/auth/refresh", {"refreshToken": current["refreshToken"]})
+    assert error_of(r) == (401, "invalid_grant")
+    for token in (first["accessToken"], current["accessToken"]):
+        assert error_of(as_device(backend, device, "POST", "/api/v1/auth/sts-token", token=token)) == (401, "invalid_token")
+        assert error_of(as_device(backend, device, "GET", "/api/v1/auth/apple/credential-state", token=token)) == (401, "invalid_token")
+    # Another sign-in is untouched.
+    assert as_device(backend, other_device, "GET", "/api/v1/auth/apple/credential-state",
+                     token=bystander["accessToken"]).status_code == 200
+    r = as_device(backend, other_device, "POST", "/api/auth/refresh", {"refreshToken": bystander["refreshToken"]})
+    assert r.status_code == 200, r.text
+
+    # Idempotent: the same token again, an older token of the same sign-in, an unknown one.
+    for token in (current["refreshToken"], first["refreshToken"], "plr_never-issued-by-this-backend"):
+        r = revoke({"refreshToken": token})
+        assert (r.status_code, r.json()) == (200, {})
+
+    (done, again, older, unknown) = backend.revocations()
+    assert done["refreshToken"] == current["refreshToken"] and done["known"] and not done["alreadyRevoked"]
+    assert done["userId"] == first["userId"] and done["deviceId"] == device and done["deviceHeader"] == device
+    assert done["refreshTokensRevoked"] == 1 and done["accessTokensRevoked"] == 2
+    assert again["alreadyRevoked"] and older["alreadyRevoked"] and again["refreshTokensRevoked"] == 0
+    assert not unknown["known"] and unknown["userId"] is None
+    assert get(backend, "/_test/revocations").json()["revocations"] == backend.revocations()
+    assert get(backend, "/_test/stats").json()["calls"]["revoke"]["statuses"] == [400, 400, 200, 200, 200, 200]
+
+
+def test_revoke_can_be_made_to_fail_or_unreachable(backend):
+    """The switch for "the backend is down at logout": an error answer, or the connection
+    closed with no answer; either way the sign-in stays valid (the backend never heard)."""
+    device = str(uuid.uuid4())
+    s = device_session(backend, "apple-revoke-down", device)
+    body = {"refreshToken": s["refreshToken"]}
+    backend.fail("revoke", 503, "unavailable", count=1)
+    assert error_of(as_device(backend, device, "POST", "/api/auth/revoke", body)) == (503, "unavailable")
+    post(backend, "/_test/fail", {"endpoint": "revoke", "drop": True})
+    for _ in range(2):
+        with pytest.raises(requests.ConnectionError):
+            as_device(backend, device, "POST", "/api/auth/revoke", body)
+    assert backend.revocations() == [] and not backend.is_revoked(s["refreshToken"])
+    assert as_device(backend, device, "GET", "/api/v1/auth/apple/credential-state",
+                     token=s["accessToken"]).status_code == 200
+    # The backend itself still serves everything else, and is up again once cleared.
+    backend.clear_faults("revoke")
+    r = as_device(backend, device, "POST", "/api/auth/revoke", body)
+    assert (r.status_code, r.json()) == (200, {})
+    assert backend.is_revoked(s["refreshToken"])
+    assert backend.stats()["calls"]["revoke"]["statuses"] == [503, 0, 0, 200]
+
+
 # ---- error injection, stats, secrets ---------------------------------------------------
 
 def test_error_injection_and_stats(backend):

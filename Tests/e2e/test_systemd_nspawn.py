@@ -26,7 +26,8 @@ from support import images
 from support.fake_backend import user_id_for
 from support.nspawn import Container, Unavailable, built_deb, prerequisites
 
-pytestmark = pytest.mark.packaging
+# One container for the module, its tests in file order: one xdist worker runs them all.
+pytestmark = [pytest.mark.packaging, pytest.mark.xdist_group("nspawn")]
 
 CONFIG = "/etc/photolala/photolalad.toml"
 UNIT = "photolalad.service"

@@ -1,4 +1,4 @@
-"""A fake Photolala backend implementing exactly shared/spec/backend-api.md (sections 1-5).
+"""A fake Photolala backend implementing exactly shared/spec/backend-api.md (sections 1-6).
 
 It plays two parts:
 
@@ -9,7 +9,9 @@ It plays two parts:
   iss, aud, exp).
 - The backend: sessions (plt_ access tokens, rotating plr_ refresh tokens), RFC 8628
   device pairing, real STS credentials from moto (AssumeRole signed with the backend
-  user's keys, with a per-user session policy) and the Apple credential state.
+  user's keys, with a per-user session policy), the Apple credential state and sign-out
+  (revoke): a revoked refresh token, and every access token issued from its sign-in,
+  is refused from then on (`revocations()` lists each call for tests to assert).
 
 Tests steer it through `/_test/...` JSON endpoints or the same operations as Python
 methods. Every secret it issues or receives is recorded so tests can grep the daemon's
@@ -42,6 +44,7 @@ import json
 import logging
 import secrets as _secrets
 import signal
+import socket
 import sys
 import threading
 import time
@@ -82,6 +85,7 @@ ENDPOINTS = {
     "refresh": ("POST", "/api/auth/refresh"),
     "sts-token": ("POST", "/api/v1/auth/sts-token"),
     "credential-state": ("GET", "/api/v1/auth/apple/credential-state"),
+    "revoke": ("POST", "/api/auth/revoke"),
 }
 
 # The prefixes a user's STS session may reach (shared/spec/s3-layout.md).
@@ -182,6 +186,7 @@ class Fault:
     message: str
     remaining: int | None       # None: until cleared
     hang: float | None
+    drop: bool = False          # close the connection without an answer (backend unreachable)
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -269,9 +274,15 @@ class FakeBackend:
         """Forget every user, token, pairing, fault, stat and setting (keeps keys and port)."""
         with self._lock:
             self.config = BackendConfig()
-            self._access: dict[str, dict] = {}     # token -> {userId, expiresAt}
+            self._access: dict[str, dict] = {}     # token -> {userId, expiresAt, deviceId, grant}
             self._refresh: dict[str, str] = {}     # live refresh token -> userId
             self._refresh_device: dict[str, str | None] = {}  # refresh token -> deviceId it was issued to
+            # Every refresh token ever issued (rotated ones too) -> its sign-in ("grant"):
+            # one sign-in and all the tokens its refreshes issued. Revoking any of its
+            # refresh tokens ends the whole sign-in (RFC 7009 2.1).
+            self._grant_of_refresh: dict[str, dict] = {}   # token -> {grant, userId, deviceId}
+            self._revoked_grants: set[str] = set()
+            self._revocations: list[dict] = []
             self._pairings: dict[str, dict] = {}   # deviceCode -> pairing record
             self._apple_state_all = "authorized"
             self._apple_state: dict[str, str] = {}  # userId -> state
@@ -345,17 +356,21 @@ class FakeBackend:
             return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
         return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def _issue_session(self, user_id: str, keep_refresh: str | None = None, device_id: str | None = None) -> dict:
+    def _issue_session(self, user_id: str, keep_refresh: str | None = None, device_id: str | None = None,
+                       grant: str | None = None) -> dict:
         """A new access token, and a new refresh token unless `keep_refresh` is reused.
         A session issued to a device (`deviceId` in the sign-in body) must be used with
-        that device's `X-Device-ID` from then on."""
+        that device's `X-Device-ID` from then on. `grant`: the sign-in a refresh continues
+        (None: a new sign-in)."""
         with self._lock:
+            grant = grant or uuid.uuid4().hex
             access = "plt_" + _secrets.token_urlsafe(32)
             refresh = keep_refresh or "plr_" + _secrets.token_urlsafe(32)
             expires = _now() + dt.timedelta(seconds=self.config.access_token_ttl)
-            self._access[access] = {"userId": user_id, "expiresAt": expires, "deviceId": device_id}
+            self._access[access] = {"userId": user_id, "expiresAt": expires, "deviceId": device_id, "grant": grant}
             self._refresh[refresh] = user_id
             self._refresh_device[refresh] = device_id
+            self._grant_of_refresh[refresh] = {"grant": grant, "userId": user_id, "deviceId": device_id}
             self._record_secret("accessTokens", access)
             self._record_secret("refreshTokens", refresh)
         return {"userId": user_id, "accessToken": access,
@@ -370,6 +385,8 @@ class FakeBackend:
             entry = self._access.get(token.strip())
             if entry is None:
                 raise ApiError(401, "invalid_token", "unknown access token")
+            if entry["grant"] in self._revoked_grants:
+                raise ApiError(401, "invalid_token", "access token revoked (the sign-in was revoked)")
             if _now() >= entry["expiresAt"]:
                 raise ApiError(401, "invalid_token", "access token expired")
             self._check_device(entry.get("deviceId"))
@@ -413,11 +430,55 @@ class FakeBackend:
             return len(hit)
 
     def revoke_refresh_tokens(self, user_id: str | None = None) -> int:
+        """The backend drops refresh tokens on its own (an admin, a security event); not
+        the daemon's sign-out, which is `/api/auth/revoke`."""
         with self._lock:
             dead = [t for t, u in self._refresh.items() if user_id in (None, u)]
             for t in dead:
                 del self._refresh[t]
             return len(dead)
+
+    # ---- sign-out (section 6) ----------------------------------------------------------
+
+    def _revoke(self, refresh_token: str, device_header: str | None) -> dict:
+        """Ends the sign-in `refresh_token` belongs to: that token, every refresh token
+        of the same sign-in (rotated ones included) and every access token issued in it.
+        200 `{}` for an unknown or already revoked token too (idempotent). A token issued
+        to a device must come with that device's X-Device-ID, as every call must."""
+        with self._lock:
+            issued = self._grant_of_refresh.get(refresh_token)
+            if issued is not None:
+                self._check_device(issued["deviceId"])
+            record = {"time": time.time(), "refreshToken": refresh_token, "known": issued is not None,
+                      "userId": issued["userId"] if issued else None,
+                      "deviceId": issued["deviceId"] if issued else None,
+                      "deviceHeader": device_header, "alreadyRevoked": False,
+                      "refreshTokensRevoked": 0, "accessTokensRevoked": 0}
+            if issued is not None:
+                grant = issued["grant"]
+                record["alreadyRevoked"] = grant in self._revoked_grants
+                self._revoked_grants.add(grant)
+                for t in [t for t, g in self._grant_of_refresh.items() if g["grant"] == grant and t in self._refresh]:
+                    del self._refresh[t]
+                    record["refreshTokensRevoked"] += 1
+                if not record["alreadyRevoked"]:
+                    record["accessTokensRevoked"] = sum(1 for e in self._access.values() if e["grant"] == grant)
+            self._revocations.append(record)
+        return {}
+
+    def revocations(self) -> list[dict]:
+        """Every call of `/api/auth/revoke` that reached the handler (not those a fault
+        answered), oldest first: time, refreshToken, known (issued by this backend),
+        userId and deviceId of its sign-in, deviceHeader (X-Device-ID sent),
+        alreadyRevoked, and how many refresh and access tokens it ended."""
+        with self._lock:
+            return [dict(r) for r in self._revocations]
+
+    def is_revoked(self, refresh_token: str) -> bool:
+        """Whether the sign-in of `refresh_token` was revoked through section 6."""
+        with self._lock:
+            issued = self._grant_of_refresh.get(refresh_token)
+            return issued is not None and issued["grant"] in self._revoked_grants
 
     # ---- pairing ---------------------------------------------------------------------
 
@@ -529,17 +590,20 @@ class FakeBackend:
                 self._apple_state[user_id] = state
 
     def fail(self, endpoint: str, status: int | None = 500, error: str = "internal_error",
-             message: str | None = None, count: int | None = None, hang: float | None = None) -> None:
+             message: str | None = None, count: int | None = None, hang: float | None = None,
+             drop: bool = False) -> None:
         """Make the next `count` calls (None: all until cleared) of `endpoint` answer
         `status` with `error`, after hanging `hang` seconds if given. status None with a
-        hang: hang, then answer normally. Applied before authentication."""
+        hang: hang, then answer normally. `drop`: close the connection without any answer
+        (the backend unreachable mid-call; stats record status 0). Applied before
+        authentication. A backend down altogether (connection refused) is `stop()`."""
         if endpoint not in ENDPOINTS:
             raise ApiError(400, "invalid_request", f"endpoint must be one of {', '.join(ENDPOINTS)}")
         with self._lock:
             if count is not None and count <= 0:
                 self._faults.pop(endpoint, None)
                 return
-            self._faults[endpoint] = Fault(status, error, message or f"injected {error}", count, hang)
+            self._faults[endpoint] = Fault(status, error, message or f"injected {error}", count, hang, drop)
 
     def clear_faults(self, endpoint: str | None = None) -> None:
         with self._lock:
@@ -624,6 +688,10 @@ class FakeBackend:
                     fault = self._take_fault(name)
                     if fault and fault.hang:
                         self._unhang.wait(fault.hang)
+                    if fault and fault.drop:
+                        status = 0
+                        _drop_connection()
+                        return answer({"error": "dropped", "message": "never sent"}, 503)
                     if fault and fault.status is not None:
                         status = fault.status
                         return answer({"error": fault.error, "message": fault.message}, status)
@@ -720,11 +788,13 @@ class FakeBackend:
                     raise ApiError(401, "invalid_grant", "refresh token unknown, rotated or revoked")
                 device_id = self._refresh_device.get(body["refreshToken"])
                 self._check_device(device_id)
+                grant = self._grant_of_refresh[body["refreshToken"]]["grant"]
                 if self.config.rotate_refresh_tokens:
                     del self._refresh[body["refreshToken"]]  # the old one dies now
-                    session = self._issue_session(user_id, device_id=device_id)
+                    session = self._issue_session(user_id, device_id=device_id, grant=grant)
                 else:
-                    session = self._issue_session(user_id, keep_refresh=body["refreshToken"], device_id=device_id)
+                    session = self._issue_session(user_id, keep_refresh=body["refreshToken"], device_id=device_id,
+                                                  grant=grant)
             session.pop("userId")
             return session
 
@@ -739,12 +809,18 @@ class FakeBackend:
                 state = self._apple_state.get(user_id, self._apple_state_all)
             return {"state": state, "checkedAt": self._fmt(_now())}
 
+        # -- 6. Sign out: revoke the sign-in
+        def revoke():
+            body = json_body(("refreshToken",))
+            return self._revoke(body["refreshToken"], request.headers.get("X-Device-ID"))
+
         api("apple", sign_in_apple)
         api("device", device_authorization)
         api("device-token", device_token)
         api("refresh", refresh)
         api("sts-token", sts_token)
         api("credential-state", credential_state)
+        api("revoke", revoke)
 
         # -- the page verificationUri points at (for a person trying the demo by hand)
         @app.get("/pair")
@@ -832,7 +908,7 @@ class FakeBackend:
         def _fail():
             b = json_body(("endpoint",))
             self.fail(b["endpoint"], b.get("status", 500), b.get("error", "internal_error"),
-                      b.get("message"), b.get("count"), b.get("hang"))
+                      b.get("message"), b.get("count"), b.get("hang"), bool(b.get("drop")))
             return answer({})
 
         @control("clear")
@@ -847,6 +923,10 @@ class FakeBackend:
         @control("revoke-refresh-tokens")
         def _revoke_refresh():
             return answer({"revoked": self.revoke_refresh_tokens(json_body().get("userId"))})
+
+        @control("revocations", ("GET",))
+        def _revocations():
+            return answer({"revocations": self.revocations()})
 
         @control("stats", ("GET",))
         def _stats():
@@ -882,6 +962,18 @@ class FakeBackend:
                 if f.remaining <= 0:
                     del self._faults[name]
             return f
+
+
+def _drop_connection() -> None:
+    """Shuts the request's connection down both ways: the client reads end-of-file with
+    no answer at all. Writing the answer that follows then fails with EPIPE, which
+    werkzeug takes for a client gone away (no traceback, nothing sent)."""
+    sock = request.environ.get("werkzeug.socket")
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _html(s: str) -> str:

@@ -1,7 +1,7 @@
 """The packaging test harness: builds the .deb once per test session, and boots a
 minimal Debian 12 under a real systemd with systemd-nspawn to install it into.
 
-    deb = built_deb()                     # scripts/build-deb, once per session
+    deb = built_deb()                     # scripts/build-deb, once per run
     with Container.boot(tmp_dir) as ct:   # a fresh copy of the cached root, booted
         ct.install_deb(deb.path)
         ct.run("systemctl is-enabled photolalad")           # -> CompletedProcess
@@ -16,8 +16,14 @@ user's groups) with a clean environment; their output comes back as the result.
 The debootstrapped root is cached outside the repo (PHOTOLALA_NSPAWN_CACHE,
 default /var/cache/photolala-test-root), keyed by suite and package list, so
 only the first run on a machine pays for debootstrap (about a minute).
+The .deb is built outside the checkout (a test run leaves the checkout as it found
+it): into PHOTOLALA_DEB_OUT, default ~/.cache/photolala/build-deb/<checkout's hash>,
+which keeps the staging tree's incremental Swift build between runs; its log goes to
+the run's output directory. Once per run, not per xdist worker: the first worker to
+ask builds under a lock, the others take its result.
 Environment:
     PHOTOLALA_DEB            use this .deb instead of building one (iterating)
+    PHOTOLALA_DEB_OUT        where scripts/build-deb puts the .debs and its staging tree
     PHOTOLALA_DEBIAN_MIRROR  the mirror for debootstrap (default: deb.debian.org)
 """
 from __future__ import annotations
@@ -26,15 +32,20 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .run import OUT_ENV, die_with_parent, output_dir, register_background
 
 REPO = Path(__file__).resolve().parents[3]
 SUITE = "bookworm"
@@ -72,9 +83,17 @@ class BuiltDeb:
         return self.path.parent
 
 
+def deb_out_dir() -> Path:
+    given = os.environ.get("PHOTOLALA_DEB_OUT")
+    if given:
+        return Path(given).resolve()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "photolala" / "build-deb" / hashlib.sha256(str(REPO).encode()).hexdigest()[:12]
+
+
 @functools.cache
 def built_deb() -> BuiltDeb:
-    """scripts/build-deb, once per session (both test modules share it)."""
+    """scripts/build-deb, once per run (both test modules, on any worker, share it)."""
     given = os.environ.get("PHOTOLALA_DEB")
     if given:
         path = Path(given).resolve()
@@ -82,21 +101,68 @@ def built_deb() -> BuiltDeb:
             raise FileNotFoundError(f"PHOTOLALA_DEB={given}: no such file")
         ddebs = sorted(path.parent.glob("photolalad-dbgsym_*.deb"))
         return BuiltDeb(path, ddebs[-1] if ddebs else None, 0.0, path.parent / "build.log")
-    out = REPO / "out" / "deb"
+    out = deb_out_dir()
     out.mkdir(parents=True, exist_ok=True)
-    log = out / "build.log"
-    start = time.monotonic()
-    with open(log, "w") as f:
-        proc = subprocess.run([str(REPO / "scripts" / "build-deb"), "--out", str(out)],
-                              stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    seconds = time.monotonic() - start
-    text = log.read_text(errors="replace")
-    if proc.returncode != 0:
-        tail = "\n".join(text.splitlines()[-60:])
-        raise RuntimeError(f"scripts/build-deb failed (exit {proc.returncode}); {log}:\n{tail}")
-    path = Path(text.strip().splitlines()[-1])
-    ddebs = sorted(out.glob("photolalad-dbgsym_*.deb"))
-    return BuiltDeb(path, ddebs[-1] if ddebs else None, seconds, log)
+    run_id = os.environ.get(OUT_ENV, "")
+    with open(out / ".lock", "w") as lock:
+        # Another worker of this run, or another run from this checkout, may be building.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = out / "built.json"
+        try:
+            last = json.loads(done.read_text())
+        except (FileNotFoundError, ValueError):
+            last = {}
+        if run_id and last.get("run") == run_id and Path(last.get("path", "")).is_file():
+            return BuiltDeb(Path(last["path"]), Path(last["dbgsym"]) if last.get("dbgsym") else None,
+                            last["seconds"], Path(last["log"]))
+        done.unlink(missing_ok=True)
+        log = output_dir() / "build-deb.log"
+        start = time.monotonic()
+        with open(log, "w") as f:
+            proc = subprocess.run([str(REPO / "scripts" / "build-deb"), "--out", str(out)],
+                                  stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        seconds = time.monotonic() - start
+        text = log.read_text(errors="replace")
+        if proc.returncode != 0:
+            tail = "\n".join(text.splitlines()[-60:])
+            raise RuntimeError(f"scripts/build-deb failed (exit {proc.returncode}); {log}:\n{tail}")
+        path = Path(text.strip().splitlines()[-1])
+        ddebs = sorted(out.glob("photolalad-dbgsym_*.deb"))
+        deb = BuiltDeb(path, ddebs[-1] if ddebs else None, seconds, log)
+        done.write_text(json.dumps({"run": run_id, "path": str(deb.path), "seconds": seconds, "log": str(log),
+                                    "dbgsym": str(deb.dbgsym) if deb.dbgsym else None}))
+        return deb
+
+
+def start_background_build() -> subprocess.Popen | None:
+    """Starts built_deb() in a process of its own, so the .deb (a release build: minutes)
+    is built while the other suites run; the first test that needs it then waits only
+    for what is left (built_deb() takes the same lock). Called once per run by the
+    controlling process; `stop_background_build()` ends it. The build is its own process
+    group, which dies with the controller (PR_SET_PDEATHSIG)."""
+    if os.environ.get("PHOTOLALA_DEB"):
+        return None
+    # Niced: the suites running meanwhile time things; the build takes what they leave.
+    code = ("import os, signal, sys; sys.path.insert(0, sys.argv[1]); os.nice(10);"
+            "signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL));"
+            "from support.nspawn import built_deb; built_deb()")
+    log = open(output_dir() / "build-deb-background.log", "ab")
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).resolve().parents[1])],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=die_with_parent)
+    finally:
+        log.close()
+    register_background(proc.pid)   # stopped while a test runs alone (support/run.py)
+    return proc
+
+
+def stop_background_build(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
 
 
 # ---------------------------------------------------------------------------

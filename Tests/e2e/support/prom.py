@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from .daemon import raw_request
+from .run import free_port  # noqa: F401  (the metrics suite imports it from here)
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -23,10 +24,6 @@ def have_prometheus() -> bool:
     return shutil.which("promtool") is not None and shutil.which("prometheus") is not None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_body(raw: bytes) -> tuple[int, dict, str]:

@@ -1,8 +1,12 @@
 """The reliability table (issue 7): each suite records what it injected, how many times
-and what it checked; the test's own outcome is the result. At the end of a session the
-rows are merged into docs/reliability.json (keyed by test, so running one suite keeps the
-others' last rows) and docs/reliability.md is written from it. Nothing here decides a
-result: a row whose test failed says FAIL."""
+and what it checked; the test's own outcome is the result. Each row travels with its
+test's teardown report (so the rows of every xdist worker reach the controlling
+process), and at the end of the session the controller merges them into
+reliability.json in the run's output directory (keyed by test, so a second run into the
+same directory keeps the others' rows) and writes reliability.md from it. A test run
+never writes into the checkout: docs/reliability.md and .json are a reviewed copy of a
+run's report, updated by hand. Nothing here decides a result: a row whose test failed
+says FAIL."""
 from __future__ import annotations
 
 import datetime as dt
@@ -12,9 +16,16 @@ import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
-JSON_PATH = Path(os.environ.get("PHOTOLALA_RELIABILITY_JSON", REPO / "docs" / "reliability.json"))
-MD_PATH = JSON_PATH.with_suffix(".md")
+from .run import output_dir
+
+# The name a row has among a report's user_properties.
+PROPERTY = "reliability_row"
+
+
+def json_path() -> Path:
+    """reliability.json in the run's output directory (PHOTOLALA_RELIABILITY_JSON: elsewhere)."""
+    given = os.environ.get("PHOTOLALA_RELIABILITY_JSON")
+    return Path(given) if given else output_dir() / "reliability.json"
 
 # Table order, and the one-line description of each suite.
 SUITES = {
@@ -57,23 +68,27 @@ class Recorder:
         self.row.figures[name] = value
 
 
-def load() -> dict[str, dict]:
+def load(path: Path) -> dict[str, dict]:
     try:
-        return {r["test"]: r for r in json.loads(JSON_PATH.read_text())["rows"]}
+        return {r["test"]: r for r in json.loads(path.read_text())["rows"]}
     except (FileNotFoundError, ValueError, KeyError):
         return {}
 
 
-def merge(rows: list[Row]):
+def merge(rows: list[dict]) -> Path | None:
+    """Merges finished rows (as `asdict(Row)`) into the report; returns its .md path."""
     if not rows:
-        return
-    known = load()
+        return None
+    path = json_path()
+    known = load(path)
     for r in rows:
-        known[r.test] = asdict(r)
+        known[r["test"]] = r
     ordered = sorted(known.values(), key=lambda r: (list(SUITES).index(r["suite"]) if r["suite"] in SUITES else 99, r["test"]))
-    JSON_PATH.parent.mkdir(parents=True, exist_ok=True)
-    JSON_PATH.write_text(json.dumps({"rows": ordered}, indent=1) + "\n")
-    MD_PATH.write_text(render(ordered))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"rows": ordered}, indent=1) + "\n")
+    md = path.with_suffix(".md")
+    md.write_text(render(ordered))
+    return md
 
 
 def render(rows: list[dict]) -> str:
@@ -84,11 +99,11 @@ def render(rows: list[dict]) -> str:
         "# Reliability",
         "",
         "Written by the suites themselves (`Tests/e2e/test_reliability_*.py`, through",
-        "`Tests/e2e/support/reliability.py`) at the end of each pytest session: one row per",
-        "test, its result being the test's own outcome. Run them with",
-        "`scripts/test -k reliability` (the short variants, as CI does) or",
+        "`Tests/e2e/support/reliability.py`) at the end of each pytest session, into the",
+        "run's output directory: one row per test, its result being the test's own outcome.",
+        "Run them with `scripts/test -k reliability` (the short variants, as CI does) or",
         "`scripts/test -k reliability --long` (the long variants). Machine-readable copy:",
-        "`docs/reliability.json`.",
+        "`reliability.json` beside this file. `docs/reliability.md` is a reviewed copy.",
         "",
     ]
     for suite, what in SUITES.items():

@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,6 +48,9 @@ from pathlib import Path
 import boto3
 import requests
 from botocore.config import Config
+
+from .run import die_with_parent
+from .run import free_port  # noqa: F401  (re-exported: rgw.py and tests import it from here)
 
 REGION = "us-east-1"
 BUCKET = "photolala"
@@ -70,11 +72,6 @@ _SETUP_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 SETUP_ACTIONS = 6
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the usual small race applies)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 _BOTO_SESSION = None
@@ -152,7 +149,8 @@ class MotoServer:
         tls_args = ["-c", str(self.tls.cert_path), "-k", str(self.tls.key_path)] if self.tls else []
         self.proc = subprocess.Popen(
             _moto_server_command() + ["-H", self.host, "-p", str(self.port)] + tls_args,
-            stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, env=env)
+            stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=die_with_parent)
         try:
             self._wait_ready(timeout)
             self._setup()

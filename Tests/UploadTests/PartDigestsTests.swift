@@ -7,11 +7,11 @@ import PhotolalaCore
 import Testing
 @testable import Upload
 
-@Suite struct RangeReaderTests {
+@Suite struct PartDigestsTests {
     let dir: String
 
     init() throws {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("range-reader-\(UUID().uuidString)").path
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("part-digests-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     }
 
@@ -32,7 +32,7 @@ import Testing
 
     @Test func partsAndTheWholeFileHaveTheirMD5s() throws {
         let (path, identity, data) = try file("a.dat", bytes: 3 << 20 + 123)
-        let reader = try RangeReader(path: path, expected: identity)
+        let reader = PartDigests(try VerifiedFile(path: path, expected: identity))
         let first = try reader.next(length: 2 << 20, sha256: true)
         let rest = try reader.next(length: Int64(data.count - (2 << 20)), sha256: false)
         #expect(first.md5Hex == md5(data.prefix(2 << 20)))
@@ -40,7 +40,7 @@ import Testing
         #expect(first.sha256Hex?.count == 64)
         #expect(rest.md5Hex == md5(data.suffix(from: 2 << 20)))
         #expect(rest.sha256Hex == nil)
-        let (whole, unchanged) = reader.finish(path: path)
+        let (whole, unchanged) = reader.finish()
         #expect(whole == md5(data) && unchanged)
     }
 
@@ -48,15 +48,15 @@ import Testing
         let (path, identity, _) = try file("b.dat", bytes: 100)
         var other = identity
         other.size += 1
-        #expect(throws: RangeReader.Failure.self) { try RangeReader(path: path, expected: other) }
-        #expect(throws: RangeReader.Failure.self) { try RangeReader(path: dir + "/missing", expected: identity) }
+        #expect(throws: VerifiedFile.Failure.changed) { try VerifiedFile(path: path, expected: other) }
+        #expect(throws: VerifiedFile.Failure.vanished) { try VerifiedFile(path: dir + "/missing", expected: identity) }
     }
 
     @Test func aFileThatShrinksWhileReadIsChanged() throws {
         let (path, identity, _) = try file("c.dat", bytes: 1000)
-        let reader = try RangeReader(path: path, expected: identity)
+        let reader = PartDigests(try VerifiedFile(path: path, expected: identity))
         #expect(truncate(path, 10) == 0)
-        var failure: RangeReader.Failure?
+        var failure: VerifiedFile.Failure?
         do { _ = try reader.next(length: 1000, sha256: false) } catch { failure = error }
         guard case .changed? = failure else { Issue.record("expected .changed, got \(String(describing: failure))"); return }
     }

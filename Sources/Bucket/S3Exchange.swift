@@ -1,64 +1,38 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import NIOCore
-import NIOHTTP1
 import PhotolalaCore
 
-/// One request on the wire: signed, its body streamed from a file, its answer read whole.
-extension S3Client {
-    enum Body: Sendable {
-        case none
-        case bytes([UInt8])
-        case file(OpenFile, offset: Int64, length: Int64)
+/// One request on the wire: signed (SigV4, on the local clock plus the offset S3 reported),
+/// sent with the deadline its body earns, its body streamed from the file, its answer read
+/// whole or handed over; what a failure to get an answer means (`S3Error`), and the counts
+/// every request adds to.
+struct S3Exchange: Sendable {
+    let httpClient: HTTPClient
+    let configuration: S3Client.Configuration
+    let target: S3Target
+    let signer: SigV4Signer
+    /// Seconds added to the local clock when signing.
+    let clockOffset: TimeInterval
+    let logger: Logger
 
-        var count: Int64 {
-            switch self {
-            case .none: 0
-            case let .bytes(bytes): Int64(bytes.count)
-            case let .file(_, _, length): length
-            }
-        }
-    }
-
-    struct Request: Sendable {
-        var operation: String
-        var method: HTTPMethod
-        /// Percent-encoded, as on the request line.
-        var path: String
-        var query: [SigV4Signer.QueryItem] = []
-        /// Headers to sign and send, without Host (added from the endpoint).
-        var headers: [SigV4Signer.Header] = []
-        var body: Body = .none
-        var payloadHash: String = SigV4Signer.emptyPayloadHash
-        var key: String?
-    }
-
-    struct Response: Sendable {
-        var status: Int
-        var headers: [(name: String, value: String)]
-        var body: [UInt8]
-
-        func header(_ name: String) -> String? {
-            headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
-        }
-
-        var requestId: String? { header("x-amz-request-id") }
-
-        func error(operation: String, key: String?) -> S3Error {
-            S3Error.decode(status: status, headers: headers, body: body, operation: operation, key: key)
-        }
+    /// The deadline for a request carrying `bodyBytes`: the minimum plus the time the body
+    /// takes at the minimum throughput.
+    func timeout(bodyBytes: Int64) -> TimeInterval {
+        configuration.minimumRequestTimeout + Double(max(0, bodyBytes)) / configuration.minimumThroughput
     }
 
     /// Signs and sends one request, and reads the whole (small) answer. Any status comes
     /// back; only a failure to get an answer throws.
-    func execute(_ request: Request, credentials: S3Credentials, signer: SigV4Signer? = nil) async throws(S3Error) -> Response {
-        let timeout = requestTimeout(bodyBytes: request.body.count)
+    func execute(_ request: S3Request, credentials: S3Credentials, signer: SigV4Signer? = nil) async throws(S3Error) -> S3Response {
+        let timeout = timeout(bodyBytes: request.body.count)
         let started = ContinuousClock.now
         let response = try await send(request, credentials: credentials, signer: signer, timeout: timeout)
         do {
             let body = try await response.body.collect(upTo: configuration.maximumResponseBytes)
-            let result = Response(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
-                                  body: Array(buffer: body))
+            let result = S3Response(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+                                    body: Array(buffer: body), operation: request.operation, key: request.key)
             logger.debug("S3 request", metadata: [
                 "operation": "\(request.operation)", "key": "\(request.key ?? "-")",
                 "status": "\(result.status)", "request-id": "\(result.requestId ?? "-")",
@@ -72,7 +46,7 @@ extension S3Client {
     }
 
     /// Signs and sends one request; the answer's body is left for the caller to read.
-    func send(_ request: Request, credentials: S3Credentials, signer: SigV4Signer? = nil,
+    func send(_ request: S3Request, credentials: S3Credentials, signer: SigV4Signer? = nil,
               timeout: TimeInterval) async throws(S3Error) -> HTTPClientResponse {
         let signer = signer ?? self.signer
         let signed = [SigV4Signer.Header("Host", target.hostHeader)] + request.headers
@@ -113,7 +87,7 @@ extension S3Client {
         }
     }
 
-    func failed(_ error: any Error, _ request: Request, timeout: TimeInterval, counted: Bool = false) -> S3Error {
+    private func failed(_ error: any Error, _ request: S3Request, timeout: TimeInterval, counted: Bool = false) -> S3Error {
         let failure = Self.transportError(error, operation: request.operation, key: request.key, timeout: timeout)
         if !counted && failure.kind != .cancelled && failure.kind != .localFile { Self.count(request, status: nil) }
         logger.debug("S3 request failed", metadata: [
@@ -124,15 +98,16 @@ extension S3Client {
 
     /// Requests by operation and status class, 403s, and the bytes that went out (a
     /// request that got no answer may still have sent its body).
-    static func count(_ request: Request, status: Int?) {
+    private static func count(_ request: S3Request, status: Int?) {
         DaemonCounter.s3Requests.increment(request.operation, status.map(DaemonCounter.statusClass) ?? "error")
         if status == 403 { DaemonCounter.s3ForbiddenResponses.increment(request.operation) }
         DaemonCounter.s3SentBytes.increment(by: request.body.count)
     }
 
+    /// What a failure to get (or read) an answer means.
     static func transportError(_ error: any Error, operation: String, key: String?, timeout: TimeInterval) -> S3Error {
         if let error = error as? S3Error { return error }
-        if let error = error as? FileReadError {
+        if let error = error as? FileChunks.ReadFailure {
             return S3Error(kind: .localFile, code: "LocalFileError", message: error.description,
                            operation: operation, key: key)
         }
