@@ -216,7 +216,7 @@ final class MotoServer: @unchecked Sendable {
         return try #require(S3XMLElement.parse(response.body))
     }
 
-    private func expectOK(_ response: S3Client.Response, _ what: String) throws {
+    private func expectOK(_ response: S3Response, _ what: String) throws {
         guard response.status == 200 else {
             throw MotoError("\(what) answered \(response.status): \(String(decoding: response.body, as: UTF8.self))")
         }

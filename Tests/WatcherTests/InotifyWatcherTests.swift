@@ -305,7 +305,7 @@ import Testing
         writeFile(tmp("d/a.txt"))
         writeFile(tmp("d/b.txt"))
         run.watcher.setReadingPaused(true)
-        let queued = WatchTree.readProcInt("/proc/sys/fs/inotify/max_queued_events") ?? 16384
+        let queued = InotifyLimit.queuedEvents.current ?? 16384
         for i in 0..<(queued + 100) {
             let fd = open(tmp(i % 2 == 0 ? "d/a.txt" : "d/b.txt"), O_WRONLY | O_CLOEXEC)
             close(fd)
