@@ -234,12 +234,15 @@ package final class QueueDatabase: Sendable {
         }
     }
 
-    /// In `db`'s transaction; nil removes a key.
+    /// In `db`'s transaction; nil removes a key. A value stored already is not written
+    /// again, so a chore that saves what it found changes no page when it found nothing new.
     package static func store(_ settings: [String: String?], in db: Database) throws {
         for (key, value) in settings.sorted(by: { $0.key < $1.key }) {
             if let value {
-                try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                               arguments: [key, value])
+                try db.execute(sql: """
+                    INSERT INTO setting(key, value) VALUES (?, ?)
+                    ON CONFLICT(key) DO UPDATE SET value = excluded.value WHERE value IS NOT excluded.value
+                    """, arguments: [key, value])
             } else {
                 try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [key])
             }
