@@ -64,11 +64,17 @@ package final class QueueDatabase: Sendable {
             // A WAL grown by a first scan (see `bulkWrites`) shrinks back to 4 MB once reset.
             try db.execute(sql: "PRAGMA journal_size_limit = 4194304")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
-            #if DEBUG
-            if ProcessInfo.processInfo.environment["PHOTOLALAD_TRACE_WRITES"] != nil { Self.traceWrites(db) }
-            #endif
         }
+        // Readers stay open once opened: one opened again reopens the WAL, which SQLite
+        // running as root chowns, touching the inode and waking a disk that may spin down
+        // (issue 25, "disks left asleep"). `releaseMemory` still frees their caches.
+        config.persistentReadOnlyConnections = true
         pool = try DatabasePool(path: path, configuration: config)
+        #if DEBUG
+        if ProcessInfo.processInfo.environment["PHOTOLALAD_TRACE_WRITES"] != nil {
+            pool.add(transactionObserver: WriteTrace(), extent: .databaseLifetime)
+        }
+        #endif
         // A damaged file (truncated, overwritten) can open fine and fail on a later read,
         // and then every state change would fail while the daemon looks healthy: check the
         // whole file now. quick_check reads each page once (about a second per 100 MB).
@@ -85,21 +91,6 @@ package final class QueueDatabase: Sendable {
         }
     }
 
-    #if DEBUG
-    /// Debug builds, `PHOTOLALAD_TRACE_WRITES` set: every statement that may write is
-    /// printed on standard error (without its arguments), so the idle test can say which
-    /// chore wrote when a disk should have stayed asleep.
-    private static func traceWrites(_ db: Database) {
-        db.trace(options: .statement) { event in
-            guard case .statement(let statement) = event else { return }
-            let sql = statement.sql
-            let head = sql.prefix(16).uppercased()
-            let reads = ["SELECT", "BEGIN DEFERRED", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"]
-            guard !reads.contains(where: head.hasPrefix), !(head.hasPrefix("PRAGMA") && !sql.contains("=")) else { return }
-            FileHandle.standardError.write(Data("SQL write: \(sql.prefix(200))\n".utf8))
-        }
-    }
-    #endif
 
     /// One transaction: every write goes through here, each stage's requests included. A
     /// full disk or an I/O error is remembered (and shown in status) until a write succeeds
@@ -471,3 +462,28 @@ package struct QueueCounts: Sendable, Equatable {
     package var lastUploadAt: Date? = nil
     package init() {}
 }
+
+#if DEBUG
+/// Debug builds, `PHOTOLALAD_TRACE_WRITES` set: each transaction that changed rows is
+/// told on standard error (the tables and how many rows, never the values), so the idle
+/// test can say which chore wrote when a disk should have stayed asleep. Called on the
+/// writer connection only, one transaction at a time.
+private final class WriteTrace: TransactionObserver {
+    private var changes: [String: Int] = [:]
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { true }
+
+    func databaseDidChange(with event: DatabaseEvent) {
+        changes["\(event.kind) \(event.tableName)", default: 0] += 1
+    }
+
+    func databaseDidCommit(_ db: Database) {
+        defer { changes = [:] }
+        guard !changes.isEmpty else { return }
+        let what = changes.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", ")
+        FileHandle.standardError.write(Data("\(Date()) SQL write: \(what)\n".utf8))
+    }
+
+    func databaseDidRollback(_ db: Database) { changes = [:] }
+}
+#endif
