@@ -75,18 +75,13 @@ package struct Daemon: Sendable {
         if let proxy {
             logger.warning("debug build: every S3 connection of the uploads goes through the proxy \(proxy.host):\(proxy.port) (\(ConnectProxy.debugVariable))")
         }
-        // upload.bandwidth_limit, slot by slot when it is a timetable: its `0` slots pause the
-        // photos' uploads through the gate, its rates go to the uploader.
+        // upload.bandwidth_limit, slot by slot when it is a timetable: the uploader follows
+        // the feed's rate, and holds the photos' uploads in its `0` slots.
         let bandwidth = BandwidthFeed()
+        let schedule = BandwidthSchedule(settings: settings, feed: bandwidth, statusChanges: core.statusChanges, logger: logger)
         let uploader = UploaderService(database: database, bucket: bucket(max(8, settings.upload.concurrency * 2), proxy: proxy),
-                                       gate: DaemonGate(core: core, account: account, schedule: bandwidth),
-                                       options: .init(settings), logger: logger, payloadDigests: payloadDigests)
-        let schedule = BandwidthSchedule(settings: settings, feed: bandwidth, statusChanges: core.statusChanges, logger: logger, follow: { rate in
-            // The uploader's TokenBucket takes the slot's rate (a `0` slot is held by the gate).
-            var options = UploaderService.Options(await core.settings)
-            options.bandwidthLimit = rate == 0 ? nil : rate
-            await uploader.apply(options)
-        })
+                                       gate: DaemonGate(core: core, account: account),
+                                       options: .init(settings), logger: logger, payloadDigests: payloadDigests, rates: bandwidth)
         let scraper = MetricsScraper(core: core, exposition: MetricsExposition(counters: counters.registry))
         let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
         // What the bucket holds: the uploader trusts it instead of asking one key at a time.
