@@ -129,6 +129,8 @@ package struct Daemon: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             // First, so it stops last: what happens until then is recorded.
             .init(service: audit, serviceName: "audit"),
+            // The WAL copied into queue.db once writing stops, while the disk is awake anyway.
+            .init(service: WALCheckpointer(database: database), serviceName: "checkpoint"),
             // Next, so it stops next to last: status answers while the others wind down.
             .init(service: ControlService(server: server), serviceName: "control"),
             .init(service: metricsListener, serviceName: "metrics"),
@@ -144,7 +146,6 @@ package struct Daemon: Sendable {
             .init(service: notify, serviceName: "notify"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         // The schedule after the uploader: it re-applies the slot's rate.
                                          parts: [uploader, ingest, account, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
                                                  schedule, notify],
                                          signals: hangups), serviceName: "reload"),

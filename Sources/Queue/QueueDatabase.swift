@@ -13,6 +13,8 @@ package final class QueueDatabase: Sendable {
     /// Wakes the stage that takes rows from the state a change moved them into.
     package let signals = QueueSignals()
     private let writeProblem = Mutex<String?>(nil)
+    /// When a transaction last changed a row (what `WALCheckpointer` waits out).
+    private let changedAt = Mutex<Date?>(nil)
     private let problemHook = Mutex<(@Sendable (String?) -> Void)?>(nil)
     /// The free space below which a "disk full" stays reported even when a small write
     /// gets through (a commit can reuse WAL space that a bigger one cannot).
@@ -97,7 +99,16 @@ package final class QueueDatabase: Sendable {
     /// again. SQLite rolls the failed transaction back, so the file stays consistent.
     package func write<T>(_ updates: (Database) throws -> T) throws -> T {
         do {
-            let result = try pool.write(updates)
+            var changed = false
+            let result = try pool.write { db in
+                let before = db.totalChangesCount
+                defer { changed = db.totalChangesCount != before }
+                return try updates(db)
+            }
+            if changed {
+                changedAt.withLock { $0 = Date() }
+                QueueSignals.notify(signals.wrote)
+            }
             if writeProblem.withLock({ $0 }) != nil, !diskStillFull() { report(nil) }
             return result
         } catch let error as DatabaseError {
@@ -153,6 +164,15 @@ package final class QueueDatabase: Sendable {
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(on ? 10000 : 1000)")
             if !on { try db.checkpoint(.passive) }
         }
+    }
+
+    /// When a transaction last changed a row; nil before the first since the start.
+    package var lastChange: Date? { changedAt.withLock { $0 } }
+
+    /// Copies what the WAL holds into the database file now (PASSIVE: never waits for
+    /// readers), so the pages written are not left for a later checkpoint to write again.
+    package func checkpoint() {
+        _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.passive) }
     }
 
     package func releaseMemory() {
