@@ -180,6 +180,14 @@ let package = Package(
         // The account key, the recovery key, and sealing what the bucket keeps under metadata/
         // (privacy.md): values and the local key file, no network.
         .target(name: "Vault", dependencies: ["PhotolalaCore", .product(name: "Crypto", package: "swift-crypto")]),
+        // The account key and the recovery key on this NAS: made at an account's first sign-in,
+        // asked for on every other NAS, rotated on demand (`KeyService`, a side service).
+        .target(name: "Keys", dependencies: [
+            "PhotolalaCore", "Vault", "Bucket",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         // Restoring: the daemon's network side and the command's plan and file writing.
         .target(name: "Restore", dependencies: [
             "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "CLinux",
@@ -202,14 +210,14 @@ let package = Package(
         ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Account", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "CSystemd", "CLinux",
-            "Manifest", "Restore", "Notify", "Audit",
+            "Manifest", "Restore", "Notify", "Audit", "Keys", "Vault",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CLI", dependencies: [
-            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Restore", "Digests",
+            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Restore", "Digests", "Vault",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),
@@ -278,6 +286,9 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "VaultTests", dependencies: ["Vault", .product(name: "Crypto", package: "swift-crypto")]),
+        .testTarget(name: "KeysTests", dependencies: [
+            "Keys", "Vault", "Bucket", "BucketTesting", "PhotolalaCore", .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "CatalogTests", dependencies: [
             "Catalog", "Queue", "Bucket", "BucketTesting", "Digests", "Account", "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
@@ -292,10 +303,11 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "NotifyTests", dependencies: ["Notify", "PhotolalaCore"]),
+        .testTarget(name: "NotifyTests", dependencies: ["Notify", "PhotolalaCore", "BucketTesting"]),
         .testTarget(name: "DaemonTests", dependencies: [
-            "Daemon", "Queue", "Account", "Ingest", "Upload", "Inventory", "PhotolalaCore",
+            "Daemon", "Queue", "Account", "Ingest", "Upload", "Inventory", "PhotolalaCore", "BucketTesting",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -77,10 +77,12 @@ package actor AccountService: Service, GrantSource {
     private let tasks = ServiceTasks()
     /// Wakes at the next scheduled moment (an STS refresh, an Apple check).
     private let timers: StageLoop
+    /// Who signed in or out, and what the backend refused (cli.md "audit").
+    private var audit: AccountAudit
 
     package init(stateDir: String, backend: any AccountBackend, deviceName: String, refreshBeforeExpiry: Duration,
                  appleCheckInterval: Duration, clock: any DaemonClock = SystemClock(), logger: Logger,
-                 statusChanges: ChangeFeed = ChangeFeed()) {
+                 statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil) {
         store = AccountStore(stateDir: stateDir)
         deviceIdentity = DeviceIdentity(stateDir: stateDir)
         let deviceId = deviceIdentity.load()
@@ -94,13 +96,14 @@ package actor AccountService: Service, GrantSource {
         creds = CredentialsMachine(config: .init(refreshBeforeExpiry: Units.seconds(refreshBeforeExpiry)))
         apple = AppleCheckMachine(config: .init(interval: Units.seconds(appleCheckInterval)))
         timers = StageLoop(clock: clock)
+        self.audit = AccountAudit(audit, logger: logger)
     }
 
     package init(stateDir: String, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger,
-                 statusChanges: ChangeFeed = ChangeFeed()) {
+                 statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil) {
         self.init(stateDir: stateDir, backend: options.backend(logger: logger), deviceName: options.deviceName,
                   refreshBeforeExpiry: options.refreshBeforeExpiry, appleCheckInterval: options.appleCheckInterval,
-                  clock: clock, logger: logger, statusChanges: statusChanges)
+                  clock: clock, logger: logger, statusChanges: statusChanges, audit: audit)
     }
 
     /// New settings on reload: a new backend client, device name and timings.
@@ -223,34 +226,35 @@ package actor AccountService: Service, GrantSource {
 
     // MARK: signing in and out
 
-    package func loginWithIdentityToken(_ token: String, authorizationCode: String?) async -> (userId: String?, error: String?) {
+    /// `by`: who asked (the socket's caller), for the audit trail.
+    package func loginWithIdentityToken(_ token: String, authorizationCode: String?, by actor: AuditActor) async -> (userId: String?, error: String?) {
         do {
             _ = try ensureDeviceId()
         } catch {
-            logger.error("\(error)")
-            return (nil, "cannot save this NAS's device id in the state directory: \(error)")
+            return (nil, audit.deviceIdUnsaved(by: actor, method: "token", error))
         }
         do {
             let result = try await backend.signInWithApple(identityToken: token, authorizationCode: authorizationCode, deviceName: deviceName)
             adopt(result, persist: true)
-            logger.notice("signed in with an identity token", metadata: ["user": "\(result.userId)"])
+            audit.tokenAccepted(by: actor, userId: result.userId)
             return (result.userId, nil)
         } catch {
-            let message = error.identityTokenRefusal
-            logger.warning("sign-in with an identity token failed: \(message)")
-            return (nil, message)
+            return (nil, audit.tokenRefused(by: actor, error))
         }
     }
 
-    /// `photolalactl logout`: stop uploads, drop every credential from memory, erase the secrets on disk.
-    package func logout() async {
+    /// `photolalactl logout`: stop uploads, drop every credential from memory, tell the
+    /// backend to revoke the sign-in, then erase the secrets on disk whatever it answered.
+    /// The revocation is never retried: once erased, the token is gone from this NAS.
+    /// `by`: who asked, for the audit trail.
+    package func logout(by actor: AuditActor) async -> LogoutOutcome {
         pairingRun = UUID()
         pairing = nil
-        let had = signIn != nil
+        let held = signIn
         signIn = nil
         refreshes.detach()
         needsLogin = false
-        store.erase()
+        audit.forgetRefusal()
         perform(creds.handle(.signedOut, now: clock.now()))
         perform(apple.handle(.signedOut, now: clock.now()))
         credsWake = nil
@@ -259,7 +263,11 @@ package actor AccountService: Service, GrantSource {
         waiters.resumeAll(with: nil)
         credentialDrops.changed()
         statusChanges.changed()
-        if had { logger.notice("signed out: the saved sign-in was erased") }
+        let outcome = await LogoutOutcome.revoking(held, with: backend)
+        // A sign-in made while the backend was asked is the one on disk now: it stays.
+        if signIn == nil { store.erase() }
+        audit.logout(by: actor, userId: held?.userId, outcome: outcome)
+        return outcome
     }
 
     /// A sign-in from either way in (identity token, pairing) or from the disk.
@@ -275,6 +283,7 @@ package actor AccountService: Service, GrantSource {
         signIn = result
         refreshes.detach()   // a refresh of the old sign-in must not serve the new one
         needsLogin = false
+        audit.forgetRefusal()
         perform(creds.handle(.signedIn, now: clock.now()))
         perform(apple.handle(.signedIn, now: clock.now()))
         statusChanges.changed()
@@ -293,24 +302,26 @@ package actor AccountService: Service, GrantSource {
 
     // MARK: pairing (backend-api.md section 2)
 
-    package func startPairing() async -> PairingView {
+    /// `by`: who asked (the socket's caller): every step of this pairing is recorded as theirs.
+    package func startPairing(by actor: AuditActor) async -> PairingView {
         pairingRun = UUID()
         do {
             _ = try ensureDeviceId()
         } catch {
-            logger.error("\(error)")
-            return PairingView(outcome: "failed", message: "cannot save this NAS's device id in the state directory: \(error)")
+            return PairingView(outcome: "failed", message: audit.deviceIdUnsaved(by: actor, method: "pairing", error))
         }
         do {
             let auth = try await backend.startPairing(deviceName: deviceName)
-            pairing = PairingSession(authorization: auth, now: clock.now())
+            // The device code is what a poll trades for tokens: a secret, like them.
+            SecretRedactor.shared.register(auth.deviceCode)
+            pairing = PairingSession(authorization: auth, now: clock.now(), startedBy: actor)
             let run = UUID()
             pairingRun = run
-            logger.notice("pairing started: waiting for the user to confirm the code on their phone")
+            audit.pairingStarted(by: actor, expiresIn: auth.expiresIn)
             spawn { await self.pollPairing(run) }
             return pairingView()
         } catch {
-            logger.warning("pairing could not start: \(error)")
+            audit.pairingNotStarted(by: actor, error)
             return PairingView(outcome: "failed", message: error.description)
         }
     }
@@ -319,11 +330,11 @@ package actor AccountService: Service, GrantSource {
         pairing?.view ?? PairingView(outcome: "none", message: "no pairing in progress")
     }
 
-    package func cancelPairing() {
+    package func cancelPairing(by actor: AuditActor) {
         pairingRun = UUID()
         if pairing?.outcome == .pending {
             pairing?.outcome = .cancelled
-            logger.notice("pairing cancelled")
+            audit.pairingEnded(.cancelled, by: actor)
         }
     }
 
@@ -334,7 +345,7 @@ package actor AccountService: Service, GrantSource {
             guard !Task.isCancelled, pairingRun == run, let current = pairing, current.outcome == .pending else { return }
             if clock.now() >= current.expiresAt {
                 pairing?.outcome = .expired
-                logger.warning("pairing expired before it was confirmed")
+                audit.pairingEnded(.expired, by: current.startedBy)
                 return
             }
             pairing?.polls += 1
@@ -343,15 +354,11 @@ package actor AccountService: Service, GrantSource {
                 guard !Task.isCancelled, pairingRun == run else { return }
                 adopt(result, persist: true)
                 pairing?.outcome = .signedIn(userId: result.userId)
-                logger.notice("paired: this NAS is signed in", metadata: ["user": "\(result.userId)"])
+                audit.pairingEnded(.signedIn(userId: result.userId), by: current.startedBy)
                 return
             } catch {
                 guard pairingRun == run, pairing?.pollFailed(error) == false else { continue }
-                switch pairing?.outcome {
-                case .expired?: logger.warning("pairing expired")
-                case .denied?: logger.warning("pairing was declined")
-                default: break
-                }
+                if let outcome = pairing?.outcome { audit.pairingEnded(outcome, by: current.startedBy) }
                 return
             }
         }
@@ -385,6 +392,7 @@ package actor AccountService: Service, GrantSource {
                 statusChanges.changed()
             case .needsLogin:
                 logger.error("the sign-in is no longer valid: run `photolalactl login`")
+                audit.credentialsRefused(.invalidGrant)
                 needsLogin = true
                 store.erase()
                 waiters.resumeAll(with: nil)
@@ -421,6 +429,7 @@ package actor AccountService: Service, GrantSource {
         switch result {
         case .success(let grant):
             for secret in [grant.accessKeyId, grant.secretAccessKey, grant.sessionToken] { SecretRedactor.shared.register(secret) }
+            audit.forgetRefusal()
             DaemonCounter.stsFetches.increment()
             if let held = creds.grant, held.expiration > now { DaemonCounter.stsRefreshes.increment() }
             let blocked = apple.blocksUploads
@@ -434,11 +443,7 @@ package actor AccountService: Service, GrantSource {
             }
         case .failure(let error):
             DaemonCounter.stsFailures.increment()
-            if !error.isTransient || error == .invalidToken {
-                logger.info("storage credentials refused: \(error)")
-            } else {
-                logger.warning("could not get storage credentials, retrying with backoff: \(error)")
-            }
+            audit.stsFailed(error)
             perform(creds.handle(.stsFailed(error), now: now, random: .random(in: 0..<1)))
         }
     }
@@ -458,7 +463,7 @@ package actor AccountService: Service, GrantSource {
         switch result {
         case .success(let answer):
             DaemonCounter.appleChecks.increment(answer.state.rawValue)
-            if answer.state != .authorized { logger.warning("Apple credential state: \(answer.state.rawValue)") }
+            audit.appleChecked(answer.state)
             perform(apple.handle(.checked(answer.state), now: clock.now(), random: .random(in: 0..<1)))
         case .failure(.invalidToken) where !retried:
             refreshAccessToken(then: .appleCheck)

@@ -6,7 +6,7 @@ import NIOCore
 import NIOHTTP1
 import PhotolalaCore
 
-/// What the account service asks the backend (backend-api.md sections 1 to 5): the
+/// What the account service asks the backend (backend-api.md sections 1 to 6): the
 /// real client, or a fake in a Swift test.
 package protocol AccountBackend: Sendable {
     /// This NAS's id (s3-layout.md), sent with every call once made.
@@ -17,6 +17,9 @@ package protocol AccountBackend: Sendable {
     func refresh(refreshToken: String) async throws(BackendError) -> RefreshedTokens
     func stsToken(accessToken: String) async throws(BackendError) -> STSGrant
     func appleCredentialState(accessToken: String) async throws(BackendError) -> AppleCredentialState
+    /// Ends the sign-in `refreshToken` belongs to (section 6); an unknown or already
+    /// revoked token is answered 200 too.
+    func revoke(refreshToken: String) async throws(BackendError)
 }
 
 /// Talks to the Photolala backend over HTTPS (plain HTTP only for loopback, as config
@@ -127,9 +130,24 @@ package struct BackendClient: AccountBackend {
             .credentialState()
     }
 
+    // MARK: section 6
+
+    /// Nothing in the answer matters but its status (`{}`).
+    struct Revoked: Decodable {}
+
+    /// `logout` waits for this while the user does: a backend that does not answer within
+    /// 10 s is taken for unreachable (the sign-in is erased all the same).
+    package static let revokeTimeout: TimeAmount = .seconds(10)
+
+    package func revoke(refreshToken: String) async throws(BackendError) {
+        _ = try await call("POST", "/api/auth/revoke", body: ["refreshToken": refreshToken], as: Revoked.self,
+                           timeout: min(timeout, Self.revokeTimeout))
+    }
+
     // MARK: transport
 
-    func call<Body: Encodable, Answer: Decodable>(_ method: String, _ path: String, bearer: String? = nil, body: Body?, as: Answer.Type) async throws(BackendError) -> Answer {
+    func call<Body: Encodable, Answer: Decodable>(_ method: String, _ path: String, bearer: String? = nil, body: Body?, as: Answer.Type,
+                                                  timeout: TimeAmount? = nil) async throws(BackendError) -> Answer {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = HTTPMethod(rawValue: method)
         if baseURL.lowercased().hasPrefix("https:") { request.tlsConfiguration = trust.configuration }
@@ -147,7 +165,7 @@ package struct BackendClient: AccountBackend {
         var status = 0
         let bytes: ByteBuffer
         do {
-            let response = try await http.execute(request, timeout: timeout)
+            let response = try await http.execute(request, timeout: timeout ?? self.timeout)
             status = Int(response.status.code)
             DaemonCounter.backendRequests.increment(path, "\(status)")
             bytes = try await response.body.collect(upTo: 1 << 20)

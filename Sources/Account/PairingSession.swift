@@ -10,6 +10,8 @@ struct PairingSession: Sendable {
     var interval: TimeInterval
     var outcome: Outcome = .pending
     var polls: Int = 0
+    /// Who asked for it (the audit trail's actor of every step, the approval included).
+    var startedBy: AuditActor
 
     enum Outcome: Sendable, Equatable {
         case pending
@@ -21,8 +23,9 @@ struct PairingSession: Sendable {
     }
 
     /// Started `now`: the backend says how long the code lives and how often to ask.
-    init(authorization: DeviceAuthorization, now: Date) {
+    init(authorization: DeviceAuthorization, now: Date, startedBy: AuditActor = .daemon) {
         self.authorization = authorization
+        self.startedBy = startedBy
         expiresAt = now.addingTimeInterval(TimeInterval(authorization.expiresIn))
         interval = TimeInterval(max(1, authorization.interval ?? 5))
     }

@@ -103,10 +103,13 @@ struct AuditCommand: ParsableCommand {
         }
     }
 
-    /// `key=value`, sorted, cut at 80 characters.
+    /// `key=value`: what happened first (`method`, `step`), then the rest sorted; cut at
+    /// 160 characters (a restore's destination still shows).
     static func summary(_ details: AuditDetails) -> String {
-        let text = details.values.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        return text.count > 80 ? String(text.prefix(79)) + "…" : text
+        let first = ["method", "step"]
+        let rest = details.values.keys.filter { !first.contains($0) }.sorted()
+        let text = (first + rest).compactMap { key in details[key].map { "\(key)=\($0)" } }.joined(separator: " ")
+        return text.count > 160 ? String(text.prefix(159)) + "…" : text
     }
 
     /// The NAS's local time, to the second: what a person compares with their clock.

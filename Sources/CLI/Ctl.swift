@@ -16,7 +16,8 @@ struct Ctl: ParsableCommand {
         version: PhotolalaVersion.current,
         subcommands: [StatusCommand.self, LoginCommand.self, LogoutCommand.self, PauseCommand.self, ResumeCommand.self,
                       RescanCommand.self, QueueCommand.self, RetryCommand.self, FilesCommand.self, VerifyCommand.self,
-                      DevicesCommand.self, RestoreCommand.self, NotifyCommand.self, AuditCommand.self])
+                      DevicesCommand.self, RestoreCommand.self, RecoveryKeyCommand.self, NotifyCommand.self,
+                      AuditCommand.self])
 
     @OptionGroup(title: "Global options") var options: CtlOptions
 }

@@ -82,9 +82,41 @@ struct LoginCommand: ParsableCommand {
         switch progress.state {
         case .signedIn:
             print("Signed in. Photolala user id: \(progress.userId ?? "?"). Uploads start now.")
+            if let hint = Self.keyHint(progress) { print("\n" + hint) }
         default:
             StandardError.print("photolalactl: sign-in failed: \(progress.message ?? progress.state.rawValue)")
             throw ExitCode(1)
+        }
+    }
+
+    /// What the sign-in means for the account key (privacy.md): keep the recovery key this
+    /// NAS just made, or give this NAS the one the account already has.
+    static func keyHint(_ progress: LoginProgress) -> String? {
+        if progress.accountKeyCreated == true {
+            return """
+                This NAS made the key that encrypts this account's backup manifests. Run
+
+                    sudo photolalactl recovery-key
+
+                now and keep the recovery key it shows somewhere other than this NAS (a password manager, or
+                printed and put away): without it, a new NAS cannot read what was backed up where.
+                """
+        }
+        switch progress.recovery {
+        case .needed?:
+            return """
+                This account already has a recovery key. Photos upload now; this NAS's manifest waits until you enter it:
+
+                    sudo photolalactl recovery-key --enter
+
+                (`sudo photolalactl recovery-key` on a NAS of this account that holds it shows it.)
+                """
+        case .unreadable?:
+            return "This account's key object in the bucket cannot be used: see `photolalactl status`. Photos upload meanwhile."
+        case .checking?, nil:
+            return "This account's key is still being checked in the bucket: `photolalactl status` shows where it stands (recovery)."
+        default:
+            return nil
         }
     }
 }

@@ -31,8 +31,14 @@ enum StatusRenderer {
                            + (s.bandwidth.nextLimit.map { ", at \(Units.humanBytes($0))/s" } ?? "") + ".")
             }
         }
-        let shown = Set(s.attention.map { $0.message.lowercased() })
-        for p in s.problems where !shown.contains(p.lowercased()) { out.append("  \(tint("Problem:", "31")) \(p)") }
+        // A problem the attention list already says (in its own words around it) is not repeated.
+        let shown = s.attention.map { $0.message.lowercased() }
+        for p in s.problems {
+            let said = p.lowercased()
+            let tail = said.hasPrefix("disk full") ? String(said.dropFirst("disk full".count)) : said
+            if shown.contains(where: { $0.hasSuffix(tail) }) { continue }
+            out.append("  \(tint("Problem:", "31")) \(p)")
+        }
         out.append("")
 
         let q = s.queue
@@ -73,6 +79,7 @@ enum StatusRenderer {
         }
         if s.account.signedIn { out += inventoryLines(s, tint: tint) }
         out += bandwidthAndNotifyLines(s, now: now, tint: tint)
+        if let line = recoveryLine(s.recovery) { out.append(line) }
         if let m = s.manifest, m.state != .off {
             var line = "Manifest   \(m.files) files (\(Units.humanBytes(m.bytes))) listed in the bucket, segment \(m.segments)"
             switch m.state {
@@ -104,6 +111,19 @@ enum StatusRenderer {
         out.append("")
         out.append("photolalad \(s.version), state \(s.state.rawValue)" + (s.startedAt.map { ", up since \($0)" } ?? ""))
         return out.joined(separator: "\n") + "\n"
+    }
+
+    /// Whether this NAS holds the account key; what needs the user is in "Action needed".
+    static func recoveryLine(_ r: DaemonStatus.Recovery) -> String? {
+        switch r.state {
+        case .none: return nil
+        case .checking: return "Keys       checking the bucket for this account's key" + (r.lastError.map { " (\($0))" } ?? "")
+        case .ready:
+            return "Keys       account key \(r.fingerprint ?? "?")"
+                + (r.outdated ? "; this NAS's recovery key is outdated (replaced on another NAS)" : "; recovery key: photolalactl recovery-key")
+        case .needed: return "Keys       this account's recovery key is needed: sudo photolalactl recovery-key --enter"
+        case .unreadable: return "Keys       the account's key object cannot be used (see Action needed)"
+        }
     }
 
     /// What the bucket is known to hold, how uploads learn it, and the last verify.

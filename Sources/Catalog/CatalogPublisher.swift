@@ -36,6 +36,9 @@ struct CatalogPublisher {
     ///     nothing is downloaded.
     mutating func sync(ledger: inout CatalogLedger, pending: Int, now: @Sendable () -> Date = Date.init) async throws -> SyncOutcome {
         let userId = store.userId
+        // The pointer as this NAS last read or wrote it: one that differs was published by
+        // someone else, and replacing it is recorded.
+        let lastSeen = ledger.pointer
         for round in 1...maximumRounds {
             var phases = SyncPhases()
             let pointer = try await store.readPointer()
@@ -73,7 +76,7 @@ struct CatalogPublisher {
             }
             phases.lap("index")
             var report = SyncReport(pointer: seen, rows: 0, total: index.rows)
-            report.withdrawn = try await findWithdrawn(scratch)
+            (report.withdrawn, report.putBack) = try await findWithdrawn(scratch)
             phases.lap("dropped")
 
             let toAdd = try await Blocking.run { _ in try scratch.read { try SnapshotBuilder.countToAdd($0) } }
@@ -114,6 +117,7 @@ struct CatalogPublisher {
                 continue
             }
             report.pointer = SeenPointer(etag: etag, md5: built.md5)
+            if let seen, seen.etag != lastSeen?.etag { report.replaced = seen.md5 }
             report.total = built.rows
             report.added = built.added
             ledger.note(report, at: now(), published: true)
@@ -204,8 +208,8 @@ struct CatalogPublisher {
 
     /// Our rows that were in the catalog and are not any more: an app rewrote it from an
     /// older copy (they go back in), or an app unstarred the photo and deleted it from the
-    /// bucket (they stay out: `withdrawn`). The bucket says which.
-    private func findWithdrawn(_ scratch: DatabaseQueue) async throws -> Int {
+    /// bucket (they stay out: `withdrawn`). The bucket says which: (withdrawn, put back).
+    private func findWithdrawn(_ scratch: DatabaseQueue) async throws -> (Int, Int) {
         let dropped = """
             FROM q.photo p WHERE p.catalog = 'listed' AND NOT EXISTS (SELECT 1 FROM present WHERE present.md5 = p.md5)
             """
@@ -213,7 +217,7 @@ struct CatalogPublisher {
         let some = try await Blocking.run { _ in
             try scratch.read { try String.fetchAll($0, sql: "SELECT p.md5 " + dropped + " LIMIT ?", arguments: [limit + 1]) }
         }
-        guard !some.isEmpty else { return 0 }
+        guard !some.isEmpty else { return (0, 0) }
         if some.count <= headLimit {
             var gone: [String] = []
             for md5 in some {
@@ -225,7 +229,7 @@ struct CatalogPublisher {
                 }
             }
             logDropped(some.count, gone: gone.count)
-            return gone.count
+            return (gone.count, some.count - gone.count)
         }
         try await store.listPhotos { md5s in
             try CatalogWorkspace.change(scratch) { db in
@@ -241,7 +245,7 @@ struct CatalogPublisher {
             }
         }
         logDropped(count, gone: gone)
-        return gone
+        return (gone, count - gone)
     }
 
     private func logDropped(_ count: Int, gone: Int) {

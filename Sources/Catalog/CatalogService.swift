@@ -58,14 +58,18 @@ package actor CatalogService: Service {
     private var blockedReason: String?
     private var lastError: String?
     private var loop: StageLoop?
+    /// A publish over someone else's catalog, recorded (cli.md "audit": `catalog.replaced`).
+    private let audit: (any AuditRecorder)?
 
     /// - Parameters:
     ///   - bucket: the stage's session.
     ///   - gate: the catalog writes only when uploads may run (signed in, not paused by
     ///     the user nor by the account).
     package init(database: QueueDatabase, bucket: BucketSession, gate: any StageGate, options: Options, logger: Logger,
-                 clock: any DaemonClock = SystemClock(), statusChanges: ChangeFeed = ChangeFeed()) {
+                 clock: any DaemonClock = SystemClock(), statusChanges: ChangeFeed = ChangeFeed(),
+                 audit: (any AuditRecorder)? = nil) {
         self.database = database
+        self.audit = audit
         self.bucket = bucket
         self.gate = gate
         self.options = options
@@ -215,6 +219,7 @@ package actor CatalogService: Service {
                 "added": "\(report.added)", "ours": "\(report.rows)", "rows": "\(report.total)",
                 "snapshot": "\(report.pointer?.md5 ?? "")", "seconds": "\(SyncPhases.seconds(took))", "phases": "\(report.phases)",
             ])
+            if let replaced = report.replaced { recordReplaced(replaced, report) }
         case .blocked(let why):
             if blockedReason != why { logger.warning("the catalog is not published: \(why)") }
             blockedReason = why
@@ -223,6 +228,19 @@ package actor CatalogService: Service {
         case .contended(let rounds):
             failed("another device published the catalog \(rounds) times while this NAS merged; trying again later")
         }
+    }
+
+    /// The publish replaced a catalog someone else published: whose rows were kept, which
+    /// of ours went back in, and whether the pointer was replaced conditionally.
+    private func recordReplaced(_ snapshot: String, _ report: SyncReport) {
+        let prefix = ledger.userId.map { CatalogFormat.prefix(userId: $0) } ?? ""
+        logger.notice("the catalog another writer published was replaced by a merge that kept its rows", metadata: [
+            "replaced": "\(snapshot)", "putBack": "\(report.putBack)",
+        ])
+        audit?.record(AuditEvent(.catalogReplaced, by: .daemon, .ok, [
+            "prefix": .string(prefix), "replaced": .string(snapshot), "rowsKept": .int(Int64(report.total - report.added)),
+            "added": .int(Int64(report.added)), "putBack": .int(Int64(report.putBack)), "conditional": .bool(conditionalWrites),
+        ]))
     }
 
     private func noteRejections(_ report: SyncReport) {

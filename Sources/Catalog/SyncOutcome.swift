@@ -23,6 +23,12 @@ package struct SyncReport: Sendable, Equatable {
     package var added = 0
     /// Rows of ours an app removed together with the photo (not put back).
     package var withdrawn = 0
+    /// Rows of ours an app's rewrite dropped while the photo stayed (put back).
+    package var putBack = 0
+    /// The snapshot this publish replaced when someone else (an app, another NAS) had
+    /// published it since this NAS last read the catalog: its MD5. Their rows are kept
+    /// (app-catalog.md step 3); the audit trail records that their catalog was replaced.
+    package var replaced: String?
     /// Ready photos whose columns the apps could not read (not published).
     package var rejected = 0
     package var firstRejection: String?

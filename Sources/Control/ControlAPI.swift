@@ -36,6 +36,11 @@ package enum ControlRoute: String, Sendable, CaseIterable {
     // Who did what (cli.md "audit"): for root and the daemon's user alone.
     case audit = "GET /v1/audit"
     case auditVerify = "GET /v1/audit/verify"
+    // The account's recovery key (privacy.md): shown, entered (the key in the body, never in
+    // the query), replaced. Root and the daemon's user only, even to look.
+    case recoveryKey = "GET /v1/recovery-key"
+    case recoveryKeyEnter = "POST /v1/recovery-key/enter"
+    case recoveryKeyRotate = "POST /v1/recovery-key/rotate"
 
     /// `trail`: a read kept from the group, since it tells who did what (the audit trail).
     package enum Access: Sendable { case read, write, trail }
@@ -71,6 +76,9 @@ package struct ControlRequest: Sendable {
         self.body = body
         self.peer = peer
     }
+
+    /// Who asked, as the audit trail names a caller (the uid the kernel gave the socket).
+    package var caller: AuditActor { .caller(uid: peer.uid) }
 }
 
 package struct ControlResponse: Sendable {
@@ -165,6 +173,10 @@ package struct LoginProgress: Codable, Sendable, Equatable {
     package var expiresAt: String?
     package var userId: String?
     package var message: String?
+    /// Once signed in: the account key's state (`recovery.state` of status), and whether
+    /// this sign-in made the account key (then `login` says to keep the recovery key).
+    package var recovery: DaemonStatus.Recovery.State?
+    package var accountKeyCreated: Bool?
 
     package init(state: State, userCode: String? = nil, verificationUri: String? = nil, verificationUriComplete: String? = nil,
                 expiresAt: String? = nil, userId: String? = nil, message: String? = nil) {

@@ -83,8 +83,37 @@ package struct ObjectStatusList: Codable, Sendable, Equatable {
 }
 
 /// `POST /v1/restore/session`: a restore tells the daemon how it stands, so `status` can
-/// show it. The first call (no `id`) opens the session and is the restore's permission check.
+/// show it and the audit trail can say who restored what. The first call (no `id`) opens
+/// the session and is the restore's permission check; it says where the files go. The
+/// last (`finished`) carries the counts.
 package struct RestoreReport: Codable, Sendable, Equatable {
+    /// How a restore ended, as its summary says.
+    package struct Outcome: Codable, Sendable, Equatable {
+        package var restored: Int
+        package var alreadyThere: Int
+        package var kept: Int
+        package var failed: Int
+        /// Files the plan would not write where the manifest put them (outside `--to` and
+        /// this NAS's watched folders).
+        package var refused: Int
+        package var waitingArchived: Int
+        package var interrupted: Bool
+        /// Why the restore stopped before its end, if it did.
+        package var stopped: String?
+
+        package init(restored: Int = 0, alreadyThere: Int = 0, kept: Int = 0, failed: Int = 0, refused: Int = 0,
+                     waitingArchived: Int = 0, interrupted: Bool = false, stopped: String? = nil) {
+            self.restored = restored
+            self.alreadyThere = alreadyThere
+            self.kept = kept
+            self.failed = failed
+            self.refused = refused
+            self.waitingArchived = waitingArchived
+            self.interrupted = interrupted
+            self.stopped = stopped
+        }
+    }
+
     package var id: String?
     package var device: String
     package var filesDone: Int
@@ -94,9 +123,20 @@ package struct RestoreReport: Codable, Sendable, Equatable {
     package var waitingArchived: Int
     package var archiveClass: String?
     package var finished: Bool
+    /// The device's id (`device` is its name when it has one).
+    package var deviceId: String?
+    /// `--to DIR`; nil: the files' original folders.
+    package var to: String?
+    /// `--as-of` as given.
+    package var asOf: String?
+    /// How many PATH filters were given (0: everything).
+    package var paths: Int?
+    /// With `finished`.
+    package var outcome: Outcome?
 
     package init(id: String? = nil, device: String, filesDone: Int = 0, filesTotal: Int = 0, bytesDone: Int64 = 0, bytesTotal: Int64 = 0,
-                waitingArchived: Int = 0, archiveClass: String? = nil, finished: Bool = false) {
+                waitingArchived: Int = 0, archiveClass: String? = nil, finished: Bool = false, deviceId: String? = nil,
+                to: String? = nil, asOf: String? = nil, paths: Int? = nil, outcome: Outcome? = nil) {
         self.id = id
         self.device = device
         self.filesDone = filesDone
@@ -106,6 +146,11 @@ package struct RestoreReport: Codable, Sendable, Equatable {
         self.waitingArchived = waitingArchived
         self.archiveClass = archiveClass
         self.finished = finished
+        self.deviceId = deviceId
+        self.to = to
+        self.asOf = asOf
+        self.paths = paths
+        self.outcome = outcome
     }
 }
 

@@ -13,6 +13,7 @@ import Foundation
 import Digests
 import Ingest
 import Inventory
+import Keys
 import Logging
 import Manifest
 import Notify
@@ -59,7 +60,7 @@ package struct Daemon: Sendable {
         // The side service the pipeline asks for credentials, restored before READY so
         // the first status is right.
         let account = AccountService(stateDir: settings.daemon.stateDir, options: .init(settings), logger: logger,
-                                     statusChanges: core.statusChanges)
+                                     statusChanges: core.statusChanges, audit: audit)
         await account.restore()
         // The stages around the queue: settled → hashed (ingest) → uploaded (uploader).
         let payloadDigests = PayloadDigests()
@@ -71,6 +72,10 @@ package struct Daemon: Sendable {
         func bucket(_ connections: Int, proxy: ConnectProxy? = nil) -> BucketSession {
             BucketSession(grants: account, connections: connections, connectProxy: proxy, trust: trust, logger: logger)
         }
+        // The account key and the recovery key: it follows the account's sign-in, with a
+        // session of its own (one small request at a time).
+        let keys = KeyService(stateDir: settings.daemon.stateDir, grants: account, bucket: bucket(1), logger: logger, audit: audit,
+                              statusChanges: core.statusChanges, wakes: [account.statusChanges])
         let proxy = ConnectProxy.debugOverride
         if let proxy {
             logger.warning("debug build: every S3 connection of the uploads goes through the proxy \(proxy.host):\(proxy.port) (\(ConnectProxy.debugVariable))")
@@ -86,23 +91,23 @@ package struct Daemon: Sendable {
         let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
         // What the bucket holds: the uploader trusts it instead of asking one key at a time.
         let inventory = InventoryService(database: database, bucket: bucket(8), gate: AccountGate(account: account),
-                                         options: .init(settings), logger: logger, statusChanges: core.statusChanges)
+                                         options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
         // After the upload: thumbnails and the photo rows the catalog stage publishes.
         let thumbnails = ThumbnailService(database: database, bucket: bucket(4), gate: DaemonGate(core: core, account: account),
                                           options: .init(settings), logger: logger)
         // After the upload: this NAS's manifest in the bucket (paths, names, times).
         let manifest = ManifestService(database: database, bucket: bucket(2), options: .init(settings),
                                        wakes: [.stream(account.statusChanges.changes())], logger: logger,
-                                       statusChanges: core.statusChanges)
+                                       statusChanges: core.statusChanges, audit: audit)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`.
-        let restore = RestoreService(bucket: bucket(32), options: .init(settings), logger: logger)
+        let restore = RestoreService(bucket: bucket(32), options: .init(settings), logger: logger, audit: audit)
         // Photos the thumbnails left ready → rows in the apps' catalog.
         let catalog = CatalogService(database: database, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
-                                     options: .init(settings), logger: logger, statusChanges: core.statusChanges)
+                                     options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
         // Telling the owner when backups stop: reads the status, keeps what it told in the queue database.
         let notify = NotifyService(options: .init(settings), source: NotifyBridge(core: core), store: NotifyBridge(core: core),
-                                   logger: logger)
-        for part in [account, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
+                                   logger: logger, audit: audit)
+        for part in [account, keys, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
                      notify] as [any StatusContributor] {
             await core.add(part)
         }
@@ -116,7 +121,8 @@ package struct Daemon: Sendable {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory,
-                                                                restore: restore, metrics: scraper, notify: notify, audit: audit), audit: audit)
+                                                                restore: restore, metrics: scraper, notify: notify, audit: audit,
+                                                                keys: keys), audit: audit)
 
         await core.markRunning()
         let status = await core.status()
@@ -135,6 +141,7 @@ package struct Daemon: Sendable {
             .init(service: ControlService(server: server), serviceName: "control"),
             .init(service: metricsListener, serviceName: "metrics"),
             .init(service: account, serviceName: "account"),
+            .init(service: keys, serviceName: "keys"),
             .init(service: ingest, serviceName: "ingest"),
             .init(service: uploader, serviceName: "uploader"),
             .init(service: inventory, serviceName: "inventory"),
@@ -146,9 +153,9 @@ package struct Daemon: Sendable {
             .init(service: notify, serviceName: "notify"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
+                                         parts: [uploader, ingest, account, keys, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
                                                  schedule, notify],
-                                         signals: hangups), serviceName: "reload"),
+                                         signals: hangups, audit: audit), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))

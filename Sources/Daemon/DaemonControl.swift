@@ -7,6 +7,7 @@ import Account
 import Foundation
 import Ingest
 import Inventory
+import Keys
 import Notify
 import PhotolalaCore
 import Queue
@@ -24,6 +25,7 @@ struct DaemonControl: ControlHandler {
     let metrics: MetricsScraper
     let notify: NotifyService
     let audit: AuditTrail
+    let keys: KeyService
 
     var database: QueueDatabase { core.database }
 
@@ -61,8 +63,9 @@ struct DaemonControl: ControlHandler {
         case .retry:
             return retry(request)
         case .logout:
-            await account.logout()
-            return .json(ControlReply(ok: true, message: "Signed out. The saved sign-in was erased and uploads stopped; run `photolalactl login` to sign in again."))
+            let signedOut = await account.logout(by: request.caller)
+            if let problem = await keys.forget() { return .error(500, "internal", "\(signedOut.message) But \(problem)") }
+            return .json(ControlReply(ok: true, message: signedOut.message))
         case .loginIdentityToken, .loginDeviceStart, .loginDevicePoll, .loginDeviceCancel:
             return await login(request)
         case .verify:
@@ -85,12 +88,14 @@ struct DaemonControl: ControlHandler {
             return .json(AuditListing(records: records, more: more))
         case .auditVerify:
             return .json(await audit.verify())
+        case .recoveryKey, .recoveryKeyEnter, .recoveryKeyRotate:
+            return await recoveryKey(request)
         }
     }
 
     /// Who asked for a change, in the audit trail (the uid the kernel gave the socket).
     private func audited(_ kind: AuditEvent.Kind, _ request: ControlRequest, _ outcome: AuditOutcome, _ details: AuditDetails = [:]) {
-        audit.record(AuditEvent(kind, by: .caller(uid: request.peer.uid), outcome, details))
+        audit.record(AuditEvent(kind, by: request.caller, outcome, details))
     }
 
     /// `photolalactl retry`: the queue wakes the stages that take the files and photos back.
@@ -136,22 +141,77 @@ struct DaemonControl: ControlHandler {
                 return .error(400, "bad_request", "expected {\"identityToken\": ..., \"authorizationCode\": ...}")
             }
             // Known to the redactor from the moment they arrive: a backend refusal that
-            // quotes them is logged, and answered, without them.
-            SecretRedactor.shared.register(body.identityToken)
-            SecretRedactor.shared.register(body.authorizationCode)
-            let (userId, error) = await account.loginWithIdentityToken(body.identityToken, authorizationCode: body.authorizationCode)
-            if let userId { return .json(LoginProgress(state: .signedIn, userId: userId)) }
+            // quotes them is logged, recorded and answered without them. A JWT's payload
+            // and signature too: quoted alone, the payload still holds the Apple id.
+            for secret in [body.identityToken, body.authorizationCode] + Self.tokenParts(body.identityToken) {
+                SecretRedactor.shared.register(secret)
+            }
+            let (userId, error) = await account.loginWithIdentityToken(body.identityToken, authorizationCode: body.authorizationCode,
+                                                                      by: request.caller)
+            if let userId { return .json(await withKey(LoginProgress(state: .signedIn, userId: userId))) }
             return .json(LoginProgress(state: .failed, message: error.map(SecretRedactor.shared.redact)))
         case .loginDeviceStart:
-            return .json(Self.progress(await account.startPairing()))
+            return .json(Self.progress(await account.startPairing(by: request.caller)))
         case .loginDevicePoll:
-            return .json(Self.progress(await account.pairingView()))
+            return .json(await withKey(Self.progress(await account.pairingView())))
         case .loginDeviceCancel:
-            await account.cancelPairing()
+            await account.cancelPairing(by: request.caller)
             return .json(Self.progress(await account.pairingView()))
         default:
             return .error(404, "not_found", "not a sign-in call")
         }
+    }
+
+    /// A sign-in's answer waits (a few seconds at most) for the account key to settle, so
+    /// `login` can say whether this NAS made it (keep the recovery key) or must be given it.
+    private func withKey(_ progress: LoginProgress) async -> LoginProgress {
+        guard progress.state == .signedIn, let userId = progress.userId else { return progress }
+        var progress = progress
+        if let outcome = await keys.settled(for: userId, within: 15) {
+            progress.recovery = outcome.state
+            progress.accountKeyCreated = outcome.created
+        }
+        return progress
+    }
+
+    /// `photolalactl recovery-key`, `--enter`, `--rotate`: the key service answers and
+    /// records each in the audit trail (never the key).
+    private func recoveryKey(_ request: ControlRequest) async -> ControlResponse {
+        let caller = AuditActor.caller(uid: request.peer.uid)
+        do throws(RecoveryKeyRefusal) {
+            switch request.route {
+            case .recoveryKeyEnter:
+                guard let body = try? ControlJSON.decode(RecoveryKeyEntry.self, from: request.body) else {
+                    return .error(400, "bad_request", "expected {\"recoveryKey\": ...}")
+                }
+                let fingerprint = try await keys.enter(body.recoveryKey, by: caller)
+                return .json(ControlReply(ok: true, message: "Recovery key accepted: this NAS holds the account key (fingerprint \(fingerprint)); its manifest is written from now on."))
+            case .recoveryKeyRotate:
+                return .json(Self.view(try await keys.rotate(by: caller)))
+            default:
+                return .json(Self.view(try await keys.recoveryKey(by: caller)))
+            }
+        } catch {
+            let status = switch error {
+            case .malformed, .wrongKey: 400
+            case .bucket: 503
+            case .local: 500
+            default: 409
+            }
+            return .error(status, error.code, error.description)
+        }
+    }
+
+    static func view(_ shown: ShownRecoveryKey) -> RecoveryKeyView {
+        RecoveryKeyView(recoveryKey: shown.recoveryKey.formatted, fingerprint: shown.fingerprint,
+                        createdAt: Timestamp.string(shown.createdAt), outdated: shown.outdated)
+    }
+
+    /// A JWT's payload and signature (its header names only the algorithm and key).
+    static func tokenParts(_ token: String) -> [String] {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return [] }
+        return parts.dropFirst().map(String.init)
     }
 
     static func progress(_ v: AccountService.PairingView) -> LoginProgress {
@@ -177,9 +237,11 @@ struct DaemonControl: ControlHandler {
             return .error(400, "bad_request", "--deep takes a share of the objects from 0 (excluded) to 100 percent")
         }
         guard await account.isSignedIn else {
+            audited(.verify, request, .refused, ["why": "not signed in"])
             return .error(409, "not_signed_in", "photolalad is not signed in, so there is no bucket to verify: run `photolalactl login`")
         }
-        return .json(await inventory.requestVerify(deepPercent: asked.deep))
+        // The inventory records the verify it begins, and its result, as the caller's.
+        return .json(await inventory.requestVerify(deepPercent: asked.deep, by: request.caller))
     }
 
     func verifyProgress() async -> ControlResponse {

@@ -1,9 +1,11 @@
 import Audit
+import Bucket
 import Catalog
 import Control
 import Account
 import Ingest
 import Inventory
+import Keys
 import Manifest
 import Notify
 import Restore
@@ -42,6 +44,10 @@ extension AccountService: StatusContributor, Reconfigurable, AttentionWitness {
     /// A device id is made at the first sign-in and kept: "not signed in" on a NAS that
     /// has one means backups that ran have stopped, not a fresh install.
     func note(_ facts: inout AttentionRules.Facts) async { facts.signedInBefore = deviceId != nil }
+}
+
+extension KeyService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { await apply(trust: TLSTrust(caFile: settings.tls.caFile)) }
 }
 
 extension NotifyService: StatusContributor, Reconfigurable {

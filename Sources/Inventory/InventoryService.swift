@@ -85,6 +85,9 @@ package actor InventoryService: Service {
     /// recorded nothing (issue 25: disks left asleep). Lost on a restart, which lists again.
     private var quietlyListedAt: [String: Date] = [:]
     private var loop: StageLoop?
+    /// Who asked for the verify asked for or under way (its result is recorded as theirs).
+    private var verifyActor: AuditActor = .daemon
+    private let audit: (any AuditRecorder)?
 
     /// - Parameters:
     ///   - bucket: the stage's session.
@@ -92,8 +95,9 @@ package actor InventoryService: Service {
     ///     by the account; the user's own pause does not stop listing).
     package init(database: QueueDatabase, bucket: BucketSession, gate: any StageGate, options: Options, logger: Logger,
                  clock: any DaemonClock = SystemClock(), statusChanges: ChangeFeed = ChangeFeed(),
-                 schedule: InventorySchedule = InventorySchedule()) {
+                 schedule: InventorySchedule = InventorySchedule(), audit: (any AuditRecorder)? = nil) {
         self.database = database
+        self.audit = audit
         self.bucket = bucket
         self.gate = gate
         self.options = options
@@ -147,10 +151,15 @@ package actor InventoryService: Service {
         return .wait(until: clock.now().addingTimeInterval(5))
     }
 
-    /// `photolalactl verify [--deep P]`: begins one (or answers the one under way).
-    package func requestVerify(deepPercent: Double?) async -> VerifyProgress {
+    /// `photolalactl verify [--deep P]`: begins one (or answers the one under way). `by`:
+    /// who asked, in the audit trail with the verify's start and its result.
+    package func requestVerify(deepPercent: Double?, by actor: AuditActor = .daemon) async -> VerifyProgress {
         if !verify.isFinished { return verify }
         verifyAsked = deepPercent ?? 0
+        verifyActor = actor
+        var details: AuditDetails = ["step": "started"]
+        if let deepPercent { details["deep"] = .string(Self.percent(deepPercent)) }
+        audit?.record(AuditEvent(.verify, by: actor, .ok, details))
         verify = VerifyProgress(phase: .queued, startedAt: Timestamp.string(clock.now()),
                                 result: DaemonStatus.Verify(running: true, deepPercent: deepPercent))
         statusChanges.changed()
@@ -365,6 +374,7 @@ package actor InventoryService: Service {
         verify.phase = .done
         verify.result = result
         keep(result)
+        recordVerify(result, .ok)
         logger.notice("verify done", metadata: [
             "checked": "\(result.checked)", "missing": "\(result.missing)", "wrongSize": "\(result.wrongSize)",
             "wrongETag": "\(result.wrongETag)", "unproven": "\(result.unproven)", "readBack": "\(result.readBack)",
@@ -383,8 +393,19 @@ package actor InventoryService: Service {
         verify.phase = .failed
         verify.result = result
         keep(result)
+        recordVerify(result, .failed)
         logger.warning("verify failed: \(failure)")
         statusChanges.changed()
+    }
+
+    /// A verify's end in the audit trail, as the one who asked for it.
+    private func recordVerify(_ r: DaemonStatus.Verify, _ outcome: AuditOutcome) {
+        var details: AuditDetails = [
+            "step": "finished", "checked": .int(Int64(r.checked)), "missing": .int(Int64(r.missing)),
+            "mismatched": .int(Int64(r.mismatched)), "readBack": .int(Int64(r.readBack)), "requeued": .int(Int64(r.requeued)),
+        ]
+        if let error = r.lastError { details["error"] = .string(error) }
+        audit?.record(AuditEvent(.verify, by: verifyActor, outcome, details))
     }
 
     /// The result survives a restart in the queue's `setting` table.

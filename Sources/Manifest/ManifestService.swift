@@ -57,14 +57,18 @@ package actor ManifestService: Service {
     private var state: DaemonStatus.Manifest.State = .off
     private var lastError: String?
     private let statusChanges: ChangeFeed
+    /// Every delete in the bucket, recorded (cli.md "audit": `s3.delete`).
+    private let audit: (any AuditRecorder)?
 
     /// - Parameters:
     ///   - bucket: the stage's way to the bucket; the signed-in user and this NAS's device
     ///     id come from its grant source.
     ///   - wakes: what else makes the stage look (the daemon passes the account's changes).
     package init(database: QueueDatabase, bucket session: BucketSession, options: Options, clock: any DaemonClock = SystemClock(),
-                 wakes: [StageLoop.Source] = [], logger: Logger, statusChanges: ChangeFeed = ChangeFeed()) {
+                 wakes: [StageLoop.Source] = [], logger: Logger, statusChanges: ChangeFeed = ChangeFeed(),
+                 audit: (any AuditRecorder)? = nil) {
         self.database = database
+        self.audit = audit
         self.session = session
         self.options = options
         self.clock = clock
@@ -293,7 +297,7 @@ package actor ManifestService: Service {
         // What the newest complete snapshot makes useless: the logs it covers, older
         // snapshots, unfinished ones older than it.
         let chain = ManifestChain(keys: try await store.keys(under: keys.prefix), layout: keys)
-        for key in chain.stale { try await store.delete(key) }
+        try await delete(chain.stale, store, keys, why: "compaction")
         // A compaction is a burst: what it freed goes back to the system now.
         photolala_trim_malloc()
     }
@@ -308,6 +312,30 @@ package actor ManifestService: Service {
             software: "photolalad \(PhotolalaVersion.current)")
         try await store.put(keys.record, record.encoded(), contentType: "application/json")
         recordStale = false
+    }
+
+    /// Deletes `stale` one by one, then records how many went (and, if one failed after
+    /// some went, that it did).
+    private func delete(_ stale: [String], _ store: ManifestStore, _ keys: ManifestKeys, why: String) async throws {
+        guard !stale.isEmpty else { return }
+        var deleted = 0
+        func record(_ outcome: AuditOutcome, _ error: (any Error)? = nil) {
+            var details: AuditDetails = ["prefix": .string(keys.prefix), "count": .int(Int64(deleted)), "why": .string(why)]
+            if let error { details["error"] = .string("\(error)"); details["of"] = .int(Int64(stale.count)) }
+            audit?.record(AuditEvent(.s3Delete, by: .daemon, outcome, details))
+            logger.info("deleted manifest objects", metadata: ["prefix": "\(keys.prefix)", "count": "\(deleted)", "why": "\(why)"])
+        }
+        do {
+            for key in stale {
+                try await store.delete(key)
+                deleted += 1
+            }
+        } catch {
+            // What went before the failure is recorded; a delete that failed removed nothing.
+            if deleted > 0 { record(.failed, error) }
+            throw error
+        }
+        record(.ok)
     }
 
     // MARK: comparing the bucket's manifest with the ledger (see `ManifestSync`)
@@ -332,7 +360,7 @@ package actor ManifestService: Service {
                 segment = try await store.segment(keys.log(seq)).segment
             } catch let error as ManifestReadError {
                 logger.warning("a manifest segment in the bucket cannot be used; writing it again: \(error)")
-                for key in plan.unusable(seq) { try await store.delete(key) }
+                try await delete(plan.unusable(seq), store, keys, why: "unusable segment")
                 break
             }
             current = try adopt(segment, seq: seq)
@@ -343,7 +371,7 @@ package actor ManifestService: Service {
             logger.warning("the bucket lacks manifest segments this NAS wrote; writing a snapshot of the whole manifest again")
             needsSnapshot = true
         case .tidy(let stale):
-            for key in stale { try await store.delete(key) }
+            try await delete(stale, store, keys, why: "tidy")
         }
         ledger = current
         recordStale = true

@@ -1,7 +1,11 @@
 import Foundation
 import PhotolalaCore
 import Subprocess
+import Synchronization
 import SystemPackage
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `notify.command`: runs the program once per event with the event in its environment
 /// (`PHOTOLALA_EVENT`, `_TITLE`, `_MESSAGE`, `_SEVERITY`, `_REASON`, `_DEVICE`, `_AT`,
@@ -50,11 +54,13 @@ package struct CommandSender: Sendable {
         let environment = Environment.custom(Dictionary(uniqueKeysWithValues: Self.environment(event).map { (Environment.Key(stringLiteral: $0.key), $0.value) }))
         let executable = Executable.path(FilePath(path))
         let limit = timeLimit
+        let started = StartedGroup()
         do {
             let outcome = try await withThrowingTaskGroup(of: (TerminationStatus, [UInt8])?.self) { group in
                 group.addTask {
                     let result = try await run(executable, arguments: [], environment: environment, workingDirectory: FilePath("/"),
                                                platformOptions: options, input: .none, output: .sequence, error: .combinedWithOutput) { execution in
+                        started.group.withLock { $0 = execution.processIdentifier.value }
                         // The head of the output is kept; the rest is read and let go, so a chatty
                         // program never blocks on a full pipe.
                         var head: [UInt8] = []
@@ -67,13 +73,16 @@ package struct CommandSender: Sendable {
                 }
                 group.addTask {
                     try await Task.sleep(for: limit)
+                    // Stopped here rather than left to the task's cancellation: a child still
+                    // holding the output pipe would otherwise keep the read (and us) waiting.
+                    await started.stop()
                     return nil
                 }
                 let first = try await group.next() ?? nil
                 group.cancelAll()
                 return first
             }
-            guard let (status, output) = outcome else {
+            guard let (status, output) = outcome, !started.timedOut else {
                 return Attempt(ok: false, answer: "\(path) did not finish within \(Units.format(limit)): stopped")
             }
             let line = Self.firstLine(output)
@@ -89,6 +98,34 @@ package struct CommandSender: Sendable {
             return Attempt(ok: false, answer: "\(path): stopped (the daemon is stopping)")
         } catch {
             return Attempt(ok: false, answer: "cannot run \(path): \(error)")
+        }
+    }
+
+    /// The command's process group, once it runs (its pid: it leads its own group).
+    final class StartedGroup: Sendable {
+        let group = Mutex<pid_t?>(nil)
+        private let stopped = Mutex(false)
+
+        var timedOut: Bool { stopped.withLock { $0 } }
+
+        /// SIGTERM to the group, SIGKILL 5 s later if any of it is left.
+        func stop() async {
+            stopped.withLock { $0 = true }
+            guard signal(SIGTERM) else { return }
+            for _ in 0..<50 {
+                guard signal(0) else { return }
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+            _ = signal(SIGKILL)
+        }
+
+        /// Whether the group was there to get it.
+        @discardableResult
+        private func signal(_ sig: Int32) -> Bool {
+            group.withLock { pid in
+                guard let pid, pid > 0 else { return false }
+                return kill(-pid, sig) == 0
+            }
         }
     }
 

@@ -87,6 +87,8 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
             "Photolala backup stopped on \(device)"
         case .folderMissing:
             "Photolala backup: a folder is missing on \(device)"
+        case .recoveryKeyNeeded, .recoveryKeyUnreadable:
+            "Photolala backup: the manifest waits for the account key on \(device)"
         }
     }
 
@@ -102,6 +104,7 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
         case .stateDirectoryUnwritable: "The state directory can be written again."
         case .s3Failing: "S3 answers again: uploads resumed."
         case .certificateRefused: "The storage's certificate is trusted again: uploads resumed."
+        case .recoveryKeyNeeded, .recoveryKeyUnreadable: "This NAS holds the account key again: its manifest is written again."
         }
     }
 }

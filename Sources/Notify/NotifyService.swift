@@ -82,18 +82,36 @@ package actor NotifyService: Service {
     private var lastThreshold: Date?
     private var http: HTTPClient?
     private var lastStoreProblem: String?
+    /// Whether each channel's last attempt failed.
+    private var lastFailed: [ChannelKind: Bool] = [:]
     private let watchSignal = WakeSignal()
     private let sendSignal = WakeSignal()
+    /// A channel that stops delivering, and every notification given up (cli.md "audit":
+    /// `notify.failed`).
+    private let audit: (any AuditRecorder)?
 
-    package init(options: Options, source: any NotifySource, store: any NotifyMemoryStore, logger: Logger) {
+    package init(options: Options, source: any NotifySource, store: any NotifyMemoryStore, logger: Logger,
+                 audit: (any AuditRecorder)? = nil) {
         self.options = options
         self.source = source
         self.store = store
         self.logger = logger
+        self.audit = audit
+        Self.registerSecrets(options)
+    }
+
+    /// A Slack or Healthchecks URL is itself the secret, and a URL's password is one: no
+    /// log line or audit record holds them, whatever a receiver's answer quotes.
+    private static func registerSecrets(_ options: Options) {
+        for url in [options.webhook, options.healthcheckURL].compactMap({ $0 }) {
+            SecretRedactor.shared.register(url)
+            SecretRedactor.shared.register(URLComponents(string: url)?.password)
+        }
     }
 
     package func apply(_ new: Options) async {
         let old = options
+        Self.registerSecrets(new)
         options = new
         policy?.config = new.policy
         if new.webhook != old.webhook || new.webhookFormat != old.webhookFormat { webhookBox.clear() }
@@ -324,6 +342,15 @@ package actor NotifyService: Service {
 
     private func report(_ kind: ChannelKind, what: String, _ attempt: Attempt, dropped: Bool, recovered: Bool) {
         let metadata: Logger.Metadata = ["channel": "\(kind.rawValue)", "answer": "\(attempt.answer)"]
+        // The trail hears a channel's first failure (not each retry of a channel already
+        // failing: a dead receiver retried for a day would fill it) and every give-up.
+        let newlyFailing = !attempt.ok && lastFailed[kind] != true
+        lastFailed[kind] = !attempt.ok
+        if newlyFailing || dropped {
+            audit?.record(AuditEvent(.notifyFailed, by: .daemon, .failed, [
+                "channel": .string(kind.rawValue), "what": .string(what), "answer": .string(attempt.answer), "gaveUp": .bool(dropped),
+            ]))
+        }
         if attempt.ok {
             if recovered { logger.notice("notifications by \(kind.rawValue) go through again", metadata: metadata) }
             logger.debug("notification sent: \(what)", metadata: metadata)

@@ -15,6 +15,10 @@ package struct AttentionItem: Codable, Sendable, Equatable {
         case s3Failing
         /// A certificate of S3 or the backend refused (expired, unknown CA, wrong host).
         case certificateRefused
+        /// The account has a recovery key this NAS does not hold: the manifest waits for it.
+        case recoveryKeyNeeded
+        /// The account's key object is missing or does not check out (status `recovery`).
+        case recoveryKeyUnreadable
     }
 
     package enum Severity: String, Codable, Sendable {
@@ -86,6 +90,7 @@ package struct AttentionRules: Sendable, Equatable {
     }
 
     static let login = "sudo photolalactl login"
+    static let enterRecoveryKey = "sudo photolalactl recovery-key --enter"
 
     package func items(for s: DaemonStatus, facts: Facts, now: Date) -> [AttentionItem] {
         var out: [AttentionItem] = []
@@ -97,8 +102,11 @@ package struct AttentionRules: Sendable, Equatable {
         if let item = Self.pauseItem(s.pauseReason) { out.append(item) }
         if let problem = facts.databaseProblem {
             let full = problem.hasPrefix("disk full")
+            // "disk full" stays in the sentence: scripts (and the storage test) look for it.
+            let message = full ? "Nothing new can be recorded (disk full)" + problem.dropFirst("disk full".count)
+                               : Self.capitalized(problem)
             out.append(.init(reason: full ? .stateDirectoryFull : .stateDirectoryUnwritable, severity: .critical,
-                             message: Self.capitalized(problem)))
+                             message: message))
         }
         if let cert = certificateSentence(in: s) {
             out.append(.init(reason: .certificateRefused, severity: .critical, message: Self.capitalized(cert)))
@@ -111,6 +119,7 @@ package struct AttentionRules: Sendable, Equatable {
                              message: "S3 has been failing \(lasting): nothing reaches the bucket" + (h.lastError.map { " (last error: \($0))" } ?? "") + ".",
                              action: "Uploads retry by themselves; check the storage service and this NAS's network."))
         }
+        if let item = Self.recoveryItem(s.recovery) { out.append(item) }
         for folder in s.watch.missingFolders {
             out.append(.init(reason: .folderMissing, severity: .warning,
                              message: "The watched folder \(folder) is missing or unreadable: nothing in it is backed up.",
@@ -154,6 +163,21 @@ package struct AttentionRules: Sendable, Equatable {
             return .init(reason: .accountRevoked, severity: .critical,
                          message: "The Photolala account was disabled: uploads are paused.",
                          action: "Contact Photolala support, then sign in again: \(login)", run: login)
+        }
+    }
+
+    /// Only the manifest waits for the key (photos go on), so never critical.
+    package static func recoveryItem(_ r: DaemonStatus.Recovery) -> AttentionItem? {
+        switch r.state {
+        case .none, .checking, .ready:
+            return nil
+        case .needed:
+            return .init(reason: .recoveryKeyNeeded, severity: .warning,
+                         message: "This NAS does not hold this account's recovery key: photos go on uploading, only this NAS's manifest waits.",
+                         action: "Enter this account's recovery key: \(enterRecoveryKey)", run: enterRecoveryKey)
+        case .unreadable:
+            return .init(reason: .recoveryKeyUnreadable, severity: .warning,
+                         message: r.message ?? "This account's key object in the bucket is missing or does not check out: this NAS's manifest waits.")
         }
     }
 

@@ -81,6 +81,16 @@ package final class RestoreRun: Sendable {
 
     /// Runs the restore; prints as it goes and returns the summary (its exit code is cli.md's).
     package func run() throws(Stop) -> RestoreSummary {
+        do {
+            return try runSession()
+        } catch {
+            // The daemon's session (and the audit trail) hears why it stopped.
+            report(finished: true, outcome: .init(stopped: error.description))
+            throw error
+        }
+    }
+
+    private func runSession() throws(Stop) -> RestoreSummary {
         var streaming = client
         streaming.timeout = 120
         let devices: DeviceList
@@ -95,7 +105,7 @@ package final class RestoreRun: Sendable {
         case .failure(let f): throw .plan(f.description)
         }
         let label = device.name ?? device.id
-        if !request.dryRun { try openSession(device: label) }
+        if !request.dryRun { try openSession(device: label, id: device.id) }
         var summary = RestoreSummary(device: .init(id: device.id, name: device.name), asOf: request.asOfText, dryRun: request.dryRun,
                                      files: 0, bytes: 0, restored: 0, alreadyThere: 0, kept: 0, failed: 0, waitingArchived: 0,
                                      problems: [], items: request.dryRun ? [] : nil, interrupted: false)
@@ -126,16 +136,20 @@ package final class RestoreRun: Sendable {
             dryRun(items, statuses: statuses, into: &summary)
         } else {
             restore(items, statuses: statuses, into: &summary)
-            report(finished: true)
+            report(finished: true, outcome: .init(
+                restored: summary.restored, alreadyThere: summary.alreadyThere, kept: summary.kept, failed: summary.failed,
+                refused: summary.problems.filter { $0.kind == "refused" }.count, waitingArchived: summary.waitingArchived,
+                interrupted: summary.interrupted))
         }
         return summary
     }
 
     // MARK: planning
 
-    private func openSession(device: String) throws(Stop) {
+    private func openSession(device: String, id: String) throws(Stop) {
         do {
-            let reply = try client.call(.restoreSession, body: try ControlJSON.encode(RestoreReport(device: device)), as: RestoreSessionReply.self)
+            let opening = RestoreReport(device: device, deviceId: id, to: request.to, asOf: request.asOfText, paths: request.paths.count)
+            let reply = try client.call(.restoreSession, body: try ControlJSON.encode(opening), as: RestoreSessionReply.self)
             state.withLock {
                 $0.sessionId = reply.id
                 $0.device = device
@@ -439,11 +453,13 @@ package final class RestoreRun: Sendable {
         }
     }
 
-    private func report(finished: Bool) {
+    /// `outcome`: the counts of a finished restore, for the daemon's audit trail.
+    private func report(finished: Bool, outcome: RestoreReport.Outcome? = nil) {
         let (p, id, device) = state.withLock { ($0.tally.progress, $0.sessionId, $0.device) }
         guard let id else { return }
         let r = RestoreReport(id: id, device: device, filesDone: p.filesDone, filesTotal: p.filesTotal, bytesDone: max(p.bytesDone, p.bytesMoved),
-                              bytesTotal: p.bytesTotal, waitingArchived: p.waitingArchived, archiveClass: p.archiveClass, finished: finished)
+                              bytesTotal: p.bytesTotal, waitingArchived: p.waitingArchived, archiveClass: p.archiveClass, finished: finished,
+                              outcome: outcome)
         _ = try? client.send(.restoreSession, body: (try? ControlJSON.encode(r)) ?? [])
     }
 

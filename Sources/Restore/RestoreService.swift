@@ -50,11 +50,15 @@ package actor RestoreService: Service {
     private let budget: ByteBudget
     private let meter = RateMeter()
     private var sessions = RestoreSessions()
+    /// Who restored what, where to, and how it ended (cli.md "audit": `restore`).
+    private let audit: (any AuditRecorder)?
 
     /// - Parameter bucket: the way to the bucket; the signed-in user and this NAS's device
     ///   id come from its grant source.
-    package init(bucket session: BucketSession, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger) {
+    package init(bucket session: BucketSession, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger,
+                 audit: (any AuditRecorder)? = nil) {
         self.session = session
+        self.audit = audit
         self.options = options
         self.clock = clock
         self.logger = logger
@@ -93,7 +97,7 @@ package actor RestoreService: Service {
             guard let report = try? ControlJSON.decode(RestoreReport.self, from: request.body) else {
                 return .error(400, "bad_request", "expected a restore report")
             }
-            return .json(RestoreSessionReply(id: self.report(report)))
+            return .json(RestoreSessionReply(id: self.report(report, by: request.caller)))
         default:
             return .error(404, "not_found", "not a restore call")
         }
@@ -429,8 +433,39 @@ package actor RestoreService: Service {
 
     // MARK: sessions, for status
 
-    package func report(_ r: RestoreReport) -> String {
-        sessions.update(r, now: clock.now())
+    /// A restore's report; its opening and its end are recorded as `actor`'s (the command's
+    /// caller: root or the daemon's user, the only ones who may open a session).
+    package func report(_ r: RestoreReport, by actor: AuditActor = .daemon) -> String {
+        let before = sessions.report(r.id)
+        let id = sessions.update(r, now: clock.now())
+        // The session's report: the opening's device, destination and time with this one's progress.
+        let r = sessions.report(id) ?? r
+        var details: AuditDetails = ["device": .string(r.device), "destination": .string(r.to ?? "original folders")]
+        if let deviceId = r.deviceId { details["deviceId"] = .string(deviceId) }
+        if let asOf = r.asOf { details["asOf"] = .string(asOf) }
+        if before == nil {
+            if let paths = r.paths, paths > 0 { details["paths"] = .int(Int64(paths)) }
+            details["step"] = "started"
+            logger.notice("a restore began", metadata: ["device": "\(r.device)", "to": "\(r.to ?? "original folders")"])
+            audit?.record(AuditEvent(.restore, by: actor, .ok, details))
+        }
+        if r.finished && before?.finished != true {
+            let o = r.outcome ?? RestoreReport.Outcome()
+            details["step"] = "finished"
+            details["files"] = .int(Int64(r.filesTotal))
+            details["restored"] = .int(Int64(o.restored))
+            details["alreadyThere"] = .int(Int64(o.alreadyThere))
+            details["kept"] = .int(Int64(o.kept))
+            details["failed"] = .int(Int64(o.failed))
+            details["refused"] = .int(Int64(o.refused))
+            if o.waitingArchived > 0 { details["waitingArchived"] = .int(Int64(o.waitingArchived)) }
+            if o.interrupted { details["interrupted"] = true }
+            if let stopped = o.stopped { details["stopped"] = .string(stopped) }
+            let whole = o.failed == 0 && o.kept == 0 && o.refused == 0 && o.waitingArchived == 0 && !o.interrupted && o.stopped == nil
+            logger.notice("a restore ended", metadata: ["device": "\(r.device)", "restored": "\(o.restored)", "failed": "\(o.failed)"])
+            audit?.record(AuditEvent(.restore, by: actor, whole ? .ok : .failed, details))
+        }
+        return id
     }
 
     package func contribute(to s: inout DaemonStatus) {

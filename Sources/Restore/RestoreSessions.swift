@@ -22,9 +22,22 @@ package struct RestoreSessions: Sendable {
         let id = report.id.flatMap { sessions[$0] == nil ? nil : $0 } ?? UUID().uuidString.lowercased()
         var r = report
         r.id = id
+        // What the opening said (the device's id, where to, as of when) holds for the
+        // whole session: the later reports carry only progress and the end.
+        if let opening = sessions[id]?.report {
+            r.deviceId = r.deviceId ?? opening.deviceId
+            r.to = r.to ?? opening.to
+            r.asOf = r.asOf ?? opening.asOf
+            r.paths = r.paths ?? opening.paths
+        }
         let started = sessions[id]?.startedAt ?? now
         sessions[id] = Session(report: r, startedAt: started, updatedAt: now)
         return id
+    }
+
+    /// The session's last report, if it is open.
+    package func report(_ id: String?) -> RestoreReport? {
+        id.flatMap { sessions[$0]?.report }
     }
 
     /// The most recently heard-from restore still running, with the daemon's read rate.

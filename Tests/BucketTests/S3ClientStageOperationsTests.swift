@@ -1,6 +1,7 @@
 import Digests
 import Foundation
 import NIOCore
+import PhotolalaCore
 import Synchronization
 import Testing
 @testable import Bucket

@@ -13,7 +13,7 @@ import Testing
         AuditRecord(seq: 2, at: "2026-11-22T07:00:05.000Z", event: .controlRefused, actor: .caller(uid: 65534, user: nil), outcome: .refused,
                     details: ["call": "POST /v1/pause", "notRecordedBefore": 3], prev: String(repeating: "a", count: 64)),
         AuditRecord(seq: 3, at: "2026-11-22T07:01:00.000Z", event: .configReload, actor: .systemd, outcome: .failed,
-                    details: ["error": .string(String(repeating: "e", count: 120))], prev: String(repeating: "b", count: 64)),
+                    details: ["error": .string(String(repeating: "e", count: 200))], prev: String(repeating: "b", count: 64)),
     ]
 
     @Test func optionsParse() throws {
@@ -46,6 +46,8 @@ import Testing
         // The columns line up.
         let events = zip(lines, ["pause", "control.refused", "config.reload"]).map { $0.range(of: $1)!.lowerBound.utf16Offset(in: $0) }
         #expect(Set(events).count == 1)
+        // What happened comes first.
+        #expect(AuditCommand.summary(["userId": "U", "step": "approved", "method": "pairing"]) == "method=pairing step=approved userId=U")
         let more = AuditCommand.render(AuditListing(records: Self.records, more: true), json: false)
         #expect(more.hasPrefix("(older records left out"))
         #expect(AuditCommand.render(AuditListing(records: [], more: false), json: false) == "No audit records.\n")

@@ -46,7 +46,7 @@ import Testing
         s.problems = [problem, "Thumbnails are off: no worker"]
         s.attention = AttentionRules().items(for: s, facts: .init(databaseProblem: problem), now: now)
         let out = lines(s)
-        #expect(out[1].hasPrefix("  Action needed: Disk full: the queue database"))
+        #expect(out[1].hasPrefix("  Action needed: Nothing new can be recorded (disk full): the queue database"))
         #expect(out[2] == "  Problem: Thumbnails are off: no worker")
         #expect(!out.contains { $0.hasPrefix("  Problem: disk full") })
     }

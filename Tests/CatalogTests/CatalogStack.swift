@@ -80,7 +80,7 @@ actor CatalogStack {
                                      appleCheckInterval: .seconds(3600), logger: logger)
         // The account performs its backend calls in `run()`, as in the daemon's service group.
         Task { try? await account.run() }
-        let (userId, error) = await account.loginWithIdentityToken(token, authorizationCode: nil)
+        let (userId, error) = await account.loginWithIdentityToken(token, authorizationCode: nil, by: .caller(uid: 0))
         guard let userId else { throw StackError("sign-in failed: \(error ?? "?")") }
         let grant = try await account.credentials()
         return TestAccess(account: account, userId: userId, grant: grant)

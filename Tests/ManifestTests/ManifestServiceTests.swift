@@ -21,6 +21,7 @@ import Upload
     let grants = FixedGrants(userId: "U", deviceId: "dev-1")
     let db: QueueDatabase
     let keys = ManifestKeys(userId: "U", deviceId: "dev-1")
+    let audit = CollectedAudit()
 
     init() throws {
         bucket = InMemoryBucket(clock: clock)
@@ -37,7 +38,7 @@ import Upload
         let environment = segments.map { ["PHOTOLALAD_MANIFEST_COMPACT_SEGMENTS": "\($0)"] } ?? [:]
         let logger = Logger(label: "manifest-stage-tests")
         return ManifestService(database: db, bucket: BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger),
-                               options: .init(settings, environment: environment), clock: clock, logger: logger)
+                               options: .init(settings, environment: environment), clock: clock, logger: logger, audit: audit)
     }
 
     static func md5(_ name: String) -> String { Hex.string(MD5.digest(Array(name.utf8))) }
@@ -156,6 +157,10 @@ import Upload
         let digest = try #require(ManifestSegment.digestHex(of: partBytes))
         #expect(index.header.parts == [ManifestHeader.Part(part: 1, sha256: digest, entries: 2)])
         #expect(try db.manifestLedger()?.snapshot == 2)
+        // The two logs the snapshot covers, deleted: the audit trail says where and how many.
+        #expect(audit.all == [
+            AuditEvent(.s3Delete, by: .daemon, .ok, ["prefix": .string(keys.prefix), "count": 2, "why": "compaction"]),
+        ])
 
         let beforeGone = clock.now()
         clock.advance(by: 60)

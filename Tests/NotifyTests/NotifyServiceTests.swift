@@ -1,3 +1,4 @@
+import BucketTesting
 import Foundation
 import Logging
 import PhotolalaCore
@@ -110,5 +111,30 @@ import Testing
         }
         #expect(events(dir) == ["problem appleRevoked"], "the second start told nothing again")
         #expect(store.saved.withLock { $0.count } == 1)
+    }
+
+    @Test func aChannelThatStopsDeliveringIsInTheAuditTrailOnce() async throws {
+        let (_, dir) = try hook()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // A receiver that fails every time: the outbox retries (2 s doubling), the trail hears it once.
+        let path = dir.appendingPathComponent("broken").path
+        try "#!/bin/sh\necho tried >> \"$(dirname \"$0\")/events\"\necho 'receiver down'\nexit 3\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o755)
+        var settings = Settings()
+        settings.notify.command = path
+        let source = Source()
+        let audit = CollectedAudit()
+        let service = NotifyService(options: .init(settings, environment: [:]), source: source, store: Store(),
+                                    logger: Logger(label: "test"), audit: audit)
+        let running = Task { try await service.run() }
+        defer { running.cancel() }
+        source.set { $0.attention = [AttentionRules.pauseItem(.quotaExceeded)!] }
+        try await waitFor("two attempts") { events(dir).count >= 2 }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(audit.all == [
+            AuditEvent(.notifyFailed, by: .daemon, .failed, [
+                "channel": "command", "what": "problem quotaExceeded", "answer": .string("\(path) exited with 3: receiver down"), "gaveUp": false,
+            ]),
+        ])
     }
 }

@@ -64,7 +64,7 @@ import Testing
     @Test func theStateDirectoryFullOrUnwritable() {
         let full = rules.items(for: running(), facts: .init(databaseProblem: "disk full: the queue database (/var/lib/photolala/queue.db) cannot grow"), now: now)
         #expect(full.map(\.reason) == [.stateDirectoryFull])
-        #expect(full[0].message.hasPrefix("Disk full: the queue database"))
+        #expect(full[0].message.hasPrefix("Nothing new can be recorded (disk full): the queue database"))
         let readOnly = rules.items(for: running(), facts: .init(databaseProblem: "the queue database (/x/queue.db) is read-only: check its permissions"), now: now)
         #expect(readOnly.map(\.reason) == [.stateDirectoryUnwritable])
     }

@@ -20,6 +20,7 @@ import Testing
     let bucket: InMemoryBucket
     let grants = FixedGrants(userId: "U", deviceId: "dev-1")
     let restore: RestoreService
+    let audit = CollectedAudit()
     let small = Array("a photo".utf8) + [UInt8](repeating: 7, count: 1000)
     /// Above the range threshold set below: read as ten ranges, three at a time.
     let big = (0..<(300 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
@@ -31,7 +32,7 @@ import Testing
         options.rangeSize = 32 << 10
         let logger = Logger(label: "restore-tests")
         restore = RestoreService(bucket: BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger),
-                                 options: options, clock: clock, logger: logger)
+                                 options: options, clock: clock, logger: logger, audit: audit)
         let files = [("2024/a.jpg", small), ("big.mov", big)]
         let entries = files.map { name, bytes in
             ManifestEntry(kind: .appeared, folder: "/srv/photos", path: Array(name.utf8), time: 1_800_000_000_000,
@@ -125,6 +126,13 @@ import Testing
         // Ten ranges of the big file, the small one whole, the manifest, the device records,
         // and the three 503s tried again in place.
         #expect(bucket.requests("GetObject") >= 10 + 1 + 1 + 3)
+        // Who restored which device where, and how it ended: the command's session told the daemon.
+        let me = AuditActor.caller(uid: getuid())
+        #expect(audit.all == [
+            AuditEvent(.restore, by: me, .ok, ["step": "started", "device": "nas", "deviceId": "dev-1", "destination": .string(dir + "/out")]),
+            AuditEvent(.restore, by: me, .ok, ["step": "finished", "device": "nas", "deviceId": "dev-1", "destination": .string(dir + "/out"),
+                                               "files": 2, "restored": 2, "alreadyThere": 0, "kept": 0, "failed": 0, "refused": 0]),
+        ])
         try? FileManager.default.removeItem(atPath: dir)
     }
 }

@@ -55,8 +55,9 @@ import Testing
         var settings = Settings()
         settings.daemon.stateDir = world.dir
         settings.catalog.publishInterval = .seconds(1)
+        let audit = CollectedAudit()
         let service = CatalogService(database: world.database, bucket: world.session(), gate: OpenGate(),
-                                     options: .init(settings), logger: world.logger, clock: world.clock)
+                                     options: .init(settings), logger: world.logger, clock: world.clock, audit: audit)
         let running = Running { try await service.run() }
         var status = DaemonStatus()
         try await world.waitUntil("the catalog published") {
@@ -68,5 +69,38 @@ import Testing
         // Newest first; the phone's row exactly as it was.
         #expect(try appRead(world) == [ours[0], phone[0], ours[1]])
         #expect(try world.database.catalogPending() == 0)
+        // The phone's catalog was replaced (its row kept): the audit trail says so, once.
+        #expect(audit.all == [
+            AuditEvent(.catalogReplaced, by: .daemon, .ok, [
+                "prefix": .string(CatalogFormat.prefix(userId: world.userId)), "replaced": .string(Hex.string(MD5.digest(body))),
+                "rowsKept": 1, "added": 2, "putBack": 0, "conditional": true,
+            ]),
+        ])
+    }
+
+    @Test func aPublishOverOurOwnCatalogIsNotAReplacement() async throws {
+        let world = try StageWorld(skipsWaitsUpTo: 60)
+        _ = try ready(world, "first", date: 1_700_000_000)
+        var settings = Settings()
+        settings.daemon.stateDir = world.dir
+        settings.catalog.publishInterval = .seconds(1)
+        let audit = CollectedAudit()
+        let service = CatalogService(database: world.database, bucket: world.session(), gate: OpenGate(),
+                                     options: .init(settings), logger: world.logger, clock: world.clock, audit: audit)
+        let running = Running { try await service.run() }
+        var status = DaemonStatus()
+        try await world.waitUntil("the first publish") {
+            await service.contribute(to: &status)
+            return status.catalog.rows == 1
+        }
+        _ = try ready(world, "second", date: 1_700_000_100)
+        await world.database.signals.photosReady.notify()
+        try await world.waitUntil("the second publish") {
+            await service.contribute(to: &status)
+            return status.catalog.rows == 2
+        }
+        await running.stop()
+        #expect(try appRead(world).count == 2)
+        #expect(audit.all.isEmpty)
     }
 }

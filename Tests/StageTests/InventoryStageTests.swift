@@ -10,11 +10,11 @@ import Testing
 /// The inventory actor in-process: it lists the in-memory bucket, finds what is already
 /// there, and puts back what the bucket lost.
 @Suite(.serialized) struct InventoryStageTests {
-    func inventory(_ world: StageWorld, statusChanges: ChangeFeed = ChangeFeed()) -> InventoryService {
+    func inventory(_ world: StageWorld, statusChanges: ChangeFeed = ChangeFeed(), audit: CollectedAudit? = nil) -> InventoryService {
         var settings = Settings()
         settings.upload.inventoryInterval = .seconds(3600)
         return InventoryService(database: world.database, bucket: world.session(), gate: OpenGate(), options: .init(settings),
-                                logger: world.logger, clock: world.clock, statusChanges: statusChanges)
+                                logger: world.logger, clock: world.clock, statusChanges: statusChanges, audit: audit)
     }
 
     func status(_ service: InventoryService) async -> DaemonStatus {
@@ -72,12 +72,13 @@ import Testing
             md5s.append(md5)
         }
         world.clock.advance(by: 1)
-        let service = inventory(world)
+        let audit = CollectedAudit()
+        let service = inventory(world, audit: audit)
         let running = Running { try await service.run() }
         try await world.waitUntil("the first listing") { await status(service).inventory.state == .ok }
         // Fewer failures than the inventory's budget retries in place.
         world.bucket.failNext(3, with: .slowDown, operations: ["GetObject"])
-        _ = await service.requestVerify(deepPercent: 100)
+        _ = await service.requestVerify(deepPercent: 100, by: .caller(uid: 34))
         try await world.waitUntil("verify done") { await service.verifyProgress().isFinished }
         let result = await service.verifyProgress().result
         // The listing's ETag already told the wrong one; the others read back whole.
@@ -85,6 +86,12 @@ import Testing
         #expect(result.readBack == 3 && result.readBackWrong == 0 && result.lastError == nil)
         #expect(try world.objectState(md5s[3]) == "pending", "the wrong bytes are sent again")
         #expect(world.bucket.requests("GetObject") == 3 + 3)
+        // Who asked, and the result, in the audit trail; the periodic listing is not there.
+        #expect(audit.all == [
+            AuditEvent(.verify, by: .caller(uid: 34), .ok, ["step": "started", "deep": "100%"]),
+            AuditEvent(.verify, by: .caller(uid: 34), .ok, ["step": "finished", "checked": 4, "missing": 0, "mismatched": 1,
+                                                            "readBack": 3, "requeued": 1]),
+        ])
         await running.stop()
     }
 }

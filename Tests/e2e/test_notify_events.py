@@ -260,7 +260,7 @@ def test_a_full_state_directory_is_its_own_reason(world, channels):
             write_photo(d.photos / "full" / f"f{i:02d}-{'x' * 60}.jpg", 10_000 + i)
         wait_until(lambda: of(channels.hook.events(), "problem", "stateDirectoryFull"), 60, "stateDirectoryFull")
         event = of(channels.hook.events(), "problem", "stateDirectoryFull")[0]
-        assert event["message"].startswith("Disk full") and event["title"].startswith("Photolala backup stopped on")
+        assert event["message"].startswith("Nothing new can be recorded (disk full)") and event["title"].startswith("Photolala backup stopped on")
         assert command_events(channels.cmd, "problem", "stateDirectoryFull")
         filler.unlink()
         wait_until(lambda: of(channels.hook.events(), "recovered", "stateDirectoryFull"), 60, "its recovery")

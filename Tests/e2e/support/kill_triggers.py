@@ -86,6 +86,42 @@ def kill_on_db_write(pid: int, state_dir: Path, timeout: float, skip: int = 0) -
         os.close(fd)
 
 
+IN_CREATE = 0x00000100
+IN_MOVED_TO = 0x00000080
+
+
+def kill_on_file(pid: int, directory: Path, name: str, mask: int, timeout: float, skip: int = 0) -> bool:
+    """Kills `pid` the moment `name` in `directory` sees an event of `mask` (IN_CREATE: a
+    file made; IN_MOVED_TO: a file renamed into place), after letting `skip` such events
+    pass: a state file's atomic replacement is a create of its temporary name, then a
+    rename, so the kill lands between the steps of a write sequence."""
+    fd = _libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "inotify_init1")
+    try:
+        if _libc.inotify_add_watch(fd, str(directory).encode(), mask) < 0:
+            raise OSError(ctypes.get_errno(), "inotify_add_watch")
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if not ready:
+                continue
+            data = os.read(fd, 65536)
+            offset = 0
+            while offset < len(data):
+                _wd, event, _cookie, length = struct.unpack_from("iIII", data, offset)
+                got = data[offset + 16: offset + 16 + length].split(b"\0", 1)[0].decode(errors="replace")
+                offset += 16 + length
+                if got == name and event & mask:
+                    seen += 1
+                    if seen > skip:
+                        return kill9(pid)
+        return False
+    finally:
+        os.close(fd)
+
+
 class ResponseTrigger:
     """Kills `pid` right after the proxy has handed the daemon a 2xx answer to a request
     `match` accepts (once; then disarms)."""

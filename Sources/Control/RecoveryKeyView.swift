@@ -1,0 +1,28 @@
+import Foundation
+
+/// `photolalactl recovery-key [--json]` and `--rotate` (privacy.md): the key, the account
+/// key's fingerprint and when the recovery key was made. Only ever sent to root or the
+/// daemon's user, and printed by the command; never logged.
+package struct RecoveryKeyView: Codable, Sendable, Equatable {
+    package var recoveryKey: String
+    package var fingerprint: String
+    package var createdAt: String
+    /// This NAS's copy no longer opens the key object in the bucket (rotated on another NAS).
+    package var outdated: Bool
+
+    package init(recoveryKey: String, fingerprint: String, createdAt: String, outdated: Bool) {
+        self.recoveryKey = recoveryKey
+        self.fingerprint = fingerprint
+        self.createdAt = createdAt
+        self.outdated = outdated
+    }
+}
+
+/// `photolalactl recovery-key --enter`: the key as read from standard input, in the body.
+package struct RecoveryKeyEntry: Codable, Sendable {
+    package var recoveryKey: String
+
+    package init(recoveryKey: String) {
+        self.recoveryKey = recoveryKey
+    }
+}

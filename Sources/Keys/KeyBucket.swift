@@ -1,0 +1,89 @@
+import Bucket
+import NIOCore
+import PhotolalaCore
+import Synchronization
+import Vault
+
+/// What the key service asks the bucket, through its own session: the key object
+/// `metadata/{userId}/keys/account-key`, writing it (conditionally, always), and whether
+/// anything else under the user's metadata says the account has a key (privacy.md).
+struct KeyBucket: Sendable {
+    /// One small request at a time; transient failures tried twice in place, then the
+    /// service's own backoff.
+    static let budget = BucketBudget(transientRetries: 2, backoff: Backoff(base: 0.5, cap: 2, jitter: .full, floor: 0.2),
+                                     repeatsUnreadableAnswers: false)
+
+    let session: BucketSession
+
+    static func prefix(_ uid: String) -> String { "metadata/\(uid)/" }
+
+    /// The key object's bytes and ETag; nil when there is none.
+    func keyObject(_ uid: String) async throws(S3Error) -> (bytes: [UInt8], etag: String)? {
+        try await session.perform(under: Self.prefix(uid), budget: Self.budget) { bucket throws(S3Error) in
+            try await bucket.getObjectIfPresent(key: KeyObject.objectKey(userId: uid))
+        }
+    }
+
+    /// Writes the key object: over the one whose ETag is `ifMatch`, or (nil) only where
+    /// there is none (`If-None-Match: *`). Never unconditionally: another NAS may have
+    /// written meanwhile, and its key must not be lost.
+    func putKeyObject(_ object: [UInt8], uid: String, ifMatch: String?) async throws(S3Error) {
+        _ = try await session.perform(under: Self.prefix(uid), budget: Self.budget) { bucket throws(S3Error) in
+            try await bucket.putObject(key: KeyObject.objectKey(userId: uid), bytes: object, contentType: "application/octet-stream",
+                                       ifMatch: ifMatch, ifNoneMatch: ifMatch == nil)
+        }
+    }
+
+    /// Whether anything besides the key object says the account has a key (privacy.md):
+    /// another object under `keys/`, or a format-2 object under the user's metadata (a
+    /// sealed segment `….pls`, or a `device.json` that starts with the sealed magic).
+    func hasKeyMaterial(_ uid: String) async throws(S3Error) -> Bool {
+        let prefix = Self.prefix(uid)
+        let keyObject = KeyObject.objectKey(userId: uid)
+        var token: String?
+        repeat {
+            let page = try await session.perform(under: prefix, budget: Self.budget) { [token] bucket throws(S3Error) in
+                try await bucket.listObjects(prefix: prefix, continuationToken: token, maxKeys: 1000)
+            }
+            for object in page.objects where object.key != keyObject {
+                if object.key.hasPrefix(prefix + "keys/") || object.key.hasSuffix(".pls") { return true }
+                if object.key.hasSuffix("/device.json"), object.size >= 8, try await startsSealed(object.key, prefix: prefix) {
+                    return true
+                }
+            }
+            token = page.nextContinuationToken
+        } while token != nil
+        return false
+    }
+
+    /// The first 8 bytes of `key`, asked with a ranged GET.
+    private func startsSealed(_ key: String, prefix: String) async throws(S3Error) -> Bool {
+        let head = HeadBytes()
+        do throws(S3Error) {
+            _ = try await session.perform(under: prefix, budget: Self.budget) { bucket throws(S3Error) in
+                head.reset()
+                return try await bucket.getObject(key: key, range: 0...7, expectedBytes: 8) { buffer in head.append(buffer) }
+            }
+        } catch {
+            // Gone since the listing: nothing to say about the account.
+            if error.kind == .notFound { return false }
+            throw error
+        }
+        return head.bytes.starts(with: SealedObject.magic)
+    }
+}
+
+/// The first bytes of a ranged GET, gathered from the transport's buffers.
+private final class HeadBytes: Sendable {
+    private let state = Mutex<[UInt8]>([])
+
+    var bytes: [UInt8] { state.withLock { $0 } }
+
+    func reset() { state.withLock { $0 = [] } }
+
+    func append(_ buffer: ByteBuffer) {
+        state.withLock { bytes in
+            if bytes.count < 8 { bytes += buffer.getBytes(at: buffer.readerIndex, length: min(8 - bytes.count, buffer.readableBytes)) ?? [] }
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import PhotolalaCore
+import Vault
+
+/// What `recovery-key` and `--rotate` show.
+package struct ShownRecoveryKey: Sendable, Equatable {
+    package var recoveryKey: RecoveryKey
+    package var fingerprint: String
+    package var createdAt: Date
+    /// This copy no longer opens the bucket's key object (rotated on another NAS).
+    package var outdated: Bool
+}
+
+/// How a sign-in left the key, for `login`'s hint: made here (keep the recovery key), or
+/// in any other state (`ready`, `needed`, `unreadable`).
+package struct KeySignInOutcome: Sendable, Equatable {
+    package var created: Bool
+    package var state: DaemonStatus.Recovery.State
+}
+
+/// Why a `recovery-key` call (show, `--enter`, `--rotate`) changed nothing; each sentence
+/// says what to do. The wire's error code is `code`; the audit trail records it as the reason.
+package enum RecoveryKeyRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+    case notSignedIn
+    /// The key is being made, checked or rotated: asked again in a moment, it answers.
+    case notYet(String)
+    /// This NAS does not hold the key (needed, unreadable); the sentence says why.
+    case notHeld(String)
+    /// Not a recovery key as typed (a character, the length, or the check: a typo).
+    case malformed(RecoveryKey.ParseError)
+    /// A well-formed key that does not open the account key.
+    case wrongKey
+    /// The bucket has no key object to check a key against.
+    case noKeyObject
+    /// The key object changed while a rotation was under way.
+    case changedMeanwhile
+    /// The bucket could not be reached; `pending`: a rotation whose outcome is unknown.
+    case bucket(String)
+    /// The key file could not be written.
+    case local(String)
+
+    /// The wire's error code.
+    package var code: String {
+        switch self {
+        case .notSignedIn: "not_signed_in"
+        case .notYet: "not_yet"
+        case .notHeld: "not_held"
+        case .malformed(.typo): "typo"
+        case .malformed: "malformed"
+        case .wrongKey: "wrong_key"
+        case .noKeyObject: "no_key_object"
+        case .changedMeanwhile: "changed"
+        case .bucket: "bucket"
+        case .local: "local"
+        }
+    }
+
+    package var description: String {
+        switch self {
+        case .notSignedIn:
+            "this NAS is not signed in: sign in first (sudo photolalactl login)"
+        case .notYet(let why), .notHeld(let why), .bucket(let why), .local(let why):
+            why
+        case .malformed(let why):
+            why.description
+        case .wrongKey:
+            "this recovery key is well formed but does not open this account's key: it belongs to another account or "
+                + "was replaced by `recovery-key --rotate` (use the newest one: `sudo photolalactl recovery-key` on a NAS "
+                + "that holds the key shows it). Nothing was changed."
+        case .noKeyObject:
+            "the bucket holds no key object for this account, so there is nothing to check the key against: on a NAS "
+                + "that holds the account key, restart photolalad (it writes the key object again), then enter the key here. "
+                + "Nothing was changed."
+        case .changedMeanwhile:
+            "the key object in the bucket changed while the new recovery key was being put in place (another NAS "
+                + "rotated it?): nothing was changed; run `sudo photolalactl recovery-key --rotate` again"
+        }
+    }
+}
