@@ -5,7 +5,6 @@ import PhotolalaCore
 import Synchronization
 import Testing
 @testable import Bucket
-import PhotolalaCore
 
 /// The operations the stages after the upload use — listing, conditional writes, reading
 /// back, archive restores — against moto with signatures and session tokens enforced.
