@@ -6,8 +6,8 @@ import ServiceLifecycle
 /// Puts `upload.bandwidth_limit` in force: a single rate at once, a timetable slot by slot
 /// (config.md "Bandwidth timetable"). A timer wakes at the end of each slot (and at least
 /// every minute, so a changed clock or a suspend is caught up), a reload at once; the new
-/// rate goes out on `feed` and through `follow`, and a `0` slot pauses uploading through
-/// the gate with `pauseReason` `schedule` until the slot ends.
+/// rate goes out on `feed`, which the uploader follows (a `0` slot holds its uploads), and
+/// status says `pauseReason` `schedule` until the slot ends.
 actor BandwidthSchedule: Service {
     /// What spends upload bandwidth reads the rate here.
     nonisolated let feed: BandwidthFeed
@@ -16,31 +16,28 @@ actor BandwidthSchedule: Service {
     private let statusChanges: ChangeFeed
     private let logger: Logger
     private let timeZone: @Sendable () -> TimeZone
-    /// Told each new rate (bytes per second; nil no limit, 0 paused).
-    private let follow: @Sendable (Int64?) async -> Void
     private let signal = WakeSignal()
 
-    init(settings: Settings, feed: BandwidthFeed, statusChanges: ChangeFeed, logger: Logger, timeZone: @escaping @Sendable () -> TimeZone = { TimeZone.current },
-         follow: @escaping @Sendable (Int64?) async -> Void = { _ in }) {
+    init(settings: Settings, feed: BandwidthFeed, statusChanges: ChangeFeed, logger: Logger,
+         timeZone: @escaping @Sendable () -> TimeZone = { TimeZone.current }) {
         timetable = settings.upload.bandwidthTimetable
         fixedRate = settings.upload.bandwidthLimit
         self.feed = feed
         self.statusChanges = statusChanges
         self.logger = logger
         self.timeZone = timeZone
-        self.follow = follow
         feed.publish(Self.current(timetable: timetable, fixedRate: fixedRate, now: Date(), timeZone: timeZone()))
     }
 
     func apply(_ settings: Settings) async {
         timetable = settings.upload.bandwidthTimetable
         fixedRate = settings.upload.bandwidthLimit
-        await publish(now: Date(), force: true)
+        publish(now: Date(), force: true)
         await signal.notify()
     }
 
     func run() async throws {
-        await publish(now: Date(), force: true)
+        publish(now: Date(), force: true)
         try? await cancelWhenGracefulShutdown { await self.loop() }
     }
 
@@ -50,11 +47,11 @@ actor BandwidthSchedule: Service {
             let minute = Date().addingTimeInterval(60)
             await signal.wait(since: since, until: feed.current.until.map { min($0, minute) } ?? minute)
             guard !Task.isCancelled else { return }
-            await publish(now: Date(), force: false)
+            publish(now: Date(), force: false)
         }
     }
 
-    private func publish(now: Date, force: Bool) async {
+    private func publish(now: Date, force: Bool) {
         let before = feed.current
         let new = Self.current(timetable: timetable, fixedRate: fixedRate, now: now, timeZone: timeZone())
         feed.publish(new)
@@ -64,8 +61,6 @@ actor BandwidthSchedule: Service {
             logger.notice(new.isPaused ? "the bandwidth timetable pauses uploads until \(until)"
                           : "the bandwidth timetable allows \(new.rate) until \(until)")
         }
-        // On a reload the uploader was just given the settings' own rate: give it the slot's again.
-        if changed || force { await follow(new.rate.bytesPerSecond) }
         if changed || force || new != before { statusChanges.changed() }
     }
 

@@ -81,18 +81,13 @@ package struct Daemon: Sendable {
         if let proxy {
             logger.warning("debug build: every S3 connection of the uploads goes through the proxy \(proxy.host):\(proxy.port) (\(ConnectProxy.debugVariable))")
         }
-        // upload.bandwidth_limit, slot by slot when it is a timetable: its `0` slots pause the
-        // photos' uploads through the gate, its rates go to the uploader.
+        // upload.bandwidth_limit, slot by slot when it is a timetable: the uploader follows
+        // the feed's rate, and holds the photos' uploads in its `0` slots.
         let bandwidth = BandwidthFeed()
+        let schedule = BandwidthSchedule(settings: settings, feed: bandwidth, statusChanges: core.statusChanges, logger: logger)
         let uploader = UploaderService(database: database, bucket: bucket(max(8, settings.upload.concurrency * 2), proxy: proxy),
-                                       gate: DaemonGate(core: core, account: account, schedule: bandwidth),
-                                       options: .init(settings), logger: logger, payloadDigests: payloadDigests)
-        let schedule = BandwidthSchedule(settings: settings, feed: bandwidth, statusChanges: core.statusChanges, logger: logger, follow: { rate in
-            // The uploader's TokenBucket takes the slot's rate (a `0` slot is held by the gate).
-            var options = UploaderService.Options(await core.settings)
-            options.bandwidthLimit = rate == 0 ? nil : rate
-            await uploader.apply(options)
-        })
+                                       gate: DaemonGate(core: core, account: account),
+                                       options: .init(settings), logger: logger, payloadDigests: payloadDigests, rates: bandwidth)
         let scraper = MetricsScraper(core: core, exposition: MetricsExposition(counters: counters.registry))
         let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
         // What the bucket holds: the uploader trusts it instead of asking one key at a time.
@@ -145,6 +140,8 @@ package struct Daemon: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             // First, so it stops last: what happens until then is recorded.
             .init(service: audit, serviceName: "audit"),
+            // The WAL copied into queue.db once writing stops, while the disk is awake anyway.
+            .init(service: WALCheckpointer(database: database), serviceName: "checkpoint"),
             // Next, so it stops next to last: status answers while the others wind down.
             .init(service: ControlService(server: server), serviceName: "control"),
             .init(service: metricsListener, serviceName: "metrics"),
@@ -161,7 +158,6 @@ package struct Daemon: Sendable {
             .init(service: notify, serviceName: "notify"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
-                                         // The schedule after the uploader: it re-applies the slot's rate.
                                          parts: [uploader, ingest, account, keys, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
                                                  schedule, notify],
                                          signals: hangups, audit: audit), serviceName: "reload"),

@@ -3,17 +3,14 @@ import PhotolalaCore
 
 /// Uploads run only when the user has not paused them and the account allows them
 /// (signed in, Apple ID authorized, no subscription or quota pause): the gate of the
-/// uploader, the thumbnails and the catalog; for the photos' uploads alone, also when
-/// the bandwidth timetable is in a `0` slot.
+/// uploader, the thumbnails and the catalog. The bandwidth timetable's `0` slots hold the
+/// photos' uploads alone, in the uploader, which reads the `BandwidthFeed` (config.md).
 struct DaemonGate: StageGate {
     let core: DaemonCore
     let account: AccountService
-    /// The timetable pauses the photos' uploads only: thumbnails and the catalog go on (config.md).
-    var schedule: BandwidthFeed? = nil
 
     func blockReason() async -> String? {
         if await core.isUserPaused { return "paused by the user" }
-        if let current = schedule?.current, current.scheduled && current.isPaused { return "paused by the bandwidth timetable" }
         return await AccountGate(account: account).blockReason()
     }
 

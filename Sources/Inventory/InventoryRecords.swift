@@ -6,6 +6,26 @@ import Queue
 /// One key of a listing page, as the inventory records it.
 package typealias ListedKey = ListedObject
 
+/// One listing pass over a prefix, from `beginListing` to `finishListing`: where it is
+/// (the last key recorded) and what it changed. `quiet`: a complete pass was recorded
+/// before, so this one writes only what differs (its progress is not in the database).
+package struct ListingPass: Sendable, Equatable {
+    package let prefix: String
+    package let startedAt: Date
+    package let quiet: Bool
+    package fileprivate(set) var after: String?
+    package fileprivate(set) var seen = 0
+    /// Rows inserted, changed or removed so far.
+    package fileprivate(set) var changed = 0
+    package fileprivate(set) var removed = 0
+
+    package init(prefix: String, startedAt: Date, quiet: Bool) {
+        self.prefix = prefix
+        self.startedAt = startedAt
+        self.quiet = quiet
+    }
+}
+
 /// An object the daemon holds as backed up, beside what the inventory lists under its key:
 /// what `verify` and the end of a listing compare.
 package struct UploadedObject: Sendable, Equatable {
@@ -62,8 +82,10 @@ extension QueueDatabase {
 
     /// A pass over `prefix` begins. Rows of prefixes not in `keep` are forgotten: another
     /// user's keys (a sign-in as someone else) say nothing about this user's bucket.
-    package func beginListing(prefix: String, keep: [String], now: Date) throws {
-        try write { db in
+    /// After a complete pass the prefix's row is left as it is: the pass under way lives in
+    /// the returned value (a disk that may spin down is written only when the bucket changed).
+    package func beginListing(prefix: String, keep: [String], now: Date) throws -> ListingPass {
+        let quiet: Bool = try write { db in
             let t = now.timeIntervalSince1970
             let known = try String.fetchAll(db, sql: "SELECT prefix FROM inventory_listing")
             for stale in known where !keep.contains(stale) {
@@ -71,32 +93,52 @@ extension QueueDatabase {
                 try db.execute(sql: "DELETE FROM inventory WHERE key >= ? AND key < ?", arguments: [low, high])
                 try db.execute(sql: "DELETE FROM inventory_listing WHERE prefix = ?", arguments: [stale])
             }
+            if try Self.listing(db, prefix: prefix)?.state == .complete { return true }
             try db.execute(sql: """
                 INSERT INTO inventory_listing(prefix, state, startedAt, seen, updatedAt) VALUES (?, 'listing', ?, 0, ?)
                 ON CONFLICT(prefix) DO UPDATE SET state = 'listing', startedAt = excluded.startedAt, seen = 0,
                   updatedAt = excluded.updatedAt
                 """, arguments: [prefix, t, t])
+            return false
         }
-        QueueSignals.notify(signals.inventoryChanged)
+        if !quiet { QueueSignals.notify(signals.inventoryChanged) }
+        return ListingPass(prefix: prefix, startedAt: now, quiet: quiet)
     }
 
-    /// One page of a pass: its keys recorded as seen now, and, for the photos prefix
-    /// (`matchObjects`), every object waiting to be sent whose key is listed with its size
-    /// marked uploaded (nothing is sent for it; `ListingReconciliation`). Returns how many
-    /// objects that marked.
+    /// One page of `pass`, S3's next keys in order: each key new or changed is recorded as
+    /// seen now, and keys the inventory holds between the previous page's last key and this
+    /// page's that the page lacks are gone (unless written since the pass began: an upload
+    /// meanwhile). For the photos prefix (`matchObjects`), every object waiting to be sent
+    /// whose key is listed with its size is marked uploaded (nothing is sent for it;
+    /// `ListingReconciliation`). Returns how many objects that marked.
     @discardableResult
-    package func recordListingPage(prefix: String, keys: [ListedKey], matchObjects: Bool, now: Date) throws -> Int {
-        let marked: Int = try write { db in
+    package func recordListingPage(_ pass: inout ListingPass, keys: [ListedKey], matchObjects: Bool, now: Date) throws -> Int {
+        let (prefix, startedAt, quiet, after) = (pass.prefix, pass.startedAt.timeIntervalSince1970, pass.quiet, pass.after)
+        let (marked, changed, removed): (Int, Int, Int) = try write { db in
             let t = now.timeIntervalSince1970
+            var held: [String: Row] = [:]
+            if let last = keys.last?.key {
+                let (low, _) = Self.keyRange(prefix)
+                let rows = try Row.fetchAll(db, sql: """
+                    SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key > ? AND key <= ?
+                    """, arguments: [after ?? low, last])
+                held = Dictionary(rows.map { ($0["key"] as String, $0) }, uniquingKeysWith: { a, _ in a })
+            }
             let upsert = try db.cachedStatement(sql: """
                 INSERT INTO inventory(key, size, etag, storageClass, seenAt) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(key) DO UPDATE SET size = excluded.size, etag = excluded.etag,
                   storageClass = excluded.storageClass, seenAt = excluded.seenAt
                 """)
             let object = try db.cachedStatement(sql: "SELECT state, size, overwrite FROM object WHERE md5 = ?")
-            var marked = 0
+            var marked = 0, changed = 0
             for k in keys {
-                try upsert.execute(arguments: [k.key, k.size, k.etag, k.storageClass, t])
+                if let row = held.removeValue(forKey: k.key), (row["size"] as Int64) == k.size, (row["etag"] as String) == k.etag,
+                   (row["storageClass"] as String) == k.storageClass {
+                    // As the inventory holds it: nothing to write.
+                } else {
+                    try upsert.execute(arguments: [k.key, k.size, k.etag, k.storageClass, t])
+                    changed += 1
+                }
                 guard matchObjects, let md5 = ListingReconciliation.md5(ofKey: k.key, prefix: prefix),
                       let row = try Row.fetchOne(object, arguments: [md5]),
                       let state = ObjectState(rawValue: row["state"]),
@@ -105,32 +147,49 @@ extension QueueDatabase {
                 try Self.markUploaded(db, md5: md5, etag: nil, uploadedAt: k.lastModified.map { min($0, now) } ?? now, now: now)
                 marked += 1
             }
-            try db.execute(sql: "UPDATE inventory_listing SET seen = seen + ?, updatedAt = ? WHERE prefix = ?",
-                           arguments: [keys.count, t, prefix])
-            return marked
+            var removed = 0
+            for (key, row) in held where (row["seenAt"] as Double) < startedAt {
+                try db.execute(sql: "DELETE FROM inventory WHERE key = ?", arguments: [key])
+                removed += 1
+            }
+            if !quiet {
+                try db.execute(sql: "UPDATE inventory_listing SET seen = seen + ?, updatedAt = ? WHERE prefix = ?",
+                               arguments: [keys.count, t, prefix])
+            }
+            return (marked, changed, removed)
         }
+        pass.after = keys.last?.key ?? pass.after
+        pass.seen += keys.count
+        pass.changed += changed + removed
+        pass.removed += removed
         if marked > 0 { QueueSignals.notify(signals.uploaded) }
         return marked
     }
 
-    /// The pass that began at `startedAt` saw every key: keys it did not see (and nothing
-    /// wrote since it began) are gone from the bucket. Returns the keys now under the
-    /// prefix and how many rows were removed.
+    /// `pass` saw every key: keys after its last one that it did not see (and nothing
+    /// wrote since it began) are gone from the bucket. The prefix's row records the
+    /// complete pass unless the pass was quiet and changed nothing (then `wrote` is false
+    /// and the caller keeps the time in memory). Returns the keys now under the prefix and
+    /// how many rows the pass removed.
     @discardableResult
-    package func finishListing(prefix: String, startedAt: Date, now: Date) throws -> (objects: Int, removed: Int) {
-        let result: (Int, Int) = try write { db in
-            let (low, high) = Self.keyRange(prefix)
-            try db.execute(sql: "DELETE FROM inventory WHERE key >= ? AND key < ? AND seenAt < ?",
-                           arguments: [low, high, startedAt.timeIntervalSince1970])
-            let removed = db.changesCount
+    package func finishListing(_ pass: ListingPass, now: Date) throws -> (objects: Int, removed: Int, wrote: Bool) {
+        let result: (Int, Int, Bool) = try write { db in
+            let (low, high) = Self.keyRange(pass.prefix)
+            try db.execute(sql: "DELETE FROM inventory WHERE key > ? AND key < ? AND seenAt < ?",
+                           arguments: [pass.after ?? low, high, pass.startedAt.timeIntervalSince1970])
+            let tail = db.changesCount
+            let removed = pass.removed + tail
             let objects = try Int.fetchOne(db, sql: "SELECT count(*) FROM inventory WHERE key >= ? AND key < ?", arguments: [low, high]) ?? 0
+            if pass.quiet, pass.changed + tail == 0, try Self.listing(db, prefix: pass.prefix)?.objects == objects {
+                return (objects, removed, false)
+            }
             try db.execute(sql: """
                 UPDATE inventory_listing SET state = 'complete', listedAt = ?, objects = ?, failures = 0, lastError = NULL,
                   updatedAt = ? WHERE prefix = ?
-                """, arguments: [now.timeIntervalSince1970, objects, now.timeIntervalSince1970, prefix])
-            return (objects, removed)
+                """, arguments: [now.timeIntervalSince1970, objects, now.timeIntervalSince1970, pass.prefix])
+            return (objects, removed, true)
         }
-        QueueSignals.notify(signals.inventoryChanged)
+        if result.2 { QueueSignals.notify(signals.inventoryChanged) }
         return result
     }
 

@@ -78,6 +78,12 @@ package actor InventoryService: Service {
     /// `setting` table, so status shows it after a restart).
     private var verify = VerifyProgress()
     private var passRunning = false
+    /// The passes under way by prefix: a pass after a complete one keeps its progress here
+    /// rather than in the queue database.
+    private var running: [String: ListingPass] = [:]
+    /// When the last pass of a prefix ended, for a pass that found nothing new and so
+    /// recorded nothing (issue 25: disks left asleep). Lost on a restart, which lists again.
+    private var quietlyListedAt: [String: Date] = [:]
     private var loop: StageLoop?
     /// Who asked for the verify asked for or under way (its result is recorded as theirs).
     private var verifyActor: AuditActor = .daemon
@@ -130,7 +136,7 @@ package actor InventoryService: Service {
             return .wake
         }
         let now = clock.now()
-        let photos = try? database.inventoryListing(prefix: Self.photosPrefix(userId))
+        let photos = listing(Self.photosPrefix(userId))
         let due = verifyAsked != nil ? now
             : schedule.nextListing(photos: photos, interval: Units.seconds(options.interval), now: now, random: .random(in: 0..<1))
         guard due <= now else { return .wait(until: due) }
@@ -210,16 +216,18 @@ package actor InventoryService: Service {
     private func listPrefix(_ prefix: String, userId: String, matchObjects: Bool) async -> PassOutcome {
         let startedAt = clock.now()
         let keep = [Self.photosPrefix(userId), Self.thumbnailsPrefix(userId)]
+        var pass: ListingPass
         do {
-            try database.beginListing(prefix: prefix, keep: keep, now: startedAt)
+            pass = try database.beginListing(prefix: prefix, keep: keep, now: startedAt)
         } catch {
             logger.error("cannot record a listing in the queue database: \(error)")
             return .failed("the queue database: \(error)")
         }
+        running[prefix] = pass
+        defer { running[prefix] = nil }
         statusChanges.changed()
         var token: String?
         var pages = 0
-        var seen = 0
         var marked = 0
         do {
             repeat {
@@ -227,19 +235,20 @@ package actor InventoryService: Service {
                 let page = try await request(prefix: prefix) { bucket throws(S3Error) in
                     try await bucket.listObjects(prefix: prefix, continuationToken: from)
                 }
-                let keys = page.objects
-                marked += try database.recordListingPage(prefix: prefix, keys: keys, matchObjects: matchObjects, now: clock.now())
+                marked += try database.recordListingPage(&pass, keys: page.objects, matchObjects: matchObjects, now: clock.now())
+                running[prefix] = pass
                 pages += 1
-                seen += keys.count
-                if verify.phase == .listing && matchObjects { verify.done = seen }
+                if verify.phase == .listing && matchObjects { verify.done = pass.seen }
                 token = page.nextContinuationToken
                 statusChanges.changed()
             } while token != nil
             let now = clock.now()
-            let (objects, removed) = try database.finishListing(prefix: prefix, startedAt: startedAt, now: now)
+            let (objects, removed, wrote) = try database.finishListing(pass, now: now)
+            // A pass that changed nothing wrote nothing: when it ended is known until a restart.
+            quietlyListedAt[prefix] = wrote ? nil : now
             logger.info("listed the bucket", metadata: [
                 "prefix": "\(prefix)", "objects": "\(objects)", "pages": "\(pages)", "gone": "\(removed)",
-                "alreadyBackedUp": "\(marked)", "seconds": "\(String(format: "%.1f", now.timeIntervalSince(startedAt)))"])
+                "alreadyBackedUp": "\(marked)", "changed": "\(pass.changed)", "seconds": "\(String(format: "%.1f", now.timeIntervalSince(startedAt)))"])
             statusChanges.changed()
             return .complete(startedAt: startedAt)
         } catch is Interrupted {
@@ -495,6 +504,20 @@ package actor InventoryService: Service {
         return hex == md5 && received.withLock({ $0 }) == size ? .same : .different
     }
 
+    /// The listing of `prefix` as the queue database holds it, with what this process
+    /// knows beyond it: a quiet pass's end, the progress of the pass under way.
+    private func listing(_ prefix: String) -> InventoryListing? {
+        var listing = try? database.inventoryListing(prefix: prefix)
+        if let at = quietlyListedAt[prefix], listing?.state == .complete, at > listing?.listedAt ?? .distantPast {
+            listing?.listedAt = at
+        }
+        if let pass = running[prefix], pass.quiet {
+            listing?.state = .listing
+            listing?.seen = pass.seen
+        }
+        return listing
+    }
+
     // MARK: status
 
     /// The inventory's part of the status: what the last listing found, the one under way,
@@ -502,8 +525,8 @@ package actor InventoryService: Service {
     package func contribute(to s: inout DaemonStatus) async {
         s.verify = verify.result
         guard let userId = await bucket.userId else { return }
-        let photos = try? database.inventoryListing(prefix: Self.photosPrefix(userId))
-        let thumbnails = try? database.inventoryListing(prefix: Self.thumbnailsPrefix(userId))
+        let photos = listing(Self.photosPrefix(userId))
+        let thumbnails = listing(Self.thumbnailsPrefix(userId))
         s.inventory.objects = (photos?.objects ?? 0) + (thumbnails?.objects ?? 0)
         s.inventory.listedAt = photos?.listedAt.map(Timestamp.string)
         s.inventory.lastError = photos?.lastError

@@ -13,6 +13,8 @@ package final class QueueDatabase: Sendable {
     /// Wakes the stage that takes rows from the state a change moved them into.
     package let signals = QueueSignals()
     private let writeProblem = Mutex<String?>(nil)
+    /// When a transaction last changed a row (what `WALCheckpointer` waits out).
+    private let changedAt = Mutex<Date?>(nil)
     private let problemHook = Mutex<(@Sendable (String?) -> Void)?>(nil)
     /// The free space below which a "disk full" stays reported even when a small write
     /// gets through (a commit can reuse WAL space that a bigger one cannot).
@@ -65,7 +67,16 @@ package final class QueueDatabase: Sendable {
             try db.execute(sql: "PRAGMA journal_size_limit = 4194304")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
+        // Readers stay open once opened: one opened again reopens the WAL, which SQLite
+        // running as root chowns, touching the inode and waking a disk that may spin down
+        // (issue 25, "disks left asleep"). `releaseMemory` still frees their caches.
+        config.persistentReadOnlyConnections = true
         pool = try DatabasePool(path: path, configuration: config)
+        #if DEBUG
+        if ProcessInfo.processInfo.environment["PHOTOLALAD_TRACE_WRITES"] != nil {
+            pool.add(transactionObserver: WriteTrace(), extent: .databaseLifetime)
+        }
+        #endif
         // A damaged file (truncated, overwritten) can open fine and fail on a later read,
         // and then every state change would fail while the daemon looks healthy: check the
         // whole file now. quick_check reads each page once (about a second per 100 MB).
@@ -82,12 +93,22 @@ package final class QueueDatabase: Sendable {
         }
     }
 
+
     /// One transaction: every write goes through here, each stage's requests included. A
     /// full disk or an I/O error is remembered (and shown in status) until a write succeeds
     /// again. SQLite rolls the failed transaction back, so the file stays consistent.
     package func write<T>(_ updates: (Database) throws -> T) throws -> T {
         do {
-            let result = try pool.write(updates)
+            var changed = false
+            let result = try pool.write { db in
+                let before = db.totalChangesCount
+                defer { changed = db.totalChangesCount != before }
+                return try updates(db)
+            }
+            if changed {
+                changedAt.withLock { $0 = Date() }
+                QueueSignals.notify(signals.wrote)
+            }
             if writeProblem.withLock({ $0 }) != nil, !diskStillFull() { report(nil) }
             return result
         } catch let error as DatabaseError {
@@ -143,6 +164,15 @@ package final class QueueDatabase: Sendable {
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(on ? 10000 : 1000)")
             if !on { try db.checkpoint(.passive) }
         }
+    }
+
+    /// When a transaction last changed a row; nil before the first since the start.
+    package var lastChange: Date? { changedAt.withLock { $0 } }
+
+    /// Copies what the WAL holds into the database file now (PASSIVE: never waits for
+    /// readers), so the pages written are not left for a later checkpoint to write again.
+    package func checkpoint() {
+        _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.passive) }
     }
 
     package func releaseMemory() {
@@ -215,12 +245,15 @@ package final class QueueDatabase: Sendable {
         }
     }
 
-    /// In `db`'s transaction; nil removes a key.
+    /// In `db`'s transaction; nil removes a key. A value stored already is not written
+    /// again, so a chore that saves what it found changes no page when it found nothing new.
     package static func store(_ settings: [String: String?], in db: Database) throws {
         for (key, value) in settings.sorted(by: { $0.key < $1.key }) {
             if let value {
-                try db.execute(sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                               arguments: [key, value])
+                try db.execute(sql: """
+                    INSERT INTO setting(key, value) VALUES (?, ?)
+                    ON CONFLICT(key) DO UPDATE SET value = excluded.value WHERE value IS NOT excluded.value
+                    """, arguments: [key, value])
             } else {
                 try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [key])
             }
@@ -449,3 +482,28 @@ package struct QueueCounts: Sendable, Equatable {
     package var lastUploadAt: Date? = nil
     package init() {}
 }
+
+#if DEBUG
+/// Debug builds, `PHOTOLALAD_TRACE_WRITES` set: each transaction that changed rows is
+/// told on standard error (the tables and how many rows, never the values), so the idle
+/// test can say which chore wrote when a disk should have stayed asleep. Called on the
+/// writer connection only, one transaction at a time.
+private final class WriteTrace: TransactionObserver {
+    private var changes: [String: Int] = [:]
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { true }
+
+    func databaseDidChange(with event: DatabaseEvent) {
+        changes["\(event.kind) \(event.tableName)", default: 0] += 1
+    }
+
+    func databaseDidCommit(_ db: Database) {
+        defer { changes = [:] }
+        guard !changes.isEmpty else { return }
+        let what = changes.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", ")
+        FileHandle.standardError.write(Data("\(Date()) SQL write: \(what)\n".utf8))
+    }
+
+    func databaseDidRollback(_ db: Database) { changes = [:] }
+}
+#endif

@@ -21,6 +21,8 @@ package struct QueueSignals: Sendable {
     /// A listing of the bucket began, completed or failed: the uploader (waiting for the
     /// first listing after a sign-in) and whoever asks `inventoryPresence` look again.
     package let inventoryChanged = WakeSignal()
+    /// A transaction changed rows: the checkpoint follows once writing stops.
+    package let wrote = WakeSignal()
 
     package init() {}
 

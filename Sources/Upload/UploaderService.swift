@@ -13,14 +13,15 @@ import ServiceLifecycle
 /// each, so no object is taken twice) and send each with `ObjectUploader` through the
 /// stage's `BucketSession`. Transient failures go back to the queue with `UploadPolicy`'s
 /// backoff; only a rejection S3 will repeat makes a file `failed`. Woken by the queue's
-/// `readyToUpload` and `inventoryChanged` signals and by the gate (pause, sign-in).
+/// `readyToUpload` and `inventoryChanged` signals, by the gate (pause, sign-in) and by the
+/// bandwidth timetable: it follows the `BandwidthFeed`'s rate slot by slot (uploads in
+/// flight included), and a timetable's `0` slot holds new uploads until it ends.
 package actor UploaderService: Service {
     package struct Options: Sendable, Equatable {
         package var concurrency: Int
         package var multipartThreshold: Int64
         package var partSize: Int64
         package var storageClass: String
-        package var bandwidthLimit: Int64?
         /// `watch.follow_symlinks`: a queued path may be a link, read through it as hashed.
         package var followSymlinks: Bool
         /// What an https endpoint's certificate is verified against: the system's store
@@ -34,7 +35,6 @@ package actor UploaderService: Service {
             multipartThreshold = s.multipartThreshold
             partSize = s.partSize
             storageClass = s.storageClass
-            bandwidthLimit = s.bandwidthLimit
             followSymlinks = settings.watch.followSymlinks
             trust = TLSTrust(caFile: settings.tls.caFile)
         }
@@ -48,6 +48,8 @@ package actor UploaderService: Service {
     private var options: Options
     private let policy: UploadPolicy
     private let bandwidth: TokenBucket
+    /// `upload.bandwidth_limit` in force now (its timetable's slot, or the single rate).
+    private let rates: BandwidthFeed
     private let meter = RateMeter()
     /// SHA-256s the hasher took for signed payloads (plain-HTTP endpoints): see `PayloadDigests`.
     private let payloadDigests: PayloadDigests
@@ -65,9 +67,11 @@ package actor UploaderService: Service {
     /// - Parameters:
     ///   - bucket: the stage's session (its own pool of `max(8, 2 × concurrency)` connections).
     ///   - gate: whether uploads may run (the user's pause, the account).
+    ///   - rates: the rate the daemon's bandwidth schedule publishes (none: no limit).
     package init(database: QueueDatabase, bucket: BucketSession, gate: any StageGate, options: Options, logger: Logger,
                  clock: any DaemonClock = SystemClock(), policy: UploadPolicy = UploadPolicy(),
-                 payloadDigests: PayloadDigests = PayloadDigests(), presence: PresenceCheck = PresenceCheck()) {
+                 payloadDigests: PayloadDigests = PayloadDigests(), presence: PresenceCheck = PresenceCheck(),
+                 rates: BandwidthFeed = BandwidthFeed()) {
         self.database = database
         self.bucket = bucket
         self.gate = gate
@@ -78,13 +82,24 @@ package actor UploaderService: Service {
         self.payloadDigests = payloadDigests
         self.presence = presence
         outage = policy.outage
-        bandwidth = TokenBucket(bytesPerSecond: options.bandwidthLimit)
+        self.rates = rates
+        bandwidth = TokenBucket(bytesPerSecond: Self.tokenRate(rates.current))
+    }
+
+    /// What the token bucket spends at: a timetable's `0` holds new uploads in `step`
+    /// and leaves those in flight unthrottled, as before the uploader read the feed.
+    private static func tokenRate(_ current: BandwidthFeed.Current) -> Int64? {
+        current.isPaused ? nil : current.rate.bytesPerSecond
+    }
+
+    /// A timetable's `0` slot: no new upload begins until it ends.
+    private static func holds(_ current: BandwidthFeed.Current) -> Bool {
+        current.scheduled && current.isPaused
     }
 
     package func apply(_ new: Options) async {
         let grew = new.concurrency != options.concurrency
         options = new
-        await bandwidth.setRate(new.bandwidthLimit)
         await bucket.apply(trust: new.trust)
         if grew { logger.notice("upload.concurrency takes effect at the next restart") }
     }
@@ -97,15 +112,29 @@ package actor UploaderService: Service {
         let loop = StageLoop(clock: clock, wakes: [.stream(gate.changes()), .signal(database.signals.readyToUpload),
                                                    .signal(database.signals.inventoryChanged)])
         self.loop = loop
-        // A stop cancels what is on the wire at once: a big video's upload lasts minutes,
-        // far past the stop budget. A multipart upload resumes from its recorded parts.
-        await loop.run(workers: options.concurrency) { _ in await self.step() }
+        let updates = rates.updates()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.follow(updates, loop: loop) }
+            // A stop cancels what is on the wire at once: a big video's upload lasts minutes,
+            // far past the stop budget. A multipart upload resumes from its recorded parts.
+            await loop.run(workers: options.concurrency) { _ in await self.step() }
+            group.cancelAll()
+        }
         await bucket.shutdown()
+    }
+
+    /// Each new rate at once, for the uploads in flight too; a slot that ends a `0` wakes
+    /// the workers.
+    private func follow(_ updates: AsyncStream<BandwidthFeed.Current>, loop: StageLoop) async {
+        for await current in updates {
+            await bandwidth.setRate(Self.tokenRate(current))
+            await loop.wake()
+        }
     }
 
     /// One object, or the reason to wait.
     private func step() async -> StageLoop.Next {
-        if await gate.blockReason() != nil { return .wake }
+        if await gate.blockReason() != nil || Self.holds(rates.current) { return .wake }
         let mode = await currentPresenceMode()
         if case .wait(let until) = mode { return .wait(until: until) }
         let now = clock.now()

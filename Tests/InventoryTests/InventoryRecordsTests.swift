@@ -45,9 +45,9 @@ import Upload
         try queued("/p/a.jpg", inode: 1, md5: a)
         try queued("/p/b.jpg", inode: 2, md5: b)
         try queued("/p/c.jpg", inode: 3, md5: c)
-        try db.beginListing(prefix: prefix, keep: [prefix], now: t0)
+        var pass = try db.beginListing(prefix: prefix, keep: [prefix], now: t0)
         // a: same size; b: another size (not these bytes); c: not listed; and a key of another tool.
-        let marked = try db.recordListingPage(prefix: prefix, keys: [listed(a), listed(b, size: 7),
+        let marked = try db.recordListingPage(&pass, keys: [listed(a), listed(b, size: 7),
                                                                      ListedKey(key: prefix + "IMG_1.jpg", size: 5, etag: "x")],
                                               matchObjects: true, now: t0)
         #expect(marked == 1)
@@ -77,32 +77,83 @@ import Upload
     }
 
     @Test func aCompleteListingForgetsWhatItDidNotSeeButKeepsWhatWasWrittenSince() throws {
-        try db.beginListing(prefix: prefix, keep: [prefix], now: t0)
-        try db.recordListingPage(prefix: prefix, keys: [listed(a), listed(b)], matchObjects: true, now: t0)
-        _ = try db.finishListing(prefix: prefix, startedAt: t0, now: t0)
+        var first = try db.beginListing(prefix: prefix, keep: [prefix], now: t0)
+        try db.recordListingPage(&first, keys: [listed(a), listed(b)], matchObjects: true, now: t0)
+        _ = try db.finishListing(first, now: t0)
         #expect(try db.inventoryListing(prefix: prefix)?.objects == 2)
 
         let t1 = t0.addingTimeInterval(3600)
-        try db.beginListing(prefix: prefix, keep: [prefix], now: t1)
-        try db.recordListingPage(prefix: prefix, keys: [listed(a)], matchObjects: true, now: t1.addingTimeInterval(1))
+        var pass = try db.beginListing(prefix: prefix, keep: [prefix], now: t1)
+        try db.recordListingPage(&pass, keys: [listed(a)], matchObjects: true, now: t1.addingTimeInterval(1))
         // Uploaded by this daemon while the pass ran (after the page that would have had it).
         try queued("/p/c.jpg", inode: 3, md5: c)
         try db.recordUpload(md5: c, key: prefix + c + ".dat", size: 100, etag: c, storageClass: "STANDARD", now: t1.addingTimeInterval(2))
-        let (objects, removed) = try db.finishListing(prefix: prefix, startedAt: t1, now: t1.addingTimeInterval(3))
-        #expect(removed == 1 && objects == 2)
+        let (objects, removed, wrote) = try db.finishListing(pass, now: t1.addingTimeInterval(3))
+        #expect(removed == 1 && objects == 2 && wrote)
         #expect(try db.inventoryPresence(key: prefix + b + ".dat") == .absent)
         #expect(try db.inventoryEntry(key: prefix + c + ".dat")?.etag == c)
         let listing = try #require(try db.inventoryListing(prefix: prefix))
         #expect(listing.state == .complete && listing.listedAt == t1.addingTimeInterval(3) && listing.isComplete)
     }
 
+    /// Issue 25 ("disks left asleep"): a pass after a complete one that finds the bucket as
+    /// the inventory holds it changes no row, its row included; one key changed, one gone and
+    /// one new over several pages are each written, and only they.
+    @Test func aPassThatFindsNothingNewWritesNothing() throws {
+        let d = String(repeating: "d", count: 32)
+        var first = try db.beginListing(prefix: prefix, keep: [prefix], now: t0)
+        try db.recordListingPage(&first, keys: [listed(a), listed(b)], matchObjects: true, now: t0)
+        try db.recordListingPage(&first, keys: [listed(c)], matchObjects: true, now: t0)
+        #expect(try db.finishListing(first, now: t0) == (3, 0, true))
+        let before = try db.pool.read { try Row.fetchAll($0, sql: "SELECT * FROM inventory ORDER BY key") }
+        let listingBefore = try db.inventoryListing(prefix: prefix)
+
+        let t1 = t0.addingTimeInterval(3600)
+        let changes = try changesCount {
+            var pass = try db.beginListing(prefix: prefix, keep: [prefix], now: t1)
+            #expect(pass.quiet)
+            try db.recordListingPage(&pass, keys: [listed(a), listed(b)], matchObjects: true, now: t1)
+            try db.recordListingPage(&pass, keys: [listed(c)], matchObjects: true, now: t1)
+            #expect(try db.finishListing(pass, now: t1) == (3, 0, false))
+            #expect(pass.seen == 3 && pass.changed == 0)
+        }
+        #expect(changes == 0)
+        #expect(try db.pool.read { try Row.fetchAll($0, sql: "SELECT * FROM inventory ORDER BY key") } == before)
+        #expect(try db.inventoryListing(prefix: prefix) == listingBefore)
+
+        // b's bytes changed, c is gone (between pages), d is new after the last page's key.
+        let t2 = t1.addingTimeInterval(3600)
+        var pass = try db.beginListing(prefix: prefix, keep: [prefix], now: t2)
+        try db.recordListingPage(&pass, keys: [listed(a)], matchObjects: true, now: t2)
+        try db.recordListingPage(&pass, keys: [listed(b, size: 7), listed(d)], matchObjects: true, now: t2)
+        #expect(pass.changed == 3 && pass.removed == 1)
+        #expect(try db.finishListing(pass, now: t2) == (3, 1, true))
+        #expect(try db.inventoryEntry(key: prefix + b + ".dat")?.size == 7)
+        #expect(try db.inventoryEntry(key: prefix + a + ".dat")?.seenAt == t0, "an unchanged key keeps its row")
+        #expect(try db.inventoryPresence(key: prefix + c + ".dat") == .absent)
+        #expect(try db.inventoryListing(prefix: prefix)?.listedAt == t2)
+
+        // A key gone after the last page's key is removed at the end, and the end is written.
+        var last = try db.beginListing(prefix: prefix, keep: [prefix], now: t2.addingTimeInterval(60))
+        try db.recordListingPage(&last, keys: [listed(a), listed(b, size: 7)], matchObjects: true, now: t2)
+        #expect(try db.finishListing(last, now: t2.addingTimeInterval(61)) == (2, 1, true))
+        #expect(try db.inventoryPresence(key: prefix + d + ".dat") == .absent)
+    }
+
+    /// Rows SQLite changed while `body` ran (sqlite3_total_changes of the writer connection).
+    func changesCount(_ body: () throws -> Void) throws -> Int {
+        let before = try db.pool.write { $0.totalChangesCount }
+        try body()
+        return try db.pool.write { $0.totalChangesCount } - before
+    }
+
     @Test func presenceIsUnknownUntilAListingOfThePrefixCompleted() throws {
         let thumb = "thumbnails/U/" + a + ".jpg"
         #expect(try db.inventoryPresence(key: thumb) == .unknown)
-        try db.beginListing(prefix: "thumbnails/U/", keep: ["thumbnails/U/"], now: t0)
+        var pass = try db.beginListing(prefix: "thumbnails/U/", keep: ["thumbnails/U/"], now: t0)
         #expect(try db.inventoryPresence(key: thumb) == .unknown)
-        try db.recordListingPage(prefix: "thumbnails/U/", keys: [ListedKey(key: thumb, size: 9, etag: "e")], matchObjects: false, now: t0)
-        _ = try db.finishListing(prefix: "thumbnails/U/", startedAt: t0, now: t0)
+        try db.recordListingPage(&pass, keys: [ListedKey(key: thumb, size: 9, etag: "e")], matchObjects: false, now: t0)
+        _ = try db.finishListing(pass, now: t0)
         #expect(try db.inventoryPresence(key: thumb) == .present(InventoryEntry(key: thumb, size: 9, etag: "e", seenAt: t0)))
         #expect(try db.inventoryPresence(key: "thumbnails/U/" + b + ".jpg") == .absent)
         // A failed pass later does not make the complete one untrustworthy.
@@ -113,18 +164,18 @@ import Upload
 
     @Test func whatAnotherStageWroteIsPresentBeforeTheNextListing() throws {
         let thumb = "thumbnails/U/" + a + ".jpg"
-        try db.beginListing(prefix: "thumbnails/U/", keep: ["thumbnails/U/"], now: t0)
-        _ = try db.finishListing(prefix: "thumbnails/U/", startedAt: t0, now: t0)
+        let pass = try db.beginListing(prefix: "thumbnails/U/", keep: ["thumbnails/U/"], now: t0)
+        _ = try db.finishListing(pass, now: t0)
         #expect(try db.inventoryPresence(key: thumb) == .absent)
         try db.recordStored(key: thumb, size: 4000, etag: b, now: t0.addingTimeInterval(1))
         #expect(try db.inventoryPresence(key: thumb) == .present(InventoryEntry(key: thumb, size: 4000, etag: b, seenAt: t0.addingTimeInterval(1))))
     }
 
     @Test func anotherUsersInventoryIsForgottenWhenAPassBegins() throws {
-        try db.beginListing(prefix: "photos/OLD/", keep: ["photos/OLD/"], now: t0)
-        try db.recordListingPage(prefix: "photos/OLD/", keys: [ListedKey(key: "photos/OLD/\(a).dat", size: 1, etag: a)],
+        var old = try db.beginListing(prefix: "photos/OLD/", keep: ["photos/OLD/"], now: t0)
+        try db.recordListingPage(&old, keys: [ListedKey(key: "photos/OLD/\(a).dat", size: 1, etag: a)],
                                  matchObjects: false, now: t0)
-        try db.beginListing(prefix: prefix, keep: [prefix, "thumbnails/U/"], now: t0)
+        _ = try db.beginListing(prefix: prefix, keep: [prefix, "thumbnails/U/"], now: t0)
         #expect(try db.inventoryEntry(key: "photos/OLD/\(a).dat") == nil)
         #expect(try db.inventoryListing(prefix: "photos/OLD/") == nil)
     }

@@ -10,7 +10,8 @@ import Testing
 /// The uploader actor in-process against the in-memory bucket: what it sends arrives
 /// whole, under the key its MD5 names, whatever the bucket answers on the way.
 @Suite(.serialized) struct UploaderStageTests {
-    func uploader(_ world: StageWorld, configure: (inout Settings) -> Void = { _ in }) -> UploaderService {
+    func uploader(_ world: StageWorld, rates: BandwidthFeed = BandwidthFeed(),
+                  configure: (inout Settings) -> Void = { _ in }) -> UploaderService {
         var settings = Settings()
         settings.upload.concurrency = 3
         // 6 MiB and up go in 5 MiB parts.
@@ -18,7 +19,7 @@ import Testing
         settings.upload.partSize = 5 << 20
         configure(&settings)
         return UploaderService(database: world.database, bucket: world.session(), gate: OpenGate(), options: .init(settings),
-                               logger: world.logger, clock: world.clock)
+                               logger: world.logger, clock: world.clock, rates: rates)
     }
 
     /// Every object `uploaded`, and in the bucket with bytes whose MD5 is its key's.
@@ -86,5 +87,28 @@ import Testing
         await running.stop()
         #expect(world.bucket.requests("PutObject") == 0)
         #expect(world.bucket.requests("HeadObject") >= 1)
+    }
+
+    /// config.md "Bandwidth timetable": the uploader reads the rate the daemon's schedule
+    /// publishes. A `0` slot holds every upload (not even a HEAD goes out); the next slot
+    /// lets them go at once, at its rate.
+    @Test func aZeroSlotHoldsUploadsAndTheNextSlotsRateApplies() async throws {
+        let world = try StageWorld()
+        let rates = BandwidthFeed(.init(rate: .paused, until: Date().addingTimeInterval(60), scheduled: true))
+        let md5 = try world.queue("evening.jpg", StageWorld.bytes(200_000, seed: 5))
+        let service = uploader(world, rates: rates)
+        let running = Running { try await service.run() }
+        try await Task.sleep(for: .seconds(1))
+        #expect(try world.objectState(md5) == "pending")
+        #expect(world.bucket.requests("PutObject") + world.bucket.requests("HeadObject") == 0)
+
+        // 64 KiB/s with at most a second's worth at once: 200,000 bytes take over 2 s.
+        let started = ContinuousClock.now
+        rates.publish(.init(rate: .limit(64 << 10), until: Date().addingTimeInterval(60), scheduled: true))
+        try await world.waitUntil("the object uploaded in the next slot", timeout: 30) { try world.objectState(md5) == "uploaded" }
+        let took = ContinuousClock.now - started
+        await running.stop()
+        #expect(took >= .milliseconds(1500), "sent at the slot's rate, not at once: \(took)")
+        try expectUploaded([md5], in: world)
     }
 }

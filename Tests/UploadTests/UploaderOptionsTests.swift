@@ -9,14 +9,12 @@ import Testing
         s.upload.multipartThreshold = 100 << 20
         s.upload.partSize = 8 << 20
         s.upload.storageClass = "DEEP_ARCHIVE"
-        s.upload.bandwidthLimit = 10 << 20
         s.watch.followSymlinks = true
         let o = UploaderService.Options(s)
         #expect(o.concurrency == 7)
         #expect(o.multipartThreshold == 100 << 20)
         #expect(o.partSize == 8 << 20)
         #expect(o.storageClass == "DEEP_ARCHIVE")
-        #expect(o.bandwidthLimit == 10 << 20)
         #expect(o.followSymlinks)
     }
 
@@ -32,6 +30,6 @@ import Testing
     @Test func theDefaultsAreConfigMd() {
         let o = UploaderService.Options(Settings())
         #expect(o.concurrency == 4 && o.multipartThreshold == 64 << 20 && o.partSize == 16 << 20)
-        #expect(o.storageClass == "STANDARD" && o.bandwidthLimit == nil && !o.followSymlinks)
+        #expect(o.storageClass == "STANDARD" && !o.followSymlinks)
     }
 }

@@ -6,7 +6,7 @@ channel within 5 s and `/fail` on the switch; its end one `recovered`; a lasting
 repeated every `repeat`; a restart resends nothing; a receiver answering 500 gets it again;
 a missing folder, a full state directory and S3 failing past the threshold are each their
 own reason; `notify --test` says what each channel answered; and the bandwidth timetable's
-`0` slot pauses uploads with `pauseReason` `schedule`. No notification holds a token, key,
+`0` slot pauses uploads with `pauseReason` `schedule`, a rate slot's limit is kept within 10 %. No notification holds a token, key,
 Apple id or user id.
 
 (test_notify.py is about the systemd notify protocol, not this.)"""
@@ -390,6 +390,35 @@ def test_a_zero_slot_pauses_uploads_within_a_second_and_the_next_slot_resumes(wo
     d.wait_for(settled(2), timeout=30, what="the photo uploaded after the pause")
     assert world.key(uid, body) in world.objects(uid)
     assert "the bandwidth timetable pauses uploads until" in d.log()
+
+
+def test_a_rate_slot_is_kept_within_ten_percent(world):
+    """A timetable slot's rate, measured: the bytes S3 accepted over 10 s (the daemon's own
+    counter) within 10 % of the limit. Many small photos, so what is in flight when the
+    counter is read is a small share of the window's bytes."""
+    limit = 512 << 10
+    now = dt.datetime.now()
+    table = f"{now:%H:%M},512KiB/s {now + dt.timedelta(hours=2):%H:%M},off"
+    d = world.daemon(config={"upload": {"bandwidth_limit": table, "concurrency": 2}})
+    size, count = 32 << 10, 320  # 10 MiB: 20 s at the limit
+    for i in range(count):
+        write_photo(d.photos / f"IMG_{i:04d}.jpg", size)
+    d.wait_for(lambda s: s["queue"]["pending"] == count and s["queue"]["hashing"] == 0, timeout=120,
+               what="every photo hashed, waiting for a sign-in")
+    world.login(d)
+    s = d.wait_for(lambda s: s["queue"]["uploaded"] >= 32, timeout=60, what="uploads under way")
+    assert s["bandwidth"]["limit"] == limit and s["bandwidth"]["timetable"] == table and s["state"] == "running"
+
+    def sent() -> tuple[float, float]:
+        return time.monotonic(), metric(parse_metrics(scrape_socket(d.socket)), "photolala_uploaded_bytes_total")
+
+    t0, b0 = sent()
+    time.sleep(10)
+    t1, b1 = sent()
+    assert d.status()["queue"]["pending"] > 0, "the photos ran out before the window ended: the rate was not the limit"
+    rate = (b1 - b0) / (t1 - t0)
+    print(f"a slot of {limit} bytes/s: {b1 - b0:.0f} bytes accepted in {t1 - t0:.2f} s = {rate:.0f} bytes/s")
+    assert abs(rate - limit) <= 0.10 * limit, f"{rate:.0f} bytes/s against a slot of {limit}"
 
 
 def test_a_malformed_timetable_is_refused_naming_the_entry(tmp_path):
