@@ -57,6 +57,8 @@ package actor AccountService: Service, GrantSource {
     private var backend: any AccountBackend
     /// This NAS's id, once made (at the first sign-in); every backend call carries it.
     private var device: String?
+    private let deviceIdAtStart: Bool
+    private var signedInSinceStart = false
     private var deviceName: String
     private var creds: CredentialsMachine
     private var apple: AppleCheckMachine
@@ -87,6 +89,7 @@ package actor AccountService: Service, GrantSource {
         deviceIdentity = DeviceIdentity(stateDir: stateDir)
         let deviceId = deviceIdentity.load()
         device = deviceId
+        deviceIdAtStart = deviceId != nil
         changes = statusChanges
         self.backend = backend
         self.backend.deviceId = deviceId
@@ -175,6 +178,10 @@ package actor AccountService: Service, GrantSource {
 
     /// This NAS's id, once made (at the first sign-in).
     package var deviceId: String? { device }
+
+    /// A device id found at start, or a sign-in since: the id alone is made when a first
+    /// sign-in starts, and one under way (or refused) is no "not signed in any more".
+    package var signedInBefore: Bool { deviceIdAtStart || signedInSinceStart }
 
     /// `photolalactl resume`: re-ask at once after a subscription/quota pause.
     package func resume() {
@@ -281,6 +288,7 @@ package actor AccountService: Service, GrantSource {
             }
         }
         signIn = result
+        signedInSinceStart = true
         refreshes.detach()   // a refresh of the old sign-in must not serve the new one
         needsLogin = false
         audit.forgetRefusal()

@@ -43,7 +43,7 @@ extension AccountService: StatusContributor, Reconfigurable, AttentionWitness {
 
     /// A device id is made at the first sign-in and kept: "not signed in" on a NAS that
     /// has one means backups that ran have stopped, not a fresh install.
-    func note(_ facts: inout AttentionRules.Facts) async { facts.signedInBefore = deviceId != nil }
+    func note(_ facts: inout AttentionRules.Facts) async { facts.signedInBefore = signedInBefore }
 }
 
 extension KeyService: StatusContributor, Reconfigurable {

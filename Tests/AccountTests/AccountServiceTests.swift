@@ -194,8 +194,12 @@ import Testing
             #expect(await f.service.uploadBlock == .signedOut)
             let (none, error) = await f.service.loginWithIdentityToken("forged-token", authorizationCode: nil, by: Fixture.root)
             #expect(none == nil && error?.contains("the identity token was refused (bad signature") == true)
+            // A refused first sign-in made a device id, but backups never ran: no "not signed in any more".
+            let madeId = await f.service.deviceId, before = await f.service.signedInBefore
+            #expect(madeId != nil && !before)
             try await f.signIn()
             #expect(await f.service.userId == "user-1")
+            #expect(await f.service.signedInBefore)
             // Saved 0600, and a device id made and sent with every call.
             #expect(f.savedSignIn?.refreshToken == "refresh-1")
             var st = stat()
