@@ -86,8 +86,8 @@ package actor UploaderService: Service {
         bandwidth = TokenBucket(bytesPerSecond: Self.tokenRate(rates.current))
     }
 
-    /// What the token bucket spends at: a timetable's `0` holds new uploads in `step`
-    /// and leaves those in flight unthrottled, as before the uploader read the feed.
+    /// What the token bucket spends at: a timetable's `0` holds new uploads in `step` and
+    /// stops those in flight (`uploadUnlessDropped`), so the bucket itself is left unlimited.
     private static func tokenRate(_ current: BandwidthFeed.Current) -> Int64? {
         current.isPaused ? nil : current.rate.bytesPerSecond
     }
@@ -164,11 +164,19 @@ package actor UploaderService: Service {
     /// ID revoked, a backend pause): what is on the wire must not go on with them.
     private func uploadUnlessDropped(_ job: UploadJob, mode: PresenceCheck.Mode) async -> UploadOutcome {
         let drops = bucket.credentialDrops.changes()
+        let slots = rates.updates()
         return await withTaskGroup(of: UploadOutcome?.self) { group in
             group.addTask { await self.upload(job, mode: mode) }
             group.addTask {
                 // The first element is the subscription's own; the next one is a drop.
                 for await _ in drops.dropFirst() { return nil }
+                return nil
+            }
+            group.addTask {
+                // A timetable's `0` slot stops what is on the wire too (config.md: in force
+                // within a second, in-flight uploads included): the object goes back to the
+                // queue, a multipart upload keeping its recorded parts.
+                for await current in slots where Self.holds(current) { return nil }
                 return nil
             }
             var outcome = UploadOutcome.cancelled

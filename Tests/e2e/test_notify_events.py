@@ -392,6 +392,37 @@ def test_a_zero_slot_pauses_uploads_within_a_second_and_the_next_slot_resumes(wo
     assert "the bandwidth timetable pauses uploads until" in d.log()
 
 
+def test_a_zero_slot_stops_an_upload_in_flight_and_it_goes_again_later(world):
+    """config.md: a change takes effect within a second, in-flight uploads included. A
+    photo uploading under a slow slot (its bytes waiting on the rate) must not go out at
+    full speed when a `0` slot begins: it stops, goes back to the queue, and is sent once
+    the timetable allows it."""
+    now = dt.datetime.now()
+    later = now + dt.timedelta(hours=2)
+    d = world.daemon(config={"upload": {"bandwidth_limit": f"{now:%H:%M},64KiB/s {later:%H:%M},off",
+                                        "multipart_threshold": "16MiB"}})
+    uid = world.login(d)
+    body = write_photo(d.photos / "big.jpg", 4 << 20)  # a minute at 64 KiB/s
+    d.wait_for(lambda s: s["queue"]["uploading"] == 1, timeout=60, interval=0.1, what="the photo on the wire")
+    d.sections["upload"]["bandwidth_limit"] = f"{now:%H:%M},0 {later:%H:%M},off"
+    d.write_config()
+    d.signal(signal.SIGHUP)
+    t0 = time.time()
+    d.wait_for(lambda s: s["state"] == "paused" and s["queue"]["uploading"] == 0, timeout=10, interval=0.05,
+               what="the upload in flight stopped by the 0 slot")
+    assert time.time() - t0 <= 2.5, time.time() - t0
+    time.sleep(3)
+    s = d.status()
+    assert s["queue"]["uploaded"] == 0 and s["queue"]["pending"] == 1 and s["queue"]["failed"] == 0, s["queue"]
+    assert world.key(uid, body) not in world.objects(uid), "the 0 slot let the photo go out at full speed"
+    # The timetable taken away: the photo goes, once.
+    del d.sections["upload"]["bandwidth_limit"]
+    d.write_config()
+    d.signal(signal.SIGHUP)
+    d.wait_for(settled(1), timeout=60, what="the photo uploaded once the slot is gone")
+    assert world.key(uid, body) in world.objects(uid)
+
+
 def test_a_rate_slot_is_kept_within_ten_percent(world):
     """A timetable slot's rate, measured: the bytes S3 accepted over 10 s (the daemon's own
     counter) within 10 % of the limit. Many small photos, so what is in flight when the
