@@ -422,11 +422,12 @@ def test_backend_500s_and_hangs_keep_credentials_and_never_pause(world, reliabil
 def test_credentials_dead_on_arrival_back_off(world, reliability, long_run):
     bad_for = 60.0 if long_run else 15.0
     d = world.daemon()
-    uid = world.login(d)
     # The backend answers 200 with credentials that expire within the daemon's 5 s margin:
     # what a NAS clock hours ahead sees every time. Usable they are not; a loop they must not make.
+    # Set before the sign-in: the key service asks for credentials as soon as it is signed in.
     world.backend.configure(sts_expires_in=2)
     t0 = time.time()
+    uid = world.login(d)
     bodies = [write_photo(d.photos / f"p{i}.jpg", 30_000 + i) for i in range(5)]
     with Sampler(d) as sampler:
         time.sleep(bad_for)

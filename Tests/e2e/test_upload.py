@@ -261,7 +261,7 @@ def test_expired_access_token_is_refreshed_with_the_refresh_token(world):
 def test_uploads_survive_slowdowns_resets_and_expired_tokens(world, scheme):
     d = world.daemon(config=SMALL_MULTIPART)
     uid = world.login(d)
-    world.proxy.set_faults(slowdown_rate=0.25, reset_rate=0.05, expired_token_count=2, seed=20261122)
+    world.proxy.set_faults(slowdown_rate=0.25, reset_rate=0.05, expired_token_count=2, seed=20261125)
     bodies = [write_photo(d.photos / f"roll/{i:02d}.jpg", 30_000 + 1013 * i) for i in range(20)]
     bodies.append(write_photo(d.photos / "clip.mov", 2 * 5 * MiB + 4321))
     t0 = time.monotonic()
