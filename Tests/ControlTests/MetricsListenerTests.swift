@@ -20,8 +20,9 @@ import Testing
     }
 
     /// Sends raw bytes over loopback and reads until the server closes (or `timeout`), on
-    /// a thread of its own: the read blocks.
-    static func exchange(port: Int, _ request: [UInt8], timeout: Int = 5) async -> String {
+    /// a thread of its own: the read blocks. Every exchange here ends with the server's
+    /// close; the timeout only bounds a hang, with room for a loaded run (5 s was not).
+    static func exchange(port: Int, _ request: [UInt8], timeout: Int = 30) async -> String {
         await withCheckedContinuation { done in
             Thread.detachNewThread {
                 done.resume(returning: blockingExchange(port: port, request, timeout: timeout))
