@@ -16,6 +16,9 @@ struct CatalogLedger: Sendable, Equatable {
     var checkedAt: Date?
     /// "key uploadId" of a snapshot upload in parts under way.
     var openUpload: String?
+    /// A sync's recording was cut short (a kill between its transactions): the queue's
+    /// marks may be ahead of the rest of this ledger, so the catalog is read again at once.
+    var unsettled = false
 
     init() {}
 
@@ -28,7 +31,11 @@ struct CatalogLedger: Sendable, Equatable {
         publishedAt = value("publishedAt").flatMap(Timestamp.parse)
         checkedAt = value("checkedAt").flatMap(Timestamp.parse)
         openUpload = value("openUpload")
+        unsettled = value("recording") != nil
     }
+
+    /// Written before the marks of a sync, removed with the ledger written after them.
+    static let recordingKey = prefix + "recording"
 
     /// Every key, nil for those without a value (removed).
     var settings: [String: String?] {
@@ -41,6 +48,7 @@ struct CatalogLedger: Sendable, Equatable {
             Self.prefix + "publishedAt": publishedAt.map(Timestamp.string),
             Self.prefix + "checkedAt": checkedAt.map(Timestamp.string),
             Self.prefix + "openUpload": openUpload,
+            Self.recordingKey: unsettled ? "1" : nil,
         ]
     }
 
@@ -51,6 +59,7 @@ struct CatalogLedger: Sendable, Equatable {
         total = report.total
         checkedAt = now
         if published { publishedAt = now }
+        unsettled = false
     }
 
     /// Signed in as someone else: nothing is known of their catalog.

@@ -136,6 +136,9 @@ struct CatalogPublisher {
     private func record(_ ledger: CatalogLedger, from scratch: DatabaseQueue) async throws {
         let (database, settings) = (database, ledger.settings)
         try await Blocking.run { stop in
+            // A kill among the transactions below leaves marks the ledger does not
+            // count: this says so to the next start, which reads the catalog again.
+            try database.setSetting(CatalogLedger.recordingKey, "1")
             // Listed ones in the queue's rowid order, a batch of 2,048 a transaction: the
             // batches rewrite neighbouring pages, each page once (in the catalog's or MD5
             // order every batch rewrote pages all over the table: 1.2 GB of WAL for 300,000).

@@ -34,6 +34,9 @@ package struct CatalogSchedule: Sendable, Equatable {
     /// Set after a failure: nothing before it, and the next attempt is due then.
     package private(set) var retryAt: Date?
     package private(set) var backoff: Backoff
+    /// The last run was killed while recording a sync: what the queue and the ledger say
+    /// may disagree, so the catalog is read at once, even with nothing seemingly of ours.
+    package private(set) var unsettled = false
 
     package init(publishInterval: TimeInterval, checkInterval: TimeInterval, lastPublishAt: Date? = nil,
                 lastReadAt: Date? = nil,
@@ -52,11 +55,12 @@ package struct CatalogSchedule: Sendable, Equatable {
     /// What to do now, given how many photos wait for their rows, how many of ours the
     /// catalog held when last read, and whether nothing is left to read, upload or preview.
     package func next(now: Date, pending: Int, listed: Int, drained: Bool) -> Decision {
-        if pending == 0 && listed == 0 { return .idle }
+        if pending == 0 && listed == 0 && !unsettled { return .idle }
         if let retryAt {
             guard now >= retryAt else { return .wait(until: retryAt) }
             return pending > 0 ? .publish : .check
         }
+        if unsettled { return pending > 0 ? .publish : .check }
         if pending > 0 {
             // A publish reads the catalog too, so a check waits for it rather than
             // publishing before the interval.
@@ -78,8 +82,14 @@ package struct CatalogSchedule: Sendable, Equatable {
     /// The catalog was read and holds every row of ours (nothing had to be published).
     package mutating func read(now: Date) {
         lastReadAt = now
+        unsettled = false
         retryAt = nil
         backoff.reset()
+    }
+
+    /// The last run's recording of a sync was cut short: read the catalog first thing.
+    package mutating func recordingCut() {
+        unsettled = true
     }
 
     /// An attempt failed or found the catalog unreadable; returns when to try again.

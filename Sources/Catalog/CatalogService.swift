@@ -132,6 +132,10 @@ package actor CatalogService: Service {
         ledger = CatalogLedger(settings: (try? database.settings(prefix: CatalogLedger.prefix)) ?? [:])
         schedule = CatalogSchedule(publishInterval: schedule.publishInterval, checkInterval: schedule.checkInterval,
                                    lastPublishAt: ledger.publishedAt)
+        if ledger.unsettled {
+            logger.info("the last run stopped while recording a catalog sync; reading the catalog again")
+            schedule.recordingCut()
+        }
         workspace.clear()
         refreshCounts()
     }

@@ -21,6 +21,18 @@ import Testing
         #expect(s.next(now: at(3600), pending: 1, listed: 0, drained: false) == .publish)
     }
 
+    @Test func aRecordingCutShortIsReadAgainAtOnceEvenWithNothingSeeminglyOurs() {
+        var s = schedule()
+        s.published(now: t0)
+        s.recordingCut()
+        #expect(s.next(now: at(1), pending: 0, listed: 0, drained: true) == .check)
+        #expect(s.next(now: at(1), pending: 5, listed: 0, drained: false) == .publish, "without the interval")
+        s.failed(now: at(1), random: 0)
+        #expect(s.next(now: at(2), pending: 0, listed: 0, drained: true) == .wait(until: at(16)), "a failed read backs off")
+        s.read(now: at(16))
+        #expect(s.next(now: at(17), pending: 0, listed: 0, drained: true) == .idle)
+    }
+
     @Test func theFirstWakeReadsTheCatalogAndPublishesWhatWaits() {
         let s = schedule()
         #expect(s.next(now: t0, pending: 0, listed: 1, drained: true) == .check)

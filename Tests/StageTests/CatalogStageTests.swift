@@ -103,4 +103,43 @@ import Testing
         #expect(try appRead(world).count == 2)
         #expect(audit.all.isEmpty)
     }
+
+    /// A kill between the recording's transactions (every row marked listed, the ledger
+    /// not yet written) once left a stage that saw nothing to publish and nothing of ours
+    /// to look after: status said idle with 0 rows for good.
+    @Test func aRecordingCutShortIsReadAgainAtTheNextStart() async throws {
+        let world = try StageWorld(skipsWaitsUpTo: 60)
+        let ours = [try ready(world, "one", date: 1_700_000_000), try ready(world, "two", date: 1_600_000_000)]
+        var settings = Settings()
+        settings.daemon.stateDir = world.dir
+        settings.catalog.publishInterval = .seconds(1)
+        let first = CatalogService(database: world.database, bucket: world.session(), gate: OpenGate(),
+                                   options: .init(settings), logger: world.logger, clock: world.clock)
+        var running = Running { try await first.run() }
+        var status = DaemonStatus()
+        try await world.waitUntil("the first publish") {
+            await first.contribute(to: &status)
+            return status.catalog.rows == 2
+        }
+        await running.stop()
+        // What a kill after the marks' transaction leaves: marks, the flag, no ledger.
+        let kept = try world.database.settings(prefix: CatalogLedger.prefix)
+        var cut: [String: String?] = Dictionary(uniqueKeysWithValues: kept.keys.map { ($0, nil) })
+        cut[CatalogLedger.prefix + "userId"] = kept[CatalogLedger.prefix + "userId"]
+        cut[CatalogLedger.recordingKey] = "1"
+        try world.database.setSettings(cut)
+        #expect(try world.database.catalogPending() == 0)
+
+        let second = CatalogService(database: world.database, bucket: world.session(), gate: OpenGate(),
+                                    options: .init(settings), logger: world.logger, clock: world.clock)
+        running = Running { try await second.run() }
+        try await world.waitUntil("the catalog read again") {
+            await second.contribute(to: &status)
+            return status.catalog.state == .published && status.catalog.rows == 2
+        }
+        await running.stop()
+        #expect(status.catalog.total == 2 && status.catalog.pending == 0)
+        #expect(try world.database.settings(prefix: CatalogLedger.recordingKey).isEmpty, "settled again")
+        #expect(Set(try appRead(world)) == Set(ours))
+    }
 }
