@@ -97,9 +97,8 @@ package final class ExportRun: Sendable {
         var reader = ExportLineReader()
         var ended = false
         var failure: String?
-        let answer: ControlClient.StreamAnswer
-        do {
-            answer = try streaming.stream(.restoreExport) { bytes in
+        let answer = try RestoreRun.Stop.streamed("the bucket's listing") {
+            try streaming.stream(.restoreExport) { bytes in
                 for line in try reader.feed(bytes) {
                     switch line {
                     case .wait: break
@@ -113,13 +112,6 @@ package final class ExportRun: Sendable {
                     }
                 }
             }
-        } catch let failure as ControlClient.Failure {
-            throw .control(failure)
-        } catch {
-            throw .plan("the bucket's listing could not be read: \(error)")
-        }
-        guard (200..<300).contains(answer.status) else {
-            throw .plan(answer.errorMessage ?? "the bucket's listing could not be read (HTTP \(answer.status))")
         }
         if let failure { throw .plan(RestorePlan.shown(failure)) }
         guard answer.complete, ended else { throw .plan("the bucket's listing arrived cut short; run the command again") }
@@ -149,15 +141,9 @@ package final class ExportRun: Sendable {
         for p in planned {
             let item = p.item
             var action = "restore"
-            switch RestoreWriter.inspect(item, overwrite: false) {
-            case .alreadyThere:
-                action = "alreadyThere"
-                summary.alreadyThere += 1
-            case .keep(let why):
-                action = "keep"
-                summary.kept += 1
-                summary.problems.append(.init(kind: "kept", path: item.displayPath, message: "\(item.displayPath): \(why)"))
-            default:
+            if let there = TransferWorkers.lookedAt(item, overwrite: false, into: &summary) {
+                action = there
+            } else {
                 // An archived object is asked back at the real run; a dry run only counts it.
                 switch statuses[item.version.md5.hex]?.state {
                 case .archived?, .restoring?:
@@ -174,24 +160,15 @@ package final class ExportRun: Sendable {
             }
             summary.items?.append(.init(path: item.displayPath, size: item.version.size, md5: item.version.md5.hex, action: action,
                                         storageClass: p.storageClass, dated: p.dated.rawValue))
-            say("\(action.padding(toLength: 13, withPad: " ", startingAt: 0)) \(Units.humanBytes(item.version.size).padding(toLength: 9, withPad: " ", startingAt: 0)) \(item.displayPath)")
+            transfer.say(action, item)
         }
     }
 
     // MARK: telling people and the daemon
 
     private func openSession() throws(RestoreRun.Stop) {
-        do {
-            let reply = try client.call(.restoreSession, body: try ControlJSON.encode(RestoreReport(device: Self.label)), as: RestoreSessionReply.self)
-            sessionId.withLock { $0 = reply.id }
-        } catch let failure as ControlClient.Failure {
-            if case .permissionDenied = failure {
-                throw .control(.permissionDenied(hint: "permission denied: exporting writes files, which needs root or the daemon's user (try sudo photolalactl restore --by-date ...); members of the group may only use --dry-run"))
-            }
-            throw .control(failure)
-        } catch {
-            throw .plan("\(error)")
-        }
+        let session = try transfer.openSession(RestoreReport(device: Self.label), denied: "permission denied: exporting writes files, which needs root or the daemon's user (try sudo photolalactl restore --by-date ...); members of the group may only use --dry-run")
+        sessionId.withLock { $0 = session }
     }
 
     /// The export's start and end, for the daemon's audit trail (best effort: the export
@@ -201,11 +178,7 @@ package final class ExportRun: Sendable {
     }
 
     private func report(finished: Bool) {
-        guard let id = sessionId.withLock({ $0 }) else { return }
-        let p = transfer.progress
-        let r = RestoreReport(id: id, device: Self.label, filesDone: p.filesDone, filesTotal: p.filesTotal, bytesDone: max(p.bytesDone, p.bytesMoved),
-                              bytesTotal: p.bytesTotal, waitingArchived: p.waitingArchived, archiveClass: p.archiveClass, finished: finished)
-        _ = try? client.send(.restoreSession, body: (try? ControlJSON.encode(r)) ?? [])
+        transfer.tell(session: sessionId.withLock { $0 }, device: Self.label, finished: finished)
     }
 
     private func say(_ line: String) { transfer.say(line) }

@@ -54,6 +54,22 @@ package final class RestoreRun: Sendable {
             case .plan(let why): why
             }
         }
+
+        /// The answer `stream` streamed, with its failures worded for `what` ("the manifest").
+        static func streamed(_ what: String, _ stream: () throws -> ControlClient.StreamAnswer) throws(Stop) -> ControlClient.StreamAnswer {
+            let answer: ControlClient.StreamAnswer
+            do {
+                answer = try stream()
+            } catch let failure as ControlClient.Failure {
+                throw .control(failure)
+            } catch {
+                throw .plan("\(what) could not be read: \(error)")
+            }
+            guard (200..<300).contains(answer.status) else {
+                throw .plan(answer.errorMessage ?? "\(what) could not be read (HTTP \(answer.status))")
+            }
+            return answer
+        }
     }
 
     private let client: ControlClient
@@ -154,20 +170,11 @@ package final class RestoreRun: Sendable {
     // MARK: planning
 
     private func openSession(device: String, id: String) throws(Stop) {
-        do {
-            let opening = RestoreReport(device: device, deviceId: id, to: request.to, asOf: request.asOfText, paths: request.paths.count)
-            let reply = try client.call(.restoreSession, body: try ControlJSON.encode(opening), as: RestoreSessionReply.self)
-            state.withLock {
-                $0.sessionId = reply.id
-                $0.device = device
-            }
-        } catch let failure as ControlClient.Failure {
-            if case .permissionDenied = failure {
-                throw .control(.permissionDenied(hint: "permission denied: restoring writes files, which needs root or the daemon's user (try sudo photolalactl restore ...); members of the group may only use --dry-run"))
-            }
-            throw .control(failure)
-        } catch {
-            throw .plan("\(error)")
+        let opening = RestoreReport(device: device, deviceId: id, to: request.to, asOf: request.asOfText, paths: request.paths.count)
+        let session = try transfer.openSession(opening, denied: "permission denied: restoring writes files, which needs root or the daemon's user (try sudo photolalactl restore ...); members of the group may only use --dry-run")
+        state.withLock {
+            $0.sessionId = session
+            $0.device = device
         }
     }
 
@@ -193,11 +200,10 @@ package final class RestoreRun: Sendable {
             var frames = ManifestFrames.Reader()
             var report: ManifestReader.Report?
             var damaged: String?
-            let answer: ControlClient.StreamAnswer
-            do {
-                var query = ["device": device]
-                if request.allowUnencrypted { query["allowUnencrypted"] = "1" }
-                answer = try streaming.stream(.manifest, query: query) { bytes in
+            var query = ["device": device]
+            if request.allowUnencrypted { query["allowUnencrypted"] = "1" }
+            let answer = try Stop.streamed("the manifest") {
+                try streaming.stream(.manifest, query: query) { bytes in
                     for frame in try frames.feed(bytes) {
                         switch frame {
                         case .segment(let object):
@@ -218,13 +224,6 @@ package final class RestoreRun: Sendable {
                         }
                     }
                 }
-            } catch let failure as ControlClient.Failure {
-                throw .control(failure)
-            } catch {
-                throw .plan("the manifest could not be read: \(error)")
-            }
-            guard (200..<300).contains(answer.status) else {
-                throw .plan(answer.errorMessage ?? "the manifest could not be read (HTTP \(answer.status))")
             }
             if let damaged { throw .plan(damaged) }
             guard let report, answer.complete else { throw .plan("the manifest arrived cut short; run the command again") }
@@ -254,17 +253,7 @@ package final class RestoreRun: Sendable {
         var listing = ObjectListing(wanted: md5s)
         var streaming = client
         streaming.timeout = 300
-        let answer: ControlClient.StreamAnswer
-        do {
-            answer = try streaming.stream(.restoreListing) { try listing.feed($0) }
-        } catch let failure as ControlClient.Failure {
-            throw .control(failure)
-        } catch {
-            throw .plan("the bucket's listing could not be read: \(error)")
-        }
-        guard (200..<300).contains(answer.status) else {
-            throw .plan(answer.errorMessage ?? "the bucket's listing could not be read (HTTP \(answer.status))")
-        }
+        let answer = try Stop.streamed("the bucket's listing") { try streaming.stream(.restoreListing) { try listing.feed($0) } }
         guard answer.complete, listing.ended else { throw .plan("the bucket's listing arrived cut short; run the command again") }
         var out = listing.statuses
         let archived = Set(out.values.filter { $0.state == .archived }.map(\.md5))
@@ -279,12 +268,7 @@ package final class RestoreRun: Sendable {
     /// `outcome`: the counts of a finished restore, for the daemon's audit trail.
     private func report(finished: Bool, outcome: RestoreReport.Outcome? = nil) {
         let (id, device) = state.withLock { ($0.sessionId, $0.device) }
-        let p = transfer.progress
-        guard let id else { return }
-        let r = RestoreReport(id: id, device: device, filesDone: p.filesDone, filesTotal: p.filesTotal, bytesDone: max(p.bytesDone, p.bytesMoved),
-                              bytesTotal: p.bytesTotal, waitingArchived: p.waitingArchived, archiveClass: p.archiveClass, finished: finished,
-                              outcome: outcome)
-        _ = try? client.send(.restoreSession, body: (try? ControlJSON.encode(r)) ?? [])
+        transfer.tell(session: id, device: device, finished: finished, outcome: outcome)
     }
 
     private func say(_ line: String) { transfer.say(line) }
@@ -306,22 +290,12 @@ package final class RestoreRun: Sendable {
             default:
                 action = "restore"
             }
-            if action != "missing" {
-                switch RestoreWriter.inspect(item, overwrite: request.overwrite) {
-                case .alreadyThere:
-                    action = "alreadyThere"
-                    summary.alreadyThere += 1
-                case .keep(let why):
-                    action = "keep"
-                    summary.kept += 1
-                    summary.problems.append(.init(kind: "kept", path: item.displayPath, message: "\(item.displayPath): \(why)"))
-                default:
-                    break
-                }
+            if action != "missing", let there = TransferWorkers.lookedAt(item, overwrite: request.overwrite, into: &summary) {
+                action = there
             }
             summary.items?.append(.init(path: item.displayPath, size: item.version.size, md5: item.version.md5.hex, action: action,
                                         storageClass: status?.storageClass))
-            say("\(action.padding(toLength: 13, withPad: " ", startingAt: 0)) \(Units.humanBytes(item.version.size).padding(toLength: 9, withPad: " ", startingAt: 0)) \(item.displayPath)")
+            transfer.say(action, item)
         }
         // An archived object is asked back at the real run; a dry run only counts it.
         summary.restored = 0

@@ -129,6 +129,53 @@ final class TransferWorkers: Sendable {
         return out
     }
 
+    /// Opens the daemon's session, which `status` shows; returns its id. Only root and the
+    /// daemon's user may: anyone else is told `denied`, in the command's own words.
+    func openSession(_ opening: RestoreReport, denied: String) throws(RestoreRun.Stop) -> String {
+        do {
+            return try client.call(.restoreSession, body: try ControlJSON.encode(opening), as: RestoreSessionReply.self).id
+        } catch let failure as ControlClient.Failure {
+            if case .permissionDenied = failure { throw .control(.permissionDenied(hint: denied)) }
+            throw .control(failure)
+        } catch {
+            throw .plan("\(error)")
+        }
+    }
+
+    /// Tells the daemon's session `id` (nil: none was opened) how far the run is; best
+    /// effort, the run goes on if the daemon cannot take it.
+    func tell(session id: String?, device: String, finished: Bool, outcome: RestoreReport.Outcome? = nil) {
+        guard let id else { return }
+        let p = progress
+        let r = RestoreReport(id: id, device: device, filesDone: p.filesDone, filesTotal: p.filesTotal, bytesDone: max(p.bytesDone, p.bytesMoved),
+                              bytesTotal: p.bytesTotal, waitingArchived: p.waitingArchived, archiveClass: p.archiveClass, finished: finished,
+                              outcome: outcome)
+        _ = try? client.send(.restoreSession, body: (try? ControlJSON.encode(r)) ?? [])
+    }
+
+    // MARK: a dry run, which writes nothing: only looks at what stands at each file's place
+
+    /// What a dry run would find at `item`'s place, counted in `summary`: `alreadyThere`,
+    /// `keep`, or nil when the file would be written.
+    static func lookedAt<Summary: TransferCounts>(_ item: RestoreItem, overwrite: Bool, into summary: inout Summary) -> String? {
+        switch RestoreWriter.inspect(item, overwrite: overwrite) {
+        case .alreadyThere:
+            summary.alreadyThere += 1
+            return "alreadyThere"
+        case .keep(let why):
+            summary.kept += 1
+            summary.problems.append(.init(kind: "kept", path: item.displayPath, message: "\(item.displayPath): \(why)"))
+            return "keep"
+        default:
+            return nil
+        }
+    }
+
+    /// A dry run's line for one file, in columns.
+    func say(_ action: String, _ item: RestoreItem) {
+        say("\(action.padding(toLength: 13, withPad: " ", startingAt: 0)) \(Units.humanBytes(item.version.size).padding(toLength: 9, withPad: " ", startingAt: 0)) \(item.displayPath)")
+    }
+
     /// A line of the human output (stdout); nothing with `--json`.
     func say(_ line: String) {
         guard !json else { return }
