@@ -127,8 +127,7 @@ package actor RestoreService: Service {
     // MARK: devices and their manifests, as the bucket holds them
 
     /// `photolalactl devices`: every device with a manifest under this account, this NAS
-    /// first. Without the account's key a device of format 2 shows only its id and when its
-    /// manifest last changed (from the listing); one that does not open is named as such.
+    /// first (`DeviceListing` decides each row from the bytes fetched here).
     package func devices() async -> ControlResponse {
         let userId: String
         switch await access() {
@@ -137,91 +136,25 @@ package actor RestoreService: Service {
         }
         do {
             let store = ManifestReads(session: session, userId: userId, budget: options.budget)
-            let listing = try await store.listing(under: ManifestKeys.devicesPrefix(userId))
-            var found: [String: (record: Bool, sealed: Bool, changed: Date)] = [:]
-            for object in listing {
-                guard let (device, isRecord) = ManifestKeys.deviceOf(key: object.key, userId: userId) else { continue }
-                var d = found[device] ?? (false, false, .distantPast)
-                d.record = d.record || isRecord
-                d.sealed = d.sealed || object.key.hasSuffix(".pls")
-                d.changed = max(d.changed, object.lastModified ?? .distantPast)
-                found[device] = d
-            }
+            let found = DeviceListing(try await store.listing(under: ManifestKeys.devicesPrefix(userId)), userId: userId)
             let current = await session.deviceId
             let keyState = await keySource?.metadataKeyState() ?? .needed
             var list: [DeviceList.Device] = []
-            for (id, seen) in found {
+            for (id, seen) in found.seen {
                 let layout = ManifestKeys(userId: userId, deviceId: id)
                 let bytes = seen.record ? try await store.bytes(layout.record) : nil
-                var device = DeviceList.Device(id: id, name: nil, folders: [], lastBackupAt: nil, files: 0, bytes: 0, current: id == current,
-                                               updatedAt: nil, changedAt: Timestamp.string(seen.changed))
-                let format = bytes.flatMap(DeviceRecord.format(of:)) ?? (seen.sealed ? ManifestSegment.sealedFormat : ManifestSegment.formatVersion)
-                device.format = format
-                switch format {
-                case ManifestSegment.formatVersion:
-                    device.access = .unencrypted
-                    if let record = bytes.flatMap(DeviceRecord.decode) { Self.fill(&device, record) }
-                case ManifestSegment.sealedFormat:
-                    guard case .ready(let accountKey) = keyState else {
-                        device.access = .keyNeeded
-                        break
-                    }
-                    guard let bytes else {
-                        device.access = .readable
-                        device.problem = "its device record is missing"
-                        break
-                    }
-                    do {
-                        let record = try DeviceRecord.open(bytes, key: accountKey.metadataKey, objectKey: layout.record)
-                        Self.fill(&device, record)
-                        device.access = .readable
-                        if let seenBefore = await heads?.remembered(userId: userId, device: id), let counter = record.counter,
-                           seenBefore.counter > counter {
-                            device.problem = "its device record is older than one this NAS read before: the bucket was rolled back"
-                        }
-                    } catch {
-                        device.access = .unreadable
-                        device.problem = Self.notReadable(id)
-                    }
-                default:
-                    device.access = .unreadable
-                    device.problem = "its manifest is in format \(format), newer than this photolalad reads: update photolalad"
+                let row = DeviceListing.row(id, seen, current: id == current, record: bytes, recordKey: layout.record, keyState: keyState)
+                var device = row.device
+                if let counter = row.counter, let seenBefore = await heads?.remembered(userId: userId, device: id), seenBefore.counter > counter {
+                    device.problem = DeviceListing.rolledBack
                 }
                 list.append(device)
             }
-            list.sort { a, b in
-                a.current != b.current ? a.current : (a.lastBackupAt ?? a.changedAt ?? "", a.id) > (b.lastBackupAt ?? b.changedAt ?? "", b.id)
-            }
-            var note: String?
-            if list.contains(where: { $0.access == .keyNeeded }) {
-                note = Self.keyNote(keyState)
-            }
-            return .json(DeviceList(devices: list, note: note))
+            return .json(DeviceList(devices: DeviceListing.sorted(list), note: DeviceListing.note(list, keyState: keyState)))
         } catch {
             return Refusal(error)?.response
                 ?? .error(502, "storage_error", "could not list the devices in the bucket: \(error)")
         }
-    }
-
-    private static func fill(_ device: inout DeviceList.Device, _ record: DeviceRecord) {
-        device.name = record.name
-        device.folders = record.folders
-        device.lastBackupAt = record.lastBackupAt
-        device.files = record.files
-        device.bytes = record.bytes
-        device.updatedAt = record.updatedAt
-    }
-
-    static let enterHint = "sudo photolalactl recovery-key --enter"
-
-    /// What the devices list says when this NAS lacks the key.
-    private static func keyNote(_ state: MetadataKeyState) -> String {
-        if case .unreadable(let why) = state { return "encrypted manifests cannot be read: \(why)" }
-        return "names, folders and totals of encrypted manifests need this account's recovery key on this NAS: \(enterHint)"
-    }
-
-    private static func notReadable(_ device: String) -> String {
-        "the manifest of device \(device) is not readable with this account's key: it was written with another key, or altered"
     }
 
     /// `GET /v1/manifest?device=ID[&allowUnencrypted=1]`: the device's manifest segments,
@@ -261,13 +194,13 @@ package actor RestoreService: Service {
                     return .error(409, "recovery_key_unreadable", "the manifest of device \(device) is encrypted, and this account's key cannot be read: \(why)")
                 }
                 return .error(409, "recovery_key_needed",
-                              "the manifest of device \(device) is encrypted with this account's key, which this NAS does not hold yet: enter the account's recovery key (\(Self.enterHint)), then run the restore again")
+                              "the manifest of device \(device) is encrypted with this account's key, which this NAS does not hold yet: enter the account's recovery key (\(DeviceListing.enterHint)), then run the restore again")
             }
             let key = accountKey.metadataKey
             // A record that does not open names the device as unreadable; without one the
             // reader says what it can of the segments.
             if let recordBytes, (try? DeviceRecord.open(recordBytes, key: key, objectKey: layout.record)) == nil {
-                return .error(409, "unreadable", Self.notReadable(device))
+                return .error(409, "unreadable", DeviceListing.notReadable(device))
             }
             reader = ManifestReader(store: store, keys: layout, key: key, remembered: await heads?.remembered(userId: userId, device: device))
         case ManifestSegment.formatVersion:
