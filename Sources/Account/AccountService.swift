@@ -45,9 +45,6 @@ package actor AccountService: Service, GrantSource {
     /// subscription pause): whoever uses them stops what is under way.
     package nonisolated var credentialDrops: ChangeFeed { drops }
 
-    /// What to do once the access-token refresh a caller joined has finished.
-    private enum AfterRefresh: Sendable { case credentials, appleCheck }
-
     private let changes: ChangeFeed
     private let drops = ChangeFeed()
     private let store: AccountStore
@@ -57,22 +54,17 @@ package actor AccountService: Service, GrantSource {
     private var backend: any AccountBackend
     /// This NAS's id, once made (at the first sign-in); every backend call carries it.
     private var device: String?
-    private let deviceIdAtStart: Bool
-    private var signedInSinceStart = false
     private var deviceName: String
     private var creds: CredentialsMachine
     private var apple: AppleCheckMachine
-    private var signIn: SignIn?
-    private var needsLogin = false
+    private var standing: AccountStanding
     private var pairing: PairingSession?
     /// Changed by every new, cancelled or abandoned pairing: a poll loop of an older one
     /// sees it and stops.
     private var pairingRun = UUID()
-    private var credsWake: Date?
-    private var appleWake: Date?
+    private var wakes = AccountWakes()
     /// Set while `fire()` runs: the wakes it schedules are picked up by its answer.
     private var firing = false
-    private var refreshes = RefreshJoins<AfterRefresh>()
     private let waiters = GrantWaiters()
     private var stopped = false
     /// Backend calls and pairing polls, run by `run()` as children of its task group.
@@ -89,7 +81,7 @@ package actor AccountService: Service, GrantSource {
         deviceIdentity = DeviceIdentity(stateDir: stateDir)
         let deviceId = deviceIdentity.load()
         device = deviceId
-        deviceIdAtStart = deviceId != nil
+        standing = AccountStanding(deviceIdAtStart: deviceId != nil)
         changes = statusChanges
         self.backend = backend
         self.backend.deviceId = deviceId
@@ -129,7 +121,7 @@ package actor AccountService: Service, GrantSource {
 
     /// Restores the saved sign-in (before READY, so status is right from the first answer).
     package func restore() async {
-        guard signIn == nil, let saved = store.load() else { return }
+        guard standing.signIn == nil, let saved = store.load() else { return }
         logger.notice("restored the saved sign-in", metadata: ["user": "\(saved.userId)"])
         // A sign-in saved by a version without device ids gets its id now: the NAS's
         // manifest needs one, and a signed-in NAS may never sign in again.
@@ -159,29 +151,20 @@ package actor AccountService: Service, GrantSource {
     // MARK: what the pipeline asks
 
     /// Why uploads must not run now, if they must not.
-    package var uploadBlock: GrantUnavailable? {
-        if signIn == nil || needsLogin { return .signedOut }
-        if let r = apple.pauseReason { return .paused(r) }
-        if case .paused(let r, _) = creds.phase { return .paused(r) }
-        return nil
-    }
+    package var uploadBlock: GrantUnavailable? { standing.uploadBlock(apple: apple, creds: creds) }
 
-    package var pauseReason: DaemonStatus.PauseReason? {
-        if case .paused(let r)? = uploadBlock { return r }
-        return nil
-    }
+    package var pauseReason: DaemonStatus.PauseReason? { standing.pauseReason(apple: apple, creds: creds) }
 
-    package var isSignedIn: Bool { signIn != nil && !needsLogin }
+    package var isSignedIn: Bool { standing.isSignedIn }
 
     /// The Photolala user id (a UUID), never the Apple one.
-    package var userId: String? { isSignedIn ? signIn?.userId : nil }
+    package var userId: String? { standing.userId }
 
     /// This NAS's id, once made (at the first sign-in).
     package var deviceId: String? { device }
 
-    /// A device id found at start, or a sign-in since: the id alone is made when a first
-    /// sign-in starts, and one under way (or refused) is no "not signed in any more".
-    package var signedInBefore: Bool { deviceIdAtStart || signedInSinceStart }
+    /// A device id found at start, or a sign-in since.
+    package var signedInBefore: Bool { standing.signedInBefore }
 
     /// `photolalactl resume`: re-ask at once after a subscription/quota pause.
     package func resume() {
@@ -257,22 +240,18 @@ package actor AccountService: Service, GrantSource {
     package func logout(by actor: AuditActor) async -> LogoutOutcome {
         pairingRun = UUID()
         pairing = nil
-        let held = signIn
-        signIn = nil
-        refreshes.detach()
-        needsLogin = false
+        let held = standing.drop()
         audit.forgetRefusal()
         perform(creds.handle(.signedOut, now: clock.now()))
         perform(apple.handle(.signedOut, now: clock.now()))
-        credsWake = nil
-        appleWake = nil
+        wakes = AccountWakes()
         rescheduleTimer()
         waiters.resumeAll(with: nil)
         credentialDrops.changed()
         statusChanges.changed()
         let outcome = await LogoutOutcome.revoking(held, with: backend)
         // A sign-in made while the backend was asked is the one on disk now: it stays.
-        if signIn == nil { store.erase() }
+        if standing.signIn == nil { store.erase() }
         audit.logout(by: actor, userId: held?.userId, outcome: outcome)
         return outcome
     }
@@ -287,10 +266,7 @@ package actor AccountService: Service, GrantSource {
                 logger.error("\(error)")
             }
         }
-        signIn = result
-        signedInSinceStart = true
-        refreshes.detach()   // a refresh of the old sign-in must not serve the new one
-        needsLogin = false
+        standing.adopt(result)
         audit.forgetRefusal()
         perform(creds.handle(.signedIn, now: clock.now()))
         perform(apple.handle(.signedIn, now: clock.now()))
@@ -378,7 +354,7 @@ package actor AccountService: Service, GrantSource {
         for action in actions {
             switch action {
             case .fetchSTS:
-                guard let token = signIn?.accessToken else { continue }
+                guard let token = standing.signIn?.accessToken else { continue }
                 let backend = self.backend
                 spawn {
                     let result: Result<STSGrant, BackendError>
@@ -388,7 +364,7 @@ package actor AccountService: Service, GrantSource {
             case .refreshAccessToken:
                 refreshAccessToken(then: .credentials)
             case .wake(let at):
-                credsWake = at
+                wakes.set(.credentials, at: at)
                 rescheduleTimer()
             case .pause(let reason):
                 logger.warning("uploads paused: \(reason.rawValue): \(reason.explanation)")
@@ -401,7 +377,7 @@ package actor AccountService: Service, GrantSource {
             case .needsLogin:
                 logger.error("the sign-in is no longer valid: run `photolalactl login`")
                 audit.credentialsRefused(.invalidGrant)
-                needsLogin = true
+                standing.refused()
                 store.erase()
                 waiters.resumeAll(with: nil)
                 statusChanges.changed()
@@ -415,7 +391,7 @@ package actor AccountService: Service, GrantSource {
             case .check:
                 checkApple(retried: false)
             case .wake(let at):
-                appleWake = at
+                wakes.set(.apple, at: at)
                 rescheduleTimer()
             case .pause(let reason):
                 logger.warning("uploads paused: \(reason.explanation)")
@@ -432,7 +408,7 @@ package actor AccountService: Service, GrantSource {
     }
 
     private func stsAnswered(_ result: Result<STSGrant, BackendError>) {
-        guard signIn != nil else { return }
+        guard standing.signIn != nil else { return }
         let now = clock.now()
         switch result {
         case .success(let grant):
@@ -457,7 +433,7 @@ package actor AccountService: Service, GrantSource {
     }
 
     private func checkApple(retried: Bool) {
-        guard let token = signIn?.accessToken else { return }
+        guard let token = standing.signIn?.accessToken else { return }
         let backend = self.backend
         spawn {
             let result: Result<AppleCredentialState, BackendError>
@@ -467,7 +443,7 @@ package actor AccountService: Service, GrantSource {
     }
 
     private func appleAnswered(_ result: Result<AppleCredentialState, BackendError>, retried: Bool) {
-        guard signIn != nil else { return }
+        guard standing.signIn != nil else { return }
         switch result {
         case .success(let answer):
             DaemonCounter.appleChecks.increment(answer.state.rawValue)
@@ -494,8 +470,8 @@ package actor AccountService: Service, GrantSource {
 
     /// Refreshes the access token, one refresh at a time (`RefreshJoins`); the rotated
     /// refresh token is saved before anything uses it.
-    private func refreshAccessToken(then next: AfterRefresh) {
-        guard let id = refreshes.join(next, canStart: signIn != nil), let current = signIn else { return }
+    private func refreshAccessToken(then next: AccountStanding.AfterRefresh) {
+        guard case let (id, current)? = standing.joinRefresh(then: next) else { return }
         let backend = self.backend
         spawn {
             let outcome: BackendError?
@@ -506,14 +482,14 @@ package actor AccountService: Service, GrantSource {
                 outcome = nil
             } catch {
                 DaemonCounter.accessTokenRefreshes.increment("error")
-                outcome = await self.refreshFailed(error, basedOn: current)
+                outcome = await self.standing.refreshFailed(error, basedOn: current)
             }
             await self.refreshFinished(id, outcome)
         }
     }
 
     private func refreshFinished(_ id: UUID, _ error: BackendError?) {
-        for next in refreshes.finish(id) {
+        for next in standing.refreshEnded(id) {
             switch next {
             case .credentials:
                 if let error {
@@ -527,26 +503,14 @@ package actor AccountService: Service, GrantSource {
         }
     }
 
-    /// A refresh refused with `invalid_grant` only means "sign in again" if the refresh
-    /// token it used is still the one in force: if a newer sign-in replaced it meanwhile,
-    /// the access token in memory is already fresh.
-    private func refreshFailed(_ error: BackendError, basedOn old: SignIn) -> BackendError? {
-        if error == .invalidGrant, let now = signIn, now.refreshToken != old.refreshToken {
-            return nil
-        }
-        return error
-    }
-
     private func storeRefreshed(_ fresh: RefreshedTokens, basedOn old: SignIn) {
-        guard signIn?.refreshToken == old.refreshToken else { return }
-        let updated = old.refreshed(with: fresh)
+        guard let updated = standing.refreshed(fresh, basedOn: old) else { return }
         for secret in [updated.accessToken, updated.refreshToken] { SecretRedactor.shared.register(secret) }
         do {
             try store.save(updated)
         } catch {
             logger.error("\(error)")
         }
-        signIn = updated
         logger.info("access token refreshed")
     }
 
@@ -568,34 +532,17 @@ package actor AccountService: Service, GrantSource {
         firing = true
         defer { firing = false }
         let now = clock.now()
-        if let at = credsWake, at <= now {
-            credsWake = nil
-            perform(creds.handle(.wake, now: now, random: .random(in: 0..<1)))
-        }
-        if let at = appleWake, at <= now {
-            appleWake = nil
-            perform(apple.handle(.wake, now: now, random: .random(in: 0..<1)))
-        }
-        return .wait(until: [credsWake, appleWake].compactMap { $0 }.min())
+        if wakes.take(.credentials, at: now) { perform(creds.handle(.wake, now: now, random: .random(in: 0..<1))) }
+        if wakes.take(.apple, at: now) { perform(apple.handle(.wake, now: now, random: .random(in: 0..<1))) }
+        return .wait(until: wakes.next)
     }
 
     // MARK: status
 
-    /// The account's part of status: sign-in, Apple check, credentials, a pairing under
-    /// way; and, while running, whether uploads wait for a login or a pause.
+    /// The account's part of status, and a pairing under way.
     package func contribute(to s: inout DaemonStatus) {
         let now = clock.now()
-        s.account = DaemonStatus.Account(signedIn: isSignedIn, userId: signIn?.userId)
-        s.appleCredential = apple.status
-        s.credentials = creds.status(now: now)
+        standing.contribute(to: &s, apple: apple, creds: creds, now: now)
         if let p = pairing, p.outcome == .pending, now < p.expiresAt { s.pairing = p.status }
-        if s.state == .running {
-            if !isSignedIn {
-                s.state = .needsLogin
-            } else if let r = pauseReason {
-                s.state = .paused
-                s.pauseReason = r
-            }
-        }
     }
 }

@@ -6,7 +6,7 @@ import Foundation
 /// `invalid_grant` and sign the NAS out although the first one succeeded. Every caller
 /// that asks while a refresh runs joins that one and gets its result (`Next`: what it
 /// does then).
-struct RefreshJoins<Next> {
+struct RefreshJoins<Next: Sendable>: Sendable {
     private var running: UUID?
     private var joined: [UUID: [Next]] = [:]
 

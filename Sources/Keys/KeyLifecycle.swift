@@ -165,6 +165,21 @@ package enum KeyLifecycle {
         return .foreign
     }
 
+    /// What this NAS keeps when the user enters `recovery` (`recovery-key --enter`): the
+    /// account key the key object's `bytes` hold, whatever key file this NAS had, since the
+    /// bucket's is the one every other NAS reads with. A key that opens nothing changes nothing.
+    package static func entered(_ recovery: RecoveryKey, opening bytes: [UInt8], userId: String) throws(RecoveryKeyRefusal)
+        -> AccountKeyState {
+        do throws(VaultFailure) {
+            let opened = try KeyObject.unwrap(bytes, recovery: recovery, userId: userId)
+            return AccountKeyState(userId: userId, accountKey: opened.key, recoveryKey: recovery, recoveryCreatedAt: opened.recoveryCreatedAt)
+        } catch .wrongRecoveryKey {
+            throw .wrongKey
+        } catch {
+            throw .notHeld("\(error). Nothing was changed.")
+        }
+    }
+
     static let neededSentence = "This account already has a recovery key that this NAS does not hold: enter it with sudo "
         + "photolalactl recovery-key --enter. Photos, thumbnails and the catalog go on meanwhile; only the manifest waits."
 

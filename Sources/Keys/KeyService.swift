@@ -20,40 +20,12 @@ import Vault
 /// One look or change at a time (`exclusive`): the loop's look, `enter` and `rotate` each
 /// read the bucket and then write the file, and must not interleave.
 package actor KeyService: Service, MetadataKeySource {
-    private enum Phase: Equatable {
-        case none, checking, ready, needed
-        case unreadable(String)
-
-        var state: DaemonStatus.Recovery.State {
-            switch self {
-            case .none: .none
-            case .checking: .checking
-            case .ready: .ready
-            case .needed: .needed
-            case .unreadable: .unreadable
-            }
-        }
-    }
-
-    /// Why a look ended early.
-    private enum LookFailure: Error {
-        /// The bucket changed under a conditional write: look again at once (up to
-        /// `conflictsInARow` times; more is a store that does not honour the condition, as
-        /// Ceph Pacific refuses a quoted `If-Match` that holds: then backoff, not a spin).
-        case again
-        /// No grant (signed out, paused, stopping): wait for the account to change.
-        case unavailable
-        case bucket(S3Error)
-        /// The key file cannot be written (its sentence).
-        case local(String)
-    }
-
     /// How often a settled state is checked against the bucket again: a deleted key object
     /// is written again, a rotation elsewhere noticed, an unreadable account looked at anew.
     static let recheck: TimeInterval = 3600
     static let recheckUnreadable: TimeInterval = 900
-    /// A race lost is looked at again at once; this many in a row is the store, not a race.
-    static let conflictsInARow = 3
+    /// The service's tests count a store's refusals by the service's own number.
+    static let conflictsInARow = KeyLookRetry.conflictsInARow
 
     package nonisolated let keyChanges = ChangeFeed()
     private let statusChanges: ChangeFeed
@@ -70,14 +42,12 @@ package actor KeyService: Service, MetadataKeySource {
     /// The key file as last read or written for `user`; nil: none (or not read yet).
     private var local: AccountKeyState?
     private var loaded = false
-    private var phase: Phase = .none
+    private var phase: KeyStanding.Phase = .none
     private var outdated = false
     /// The user whose account key this NAS made and no `login` has told of yet.
     private var created: String?
     private var lastError: String?
-    private var retry = Backoff(base: 2, cap: 300, jitter: .equal, floor: 1)
-    /// Conditional writes refused since the last look that ended well.
-    private var conflicts = 0
+    private var retry = KeyLookRetry()
     /// When the loop looks at the bucket again (nil: at once).
     private var nextLook: Date?
     private var busy = false
@@ -113,18 +83,11 @@ package actor KeyService: Service, MetadataKeySource {
 
     // MARK: MetadataKeySource
 
-    /// `.ready` only for the account signed in now, and only once the bucket confirmed the
-    /// key (a key being made may still lose to another NAS's): until then `.none`, and the
-    /// manifest waits as it does while signed out.
+    /// Only for the account signed in now: the state below may still be another's.
     package func metadataKeyState() async -> MetadataKeyState {
         let current = await grants.userId
         guard let current, current == user else { return .none }
-        switch phase {
-        case .none, .checking: return .none
-        case .ready: return local.map { .ready($0.accountKey) } ?? .none
-        case .needed: return .needed
-        case .unreadable(let why): return .unreadable(why)
-        }
+        return standing.metadataKey
     }
 
     // MARK: the loop
@@ -140,36 +103,25 @@ package actor KeyService: Service, MetadataKeySource {
         guard let uid = current else { return .wake }
         let now = clock.now()
         if let at = nextLook, at > now { return .wait(until: at) }
-        do throws(LookFailure) {
+        do throws(KeyLookFailure) {
             try await resolve(uid)
-            retry.reset()
-            conflicts = 0
+            retry.succeeded()
             setError(nil)
             // From the time the look ended: the bucket's answers (and retries) took some.
             let at = clock.now().addingTimeInterval(phase == .ready || phase == .needed ? Self.recheck : Self.recheckUnreadable)
             nextLook = at
             return .wait(until: at)
-        } catch .again where conflicts + 1 < Self.conflictsInARow {
-            conflicts += 1
-            return .now
-        } catch .unavailable {
-            return .wake
         } catch {
-            let why: String
-            switch error {
-            case .bucket(let e): why = "cannot check this account's key in the bucket: \(e)"
-            case .local(let m): why = m
-            case .again:
-                conflicts = 0
-                why = "the bucket refused \(Self.conflictsInARow) conditional writes of this account's key object in a row "
-                    + "although nothing else seems to write it: does this S3 store honour If-Match and If-None-Match?"
-            case .unavailable: why = "\(error)"
+            switch retry.failed(error, random: .random(in: 0..<1)) {
+            case .now: return .now
+            case .wake: return .wake
+            case .after(let delay, let why):
+                let at = clock.now().addingTimeInterval(delay)
+                nextLook = at
+                if lastError != why { logger.warning("\(why); trying again at \(Timestamp.string(at))") }
+                setError(why)
+                return .wait(until: at)
             }
-            let at = clock.now().addingTimeInterval(retry.fail(random: .random(in: 0..<1)))
-            nextLook = at
-            if lastError != why { logger.warning("\(why); trying again at \(Timestamp.string(at))") }
-            setError(why)
-            return .wait(until: at)
         }
     }
 
@@ -180,7 +132,7 @@ package actor KeyService: Service, MetadataKeySource {
         loaded = false
         outdated = false
         nextLook = nil
-        retry.reset()
+        retry.restart()
         lastError = nil
         set(current == nil ? .none : .checking)
         keyChanges.changed()
@@ -188,7 +140,7 @@ package actor KeyService: Service, MetadataKeySource {
     }
 
     /// Reads the key file, asks the bucket, and performs `KeyLifecycle`'s answer.
-    private func resolve(_ uid: String) async throws(LookFailure) {
+    private func resolve(_ uid: String) async throws(KeyLookFailure) {
         if !loaded {
             do {
                 local = try store.load()
@@ -215,7 +167,7 @@ package actor KeyService: Service, MetadataKeySource {
             do throws(S3Error) {
                 finding = .missing(otherKeyMaterial: try await bucket.hasKeyMaterial(uid))
             } catch {
-                throw Self.failure(error)
+                throw KeyLookFailure(error)
             }
         }
         var decision = KeyLifecycle.decide(local: KeyLifecycle.Local(local), finding: finding)
@@ -226,7 +178,7 @@ package actor KeyService: Service, MetadataKeySource {
         try await perform(decision, uid: uid, etag: object?.etag)
     }
 
-    private func perform(_ decision: KeyLifecycle.Decision, uid: String, etag: String?) async throws(LookFailure) {
+    private func perform(_ decision: KeyLifecycle.Decision, uid: String, etag: String?) async throws(KeyLookFailure) {
         guard var state = local else {
             reach(decision.state)
             return
@@ -257,7 +209,7 @@ package actor KeyService: Service, MetadataKeySource {
                 // Someone wrote the key object meanwhile (or our own write answered late):
                 // look again, and the lifecycle decides with what is there now.
                 if error.kind == .preconditionFailed || error.kind == .notFound { throw .again }
-                throw Self.failure(error)
+                throw KeyLookFailure(error)
             }
             if !wasCreating {
                 logger.notice(decision.upload == .repair ? "the key object in the bucket was damaged: written again"
@@ -298,7 +250,7 @@ package actor KeyService: Service, MetadataKeySource {
     }
 
     /// A new account key and recovery key, saved as `creating` before anything is sent.
-    private func make(_ uid: String) throws(LookFailure) {
+    private func make(_ uid: String) throws(KeyLookFailure) {
         let state = AccountKeyState(userId: uid, accountKey: .generate(), recoveryKey: .generate(),
                                     recoveryCreatedAt: Self.millis(clock.now()), pending: .creating)
         remember(state)
@@ -306,24 +258,17 @@ package actor KeyService: Service, MetadataKeySource {
         logger.notice("the account has no key yet: making one", metadata: ["fingerprint": "\(state.fingerprint)"])
     }
 
-    private static func failure(_ error: S3Error) -> LookFailure {
-        switch error.kind {
-        case .unavailable, .cancelled: .unavailable
-        default: .bucket(error)
-        }
-    }
-
-    private func keyObject(_ uid: String) async throws(LookFailure) -> (bytes: [UInt8], etag: String)? {
+    private func keyObject(_ uid: String) async throws(KeyLookFailure) -> (bytes: [UInt8], etag: String)? {
         do throws(S3Error) {
             return try await bucket.keyObject(uid)
         } catch {
-            throw Self.failure(error)
+            throw KeyLookFailure(error)
         }
     }
 
     // MARK: the key file
 
-    private func save(_ state: AccountKeyState) throws(LookFailure) {
+    private func save(_ state: AccountKeyState) throws(KeyLookFailure) {
         do {
             try store.save(state)
         } catch {
@@ -332,7 +277,7 @@ package actor KeyService: Service, MetadataKeySource {
         local = state
     }
 
-    private func erase() throws(LookFailure) {
+    private func erase() throws(KeyLookFailure) {
         do {
             try store.erase()
         } catch {
@@ -357,10 +302,9 @@ package actor KeyService: Service, MetadataKeySource {
     /// `recovery-key`: the key as this NAS holds it. Recorded in the audit trail (never the key).
     package func recoveryKey(by caller: AuditActor) throws(RecoveryKeyRefusal) -> ShownRecoveryKey {
         do throws(RecoveryKeyRefusal) {
-            let state = try held()
+            let state = try standing.held(signedIn: user != nil)
             record(.recoveryKeyShown, caller, .ok, ["fingerprint": .string(state.fingerprint), "outdated": .bool(outdated)])
-            return ShownRecoveryKey(recoveryKey: state.recoveryKey, fingerprint: state.fingerprint,
-                         createdAt: Date(timeIntervalSince1970: Double(state.recoveryCreatedAt) / 1000), outdated: outdated)
+            return ShownRecoveryKey(state, outdated: outdated)
         } catch {
             refused("show", caller, error)
             throw error
@@ -395,7 +339,7 @@ package actor KeyService: Service, MetadataKeySource {
         if current != user { follow(current) }
         guard let uid = current else { return .failure(.notSignedIn) }
         let bytes: [UInt8]
-        do throws(LookFailure) {
+        do throws(KeyLookFailure) {
             guard let found = try await keyObject(uid) else { return .failure(.noKeyObject) }
             bytes = found.bytes
         } catch .unavailable {
@@ -403,21 +347,18 @@ package actor KeyService: Service, MetadataKeySource {
         } catch {
             return .failure(.bucket("cannot read this account's key object from the bucket (\(error)); nothing was changed: try again"))
         }
-        let opened: (key: AccountKey, recoveryCreatedAt: Int64)
-        do throws(VaultFailure) {
-            opened = try KeyObject.unwrap(bytes, recovery: recovery, userId: uid)
-        } catch .wrongRecoveryKey {
-            return .failure(.wrongKey)
+        let state: AccountKeyState
+        do throws(RecoveryKeyRefusal) {
+            state = try KeyLifecycle.entered(recovery, opening: bytes, userId: uid)
         } catch {
-            return .failure(.notHeld("\(error). Nothing was changed."))
+            return .failure(error)
         }
-        if let held = local, held.accountKey != opened.key {
+        if let held = local, held.accountKey != state.accountKey {
             logger.warning("the entered recovery key opens another account key than the one this NAS held: taking the bucket's",
                            metadata: ["was": "\(held.fingerprint)"])
         }
-        let state = AccountKeyState(userId: uid, accountKey: opened.key, recoveryKey: recovery, recoveryCreatedAt: opened.recoveryCreatedAt)
         remember(state)
-        do throws(LookFailure) {
+        do throws(KeyLookFailure) {
             try save(state)
         } catch {
             return .failure(.local("\(error); nothing was changed"))
@@ -448,13 +389,13 @@ package actor KeyService: Service, MetadataKeySource {
     private func rotateNow() async -> Result<ShownRecoveryKey, RecoveryKeyRefusal> {
         let before: AccountKeyState
         do throws(RecoveryKeyRefusal) {
-            before = try held()
+            before = try standing.held(signedIn: user != nil)
         } catch {
             return .failure(error)
         }
         let uid = before.userId
         let etag: String?
-        do throws(LookFailure) {
+        do throws(KeyLookFailure) {
             etag = try await keyObject(uid)?.etag
         } catch {
             return .failure(.bucket("cannot read this account's key object from the bucket (\(error)); nothing was changed: try again"))
@@ -464,7 +405,7 @@ package actor KeyService: Service, MetadataKeySource {
         var state = AccountKeyState(userId: uid, accountKey: before.accountKey, recoveryKey: next, recoveryCreatedAt: at,
                                     pending: .rotating(previous: before.recoveryKey, previousCreatedAt: before.recoveryCreatedAt))
         remember(state)
-        do throws(LookFailure) {
+        do throws(KeyLookFailure) {
             try save(state)
         } catch {
             return .failure(.local("\(error); nothing was changed"))
@@ -474,7 +415,7 @@ package actor KeyService: Service, MetadataKeySource {
             try await bucket.putKeyObject(object, uid: uid, ifMatch: etag)
         } catch {
             if error.kind == .preconditionFailed || error.kind == .notFound {
-                do throws(LookFailure) { try save(before) } catch {
+                do throws(KeyLookFailure) { try save(before) } catch {
                     // The pending marker stays: the loop settles it from the bucket.
                     nextLook = nil
                 }
@@ -488,7 +429,7 @@ package actor KeyService: Service, MetadataKeySource {
                 + "recovery key the bucket's key object opens with; run `sudo photolalactl recovery-key` in a minute to see it"))
         }
         state.pending = nil
-        do throws(LookFailure) {
+        do throws(KeyLookFailure) {
             try save(state)
         } catch {
             // The bucket has the new key; the file still says "rotating", which the next
@@ -500,29 +441,7 @@ package actor KeyService: Service, MetadataKeySource {
         set(.ready)
         logger.notice("the recovery key was replaced: the previous one opens nothing in the bucket any more",
                       metadata: ["fingerprint": "\(state.fingerprint)"])
-        return .success(ShownRecoveryKey(recoveryKey: next, fingerprint: state.fingerprint,
-                              createdAt: Date(timeIntervalSince1970: Double(at) / 1000), outdated: false))
-    }
-
-    /// The key file's state, if it is settled enough to show or rotate.
-    private func held() throws(RecoveryKeyRefusal) -> AccountKeyState {
-        guard user != nil else { throw .notSignedIn }
-        switch phase {
-        case .none: throw .notSignedIn
-        case .needed:
-            throw .notHeld("this NAS does not hold this account's recovery key yet: enter it here with `sudo photolalactl "
-                + "recovery-key --enter` (on a NAS that holds it, `sudo photolalactl recovery-key` shows it)")
-        case .unreadable(let why): throw .notHeld(why)
-        case .checking, .ready: break
-        }
-        guard let state = local, phase == .ready else {
-            throw .notYet("photolalad is still checking this account's key in the bucket: try again in a moment")
-        }
-        switch state.pending {
-        case nil: return state
-        case .creating?: throw .notYet("this account's key is being made: try again in a moment")
-        case .rotating?: throw .notYet("a new recovery key is being put in place: try again in a moment")
-        }
+        return .success(ShownRecoveryKey(state, outdated: false))
     }
 
     /// `logout`: this NAS forgets the account key with the sign-in (the device id stays).
@@ -530,7 +449,7 @@ package actor KeyService: Service, MetadataKeySource {
     package func forget() async -> String? {
         await exclusive { () async -> String? in
             let had = self.local != nil || self.loaded == false
-            do throws(LookFailure) {
+            do throws(KeyLookFailure) {
                 try self.erase()
             } catch {
                 self.logger.error("\(error)")
@@ -572,43 +491,27 @@ package actor KeyService: Service, MetadataKeySource {
         }
     }
 
-    /// Told once: the next sign-in of the same account made nothing. Still `checking`
-    /// after a look failed: the bucket is failing, and `login` says to watch the status
-    /// rather than wait out its time.
+    /// Told once: the next sign-in of the same account made nothing.
     private func outcome(for userId: String) -> KeySignInOutcome? {
-        guard user == userId, phase != .none else { return nil }
-        if phase == .checking { return lastError == nil ? nil : KeySignInOutcome(created: false, state: .checking) }
-        let made = created == userId && phase == .ready
-        if made { created = nil }
-        return KeySignInOutcome(created: made, state: phase.state)
+        guard user == userId, let outcome = standing.signInOutcome(madeHere: created == userId) else { return nil }
+        if outcome.created { created = nil }
+        return outcome
     }
 
     // MARK: status
 
     package func contribute(to s: inout DaemonStatus) {
-        var r = DaemonStatus.Recovery(state: phase.state, lastError: lastError)
-        switch phase {
-        case .ready:
-            r.fingerprint = local?.fingerprint
-            r.outdated = outdated
-            if outdated {
-                r.message = KeyLifecycle.outdatedSentence
-            }
-        case .needed:
-            r.message = KeyLifecycle.neededSentence
-        case .unreadable(let why):
-            r.message = why
-        case .checking:
-            r.message = "Checking the bucket for this account's key."
-        case .none:
-            break
-        }
-        s.recovery = r
+        s.recovery = standing.recovery
     }
 
     // MARK: helpers
 
-    private func set(_ next: Phase) {
+    /// What the phase and the key file mean to those who ask, as of now.
+    private var standing: KeyStanding {
+        KeyStanding(phase: phase, local: local, outdated: outdated, lastError: lastError)
+    }
+
+    private func set(_ next: KeyStanding.Phase) {
         guard next != phase else { return }
         phase = next
         keyChanges.changed()

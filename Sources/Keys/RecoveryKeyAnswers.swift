@@ -9,6 +9,14 @@ package struct ShownRecoveryKey: Sendable, Equatable {
     package var createdAt: Date
     /// This copy no longer opens the bucket's key object (rotated on another NAS).
     package var outdated: Bool
+
+    /// The recovery key `state` holds; the key file keeps its creation in milliseconds.
+    init(_ state: AccountKeyState, outdated: Bool) {
+        recoveryKey = state.recoveryKey
+        fingerprint = state.fingerprint
+        createdAt = Date(timeIntervalSince1970: Double(state.recoveryCreatedAt) / 1000)
+        self.outdated = outdated
+    }
 }
 
 /// How a sign-in left the key, for `login`'s hint: made here (keep the recovery key), or

@@ -94,4 +94,22 @@ import Vault
         }
         #expect(why.contains("2"))
     }
+
+    @Test func anEnteredRecoveryKeyIsKeptOnlyIfItOpensTheBucketsKeyObject() throws {
+        let uid = "8F1E2D3C-0000-4000-8000-00000000000A"
+        let (k, r) = (AccountKey.generate(), RecoveryKey.generate())
+        let object = KeyObject.wrap(k, recoveryCreatedAt: 7, recovery: r, userId: uid)
+        #expect(try KeyLifecycle.entered(r, opening: object, userId: uid)
+                == AccountKeyState(userId: uid, accountKey: k, recoveryKey: r, recoveryCreatedAt: 7))
+        #expect(throws: RecoveryKeyRefusal.wrongKey) { try KeyLifecycle.entered(.generate(), opening: object, userId: uid) }
+        // Another account's object does not open under this one's.
+        #expect(throws: RecoveryKeyRefusal.wrongKey) { try KeyLifecycle.entered(r, opening: object, userId: "other") }
+        do throws(RecoveryKeyRefusal) {
+            _ = try KeyLifecycle.entered(r, opening: Array("not a key".utf8), userId: uid)
+            Issue.record("a damaged key object opens nothing")
+        } catch {
+            guard case .notHeld(let why) = error else { Issue.record("\(error)"); return }
+            #expect(why.hasSuffix("Nothing was changed."))
+        }
+    }
 }
