@@ -16,7 +16,15 @@
    1,000,000, realistic camera names in date folders), then signed in: every byte the
    daemon writes to build the manifest, and the compacted manifest's size per photo.
 
+With --format1-bin PATH (a photolalad of commit 9958bab, the release before manifest
+format 2), sections 2 and 3 run first with it, then with this one, against the same moto,
+each under its own account, and print the ratios format 2 / format 1: bytes a photo (a
+burst of 1,000, one alone, the library while building and compacted) and the daemon's CPU
+(utime + stime from /proc/PID/stat, every thread) from the sign-in to the library's
+manifest written.
+
 Usage: scripts/bench restore [--photos 500] [--rounds 3] [--library 1000000] [--bin PATH]
+                             [--only restore|new|library] [--format1-bin PATH]
 """
 from __future__ import annotations
 
@@ -95,7 +103,10 @@ log_level = "warning"
     def wait(self, predicate, timeout: float, what: str):
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
-            s = self.status()
+            try:
+                s = self.status()
+            except TimeoutError:   # a debug build writing a big manifest can be slow to answer
+                continue
             if predicate(s):
                 return time.monotonic() - t0
             time.sleep(0.1)
@@ -227,17 +238,22 @@ def bench_restore(args, binary: str, work: Path, moto: MotoServer, backend: Fake
     moto.empty_bucket()
 
 
-def manifest_writes(proxy: FaultProxy, since: float) -> tuple[int, int]:
-    """(requests, body bytes) written under metadata/ since `since`."""
+def manifest_writes(proxy: FaultProxy, since: float, device_json: bool = False):
+    """(requests, body bytes) written under metadata/ since `since`; with device_json, also
+    the bytes of those that were device.json."""
     reqs = [r for r in proxy.stats()["requests"] if r["time"] >= since and r["method"] == "PUT" and "/metadata/" in r["path"]]
-    return len(reqs), sum(r["bytes"] for r in reqs)
+    total = (len(reqs), sum(r["bytes"] for r in reqs))
+    if device_json:
+        return total + (sum(r["bytes"] for r in reqs if r["path"].split("?")[0].endswith("/device.json")),)
+    return total
 
 
-def bench_new_photos(args, binary: str, work: Path, moto: MotoServer, backend: FakeBackend, proxy: FaultProxy):
+def bench_new_photos(args, binary: str, work: Path, moto: MotoServer, backend: FakeBackend, proxy: FaultProxy,
+                     tag: str = "") -> dict:
     backend.configure(sts_endpoint=proxy.url)
-    sub = "bench-manifest-subject"
-    nas = Nas(binary, work / "manifest-nas", backend, sub)
-    staging = work / "small"
+    sub = f"bench-manifest-subject{tag}"
+    nas = Nas(binary, work / f"manifest-nas{tag}", backend, sub)
+    staging = work / f"small{tag}"
     staging.mkdir()
     for i in range(1000):
         d = staging / f"2026/2026-11-{1 + i // 40:02d}"
@@ -246,31 +262,40 @@ def bench_new_photos(args, binary: str, work: Path, moto: MotoServer, backend: F
     since = time.time()
     os.rename(staging / "2026", nas.watched / "2026")
     nas.wait(lambda s: manifest_idle(s, 1000), 600, "1,000 photos in the manifest")
-    n, b = manifest_writes(proxy, since)
-    print(f"manifest: 1,000 new photos at once: {b:,} bytes in {n} PUTs ({b / 1000:.1f} bytes a photo, segment and device record)")
+    n, b, dev = manifest_writes(proxy, since, device_json=True)
+    burst = b / 1000
+    print(f"manifest{tag}: 1,000 new photos at once: {b:,} bytes in {n} PUTs ({b / 1000:.1f} bytes a photo, segment and device record; "
+          f"device.json {dev:,} of them)")
     since = time.time()
     trickle = 20
     for i in range(trickle):
         (nas.watched / f"one-{i}.jpg").write_bytes(os.urandom(2048))
         nas.wait(lambda s, k=i: manifest_idle(s, 1001 + k), 120, "one photo in the manifest")
-    n, b = manifest_writes(proxy, since)
-    print(f"manifest: {trickle} photos arriving one at a time: {b:,} bytes in {n} PUTs ({b / trickle:.0f} bytes a photo: "
-          f"one segment and one device record each) -> {b / trickle * 1000:,.0f} bytes per 1,000 such photos")
+    n, b, dev = manifest_writes(proxy, since, device_json=True)
+    print(f"manifest{tag}: {trickle} photos arriving one at a time: {b:,} bytes in {n} PUTs ({b / trickle:.0f} bytes a photo: "
+          f"one segment of {(b - dev) / trickle:.0f} and one device record of {dev / trickle:.0f} each) "
+          f"-> {b / trickle * 1000:,.0f} bytes per 1,000 such photos")
     nas.stop()
     backend.configure(sts_endpoint=None)
+    return {"burst": burst, "alone": b / trickle}
 
 
-def bench_library(args, binary: str, work: Path, moto: MotoServer, backend: FakeBackend, proxy: FaultProxy):
+def bench_library(args, binary: str, work: Path, moto: MotoServer, backend: FakeBackend, proxy: FaultProxy,
+                  tag: str = "") -> dict:
     """A library of `--library` uploaded files, seeded straight into the queue database."""
     backend.configure(sts_endpoint=proxy.url)
-    sub = "bench-library-subject"
+    sub = f"bench-library-subject{tag}"
     user = user_id_for(sub)
-    root = work / "library-nas"
+    root = work / f"library-nas{tag}"
     folder = root / "not-mounted"   # missing: the daemon waits for it and never sweeps its files away
     nas = Nas(binary, root, backend, sub, folder=folder, sign_in=False)
     nas.stop()
     rng = random.Random(16)
     db = sqlite3.connect(root / "state" / "queue.db")
+    # A queue of manifest format 2 keeps each file's SHA-256 and owner, and its records
+    # carry them: seeded as a NAS of this release would have them (root:root, 0644; the
+    # SHA-256 made up like the MD5). Format 1 has neither.
+    full = "sha256" in {r[1] for r in db.execute("PRAGMA table_info(file)")}
     day = 1_400_000_000
     rows, objects = [], []
     t0 = time.monotonic()
@@ -283,23 +308,41 @@ def bench_library(args, binary: str, work: Path, moto: MotoServer, backend: Fake
         path = f"{folder}/{time.strftime('%Y/%Y-%m-%d', stamp)}/{name}"
         md5 = hashlib.md5(i.to_bytes(8, "little")).hexdigest()
         size = rng.randint(2_000_000, 8_000_000)
-        rows.append((path, path.rsplit("/", 1)[0], i + 1, size, taken, rng.randint(0, 999_999_999), md5))
+        row = (path, path.rsplit("/", 1)[0], i + 1, size, taken, rng.randint(0, 999_999_999), md5)
+        rows.append(row + (hashlib.sha256(i.to_bytes(8, "little")).digest(), 0, 0, 0o100644) if full else row)
         objects.append((md5, size))
         if len(rows) == 50_000 or i == args.library - 1:
             with db:
                 db.executemany("INSERT INTO object(md5, size, state, updatedAt) VALUES (?, ?, 'uploaded', 1800000000)", objects)
-                db.executemany("INSERT INTO file(path, dir, device, inode, size, mtimeSec, mtimeNsec, md5, state, updatedAt) "
-                               "VALUES (?, ?, 1, ?, ?, ?, ?, ?, 'uploaded', 1800000000)", rows)
+                if full:
+                    db.executemany("INSERT INTO file(path, dir, device, inode, size, mtimeSec, mtimeNsec, md5, sha256, uid, gid, mode, "
+                                   "state, updatedAt) VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'uploaded', 1800000000)", rows)
+                else:
+                    db.executemany("INSERT INTO file(path, dir, device, inode, size, mtimeSec, mtimeNsec, md5, state, updatedAt) "
+                                   "VALUES (?, ?, 1, ?, ?, ?, ?, ?, 'uploaded', 1800000000)", rows)
             rows, objects = [], []
+    with db:
+        # As if the photos prefix had just been listed whole: without it, the first listing
+        # after the sign-in finds none of these objects in moto and queues them all again.
+        now = time.time()
+        db.execute("INSERT INTO inventory_listing(prefix, state, startedAt, listedAt, objects, seen, updatedAt) "
+                   "VALUES (?, 'complete', ?, ?, ?, ?, ?)", (f"photos/{user}/", now, now, args.library, args.library, now))
     db.close()
-    print(f"manifest: a library of {args.library:,} uploaded files seeded in {time.monotonic() - t0:.0f} s")
+    print(f"manifest{tag}: a library of {args.library:,} uploaded files seeded in {time.monotonic() - t0:.0f} s"
+          f"{' with SHA-256s and owners' if full else ''}")
     since = time.time()
-    nas = Nas(binary, root, backend, sub, folder=folder)
+    # Signed in once started: the daemon's CPU (utime + stime, every thread) from the
+    # sign-in to the manifest written, compactions along the way included.
+    nas = Nas(binary, root, backend, sub, folder=folder, sign_in=False)
+    cpu0 = proc_cpu_s(nas.proc.pid)
+    nas.ctl("login", "--identity-token", backend.mint_identity_token(sub))
     t = nas.wait(lambda s: manifest_idle(s, args.library), 7200, "the library's manifest")
+    cpu = proc_cpu_s(nas.proc.pid) - cpu0
     n, b = manifest_writes(proxy, since)
     built = t
-    print(f"manifest: {args.library:,} files written in {built:.0f} s: {b:,} bytes in {n} PUTs while building it "
-          f"({b / args.library:.1f} bytes a photo, compactions included); daemon peak RSS {vm_hwm_kib(nas.proc.pid) / 1024:.1f} MB")
+    print(f"manifest{tag}: {args.library:,} files written in {built:.0f} s: {b:,} bytes in {n} PUTs while building it "
+          f"({b / args.library:.1f} bytes a photo, compactions included); daemon CPU {cpu:.2f} s; "
+          f"daemon peak RSS {vm_hwm_kib(nas.proc.pid) / 1024:.1f} MB")
     nas.stop()
     # One more file, and a compaction after the very next segment: the manifest as a
     # snapshot of the whole library.
@@ -319,11 +362,21 @@ def bench_library(args, binary: str, work: Path, moto: MotoServer, backend: Fake
         for o in page.get("Contents", []):
             keys[o["Key"]] = o["Size"]
     snapshot = sum(size for k, size in keys.items() if "/snapshot/" in k)
-    print(f"manifest: after compaction the manifest of {args.library + 1:,} files is {snapshot:,} bytes in "
+    print(f"manifest{tag}: after compaction the manifest of {args.library + 1:,} files is {snapshot:,} bytes in "
           f"{sum(1 for k in keys if '/snapshot/' in k)} objects = {snapshot / (args.library + 1):.1f} bytes a photo; "
           f"daemon peak RSS while compacting {vm_hwm_kib(nas.proc.pid) / 1024:.1f} MB")
     nas.stop()
     backend.configure(sts_endpoint=None)
+    return {"building": b / args.library, "cpu": cpu, "seconds": built, "compacted": snapshot / (args.library + 1)}
+
+
+def ratios(f1: dict, f2: dict, goals: dict[str, tuple[str, float]]) -> None:
+    """Format 2 / format 1 for each figure both runs measured, against its goal."""
+    for key, (what, goal) in goals.items():
+        if key in f1 and key in f2:
+            r = f2[key] / f1[key]
+            print(f"  ratio format 2 / format 1, {what}: {f2[key]:.2f} / {f1[key]:.2f} = {r:.2f} "
+                  f"(goal <= {goal}: {'met' if r <= goal else 'not met'})")
 
 
 def main() -> int:
@@ -333,8 +386,11 @@ def main() -> int:
     ap.add_argument("--library", type=int, default=1_000_000, help="files in the big-library manifest run (0 skips it)")
     ap.add_argument("--bin", help="a photolalad binary (default: build the release one)")
     ap.add_argument("--only", choices=["restore", "new", "library"], help="run one section")
+    ap.add_argument("--format1-bin", help="a photolalad of manifest format 1 (commit 9958bab): the manifest sections "
+                    "run with it too, first, and print the ratios format 2 / format 1")
     args = ap.parse_args()
     binary = args.bin or release_binary()
+    print(f"binaries: {binary}" + (f"; format 1: {args.format1_bin}" if args.format1_bin else ""))
     work = Path(tempfile.mkdtemp(prefix="photolala-bench-restore-", dir="/var/tmp"))
     moto = MotoServer().start()
     backend = FakeBackend(moto).start()
@@ -343,9 +399,19 @@ def main() -> int:
         if args.only in (None, "restore"):
             bench_restore(args, binary, work, moto, backend)
         if args.only in (None, "new"):
-            bench_new_photos(args, binary, work, moto, backend, proxy)
+            if args.format1_bin:
+                f1 = bench_new_photos(args, args.format1_bin, work, moto, backend, proxy, tag=" (format 1)")
+            f2 = bench_new_photos(args, binary, work, moto, backend, proxy, tag=" (format 2)" if args.format1_bin else "")
+            if args.format1_bin:
+                ratios(f1, f2, {"burst": ("bytes a photo, 1,000 at once", 1.1), "alone": ("bytes a photo alone", 1.1)})
         if args.only in (None, "library") and args.library > 0:
-            bench_library(args, binary, work, moto, backend, proxy)
+            if args.format1_bin:
+                f1 = bench_library(args, args.format1_bin, work, moto, backend, proxy, tag=" (format 1)")
+            f2 = bench_library(args, binary, work, moto, backend, proxy, tag=" (format 2)" if args.format1_bin else "")
+            if args.format1_bin:
+                ratios(f1, f2, {"compacted": (f"bytes a photo, {args.library + 1:,} compacted", 1.1),
+                                "building": (f"bytes a photo building {args.library:,}", 1.1),
+                                "cpu": (f"daemon CPU-seconds writing the manifest of {args.library:,} new photos", 1.2)})
     finally:
         for nas in list(RUNNING):
             nas.stop()

@@ -130,11 +130,23 @@ def _deb_rank(nodeid: str) -> int:
     return next((i for i, m in enumerate(DEB_MODULES) if path.endswith(m)), len(DEB_MODULES))
 
 
+# The tests that upgrade a state of the release before manifest format 2: its photolalad
+# is built from this clone's history in the background from the start of the run
+# (support/format1.py), and they run late, just before the .deb's suites.
+FORMAT1_MODULE = "test_manifest_sealed.py"
+
+
+def _needs_format1(nodeid: str) -> bool:
+    path, _, name = nodeid.partition("::")
+    return path.endswith(FORMAT1_MODULE) and any(w in name for w in ("format1", "upgrade"))
+
+
 def pytest_collection_modifyitems(config, items):
     # The tests that must run alone go first, as one xdist group: one worker runs them
     # back to back while the others wait, instead of the others idling once per test.
     # Those that need the .deb go last (the container's suite before the package's, so
-    # its long chain starts first and the package's tests fill the other workers).
+    # its long chain starts first and the package's tests fill the other workers), the
+    # format-1 upgrade tests just before them (their old photolalad builds meanwhile).
     alone = [i for i in items if i.get_closest_marker("alone")]
     for item in alone:
         item.add_marker(pytest.mark.xdist_group("alone"))
@@ -143,15 +155,28 @@ def pytest_collection_modifyitems(config, items):
     def rank(i):
         if i.nodeid.startswith("Tests/e2e/test_idle.py") or "/test_idle.py" in i.nodeid:
             return -2
-        return _deb_rank(i.nodeid) if _deb_rank(i.nodeid) < len(DEB_MODULES) else -1
+        if _deb_rank(i.nodeid) < len(DEB_MODULES):
+            return _deb_rank(i.nodeid) + 1
+        return 0 if _needs_format1(i.nodeid) else -1
     items[:] = alone + sorted(rest, key=rank)
     if not is_worker(config) and not config.pluginmanager.hasplugin("dsession"):
         _start_deb_build(config, [i.nodeid for i in items])
+        _start_format1_build(config, [i.nodeid for i in items])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids):
     _start_deb_build(node.config, ids)
+    _start_format1_build(node.config, ids)
+
+
+def _start_format1_build(config, nodeids):
+    if getattr(config, "_format1_build", False) is not False or config.option.collectonly:
+        return
+    config._format1_build = None
+    if any(_needs_format1(n) for n in nodeids):
+        from support.format1 import start_background_build
+        config._format1_build = start_background_build()
 
 
 def _start_deb_build(config, nodeids):
@@ -233,6 +258,9 @@ def pytest_sessionfinish(session):
     if getattr(config, "_deb_build", None) is not None:
         from support.nspawn import stop_background_build
         stop_background_build(config._deb_build)
+    if getattr(config, "_format1_build", None) is not None:
+        from support.nspawn import stop_background_build
+        stop_background_build(config._format1_build)
     rows = [r for r in config._reliability_rows if r["result"] != "not run"]
     config._reliability_report = rel.merge(rows)
     # A run that executed no test proves nothing: fail it (pytest's own exit code for

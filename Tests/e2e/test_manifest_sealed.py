@@ -6,8 +6,9 @@ from the recovery key alone; a new NAS of the account needs the key to restore, 
 gets the tree back with names, mtimes, owners, groups and modes, and its own manifest
 is sealed too; a forged manifest (a segment copied from another device, a byte flipped,
 another device's record) is refused and the summary says why; a state and bucket of the
-format-1 release (PHOTOLALAD_FORMAT1_BIN) end sealed with no plaintext object left, also
-after a kill -9 between the sealed snapshot and the deletion. Each test has its own
+format-1 release (PHOTOLALAD_FORMAT1_BIN, else built from this clone's history by
+support/format1.py) end sealed with no plaintext object left, also after a kill -9
+between the sealed snapshot and the deletion. Each test has its own
 world (tmp paths, its own backend, dynamic ports): safe beside any other."""
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from support import manifest_reader, vault
+from support import format1, manifest_reader, vault
 from support.fake_backend import user_id_for
 from support.world import apple_subject, settled, write_photo
 
@@ -243,17 +244,28 @@ def test_a_forged_sealed_manifest_is_refused_and_the_summary_says_why(world, tmp
     assert "not readable with this account's key" in r.stdout + r.stderr, (r.stdout, r.stderr)
 
 
-FORMAT1_BIN = os.environ.get("PHOTOLALAD_FORMAT1_BIN")
+@pytest.fixture
+def format1_bin() -> str:
+    """The photolalad of the release before (support/format1.py): PHOTOLALAD_FORMAT1_BIN,
+    or built from this clone's history (in the background since the run started; waited
+    for here). Skipped with the reason when the clone lacks the commit (a shallow one)."""
+    try:
+        return str(format1.built_format1())
+    except format1.Unavailable as e:
+        pytest.skip(str(e))
+    except (RuntimeError, TimeoutError, FileNotFoundError) as e:
+        failed = str(e)   # the build's log tail: failed outside the handler, said once
+    pytest.fail(failed, pytrace=False)
 
 
-def format1_state(world, tag: str):
+def format1_state(world, format1_bin: str, tag: str):
     """A NAS of the release before, backed up and stopped: its state directory and a
     plaintext (format-1) manifest in the bucket, with the marker in it."""
     marker = "MARK" + uuid.uuid4().hex[:10]
     sub = apple_subject(tag)
     uid = user_id_for(sub)
     d = world.daemon("a", start=False, config={"account": {"device_name": f"{marker}-nas"}})
-    d.binary = FORMAT1_BIN
+    d.binary = format1_bin
     d.start()
     bodies = {f"{marker} album/{i}.jpg": write_photo(d.photos / f"{marker} album" / f"{i}.jpg", 20_000 + i) for i in range(3)}
     login(world, d, sub)
@@ -269,13 +281,12 @@ def format1_state(world, tag: str):
     return d, marker, uid, device, prefix, bodies
 
 
-@pytest.mark.skipif(not FORMAT1_BIN, reason="set PHOTOLALAD_FORMAT1_BIN to a photolalad of the format-1 release to upgrade from")
-def test_a_format1_manifest_is_rewritten_sealed_and_its_plaintext_deleted(world, tmp_path):
+def test_a_format1_manifest_is_rewritten_sealed_and_its_plaintext_deleted(format1_bin, world, tmp_path):
     """A state directory and bucket written by the release before (plaintext `.plm`
     segments, a plaintext device.json), then this release on the same state: the key is
     made, the manifest is written again sealed, and no plaintext object of the device is
     left; the tree restores from the sealed one."""
-    d, marker, uid, device, prefix, bodies = format1_state(world, "upgrade")
+    d, marker, uid, device, prefix, bodies = format1_state(world, format1_bin, "upgrade")
     d.start()
     d.wait_for(lambda s: s["recovery"]["state"] == "ready", timeout=30, what="the account key made at the upgrade")
     d.wait_for(manifest_idle(3), timeout=120, what="the manifest rewritten in format 2")
@@ -300,12 +311,11 @@ def test_a_format1_manifest_is_rewritten_sealed_and_its_plaintext_deleted(world,
         assert (to / d.photos.name / rel).read_bytes() == body
 
 
-@pytest.mark.skipif(not FORMAT1_BIN, reason="set PHOTOLALAD_FORMAT1_BIN to a photolalad of the format-1 release to upgrade from")
-def test_an_upgrade_killed_before_the_plaintext_is_gone_finishes_at_the_next_start(world):
+def test_an_upgrade_killed_before_the_plaintext_is_gone_finishes_at_the_next_start(format1_bin, world):
     """kill -9 once the sealed manifest is in the bucket but while the plaintext objects'
     deletion hangs: the account stays readable with the key shown, and the next start
     deletes what is left of the plaintext."""
-    d, marker, uid, device, prefix, bodies = format1_state(world, "upgrade-kill")
+    d, marker, uid, device, prefix, bodies = format1_state(world, format1_bin, "upgrade-kill")
     world.proxy.set_faults(blackhole=True, match=r"^DELETE [^ ]*\.plm")
     d.start()
     d.wait_for(lambda s: world.proxy.stats()["faults"]["blackhole"] >= 1, timeout=60, what="a plaintext object's deletion held")
