@@ -278,25 +278,8 @@ package struct S3Client: Sendable {
         let response = try await execute(requests.putObject(key: key, bytes: bytes, contentType: contentType,
                                                             metadata: metadata, ifMatch: ifMatch, ifNoneMatch: ifNoneMatch),
                                          credentials: credentials)
-        guard let ifMatch, response.status == 412 else {
-            try response.expect(200)
-            return response.etag
-        }
-        // Ceph Pacific answers the quoted ETag (the form S3 itself returns) with 412 although
-        // the object is unchanged, and honours the bare one (decisions, "What Pacific does
-        // differently"). A 412 whose object still has that ETag is the store, not a lost
-        // race: ask again bare. A writer in between still wins, now on a condition the
-        // store checks right.
-        let now = try? await headObject(key: key, credentials: credentials)
-        guard now?.etag == ifMatch else {
-            try response.expect(200)
-            return response.etag
-        }
-        let bare = try await execute(requests.putObject(key: key, bytes: bytes, contentType: contentType, metadata: metadata,
-                                                        ifMatch: ifMatch, ifNoneMatch: ifNoneMatch, quoted: false),
-                                     credentials: credentials)
-        try bare.expect(200)
-        return bare.etag
+        try response.expect(200)
+        return response.etag
     }
 
     /// Size and ETag of `key`, or nil when it does not exist.
