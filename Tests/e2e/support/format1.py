@@ -26,11 +26,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from .run import OUT_ENV, die_with_parent, output_dir, register_background
+from .run import OUT_ENV, output_dir, spawn_build
 
 REPO = Path(__file__).resolve().parents[3]
 COMMIT = "9958babbd6d8499a087211e59caecad8572ee4f6"
@@ -175,15 +174,4 @@ def start_background_build():
         check_commit()
     except Unavailable:
         return None
-    code = ("import os, signal, sys; sys.path.insert(0, sys.argv[1]); os.nice(10);"
-            "signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL));"
-            "from support.format1 import built_format1; built_format1()")
-    log = open(output_dir() / "build-format1-background.log", "ab")
-    try:
-        proc = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).resolve().parents[1])],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=die_with_parent)
-    finally:
-        log.close()
-    register_background(proc.pid)
-    return proc
+    return spawn_build("format1", "built_format1", "build-format1-background.log")

@@ -39,13 +39,12 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .run import OUT_ENV, die_with_parent, output_dir, register_background
+from .run import OUT_ENV, output_dir, spawn_build
 
 REPO = Path(__file__).resolve().parents[3]
 SUITE = "bookworm"
@@ -142,19 +141,7 @@ def start_background_build() -> subprocess.Popen | None:
     group, which dies with the controller (PR_SET_PDEATHSIG)."""
     if os.environ.get("PHOTOLALA_DEB"):
         return None
-    # Niced: the suites running meanwhile time things; the build takes what they leave.
-    code = ("import os, signal, sys; sys.path.insert(0, sys.argv[1]); os.nice(10);"
-            "signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL));"
-            "from support.nspawn import built_deb; built_deb()")
-    log = open(output_dir() / "build-deb-background.log", "ab")
-    try:
-        proc = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).resolve().parents[1])],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=die_with_parent)
-    finally:
-        log.close()
-    register_background(proc.pid)   # stopped while a test runs alone (support/run.py)
-    return proc
+    return spawn_build("nspawn", "built_deb", "build-deb-background.log")
 
 
 def stop_background_build(proc: subprocess.Popen | None) -> None:

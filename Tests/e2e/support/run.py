@@ -118,6 +118,28 @@ def register_background(pgid: int) -> None:
         f.write(f"{pgid}\n")
 
 
+def spawn_build(module: str, function: str, log_name: str):
+    """Runs `support.<module>.<function>()` in a process group of its own, niced (the
+    suites running meanwhile time things; the build takes what they leave), logging to
+    `log_name` in the run's output directory. It dies with the controller
+    (PR_SET_PDEATHSIG), kills its whole group on SIGTERM, and is paused while a test runs
+    alone. Returns the Popen."""
+    import subprocess
+    import sys
+    code = ("import os, signal, sys; sys.path.insert(0, sys.argv[1]); os.nice(10);"
+            "signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL));"
+            f"from support.{module} import {function}; {function}()")
+    log = open(output_dir() / log_name, "ab")
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).resolve().parents[1])],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=die_with_parent)
+    finally:
+        log.close()
+    register_background(proc.pid)
+    return proc
+
+
 def signal_background(sig: int) -> None:
     try:
         pgids = [int(x) for x in _background_file().read_text().split()]
