@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "Tests" / "e2e"))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from bench_upload import make_photos, proc_cpu_s, release_binary, timed, vm_hwm_kib  # noqa: E402
+from bench_upload import children_cpu_s, make_photos, proc_cpu_s, release_binary, timed, vm_hwm_kib  # noqa: E402
 from support.app_catalog import publish_as_app  # noqa: E402
 from support.daemon import connectable, raw_request  # noqa: E402
 from support.fake_backend import FakeBackend, user_id_for  # noqa: E402
@@ -219,17 +219,25 @@ def bench_restore(args, binary: str, work: Path, moto: MotoServer, backend: Fake
     tools = {"aws s3 cp --recursive": run_aws, "photolalactl restore": run_photolalad, "restore --by-date": run_export}
     names = list(tools)
     times: dict[str, list[float]] = {n: [] for n in names}
+    # Where the CPU goes, a run: the command itself (aws-cli, or photolalactl), the daemon, moto.
+    spent: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
     for r in range(args.rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
             subprocess.run(["sync"])
+            c0, d0, m0 = children_cpu_s(), proc_cpu_s(nas.proc.pid), proc_cpu_s(moto.proc.pid)
             t = tools[name](r)
+            spent[name].append((children_cpu_s() - c0, proc_cpu_s(nas.proc.pid) - d0, proc_cpu_s(moto.proc.pid) - m0))
             times[name].append(t)
             print(f"  round {r + 1}  {name:<24} {t:7.2f} s  {mb / t:6.1f} MB/s", flush=True)
     med = {n: statistics.median(times[n]) for n in names}
     print("medians:")
     for n in names:
         print(f"  {n:<24} {med[n]:7.2f} s  {mb / med[n]:6.1f} MB/s  (runs: {', '.join(f'{t:.2f}' for t in times[n])})")
+    print("CPU-seconds a run (medians): the command / the daemon / moto")
+    for n in names:
+        cmd, dmn, mto = (statistics.median(x[i] for x in spent[n]) for i in range(3))
+        print(f"  {n:<24} {cmd:6.2f} / {dmn:6.2f} / {mto:6.2f}")
     print(f"  ratio photolalactl restore / aws s3 cp = {med['photolalactl restore'] / med['aws s3 cp --recursive']:.2f} (target <= 1.0)")
     print(f"  ratio photolalactl restore --by-date / aws s3 cp = {med['restore --by-date'] / med['aws s3 cp --recursive']:.2f} (target <= 1.0)")
     print(f"  daemon: peak RSS while restoring {max(peaks):.1f} MB (target <= 64 MB), CPU {statistics.median(cpus):.2f} s a restore")

@@ -29,13 +29,15 @@ extension QueueDatabase {
             // than the lookup, and a segment looks up 5,000 paths twice.
             let fileRow = try db.cachedStatement(sql: "SELECT state, size, md5, mtimeSec, mtimeNsec, updatedAt, sha256, uid, gid, mode FROM file WHERE path = ?")
             while let row = try rows.next() {
-                last = row["seq"]
-                let path: String = row["path"]
+                last = row[0]
+                let path: String = row[1]
                 guard seen.insert(ExactPath(path)).inserted else { continue }
+                // By position (the statement's order): a lookup by name lowercases the name
+                // and searches the columns, and a segment reads 5,000 rows of ten.
                 let file = try Row.fetchOne(fileRow, arguments: [path]).map { f in
-                    ManifestCandidate.FileRow(state: FileState(rawValue: f["state"]) ?? .pending, size: f["size"], md5: f["md5"],
-                                              mtimeSec: f["mtimeSec"], mtimeNsec: f["mtimeNsec"], updatedAt: f["updatedAt"],
-                                              sha256: (f["sha256"] as Data?).map { Array($0) }, owner: FileOwner(row: f))
+                    ManifestCandidate.FileRow(state: FileState(rawValue: f[0]) ?? .pending, size: f[1], md5: f[2],
+                                              mtimeSec: f[3], mtimeNsec: f[4], updatedAt: f[5],
+                                              sha256: (f[6] as Data?).map { Array($0) }, owner: FileOwner(row: f, at: 7))
                 }
                 candidates.append(ManifestCandidate(path: path, file: file, current: try ManifestRecord.last(db, path: path)))
             }
@@ -129,7 +131,7 @@ extension QueueDatabase {
             } ?? Row.fetchCursor(db, sql: "SELECT \(columns) \(from) ORDER BY e.path, e.seq, e.ord LIMIT ?", arguments: [limit])
             var n = 0
             while let r = try cursor.next() {
-                try each(StoredManifestRecord(seq: r["seq"], ord: r["ord"], record: ManifestRecord(row: r, path: r["path"])))
+                try each(StoredManifestRecord(seq: r[1], ord: r[2], record: ManifestRecord(row: r, at: 3, path: r[0])))
                 n += 1
             }
             return n
@@ -290,15 +292,16 @@ struct ManifestRecord: Sendable, Equatable {
 
     static let columns = "e.kind, e.time, e.size, e.md5, e.mtimeSec, e.mtimeNsec, e.sha256, e.uid, e.gid, e.mode, e.user, e.grp"
 
-    /// A row of `manifest_entry` (`columns`) joined with its folder's path (as `folder`).
-    init(row r: Row, path: String) {
+    /// A row holding `columns` from position `i`, then its folder's path: read by position,
+    /// as compaction reads every record (by name, each column lowercased and searched for).
+    init(row r: Row, at i: Int, path: String) {
         var owner: Ownership?
-        if let uid: Int64 = r["uid"], let gid: Int64 = r["gid"], let mode: Int64 = r["mode"] {
-            owner = Ownership(uid: UInt32(truncatingIfNeeded: uid), gid: UInt32(truncatingIfNeeded: gid), user: r["user"], group: r["grp"],
+        if let uid: Int64 = r[i + 7], let gid: Int64 = r[i + 8], let mode: Int64 = r[i + 9] {
+            owner = Ownership(uid: UInt32(truncatingIfNeeded: uid), gid: UInt32(truncatingIfNeeded: gid), user: r[i + 10], group: r[i + 11],
                               mode: UInt32(truncatingIfNeeded: mode))
         }
-        self.init(kind: r["kind"], path: path, folder: r["folder"], time: r["time"], size: r["size"], md5: r["md5"],
-                  mtimeSec: r["mtimeSec"], mtimeNsec: r["mtimeNsec"], sha256: (r["sha256"] as Data?).map { Array($0) }, owner: owner)
+        self.init(kind: r[i], path: path, folder: r[i + 12], time: r[i + 1], size: r[i + 2], md5: r[i + 3],
+                  mtimeSec: r[i + 4], mtimeNsec: r[i + 5], sha256: (r[i + 6] as Data?).map { Array($0) }, owner: owner)
     }
 
     init(kind: Int, path: String, folder: String, time: Int64, size: Int64?, md5: String?, mtimeSec: Int64?, mtimeNsec: Int64?,
@@ -320,7 +323,7 @@ struct ManifestRecord: Sendable, Equatable {
         try Row.fetchOne(db.cachedStatement(sql: """
             SELECT \(columns), f.path AS folder FROM manifest_entry e
             JOIN manifest_folder f ON f.id = e.folder WHERE e.path = ? AND e.kind != 4 ORDER BY e.seq DESC, e.ord DESC LIMIT 1
-            """), arguments: [path]).map { ManifestRecord(row: $0, path: path) }
+            """), arguments: [path]).map { ManifestRecord(row: $0, at: 0, path: path) }
     }
 
     /// The last folder record mirrored for the folder `path`.
@@ -328,7 +331,7 @@ struct ManifestRecord: Sendable, Equatable {
         try Row.fetchOne(db.cachedStatement(sql: """
             SELECT \(columns), f.path AS folder FROM manifest_entry e
             JOIN manifest_folder f ON f.id = e.folder WHERE e.path = ? AND e.kind = 4 ORDER BY e.seq DESC, e.ord DESC LIMIT 1
-            """), arguments: [path]).map { ManifestRecord(row: $0, path: path) }
+            """), arguments: [path]).map { ManifestRecord(row: $0, at: 0, path: path) }
     }
 }
 
@@ -362,9 +365,9 @@ struct ManifestCandidate: Sendable, Equatable {
 }
 
 extension FileOwner {
-    /// From a row's `uid`, `gid` and `mode`; nil unless all three are there.
-    init?(row r: Row) {
-        guard let uid: Int64 = r["uid"], let gid: Int64 = r["gid"], let mode: Int64 = r["mode"] else { return nil }
+    /// From a row's `uid`, `gid` and `mode` at positions `i`, `i + 1`, `i + 2`; nil unless all three are there.
+    init?(row r: Row, at i: Int) {
+        guard let uid: Int64 = r[i], let gid: Int64 = r[i + 1], let mode: Int64 = r[i + 2] else { return nil }
         self.init(uid: UInt32(truncatingIfNeeded: uid), gid: UInt32(truncatingIfNeeded: gid), mode: UInt32(truncatingIfNeeded: mode))
     }
 }

@@ -16,38 +16,86 @@ package struct MD5Value: Hashable, Sendable, Comparable, CustomStringConvertible
 
     /// From the 16 digest bytes; nil for any other count.
     package init?(bytes: some Collection<UInt8>) {
+        self.init(bytes: Array(bytes))
+    }
+
+    /// The same for an array: a manifest reads a million of them, and the generic form,
+    /// called from another module, is not specialized (each call looked up metadata).
+    package init?(bytes: [UInt8]) {
         guard bytes.count == 16 else { return nil }
-        var h: UInt64 = 0
-        var l: UInt64 = 0
-        for (i, b) in bytes.enumerated() {
-            if i < 8 { h = h << 8 | UInt64(b) } else { l = l << 8 | UInt64(b) }
-        }
-        high = h
-        low = l
+        high = Digest.word(bytes, 0)
+        low = Digest.word(bytes, 8)
     }
 
     /// From 32 hex digits (either case); nil for anything else.
     package init?(hex: String) {
-        guard hex.utf8.count == 32, let h = UInt64(hex.prefix(16), radix: 16), let l = UInt64(hex.suffix(16), radix: 16) else { return nil }
-        high = h
-        low = l
+        guard let w = Digest.words(hex: hex, count: 2) else { return nil }
+        high = w[0]
+        low = w[1]
     }
 
-    package var bytes: [UInt8] {
-        (0..<16).map { i in UInt8(truncatingIfNeeded: (i < 8 ? high >> (56 - 8 * i) : low >> (56 - 8 * (i - 8)))) }
-    }
+    package var bytes: [UInt8] { Digest.bytes([high, low]) }
 
     /// 32 lowercase hex digits, as the object's key spells it.
-    package var hex: String {
-        let h = String(high, radix: 16)
-        let l = String(low, radix: 16)
-        return String(repeating: "0", count: 16 - h.count) + h + String(repeating: "0", count: 16 - l.count) + l
-    }
+    package var hex: String { Digest.hex([high, low]) }
 
     package var description: String { hex }
 
     package static func < (a: MD5Value, b: MD5Value) -> Bool {
         (a.high, a.low) < (b.high, b.low)
+    }
+}
+
+/// Big-endian words to and from a digest's bytes and hex, without a String or array per word.
+private enum Digest {
+    static func word(_ bytes: [UInt8], _ from: Int) -> UInt64 {
+        var w: UInt64 = 0
+        for i in from..<(from + 8) { w = w << 8 | UInt64(bytes[i]) }
+        return w
+    }
+
+    static func bytes(_ words: [UInt64]) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(words.count * 8)
+        for w in words {
+            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: w >> UInt64(shift))) }
+        }
+        return out
+    }
+
+    static let digits = Array("0123456789abcdef".utf8)
+
+    /// `count` words from exactly `16 * count` hex digits (either case); nil for anything else.
+    static func words(hex: String, count: Int) -> [UInt64]? {
+        let utf8 = hex.utf8
+        guard utf8.count == 16 * count else { return nil }
+        return utf8.withContiguousStorageIfAvailable { digits -> [UInt64]? in
+            var out = [UInt64](repeating: 0, count: count)
+            for (i, c) in digits.enumerated() {
+                let v: UInt8
+                switch c {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c &- UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c &- UInt8(ascii: "a") &+ 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): v = c &- UInt8(ascii: "A") &+ 10
+                default: return nil
+                }
+                out[i / 16] = out[i / 16] << 4 | UInt64(v)
+            }
+            return out
+        } ?? words(hex: String(decoding: Array(utf8), as: UTF8.self), count: count)
+    }
+
+    static func hex(_ words: [UInt64]) -> String {
+        String(unsafeUninitializedCapacity: words.count * 16) { buffer in
+            var i = 0
+            for w in words {
+                for shift in stride(from: 60, through: 0, by: -4) {
+                    buffer[i] = digits[Int(truncatingIfNeeded: (w >> UInt64(shift)) & 0xf)]
+                    i += 1
+                }
+            }
+            return i
+        }
     }
 }
 
@@ -57,35 +105,24 @@ package struct SHA256Value: Hashable, Sendable, CustomStringConvertible {
 
     /// From the 32 digest bytes; nil for any other count.
     package init?(bytes: some Collection<UInt8>) {
+        self.init(bytes: Array(bytes))
+    }
+
+    /// The same for an array, unspecialized-generic-free (see `MD5Value.init(bytes:)`).
+    package init?(bytes: [UInt8]) {
         guard bytes.count == 32 else { return nil }
-        var w: [UInt64] = [0, 0, 0, 0]
-        for (i, b) in bytes.enumerated() { w[i / 8] = w[i / 8] << 8 | UInt64(b) }
-        words = (w[0], w[1], w[2], w[3])
+        words = (Digest.word(bytes, 0), Digest.word(bytes, 8), Digest.word(bytes, 16), Digest.word(bytes, 24))
     }
 
     /// From 64 hex digits (either case); nil for anything else.
     package init?(hex: String) {
-        let utf8 = Array(hex.utf8)
-        guard utf8.count == 64 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(32)
-        for i in stride(from: 0, to: 64, by: 2) {
-            guard let b = UInt8(String(decoding: utf8[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(b)
-        }
-        self.init(bytes: bytes)
+        guard let w = Digest.words(hex: hex, count: 4) else { return nil }
+        words = (w[0], w[1], w[2], w[3])
     }
 
-    package var bytes: [UInt8] {
-        [words.0, words.1, words.2, words.3].flatMap { w in (0..<8).map { UInt8(truncatingIfNeeded: w >> (56 - 8 * $0)) } }
-    }
+    package var bytes: [UInt8] { Digest.bytes([words.0, words.1, words.2, words.3]) }
 
-    package var hex: String {
-        [words.0, words.1, words.2, words.3].map { w in
-            let h = String(w, radix: 16)
-            return String(repeating: "0", count: 16 - h.count) + h
-        }.joined()
-    }
+    package var hex: String { Digest.hex([words.0, words.1, words.2, words.3]) }
 
     package var description: String { hex }
 
