@@ -22,10 +22,12 @@ package protocol Bucket: Sendable {
     func putObject(key: String, path: String, offset: Int64, length: Int64?, contentMD5: String, contentType: String,
                    metadata: [String: String], storageClass: String?, payloadSHA256: String?, expected: FileIdentity?,
                    followSymlinks: Bool, ifNoneMatch: Bool) async throws(S3Error) -> String
-    /// One small object from memory. `ifMatch`: replace only this ETag; `ifNoneMatch`:
-    /// only if the key is free. Returns the ETag.
+    /// One small object from memory. `ifMatch`: replace only this ETag, sent quoted as S3
+    /// returns it or, `bareIfMatch`, without the quotes (for a store that refuses the quoted
+    /// form: docs/decisions.md, "What Pacific does differently"); `ifNoneMatch`: only if
+    /// the key is free. Returns the ETag.
     func putObject(key: String, bytes: [UInt8], contentType: String, metadata: [String: String], ifMatch: String?,
-                   ifNoneMatch: Bool) async throws(S3Error) -> String
+                   bareIfMatch: Bool, ifNoneMatch: Bool) async throws(S3Error) -> String
     /// Size, ETag and storage class of `key`; nil when there is no such key.
     func headObject(key: String) async throws(S3Error) -> S3Client.ObjectInfo?
     /// A small object whole and its ETag, or nil when there is no such key.
@@ -68,9 +70,9 @@ extension Bucket {
     }
 
     package func putObject(key: String, bytes: [UInt8], contentType: String, metadata: [String: String] = [:],
-                           ifMatch: String? = nil, ifNoneMatch: Bool = false) async throws(S3Error) -> String {
+                           ifMatch: String? = nil, bareIfMatch: Bool = false, ifNoneMatch: Bool = false) async throws(S3Error) -> String {
         try await putObject(key: key, bytes: bytes, contentType: contentType, metadata: metadata, ifMatch: ifMatch,
-                            ifNoneMatch: ifNoneMatch)
+                            bareIfMatch: bareIfMatch, ifNoneMatch: ifNoneMatch)
     }
 
     /// The whole (small) object; `.notFound` when there is none.

@@ -19,9 +19,9 @@ struct S3Bucket: Bucket {
     }
 
     func putObject(key: String, bytes: [UInt8], contentType: String, metadata: [String: String], ifMatch: String?,
-                   ifNoneMatch: Bool) async throws(S3Error) -> String {
+                   bareIfMatch: Bool, ifNoneMatch: Bool) async throws(S3Error) -> String {
         try await client.putObject(key: key, bytes: bytes, contentType: contentType, metadata: metadata, ifMatch: ifMatch,
-                                   ifNoneMatch: ifNoneMatch, credentials: credentials)
+                                   bareIfMatch: bareIfMatch, ifNoneMatch: ifNoneMatch, credentials: credentials)
     }
 
     func headObject(key: String) async throws(S3Error) -> S3Client.ObjectInfo? {

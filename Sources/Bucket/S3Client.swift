@@ -270,13 +270,14 @@ package struct S3Client: Sendable {
     ///
     /// - Parameters:
     ///   - ifMatch: replace only the object with this ETag (compare-and-swap).
+    ///   - bareIfMatch: send that ETag without its quotes (Ceph Pacific honours only that form).
     ///   - ifNoneMatch: only if the key is free.
     ///   A condition that does not hold throws `.preconditionFailed`.
     package func putObject(key: String, bytes: [UInt8], contentType: String, metadata: [String: String] = [:],
-                           ifMatch: String? = nil, ifNoneMatch: Bool = false,
+                           ifMatch: String? = nil, bareIfMatch: Bool = false, ifNoneMatch: Bool = false,
                            credentials: S3Credentials) async throws(S3Error) -> String {
-        let response = try await execute(requests.putObject(key: key, bytes: bytes, contentType: contentType,
-                                                            metadata: metadata, ifMatch: ifMatch, ifNoneMatch: ifNoneMatch),
+        let response = try await execute(requests.putObject(key: key, bytes: bytes, contentType: contentType, metadata: metadata,
+                                                            ifMatch: ifMatch, quoted: !bareIfMatch, ifNoneMatch: ifNoneMatch),
                                          credentials: credentials)
         try response.expect(200)
         return response.etag

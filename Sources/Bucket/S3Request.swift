@@ -70,15 +70,16 @@ struct S3Requests: Sendable {
                          key: key)
     }
 
-    /// One small object from memory, with its Content-MD5; `ifMatch` replaces only that ETag.
+    /// One small object from memory, with its Content-MD5; `ifMatch` replaces only that ETag,
+    /// sent quoted as S3 returns it, or bare for a store that refuses the quoted form.
     func putObject(key: String, bytes: [UInt8], contentType: String, metadata: [String: String], ifMatch: String?,
-                   ifNoneMatch: Bool) throws(S3Error) -> S3Request {
+                   quoted: Bool = true, ifNoneMatch: Bool) throws(S3Error) -> S3Request {
         let operation = "PutObject"
         try check(key, operation)
         var headers = try objectHeaders(contentType: contentType, metadata: metadata, storageClass: nil,
                                         operation: operation, key: key)
         headers.append(.init("Content-MD5", S3Client.contentMD5(of: bytes)))
-        if let ifMatch { headers.append(.init("If-Match", "\"\(ifMatch)\"")) }
+        if let ifMatch { headers.append(.init("If-Match", quoted ? "\"\(ifMatch)\"" : ifMatch)) }
         if ifNoneMatch { headers.append(.init("If-None-Match", "*")) }
         return S3Request(operation: operation, method: .PUT, path: objectPath(key), headers: headers, body: .bytes(bytes),
                          payloadHash: payloadHash(of: bytes), key: key)

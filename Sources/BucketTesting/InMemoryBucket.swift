@@ -76,6 +76,9 @@ package final class InMemoryBucket: BucketTransport {
         var requests: [(operation: String, key: String)] = []
         /// Like Ceph Pacific: every conditional PUT answers 412, whether or not it holds.
         var refusesConditions = false
+        /// Like Ceph Pacific as measured: an If-Match with the quoted ETag answers 412 even
+        /// when it holds; the bare ETag is honoured.
+        var refusesQuotedIfMatch = false
         var writes: [String: [WriteCondition]] = [:]
         var beforeWriting: [String: @Sendable () async -> Void] = [:]
     }
@@ -104,6 +107,12 @@ package final class InMemoryBucket: BucketTransport {
     /// holds, as Ceph Pacific does (`false`: conditions are honoured again).
     package func refuseConditionalWrites(_ on: Bool) {
         state.withLock { $0.refusesConditions = on }
+    }
+
+    /// From now on an If-Match with the quoted ETag is refused with 412 even when it holds,
+    /// and the bare ETag is honoured, as Ceph Pacific does (measured, `Tests/e2e/test_rgw.py`).
+    package func refuseQuotedIfMatch(_ on: Bool) {
+        state.withLock { $0.refusesQuotedIfMatch = on }
     }
 
     /// `hook` runs before every PUT of `key` is answered (nil: no more): another writer
@@ -254,7 +263,7 @@ package final class InMemoryBucket: BucketTransport {
     }
 
     fileprivate func put(key: String, bytes: [UInt8], contentMD5: String?, contentType: String, metadata: [String: String],
-                         storageClass: String?, ifMatch: String?, ifNoneMatch: Bool) throws(S3Error) -> String {
+                         storageClass: String?, ifMatch: String?, bareIfMatch: Bool = false, ifNoneMatch: Bool) throws(S3Error) -> String {
         let operation = "PutObject"
         if let contentMD5, contentMD5 != Data(MD5.digest(bytes)).base64EncodedString() {
             throw Self.error(status: 400, code: "BadDigest", operation: operation, key: key)
@@ -265,6 +274,8 @@ package final class InMemoryBucket: BucketTransport {
             let existing = s.objects[key]
             s.writes[key, default: []].append(ifMatch.map(WriteCondition.ifMatch) ?? (ifNoneMatch ? .ifNoneMatch : .none))
             if s.refusesConditions, ifMatch != nil || ifNoneMatch { return (412, "PreconditionFailed") }
+            // Ceph Pacific: the quoted ETag (S3's own form) is refused even when it holds.
+            if s.refusesQuotedIfMatch, ifMatch != nil, !bareIfMatch { return (412, "PreconditionFailed") }
             if ifNoneMatch, existing != nil { return (412, "PreconditionFailed") }
             if let ifMatch {
                 guard let existing else { return (404, "NoSuchKey") }
@@ -409,11 +420,11 @@ private struct View: Bucket {
     }
 
     func putObject(key: String, bytes: [UInt8], contentType: String, metadata: [String: String], ifMatch: String?,
-                   ifNoneMatch: Bool) async throws(S3Error) -> String {
+                   bareIfMatch: Bool, ifNoneMatch: Bool) async throws(S3Error) -> String {
         await store.runHook(before: key)
         try store.admit("PutObject", key: key, view: self)
         return try store.put(key: key, bytes: bytes, contentMD5: nil, contentType: contentType, metadata: metadata,
-                             storageClass: nil, ifMatch: ifMatch, ifNoneMatch: ifNoneMatch)
+                             storageClass: nil, ifMatch: ifMatch, bareIfMatch: bareIfMatch, ifNoneMatch: ifNoneMatch)
     }
 
     func headObject(key: String) async throws(S3Error) -> S3Client.ObjectInfo? {

@@ -27,10 +27,23 @@ struct KeyBucket: Sendable {
     /// Writes the key object: over the one whose ETag is `ifMatch`, or (nil) only where
     /// there is none (`If-None-Match: *`). Never unconditionally: another NAS may have
     /// written meanwhile, and its key must not be lost.
+    ///
+    /// Ceph Pacific answers 412 to the quoted ETag S3 itself returns although it holds, and
+    /// honours the bare one (docs/decisions.md, "What Pacific does differently"). A 412 whose
+    /// object still has the ETag read is the store, not a lost race: asked again, bare, so a
+    /// writer in between still wins. Only here: the catalog takes such a 412 its own way.
     func putKeyObject(_ object: [UInt8], uid: String, ifMatch: String?) async throws(S3Error) {
+        let key = KeyObject.objectKey(userId: uid)
         _ = try await session.perform(under: Self.prefix(uid), budget: Self.budget) { bucket throws(S3Error) in
-            try await bucket.putObject(key: KeyObject.objectKey(userId: uid), bytes: object, contentType: "application/octet-stream",
-                                       ifMatch: ifMatch, ifNoneMatch: ifMatch == nil)
+            do throws(S3Error) {
+                return try await bucket.putObject(key: key, bytes: object, contentType: "application/octet-stream",
+                                                  ifMatch: ifMatch, ifNoneMatch: ifMatch == nil)
+            } catch {
+                guard error.kind == .preconditionFailed, let ifMatch, let now = try? await bucket.headObject(key: key),
+                      ETag.same(now.etag, ifMatch) else { throw error }
+                return try await bucket.putObject(key: key, bytes: object, contentType: "application/octet-stream",
+                                                  ifMatch: ifMatch, bareIfMatch: true)
+            }
         }
     }
 

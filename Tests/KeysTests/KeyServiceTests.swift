@@ -174,6 +174,41 @@ import Vault
         #expect(await b.status().outdated == false)
     }
 
+    @Test func rotatingOnAStoreThatRefusesTheQuotedETagAsksAgainWithTheBareOne() async throws {
+        // Ceph Pacific: 412 to the quoted ETag although the key object is unchanged.
+        let a = try world.nas("a")
+        await a.settle()
+        let before = try #require(try a.saved())
+        let etag = try #require(world.bucket.object(world.keyObjectKey)?.etag)
+        world.bucket.refuseQuotedIfMatch(true)
+        let shown = try await a.keys.rotate(by: .caller(uid: 0))
+        #expect(world.bucket.writes(to: world.keyObjectKey).suffix(2) == [.ifMatch(etag), .ifMatch(etag)])
+        let after = try #require(try a.saved())
+        #expect(shown.recoveryKey == after.recoveryKey && after.pending == nil)
+        let held = try #require(world.bucket.object(world.keyObjectKey)?.bytes)
+        #expect(try KeyObject.unwrap(held, recovery: shown.recoveryKey, userId: uid).key == before.accountKey)
+        #expect(throws: (any Error).self) { try KeyObject.unwrap(held, recovery: before.recoveryKey, userId: uid) }
+    }
+
+    @Test func aRotationThatLostARaceOnSuchAStoreIsStillRefused() async throws {
+        // Another writer replaced the key object between the read and the write: the 412
+        // is a lost race, and no bare retry may write over what it wrote.
+        let a = try world.nas("a")
+        await a.settle()
+        let before = try #require(try a.saved())
+        let bucket = world.bucket
+        let key = world.keyObjectKey
+        let theirs = KeyObject.wrap(before.accountKey, recoveryCreatedAt: 7, recovery: RecoveryKey.generate(), userId: uid)
+        bucket.refuseQuotedIfMatch(true)
+        bucket.beforeWriting(key) {
+            bucket.beforeWriting(key, nil)
+            bucket.store(key, bytes: theirs)
+        }
+        await #expect(throws: (any Error).self) { try await a.keys.rotate(by: .caller(uid: 0)) }
+        #expect(bucket.object(key)?.bytes == theirs)
+        #expect(bucket.writes(to: key).last.map { if case .ifMatch = $0 { true } else { false } } == true)
+    }
+
     // MARK: repaired, never remade
 
     @Test func aNASThatHoldsTheKeyWritesAMissingKeyObjectAgain() async throws {

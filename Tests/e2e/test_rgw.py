@@ -321,3 +321,27 @@ def test_if_match_with_the_quoted_etag_as_s3_returns_it(rgw, backend, conditiona
                     "A writer using If-Match against it must take a 412 whose pointer did not change for the "
                     "store mishandling conditions, not for a lost race")
     assert (status, err) == (200, "OK")
+
+
+def test_recovery_key_rotates_on_pacific_through_its_if_match(world, rgw):
+    """The key object is replaced only over the ETag read (If-Match). Pacific refuses the
+    quoted ETag that S3 returns (above); the daemon then sees the object unchanged and asks
+    again with the bare one, so `--rotate` works here too: the new key opens the account
+    key, the old one no longer does, and a lost race would still be a 412."""
+    import json
+    from support import vault
+    d = world.daemon()
+    uid = world.login(d)
+    d.wait_for(lambda s: s["recovery"]["state"] == "ready", timeout=60, what="the account key made")
+    old = json.loads(d.ctl("recovery-key", "--json", check=True).stdout)
+    r = d.ctl("recovery-key", "--rotate", "--json", timeout=90)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    new = json.loads(r.stdout)
+    assert new["recoveryKey"] != old["recoveryKey"] and new["fingerprint"] == old["fingerprint"]
+    held = rgw.s3_admin().get_object(Bucket=rgw.bucket, Key=vault.key_object_key(uid))["Body"].read()
+    key, _ = vault.unwrap(held, vault.parse_key(new["recoveryKey"]), uid)
+    assert vault.fingerprint(key) == old["fingerprint"]
+    with pytest.raises(vault.Refused):
+        vault.unwrap(held, vault.parse_key(old["recoveryKey"]), uid)
+    puts = s3_lines(d.log(), "PutObject")
+    assert any("status=412" in l and "keys/account-key" in l for l in puts), "Pacific took the quoted ETag: nothing to show"
