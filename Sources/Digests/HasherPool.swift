@@ -49,7 +49,7 @@ package final class HasherPool: Sendable {
     }
 
     /// Files each thread hashes at once: callers keep at least this many per thread queued.
-    package var filesAtOnce: Int { level == Int32(PL_MD5_SCALAR) ? 1 : LaneHasher<Void>.lanes }
+    package var filesAtOnce: Int { level == Int32(PL_MD5_SCALAR) ? 1 : LaneHasher<Void, HashPass>.lanes }
 
     package var bytesHashed: Int64 { hashedBytes.load(ordering: .relaxed) }
     package var inFlight: Int { state.withLock { $0.busy + ($0.jobs.count - $0.head) } }
@@ -136,20 +136,20 @@ package final class HasherPool: Sendable {
         let dropCacheAbove = FileHasher.defaultDropCacheAbove
         // Made for each burst of work and dropped when every lane is empty: its 1 MiB of
         // buffers goes back to the system while the daemon idles.
-        var current: LaneHasher<Job>?
+        var current: LaneHasher<Job, HashPass>?
         while true {
             if current?.active ?? 0 == 0 {
                 current = nil
                 wake.wait()
             }
-            guard let taken = take(upTo: current?.free ?? LaneHasher<Job>.lanes) else {
+            guard let taken = take(upTo: current?.free ?? LaneHasher<Job, HashPass>.lanes) else {
                 let stopped = current?.removeAll() ?? []
                 state.withLock { $0.busy -= stopped.count }
                 for job in stopped { job.done(.failure(.unreadable("the daemon is stopping"))) }
                 return
             }
             guard current != nil || !taken.isEmpty else { continue }
-            let engine = current ?? LaneHasher<Job>(level: level)
+            let engine = current ?? LaneHasher<Job, HashPass>(level: level)
             current = engine
             for job in taken {
                 do {

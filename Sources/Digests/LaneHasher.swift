@@ -7,16 +7,17 @@ import Glibc
 /// a queue of photos costs a fraction of the CPU one-at-a-time MD5 does.
 ///
 /// Each lane owns a slice of one buffer (the kernel gathers every lane's words with
-/// 32-bit offsets into it) and a reader that keeps `FileHasher`'s rules: no links
-/// followed unless asked, identity checked before and after, SHA-256 on the way.
-final class LaneHasher<Tag> {
+/// 32-bit offsets into it) and a source that reads the file and says what it came to:
+/// `HashPass` keeps `FileHasher`'s rules (no links followed unless asked, identity checked
+/// before and after, SHA-256 on the way); `OpenFilePass` reads a file the caller holds open.
+final class LaneHasher<Tag, Source: LaneSource> {
     static var lanes: Int { 16 }
     /// Read per lane at a time: 16 lanes × 64 KiB is the same 1 MiB a few single-stream
     /// hashers hold, and a syscall per 64 KiB is lost in the hashing.
     static var chunk: Int { 64 << 10 }
 
     private struct Lane {
-        var reader: HashPass
+        var reader: Source
         var tag: Tag
         /// Unhashed bytes are slot[start..<end].
         var start = 0
@@ -48,7 +49,7 @@ final class LaneHasher<Tag> {
     var free: Int { Self.lanes - active }
 
     /// Puts a file in a free lane (there must be one).
-    func add(_ reader: HashPass, tag: Tag) {
+    func add(_ reader: Source, tag: Tag) {
         guard let i = lanes.firstIndex(where: { $0 == nil }) else { preconditionFailure("no free lane") }
         pl_md5_lanes_reset(state, UInt32(i))
         lanes[i] = Lane(reader: reader, tag: tag)
@@ -62,8 +63,8 @@ final class LaneHasher<Tag> {
 
     /// One round: lanes that ran dry read their next chunk, every lane with whole blocks
     /// hashes as many as the shortest of them has, and lanes at their end are finished.
-    func step() -> [(Tag, Result<FileDigest, FileHasher.Failure>)] {
-        var finished: [(Tag, Result<FileDigest, FileHasher.Failure>)] = []
+    func step() -> [(Tag, Result<Source.Output, FileHasher.Failure>)] {
+        var finished: [(Tag, Result<Source.Output, FileHasher.Failure>)] = []
         let base = arena.baseAddress!
         for i in lanes.indices {
             guard var lane = lanes[i], !lane.eof, lane.end - lane.start < 64 else { continue }
@@ -112,3 +113,16 @@ final class LaneHasher<Tag> {
         return finished
     }
 }
+
+/// What a lane reads: the next bytes of one file, then (given the MD5) the file's digests.
+protocol LaneSource: AnyObject {
+    associatedtype Output
+    /// Bytes read so far.
+    var offset: Int64 { get }
+    /// The next bytes into `buffer`; 0 at the end.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(FileHasher.Failure) -> Int
+    /// After the last read.
+    func finish(md5: [UInt8]) throws(FileHasher.Failure) -> Output
+}
+
+extension HashPass: LaneSource {}

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Control
+import Digests
 import Foundation
 import PhotolalaCore
 import Synchronization
@@ -35,7 +36,32 @@ final class TransferWorkers: Sendable {
         var queue: [RestoreItem] = []
         var next = 0
         var finished = false
+        /// Files downloaded whole and not yet put in place (being read back, or read back).
+        var awaiting = 0
+        /// Files read back, with their digests, for the next free worker to put in place.
+        var verified: [(Downloaded, OpenFileLanes.Result)] = []
     }
+
+    /// A file downloaded whole into its temporary file, on its way to `OpenFileLanes` and
+    /// back: one thread at a time holds it (the worker that wrote it, the hashing thread,
+    /// which only reads its descriptor, then the worker that puts it in place).
+    private struct Downloaded: @unchecked Sendable {
+        let item: RestoreItem
+        let incoming: IncomingFile
+        let parent: RestoreWriter.Parent
+        let replace: Bool
+    }
+
+    /// What a worker made of one file: done, or downloaded and waiting for its digests.
+    private enum Step {
+        case done(RestoreTally.Outcome)
+        case downloaded(Downloaded)
+    }
+
+    /// Files downloaded but not yet put in place, at most: each holds two descriptors, and
+    /// past this a worker puts files in place before it downloads another.
+    private static let maxAwaiting = 32
+    private let verifiedSignal = DispatchSemaphore(value: 0)
 
     init(client: ControlClient, rules: Rules, json: Bool, interrupted: @escaping @Sendable () -> Bool) {
         self.client = client
@@ -195,23 +221,72 @@ final class TransferWorkers: Sendable {
     }
 
     /// Writes `items` on the worker threads; returns when all are done (or interrupted).
+    /// Each worker downloads a file, hands it to `lanes` to be read back and hashed, and
+    /// goes on with the next; whichever worker is free puts hashed files in place. A file
+    /// downloaded before an interruption is still checked and put in place.
     private func work(_ items: [RestoreItem], _ writer: RestoreWriter) {
         state.withLock {
             $0.queue = items
             $0.next = 0
         }
+        let lanes = OpenFileLanes()
         let group = DispatchGroup()
         for _ in 0..<max(1, min(rules.workers, items.count)) {
             group.enter()
             Thread {
                 defer { group.leave() }
-                while !self.interrupted(), let item = self.take() {
-                    let outcome = self.writeOne(item, writer)
-                    self.state.withLock { $0.tally.record(item, outcome) }
-                }
+                self.workLoop(writer, lanes)
             }.start()
         }
         group.wait()
+        lanes.shutdown()
+    }
+
+    private func workLoop(_ writer: RestoreWriter, _ lanes: OpenFileLanes) {
+        while true {
+            let (ready, awaiting) = state.withLock { s in (s.verified.isEmpty ? nil : s.verified.removeFirst(), s.awaiting) }
+            if let (file, digests) = ready {
+                let outcome = putInPlace(file, digests, writer)
+                state.withLock {
+                    $0.tally.record(file.item, outcome)
+                    $0.awaiting -= 1
+                }
+                continue
+            }
+            if awaiting < Self.maxAwaiting, !interrupted(), let item = take() {
+                switch writeOne(item, writer) {
+                case .done(let outcome):
+                    state.withLock { $0.tally.record(item, outcome) }
+                case .downloaded(let file):
+                    state.withLock { $0.awaiting += 1 }
+                    lanes.submit(fd: file.incoming.descriptor, size: file.item.version.size, sha256: file.incoming.wantsSHA256) { result in
+                        self.state.withLock { $0.verified.append((file, result)) }
+                        self.verifiedSignal.signal()
+                    }
+                }
+                continue
+            }
+            if awaiting == 0 && (interrupted() || state.withLock({ $0.next >= $0.queue.count })) { return }
+            _ = verifiedSignal.wait(timeout: .now() + 0.2)
+        }
+    }
+
+    /// A downloaded file, once read back: checked against its version and put in place.
+    private func putInPlace(_ file: Downloaded, _ digests: OpenFileLanes.Result, _ writer: RestoreWriter) -> RestoreTally.Outcome {
+        let readBack: OpenFileDigests
+        switch digests {
+        case .success(let d): readBack = d
+        case .failure(let why):
+            file.incoming.discard()
+            return .failed("the file written could not be read back to check it (\(why)): not restored")
+        }
+        do {
+            if try file.incoming.commit(file.item.version, replace: file.replace, readBack: readBack) { return .restored }
+            // A file appeared at the name while this one arrived: it decides.
+            return writer.holds(file.item.version, in: file.parent) ? .alreadyThere : .kept("a file appeared there during the \(rules.noun)")
+        } catch {
+            return .failed(error.message)
+        }
     }
 
     private func take() -> RestoreItem? {
@@ -224,20 +299,20 @@ final class TransferWorkers: Sendable {
 
     /// One file: what is there decides (the same bytes: nothing to do); then its bytes,
     /// checked, put in place.
-    private func writeOne(_ item: RestoreItem, _ writer: RestoreWriter) -> RestoreTally.Outcome {
+    private func writeOne(_ item: RestoreItem, _ writer: RestoreWriter) -> Step {
         let parent: RestoreWriter.Parent
         do {
             parent = try writer.parent(of: item)
         } catch {
-            return .failed(error.message)
+            return .done(.failed(error.message))
         }
         var decision = ConflictRule.decide(writer.existing(in: parent), size: item.version.size, overwrite: rules.overwrite)
         if decision == .compare {
             decision = ConflictRule.compared(sameBytes: writer.holds(item.version, in: parent), overwrite: rules.overwrite)
         }
         switch decision {
-        case .alreadyThere: return .alreadyThere
-        case .keep(let why): return .kept(why)
+        case .alreadyThere: return .done(.alreadyThere)
+        case .keep(let why): return .done(.kept(why))
         case .write, .replace, .compare: break
         }
         var lastError = ""
@@ -245,9 +320,9 @@ final class TransferWorkers: Sendable {
             if attempt > 0 { sleep(UInt32(attempt)) }
             let incoming: IncomingFile
             do {
-                incoming = try writer.incoming(in: parent, sha256: item.version.sha256 != nil)
+                incoming = try writer.incoming(in: parent, sha256: item.version.sha256 != nil, laterHashed: true)
             } catch {
-                return .failed(error.message)
+                return .done(.failed(error.message))
             }
             let answer: ControlClient.StreamAnswer
             do {
@@ -259,7 +334,7 @@ final class TransferWorkers: Sendable {
                 }
             } catch let failure as RestoreWriter.Failure {
                 incoming.discard()
-                return .failed(failure.message)
+                return .done(.failed(failure.message))
             } catch {
                 incoming.discard()
                 lastError = "\(error)"
@@ -267,29 +342,23 @@ final class TransferWorkers: Sendable {
             }
             switch answer.status {
             case 200 where answer.complete:
-                do {
-                    if try incoming.commit(item.version, replace: decision == .replace) { return .restored }
-                    // A file appeared at the name while this one arrived: it decides.
-                    return writer.holds(item.version, in: parent) ? .alreadyThere : .kept("a file appeared there during the \(rules.noun)")
-                } catch {
-                    return .failed(error.message)
-                }
+                return .downloaded(Downloaded(item: item, incoming: incoming, parent: parent, replace: decision == .replace))
             case 200:
                 incoming.discard()
                 lastError = "the daemon stopped sending after \(answer.received) of \(item.version.size) bytes"
             case 409:
                 incoming.discard()
-                return .archived
+                return .done(.archived)
             case 404:
                 incoming.discard()
-                return .failed(gone(item))
+                return .done(.failed(gone(item)))
             default:
                 incoming.discard()
                 lastError = answer.errorMessage ?? "HTTP \(answer.status)"
-                if answer.status < 500 { return .failed(lastError) }
+                if answer.status < 500 { return .done(.failed(lastError)) }
             }
         }
-        return .failed(lastError)
+        return .done(.failed(lastError))
     }
 
     /// Redraws the bar (a terminal) or prints a line every 5 s (a log), and tells the

@@ -16,7 +16,7 @@ import Testing
         let dir = try FileHasherTests.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
         // Sizes around a block, around a read chunk, and several chunks: lanes end at different rounds.
-        let chunk = LaneHasher<Void>.chunk
+        let chunk = LaneHasher<Void, HashPass>.chunk
         var sizes = [0, 1, 63, 64, 65, 127, 128, 4095, chunk - 1, chunk, chunk + 1, chunk + 63, 3 * chunk + 17, (1 << 20) + 1]
         var rng = SplitMix(seed: 7)
         sizes += (0..<30).map { _ in Int(rng.next() % UInt64(5 * chunk)) }
