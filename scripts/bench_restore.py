@@ -394,6 +394,8 @@ def main() -> int:
     ap.add_argument("--library", type=int, default=1_000_000, help="files in the big-library manifest run (0 skips it)")
     ap.add_argument("--bin", help="a photolalad binary (default: build the release one)")
     ap.add_argument("--only", choices=["restore", "new", "library"], help="run one section")
+    ap.add_argument("--library-rounds", type=int, default=1, help="with --format1-bin: pairs of library runs, "
+                    "alternating which format goes first; the CPU ratio is of the medians")
     ap.add_argument("--format1-bin", help="a photolalad of manifest format 1 (commit 9958bab): the manifest sections "
                     "run with it too, first, and print the ratios format 2 / format 1")
     args = ap.parse_args()
@@ -413,13 +415,25 @@ def main() -> int:
             if args.format1_bin:
                 ratios(f1, f2, {"burst": ("bytes a photo, 1,000 at once", 1.1), "alone": ("bytes a photo alone", 1.1)})
         if args.only in (None, "library") and args.library > 0:
-            if args.format1_bin:
-                f1 = bench_library(args, args.format1_bin, work, moto, backend, proxy, tag=" (format 1)")
-            f2 = bench_library(args, binary, work, moto, backend, proxy, tag=" (format 2)" if args.format1_bin else "")
-            if args.format1_bin:
+            if not args.format1_bin:
+                bench_library(args, binary, work, moto, backend, proxy)
+            else:
+                # Pairs, alternating which format goes first: one pair's CPU moves with
+                # whatever else the machine does, so the ratio of the medians is the figure.
+                runs: dict[int, list[dict]] = {1: [], 2: []}
+                for r in range(args.library_rounds):
+                    order = [(1, args.format1_bin), (2, binary)]
+                    for fmt, b in (order if r % 2 == 0 else order[::-1]):
+                        runs[fmt].append(bench_library(args, b, work, moto, backend, proxy,
+                                                       tag=f" (format {fmt}" + (f", round {r + 1})" if args.library_rounds > 1 else ")")))
+                if args.library_rounds > 1:
+                    print("pairs, daemon CPU-seconds format 2 / format 1: "
+                          + ", ".join(f"{b['cpu']:.2f} / {a['cpu']:.2f} = {b['cpu'] / a['cpu']:.2f}" for a, b in zip(runs[1], runs[2])))
+                f1, f2 = ({k: statistics.median(run[k] for run in runs[fmt]) for k in runs[fmt][0]} for fmt in (1, 2))
                 ratios(f1, f2, {"compacted": (f"bytes a photo, {args.library + 1:,} compacted", 1.1),
                                 "building": (f"bytes a photo building {args.library:,}", 1.1),
-                                "cpu": (f"daemon CPU-seconds writing the manifest of {args.library:,} new photos", 1.2)})
+                                "cpu": (f"daemon CPU-seconds writing the manifest of {args.library:,} new photos"
+                                        + (f", medians of {args.library_rounds}" if args.library_rounds > 1 else ""), 1.2)})
     finally:
         for nas in list(RUNNING):
             nas.stop()

@@ -28,8 +28,8 @@ package enum PathNames {
     /// `path` is strictly below `dir`.
     package static func isInside(_ path: String, _ dir: String) -> Bool {
         if dir == "/" { return path != "/" && path.utf8.first == UInt8(ascii: "/") }
-        return path.utf8.count > dir.utf8.count
-            && path.utf8.starts(with: dir.utf8)
-            && path.utf8[path.utf8.index(path.utf8.startIndex, offsetBy: dir.utf8.count)] == UInt8(ascii: "/")
+        var path = path
+        let n = dir.utf8.count
+        return path.withUTF8 { $0.count > n && $0[n] == UInt8(ascii: "/") } && ExactPath.bytesStart(path, with: dir)
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import PhotolalaCore
 
@@ -23,5 +24,20 @@ import Testing
         #expect(d.removeValue(forKey: nfc) == 1)
         #expect(d.keys.count == 1 && d.keys[0].utf8.elementsEqual(nfd.utf8))
         #expect(d.pairs.map(\.value) == [12])
+    }
+
+    @Test func bytesCompareWhateverTheirLengthOrSpelling() {
+        #expect(ExactPath.bytesEqual("", ""))
+        #expect(!ExactPath.bytesEqual("", "a"))
+        #expect(ExactPath.bytesEqual("/a/b", "/a/b"))
+        #expect(!ExactPath.bytesEqual("/a/b", "/a/c"))
+        #expect(!ExactPath.bytesEqual("/a/b", "/a/bc"))
+        #expect(!ExactPath.bytesEqual("Caf\u{E9}", "Cafe\u{301}"))
+        // A string not stored as UTF-8 (from an NSString bridge) compares by its bytes too.
+        #expect(ExactPath.bytesEqual(String(NSString(string: "/Caf\u{E9}")), "/Caf\u{E9}"))
+        #expect(ExactPath.bytesStart("/a/b", with: "/a"))
+        #expect(ExactPath.bytesStart("/a", with: ""))
+        #expect(!ExactPath.bytesStart("/a", with: "/a/b"))
+        #expect(!ExactPath.bytesStart("Cafe\u{301}/x", with: "Caf\u{E9}"))
     }
 }

@@ -24,6 +24,13 @@ import Testing
         #expect(!PathNames.isInside("/a", "/a"))
         #expect(PathNames.isInside("/a", "/"))
         #expect(!PathNames.isInside("/", "/"))
+        #expect(PathNames.isInside("/photos/2026/x.jpg", "/photos"))
+        #expect(!PathNames.isInside("/photo", "/photos"))
+        #expect(!PathNames.isInside("/photos", "/photos/"))
+        // Byte for byte: the NFD twin of a folder holds nothing of the NFC one, and back.
+        #expect(!PathNames.isInside("/Cafe\u{301}/x.jpg", "/Caf\u{E9}"))
+        #expect(!PathNames.isInside("/Caf\u{E9}/x.jpg", "/Cafe\u{301}"))
+        #expect(PathNames.isInside("/Cafe\u{301}/x.jpg", "/Cafe\u{301}"))
     }
 
     @Test func isWithinIsByteExact() {
