@@ -46,6 +46,8 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
 
         .systemLibrary(name: "CSeccomp", path: "Sources/CSeccomp", pkgConfig: "libseccomp", providers: [.apt(["libseccomp-dev"])]),
+        // zlib: the manifest's sealed JSON (headers, device records) is deflated first.
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
 
         .target(name: "CLinux"),
         // libvips/LibRaw rendering and the seccomp sandbox of the preview worker. The decoders are
@@ -134,7 +136,7 @@ let package = Package(
         ]),
         // The device manifest's values (docs/manifest.md): the segment codec, keys and chain,
         // replay, device record, the reader's checks, the frames to the command. No I/O.
-        .target(name: "ManifestFormat", dependencies: ["PhotolalaCore", "Digests", "Vault"]),
+        .target(name: "ManifestFormat", dependencies: ["PhotolalaCore", "Digests", "Vault", "CZlib"]),
         // The stage that writes the manifest, and its tables in the queue database.
         .target(name: "Manifest", dependencies: [
             "PhotolalaCore", "ManifestFormat", "Queue", "Bucket", "CLinux", "Vault",

@@ -45,9 +45,14 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
         self.head = head
     }
 
+    /// Format 1's plaintext JSON, indented as earlier releases wrote it.
     package func encoded() -> [UInt8] {
+        encoded(formatting: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+    }
+
+    private func encoded(formatting: JSONEncoder.OutputFormatting) -> [UInt8] {
         let e = JSONEncoder()
-        e.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        e.outputFormatting = formatting
         return Array((try? e.encode(self)) ?? Data())
     }
 
@@ -56,9 +61,14 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
         try? JSONDecoder().decode(DeviceRecord.self, from: Data(bytes))
     }
 
-    /// The sealed record, for `objectKey` (the device's `device.json`).
+    /// The sealed record, for `objectKey` (the device's `device.json`): JSON without
+    /// indentation, deflated (`SealedJSON`), sealed.
     package func sealed(key: MetadataKey, objectKey: String) -> [UInt8] {
-        SealedObject.seal(encoded(), key: key, objectKey: objectKey)
+        SealedObject.seal(sealedPlaintext(), key: key, objectKey: objectKey)
+    }
+
+    package func sealedPlaintext() -> [UInt8] {
+        SealedJSON.pack(encoded(formatting: [.sortedKeys, .withoutEscapingSlashes]))
     }
 
     /// A format-2 record, if it opens as `objectKey` and says it is format 2 with a head.
@@ -69,7 +79,7 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
         } catch {
             throw .sealed(error.description)
         }
-        guard let record = decode(plaintext), record.format == 2, record.head != nil, record.counter != nil else {
+        guard let json = SealedJSON.unpack(plaintext), let record = decode(json), record.format == 2, record.head != nil, record.counter != nil else {
             throw .badHeader("it is not a format-2 device record")
         }
         return record

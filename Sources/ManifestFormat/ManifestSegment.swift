@@ -7,7 +7,7 @@ import Vault
 /// index, in either of its two formats (docs/manifest.md):
 ///
 ///     format 1 (plaintext):  "PLMANIF" 0x01 | SHA-256 of the rest (32) | header length (u32 BE) | header (JSON) | records
-///     format 2 (sealed):     "PLMANIF" 0x02 | nonce (12) | AES-256-GCM(header length | header | records) | tag (16)
+///     format 2 (sealed):     "PLMANIF" 0x02 | nonce (12) | AES-256-GCM(header length | zlib(header) | records) | tag (16)
 ///
 /// Format 1 checks itself with an unkeyed digest (anyone can recompute it); format 2 is
 /// sealed under the account's metadata key with the object's key as associated data
@@ -85,9 +85,12 @@ package struct ManifestSegment: Sendable, Equatable {
     private static func decodeBody(_ rest: [UInt8], format: Int) throws(ManifestFormatError) -> ManifestSegment {
         var reader = ManifestByteReader(rest)
         guard let length = reader.u32(), let headerBytes = reader.take(Int(length)) else { throw .badHeader("header length beyond the end") }
+        guard let json = format == sealedFormat ? SealedJSON.unpack(Array(headerBytes)) : Array(headerBytes) else {
+            throw .badHeader("it is neither JSON nor a zlib stream of at most \(SealedJSON.limit >> 20) MiB of it")
+        }
         let header: ManifestHeader
         do {
-            header = try JSONDecoder().decode(ManifestHeader.self, from: Data(headerBytes))
+            header = try JSONDecoder().decode(ManifestHeader.self, from: Data(json))
         } catch {
             throw .badHeader("\(error)")
         }

@@ -49,7 +49,7 @@ package struct ManifestSegmentEncoder {
         return list.count - 1
     }
 
-    /// Header length, header, records. An index keeps the `entries` it was given (its
+    /// Header length, header (in format 2 deflated, `SealedJSON`), records. An index keeps the `entries` it was given (its
     /// parts' records); every other kind counts its own.
     private func body(format: Int) -> [UInt8] {
         var header = self.header
@@ -60,7 +60,8 @@ package struct ManifestSegmentEncoder {
             header.groups = groups
         }
         if header.kind != .snapshotIndex { header.entries = count }
-        let headerBytes = Array((try? ManifestSegment.headerEncoder.encode(header)) ?? Data())
+        let json = Array((try? ManifestSegment.headerEncoder.encode(header)) ?? Data())
+        let headerBytes = format == ManifestSegment.sealedFormat ? SealedJSON.pack(json) : json
         var rest = ManifestByteWriter()
         rest.bytes.reserveCapacity(4 + headerBytes.count + body.bytes.count)
         rest.u32(UInt32(headerBytes.count))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import zlib
 
 from support import vault
 
@@ -20,6 +21,26 @@ ZEROS = "0" * 64
 
 class Damaged(Exception):
     pass
+
+
+JSON_LIMIT = 16 << 20
+
+
+def sealed_json(b: bytes) -> dict:
+    """A JSON part of a format-2 plaintext: the JSON itself (first byte `{`) or one whole
+    zlib stream of it (first byte 0x78), inflating to at most 16 MiB."""
+    if b[:1] == b"{":
+        return json.loads(b)
+    if b[:1] != b"\x78":
+        raise Damaged("a sealed JSON that is neither JSON nor a zlib stream")
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(b, JSON_LIMIT + 1)
+    except zlib.error as e:
+        raise Damaged(f"a sealed JSON that does not inflate: {e}")
+    if len(out) > JSON_LIMIT or not d.eof or d.unused_data or d.unconsumed_tail:
+        raise Damaged("a sealed JSON stream cut short, too long, or followed by other bytes")
+    return json.loads(out)
 
 
 def _uvarint(b: bytes, i: int) -> tuple[int, int]:
@@ -85,7 +106,7 @@ def decode_plaintext(plain: bytes) -> tuple[dict, list[dict]]:
     if len(plain) < 4:
         raise Damaged("too short")
     hlen = int.from_bytes(plain[0:4], "big")
-    header = json.loads(plain[4:4 + hlen])
+    header = sealed_json(plain[4:4 + hlen])
     if header.get("format") != 2:
         raise Damaged(f"format {header.get('format')}")
     body = plain[4 + hlen:]
@@ -232,7 +253,7 @@ def read_sealed(s3, bucket: str, user_id: str, device_id: str, key: bytes) -> di
     prefix = device_prefix(user_id, device_id)
     keys = list_keys(s3, bucket, prefix)
     get = lambda k: s3.get_object(Bucket=bucket, Key=k)["Body"].read()
-    record = json.loads(vault.open_sealed(get(prefix + "device.json"), key, prefix + "device.json"))
+    record = sealed_json(vault.open_sealed(get(prefix + "device.json"), key, prefix + "device.json"))
     if record.get("format") != 2 or record.get("deviceId") != device_id:
         raise Damaged("not this device's format-2 record")
     logs, indexed = {}, set()
