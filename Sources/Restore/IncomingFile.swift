@@ -7,27 +7,22 @@ import Foundation
 import ManifestFormat
 import PhotolalaCore
 
-/// One file's bytes on their way in: written to the temporary file while its MD5 (and,
-/// when the manifest recorded it, its SHA-256) is taken, or read back afterwards by
-/// `OpenFileLanes` (`laterHashed`: many files' MD5s at once cost a fraction of one stream
-/// each), then checked and put in place, or thrown away.
+/// One file's bytes on their way in: written to the temporary file, read back by
+/// `OpenFileLanes` (many files' MD5s at once cost a fraction of one stream each, so
+/// nothing is hashed on the way in), then checked against those digests and put in place,
+/// or thrown away.
 package final class IncomingFile {
     let parent: RestoreWriter.Parent
     let temp: [UInt8]
     private var fd: Int32
-    private var md5 = MD5()
-    private var sha = SHA256()
     private let takesSHA: Bool
-    /// The digests are taken from the written file by the caller, not on the way in.
-    private let laterHashed: Bool
     package private(set) var written: Int64 = 0
 
-    init(parent: RestoreWriter.Parent, temp: [UInt8], fd: Int32, sha256: Bool, laterHashed: Bool = false) {
+    init(parent: RestoreWriter.Parent, temp: [UInt8], fd: Int32, sha256: Bool) {
         self.parent = parent
         self.temp = temp
         self.fd = fd
         takesSHA = sha256
-        self.laterHashed = laterHashed
     }
 
     /// The open temporary file, for reading it back (`OpenFileLanes`); -1 once committed or discarded.
@@ -40,10 +35,6 @@ package final class IncomingFile {
     }
 
     package func append(_ bytes: UnsafeRawBufferPointer) throws(RestoreWriter.Failure) {
-        if !laterHashed {
-            md5.update(bytes)
-            if takesSHA { sha.update(bytes) }
-        }
         var offset = 0
         while offset < bytes.count {
             let n = retryingInterrupts { write(fd, bytes.baseAddress! + offset, bytes.count - offset) }
@@ -56,17 +47,17 @@ package final class IncomingFile {
     /// Checks the bytes against `version`, gives the file its owner, mode and modification
     /// time (on the open file), syncs, and renames into place relative to its open folder
     /// (replacing what is there only when `replace`). Returns false when a file appeared at
-    /// the name meanwhile and was left alone. `readBack`: the digests of the written file,
-    /// for one made `laterHashed` (none: its bytes are not vouched for, and it is refused).
-    package func commit(_ version: FileVersion, replace: Bool, readBack: OpenFileDigests? = nil) throws(RestoreWriter.Failure) -> Bool {
-        let digest = laterHashed ? readBack.flatMap { MD5Value(bytes: $0.md5) } : MD5Value(bytes: md5.finalize())
+    /// the name meanwhile and was left alone. `readBack`: the digests `OpenFileLanes` took
+    /// of the written file.
+    package func commit(_ version: FileVersion, replace: Bool, readBack: OpenFileDigests) throws(RestoreWriter.Failure) -> Bool {
+        let digest = MD5Value(bytes: readBack.md5)
         guard written == version.size, digest == version.md5 else {
             discard()
             throw RestoreWriter.Failure("the object photos/…/\(version.md5.hex).dat holds other bytes than its name says (\(written) bytes, MD5 \(digest?.hex ?? "?")): it changed in the bucket; not restored")
         }
         // MD5 collisions are practical: the SHA-256 the manifest recorded has the last word.
         if let expected = version.sha256 {
-            let found = !takesSHA ? nil : laterHashed ? readBack?.sha256.flatMap { SHA256Value(bytes: $0) } : SHA256Value(bytes: sha.finalize())
+            let found = takesSHA ? readBack.sha256.flatMap { SHA256Value(bytes: $0) } : nil
             guard found == expected else {
                 discard()
                 throw RestoreWriter.Failure("the object photos/…/\(version.md5.hex).dat has the right MD5 but not the SHA-256 the manifest recorded (\(found?.hex ?? "not taken")): it was replaced in the bucket by other bytes; not restored")

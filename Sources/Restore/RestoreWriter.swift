@@ -260,8 +260,8 @@ package struct RestoreWriter: Sendable {
     }
 
     /// A hidden temporary file next to the destination, for its bytes: created new
-    /// (O_EXCL, O_NOFOLLOW), mode 0600 until it is complete; readable, for `laterHashed`.
-    package func incoming(in parent: Parent, sha256: Bool = false, laterHashed: Bool = false) throws(Failure) -> IncomingFile {
+    /// (O_EXCL, O_NOFOLLOW), mode 0600 until it is complete; readable, for `OpenFileLanes`.
+    package func incoming(in parent: Parent, sha256: Bool = false) throws(Failure) -> IncomingFile {
         let temp = Self.temporaryName(for: parent.name)
         let flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
         var fd = Self.withCString(temp) { openat(parent.fd, $0, flags, 0o600) }
@@ -271,7 +271,7 @@ package struct RestoreWriter: Sendable {
             fd = Self.withCString(temp) { openat(parent.fd, $0, flags, 0o600) }
         }
         guard fd >= 0 else { throw Failure("cannot create a temporary file in \(parent.path): \(Self.errno())") }
-        return IncomingFile(parent: parent, temp: temp, fd: fd, sha256: sha256, laterHashed: laterHashed)
+        return IncomingFile(parent: parent, temp: temp, fd: fd, sha256: sha256)
     }
 
     /// `.plrestore-<16 hex of the name's SHA-256>.tmp`: hidden (the watcher skips it), short

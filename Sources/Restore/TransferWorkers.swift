@@ -320,7 +320,7 @@ final class TransferWorkers: Sendable {
             if attempt > 0 { sleep(UInt32(attempt)) }
             let incoming: IncomingFile
             do {
-                incoming = try writer.incoming(in: parent, sha256: item.version.sha256 != nil, laterHashed: true)
+                incoming = try writer.incoming(in: parent, sha256: item.version.sha256 != nil)
             } catch {
                 return .done(.failed(error.message))
             }

@@ -42,41 +42,41 @@ import Testing
     let w: WriterWorld
     init() throws { w = try WriterWorld() }
 
-    func restore(_ writer: RestoreWriter, _ path: String, owner: Ownership?) throws {
+    func restore(_ writer: RestoreWriter, _ path: String, owner: Ownership?) async throws {
         let data = Array(path.utf8)
-        #expect(try w.put(writer, w.item(path, data, owner: owner), data))
+        #expect(try await w.put(writer, w.item(path, data, owner: owner), data))
     }
 
     func ids(_ path: String) -> (UInt32, UInt32, UInt32)? {
         w.stat(path).map { ($0.st_uid, $0.st_gid, UInt32($0.st_mode & 0o7777)) }
     }
 
-    @Test func filesGoToTwoDifferentUsersAndGroupsByName() throws {
+    @Test func filesGoToTwoDifferentUsersAndGroupsByName() async throws {
         let daemon = try #require(getpwnam("daemon")).pointee
         let bin = try #require(getgrnam("bin")).pointee
         let nobody = try #require(getpwnam("nobody")).pointee
         let writer = RestoreWriter(overwrite: false)
         // The recorded numbers are another system's: the names decide.
-        try restore(writer, "a.jpg", owner: Ownership(uid: 4242, gid: 4343, user: "daemon", group: "bin", mode: 0o640))
-        try restore(writer, "b.jpg", owner: Ownership(uid: 4242, gid: 4343, user: "nobody", group: "daemon", mode: 0o6755))
-        try restore(writer, "c.jpg", owner: Ownership(uid: 4242, gid: 4343, user: "no-such-user-here", group: "no-such-group-here", mode: 0o600))
+        try await restore(writer, "a.jpg", owner: Ownership(uid: 4242, gid: 4343, user: "daemon", group: "bin", mode: 0o640))
+        try await restore(writer, "b.jpg", owner: Ownership(uid: 4242, gid: 4343, user: "nobody", group: "daemon", mode: 0o6755))
+        try await restore(writer, "c.jpg", owner: Ownership(uid: 4242, gid: 4343, user: "no-such-user-here", group: "no-such-group-here", mode: 0o600))
         #expect(ids("photos/a.jpg")! == (daemon.pw_uid, bin.gr_gid, 0o640))
         #expect(ids("photos/b.jpg")! == (nobody.pw_uid, daemon.pw_gid, 0o755))
         #expect(ids("photos/c.jpg")! == (4242, 4343, 0o600))
     }
 
-    @Test func numericOwnerAndNoOwners() throws {
+    @Test func numericOwnerAndNoOwners() async throws {
         let owner = Ownership(uid: 4242, gid: 4343, user: "daemon", group: "bin", mode: 0o604)
-        try restore(RestoreWriter(overwrite: false, owners: .numeric), "n.jpg", owner: owner)
+        try await restore(RestoreWriter(overwrite: false, owners: .numeric), "n.jpg", owner: owner)
         #expect(ids("photos/n.jpg")! == (4242, 4343, 0o604))
-        try restore(RestoreWriter(overwrite: false, owners: .keep), "k.jpg", owner: owner)
+        try await restore(RestoreWriter(overwrite: false, owners: .keep), "k.jpg", owner: owner)
         #expect(ids("photos/k.jpg")! == (geteuid(), getegid(), 0o604))
         // As another user: modes only.
-        try restore(RestoreWriter(overwrite: false, owners: .byName, mayChown: false), "m.jpg", owner: owner)
+        try await restore(RestoreWriter(overwrite: false, owners: .byName, mayChown: false), "m.jpg", owner: owner)
         #expect(ids("photos/m.jpg")! == (geteuid(), getegid(), 0o604))
     }
 
-    @Test func createdFoldersGetTheirOwnersAfterTheirContents() throws {
+    @Test func createdFoldersGetTheirOwnersAfterTheirContents() async throws {
         let dir = Ownership(uid: 4242, gid: 4343, user: "daemon", group: "bin", mode: 0o2750)
         let readOnly = Ownership(uid: 4444, gid: 4545, mode: 0o4555)
         // A folder that was there before is not the restore's to change.
@@ -84,11 +84,11 @@ import Testing
         let before = try #require(ids("existing"))
         let writer = RestoreWriter(overwrite: false, folderOwners: [w.root: [Array("photos".utf8): dir, Array("photos/ro".utf8): readOnly,
                                                                             Array("existing".utf8): readOnly]])
-        try restore(writer, "ro/a.jpg", owner: nil)
-        try restore(writer, "ro/deeper/b.jpg", owner: nil)
+        try await restore(writer, "ro/a.jpg", owner: nil)
+        try await restore(writer, "ro/deeper/b.jpg", owner: nil)
         var there = w.item("x", Array("x".utf8))
         there.destination = Array("existing/x.jpg".utf8)
-        #expect(try w.put(writer, there, Array("x".utf8)))
+        #expect(try await w.put(writer, there, Array("x".utf8)))
         // Until the end: private, the restoring user's.
         #expect(ids("photos/ro")! == (geteuid(), getegid(), 0o700))
         #expect(writer.finish().isEmpty)

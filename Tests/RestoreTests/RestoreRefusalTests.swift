@@ -38,33 +38,33 @@ import Testing
         #expect(w.names("").isEmpty)
     }
 
-    @Test(arguments: modes) func aLinkPlantedAtAFolderIsNotFollowed(walkOnly: Bool) throws {
+    @Test(arguments: modes) func aLinkPlantedAtAFolderIsNotFollowed(walkOnly: Bool) async throws {
         try FileManager.default.createDirectory(atPath: w.root + "/photos", withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: w.root + "/photos/2024", withDestinationPath: outside)
         let it = w.item("2024/x.jpg", [1, 2, 3])
-        let error = #expect(throws: RestoreWriter.Failure.self) { try w.put(writer(walkOnly: walkOnly, overwrite: true), it, [1, 2, 3]) }
+        let error = await #expect(throws: RestoreWriter.Failure.self) { try await w.put(writer(walkOnly: walkOnly, overwrite: true), it, [1, 2, 3]) }
         #expect(error?.message == "\(w.root)/photos/2024 is a symbolic link where a folder should be: not followed, not restored")
         guard case .keep(let why) = RestoreWriter.inspect(it, overwrite: true) else { Issue.record("a dry run would follow the link"); return }
         #expect(why.contains("symbolic link"))
         // Deeper: the link is the first part below the root, and an absolute one to /.
         try FileManager.default.removeItem(atPath: w.root + "/photos")
         try FileManager.default.createSymbolicLink(atPath: w.root + "/photos", withDestinationPath: outside)
-        #expect(throws: RestoreWriter.Failure.self) { try w.put(writer(walkOnly: walkOnly, overwrite: true), w.item("a/b/c.jpg", [1]), [1]) }
+        await #expect(throws: RestoreWriter.Failure.self) { try await w.put(writer(walkOnly: walkOnly, overwrite: true), w.item("a/b/c.jpg", [1]), [1]) }
         try FileManager.default.removeItem(atPath: w.root + "/photos")
         try FileManager.default.createDirectory(atPath: w.root + "/photos/a", withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: w.root + "/photos/a/up", withDestinationPath: "../../..")
-        #expect(throws: RestoreWriter.Failure.self) { try w.put(writer(walkOnly: walkOnly, overwrite: true), w.item("a/up/c.jpg", [1]), [1]) }
+        await #expect(throws: RestoreWriter.Failure.self) { try await w.put(writer(walkOnly: walkOnly, overwrite: true), w.item("a/up/c.jpg", [1]), [1]) }
         #expect(outsideIsUntouched())
     }
 
-    @Test(arguments: modes) func aFileWhereAFolderShouldBeIsSaidSo(walkOnly: Bool) throws {
+    @Test(arguments: modes) func aFileWhereAFolderShouldBeIsSaidSo(walkOnly: Bool) async throws {
         try FileManager.default.createDirectory(atPath: w.root + "/photos", withIntermediateDirectories: true)
         try Data("file".utf8).write(to: URL(fileURLWithPath: w.root + "/photos/2024"))
         let error = #expect(throws: RestoreWriter.Failure.self) { try writer(walkOnly: walkOnly).parent(of: w.item("2024/x.jpg", [1])) }
         #expect(error?.message.contains("is a file where a folder should be") == true)
     }
 
-    @Test(arguments: modes) func aLinkPlantedAtAFileIsReplacedNeverWrittenThrough(walkOnly: Bool) throws {
+    @Test(arguments: modes) func aLinkPlantedAtAFileIsReplacedNeverWrittenThrough(walkOnly: Bool) async throws {
         try FileManager.default.createDirectory(atPath: w.root + "/photos", withIntermediateDirectories: true)
         let target = outside + "/target"
         try Data("outside".utf8).write(to: URL(fileURLWithPath: target))
@@ -79,12 +79,12 @@ import Testing
             Issue.record("a link replaced without --overwrite"); return
         }
         // With --overwrite the link itself is replaced (renamed over), its target never opened.
-        #expect(try w.put(writer(walkOnly: walkOnly, overwrite: true), it, data, replace: true))
+        #expect(try await w.put(writer(walkOnly: walkOnly, overwrite: true), it, data, replace: true))
         #expect(w.stat("photos/x.jpg").map { $0.st_mode & S_IFMT == S_IFREG } == true)
         #expect(FileManager.default.contents(atPath: target) == Data("outside".utf8))
     }
 
-    @Test(arguments: modes) func aFIFOAtAFilesNameIsReportedNeverOpened(walkOnly: Bool) throws {
+    @Test(arguments: modes) func aFIFOAtAFilesNameIsReportedNeverOpened(walkOnly: Bool) async throws {
         try FileManager.default.createDirectory(atPath: w.root + "/photos", withIntermediateDirectories: true)
         #expect(mkfifo(w.root + "/photos/pipe.jpg", 0o644) == 0)
         let it = w.item("pipe.jpg", [1, 2, 3])
@@ -103,14 +103,14 @@ import Testing
         #expect(error?.message.contains("a named pipe (FIFO) where a folder should be") == true)
     }
 
-    @Test func theFallbackWalkIsTheSameAsOpenat2() throws {
+    @Test func theFallbackWalkIsTheSameAsOpenat2() async throws {
         // Both find an existing deep folder and create missing ones, booking what they made.
         for walkOnly in Self.modes {
             let data = Array("deep \(walkOnly)".utf8)
             let it = w.item("\(walkOnly)/a/b/c.jpg", data)
             let writer = writer(walkOnly: walkOnly)
-            #expect(try w.put(writer, it, data))
-            #expect(try w.put(writer, w.item("\(walkOnly)/a/b/d.jpg", data), data))
+            #expect(try await w.put(writer, it, data))
+            #expect(try await w.put(writer, w.item("\(walkOnly)/a/b/d.jpg", data), data))
             let created = writer.book.all.created.map { String(decoding: $0.path, as: UTF8.self) }.sorted()
             #expect(created == ["photos", "photos/\(walkOnly)", "photos/\(walkOnly)/a", "photos/\(walkOnly)/a/b"].filter { $0 != "photos" || !walkOnly })
         }

@@ -19,11 +19,21 @@ struct WriterWorld {
                     root: root, destination: Array(("photos/" + path).utf8), owner: owner)
     }
 
-    func put(_ writer: RestoreWriter, _ item: RestoreItem, _ data: [UInt8], replace: Bool = false) throws -> Bool {
+    func put(_ writer: RestoreWriter, _ item: RestoreItem, _ data: [UInt8], replace: Bool = false) async throws -> Bool {
         let parent = try writer.parent(of: item)
         let incoming = try writer.incoming(in: parent, sha256: item.version.sha256 != nil)
         try data.withUnsafeBytes { try incoming.append($0) }
-        return try incoming.commit(item.version, replace: replace)
+        return try incoming.commit(item.version, replace: replace, readBack: await readBack(incoming))
+    }
+
+    static let lanes = OpenFileLanes()
+
+    /// The digests of what was written, read back as the restore reads them.
+    func readBack(_ incoming: IncomingFile) async throws -> OpenFileDigests {
+        let (fd, size, sha256) = (incoming.descriptor, incoming.written, incoming.wantsSHA256)
+        return try await withCheckedThrowingContinuation { c in
+            Self.lanes.submit(fd: fd, size: size, sha256: sha256) { c.resume(with: $0) }
+        }
     }
 
     func stat(_ path: String) -> Glibc.stat? {
@@ -40,17 +50,17 @@ struct WriterWorld {
     let w: WriterWorld
     init() throws { w = try WriterWorld() }
 
-    @Test func theSHA256TheManifestRecordedHasTheLastWord() throws {
+    @Test func theSHA256TheManifestRecordedHasTheLastWord() async throws {
         let data = Array("the bytes the NAS had".utf8)
         let writer = RestoreWriter(overwrite: false)
         var good = w.item("good.jpg", data)
         good.version.sha256 = SHA256Value(bytes: SHA256.digest(data))
-        #expect(try w.put(writer, good, data))
+        #expect(try await w.put(writer, good, data))
         #expect(writer.holds(good.version, in: try writer.parent(of: good)))
         // The same MD5 (a collision, as far as the writer can tell) but another SHA-256.
         var forged = w.item("forged.jpg", data)
         forged.version.sha256 = SHA256Value(bytes: SHA256.digest(Array("other".utf8)))
-        #expect(throws: RestoreWriter.Failure.self) { try w.put(writer, forged, data) }
+        await #expect(throws: RestoreWriter.Failure.self) { try await w.put(writer, forged, data) }
         #expect(w.stat("photos/forged.jpg") == nil && w.names("photos") == ["good.jpg"])
         // Already there with the right MD5 but not the recorded SHA-256: not "the same bytes".
         var again = good
@@ -58,11 +68,11 @@ struct WriterWorld {
         #expect(!writer.holds(again.version, in: try writer.parent(of: again)))
     }
 
-    @Test func aFileArrivesWholeWithItsTimeAndNoTemporaryLeft() throws {
+    @Test func aFileArrivesWholeWithItsTimeAndNoTemporaryLeft() async throws {
         let data = Array("hello photo".utf8)
         let it = w.item("2024/Summer trip/Cafe\u{301}.jpg", data)
         let writer = RestoreWriter(overwrite: false)
-        #expect(try w.put(writer, it, data))
+        #expect(try await w.put(writer, it, data))
         let path = w.root + "/photos/2024/Summer trip/Cafe\u{301}.jpg"
         #expect(FileManager.default.contents(atPath: path) == Data(data))
         let st = try #require(w.stat("photos/2024/Summer trip/Cafe\u{301}.jpg"))
@@ -76,14 +86,14 @@ struct WriterWorld {
         #expect(writer.finish().isEmpty)
     }
 
-    @Test func bytesThatDoNotMatchTheKeyAreRefused() throws {
+    @Test func bytesThatDoNotMatchTheKeyAreRefused() async throws {
         let good = Array("the real bytes".utf8)
         let it = w.item("a.jpg", good)
-        #expect(throws: RestoreWriter.Failure.self) { try w.put(RestoreWriter(overwrite: false), it, Array("other  bytes!!".utf8)) }
+        await #expect(throws: RestoreWriter.Failure.self) { try await w.put(RestoreWriter(overwrite: false), it, Array("other  bytes!!".utf8)) }
         #expect(w.names("photos").isEmpty)
     }
 
-    @Test func aFileThatAppearedMeanwhileIsLeftAlone() throws {
+    @Test func aFileThatAppearedMeanwhileIsLeftAlone() async throws {
         let data = Array("mine".utf8)
         let it = w.item("b.jpg", data)
         let writer = RestoreWriter(overwrite: false)
@@ -91,10 +101,10 @@ struct WriterWorld {
         let incoming = try writer.incoming(in: parent)
         try data.withUnsafeBytes { try incoming.append($0) }
         try Data("theirs".utf8).write(to: URL(fileURLWithPath: w.root + "/photos/b.jpg"))
-        #expect(try incoming.commit(it.version, replace: false) == false)
+        #expect(try await incoming.commit(it.version, replace: false, readBack: w.readBack(incoming)) == false)
         #expect(FileManager.default.contents(atPath: w.root + "/photos/b.jpg") == Data("theirs".utf8))
         #expect(w.names("photos") == ["b.jpg"])
-        #expect(try w.put(writer, it, data, replace: true))
+        #expect(try await w.put(writer, it, data, replace: true))
         #expect(FileManager.default.contents(atPath: w.root + "/photos/b.jpg") == Data(data))
     }
 
@@ -106,7 +116,7 @@ struct WriterWorld {
         #expect(name != RestoreWriter.temporaryName(for: Array("y".utf8)))
     }
 
-    @Test func aTemporaryFileIsCreatedNewNeverThroughWhatStandsAtItsName() throws {
+    @Test func aTemporaryFileIsCreatedNewNeverThroughWhatStandsAtItsName() async throws {
         let data = Array("fresh".utf8)
         let it = w.item("t.jpg", data)
         let victim = w.root + "/victim"
@@ -119,17 +129,17 @@ struct WriterWorld {
         var st = Glibc.stat()
         #expect(lstat(w.root + "/photos/" + temp, &st) == 0 && st.st_mode & S_IFMT == S_IFREG && st.st_mode & 0o777 == 0o600)
         try data.withUnsafeBytes { try incoming.append($0) }
-        #expect(try incoming.commit(it.version, replace: false))
+        #expect(try await incoming.commit(it.version, replace: false, readBack: w.readBack(incoming)))
         #expect(FileManager.default.contents(atPath: victim) == Data("do not touch".utf8))
         #expect(w.names("photos") == ["t.jpg"])
     }
 
-    @Test func aDryRunLooksWithoutTouching() throws {
+    @Test func aDryRunLooksWithoutTouching() async throws {
         let data = Array("same".utf8)
         let it = w.item("c/d.jpg", data)
         #expect(RestoreWriter.inspect(it, overwrite: false) == .write)
         #expect(!FileManager.default.fileExists(atPath: w.root + "/photos"))
-        #expect(try w.put(RestoreWriter(overwrite: false), it, data))
+        #expect(try await w.put(RestoreWriter(overwrite: false), it, data))
         #expect(RestoreWriter.inspect(it, overwrite: false) == .alreadyThere)
         var other = it
         other.version.md5 = MD5Value(high: 0, low: 0)
