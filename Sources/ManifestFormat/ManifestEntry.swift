@@ -3,6 +3,8 @@
 /// chain, the replay, the device record, the reader's checks and the frames that carry a
 /// manifest to the command. Values only: the bucket is reached through `ManifestObjects`.
 
+import PhotolalaCore
+
 /// An MD5 as two words: a manifest of a million files holds a million of them, and two
 /// words cost no allocation where a hex string costs one each.
 package struct MD5Value: Hashable, Sendable, Comparable, CustomStringConvertible {
@@ -176,6 +178,21 @@ package struct Ownership: Sendable, Equatable, Hashable {
         self.user = user
         self.group = group
         self.mode = mode
+    }
+
+    /// Equal ids and mode, and names equal byte for byte (`==` on names would take two
+    /// Unicode spellings of one name for the same, and the record must keep the one seen).
+    package func sameBytes(as other: Ownership?) -> Bool {
+        guard let other, uid == other.uid, gid == other.gid, mode == other.mode else { return false }
+        return Self.sameBytes(user, other.user) && Self.sameBytes(group, other.group)
+    }
+
+    private static func sameBytes(_ a: String?, _ b: String?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): true
+        case let (a?, b?): ExactPath.bytesEqual(a, b)
+        default: false
+        }
     }
 }
 

@@ -227,8 +227,7 @@ package struct ManifestSegment: Sendable, Equatable {
 
     private static func ownerFlag(_ owner: Ownership?, _ previous: Ownership?) -> UInt8 {
         guard let owner else { return 0 }
-        return owner == previous && owner.user.map(Array.init) == previous?.user.map(Array.init)
-            && owner.group.map(Array.init) == previous?.group.map(Array.init) ? Flag.sameOwner : Flag.owner
+        return owner.sameBytes(as: previous) ? Flag.sameOwner : Flag.owner
     }
 
     private static func encodeOwner(_ o: Ownership, userIndex: Int, groupIndex: Int, into w: inout ManifestByteWriter) {

@@ -16,6 +16,11 @@ package struct ManifestSegmentEncoder {
     private var users: [String] = []
     private var groupIndex = ExactKeyed<Int>()
     private var groups: [String] = []
+    /// The previous entry's folder and names with their indices: records come in runs of
+    /// one folder and one owner, and a byte comparison costs less than hashing the name.
+    private var lastFolder: (name: String, index: Int)?
+    private var lastUser: (name: String, index: Int)?
+    private var lastGroup: (name: String, index: Int)?
     private var body = ManifestByteWriter()
     private var state = ManifestSegment.RecordState()
     package private(set) var count = 0
@@ -29,24 +34,32 @@ package struct ManifestSegmentEncoder {
     package mutating func append(_ entry: ManifestEntry) {
         // Format 1 has no folder records.
         if format == ManifestSegment.formatVersion && entry.kind == .folder { return }
-        let folder = Self.index(of: entry.folder, in: &folderIndex, &folders)
+        let folder = Self.index(of: entry.folder, last: &lastFolder, in: &folderIndex, &folders)
         if format == ManifestSegment.formatVersion {
             ManifestSegment.encode(entry, folder: folder, previousPath: state.path, previousTime: state.time, into: &body)
             state.path = entry.path
             state.time = entry.time
         } else {
-            let user = entry.owner?.user.map { Self.index(of: $0, in: &userIndex, &users) + 1 } ?? 0
-            let group = entry.owner?.group.map { Self.index(of: $0, in: &groupIndex, &groups) + 1 } ?? 0
+            let user = entry.owner?.user.map { Self.index(of: $0, last: &lastUser, in: &userIndex, &users) + 1 } ?? 0
+            let group = entry.owner?.group.map { Self.index(of: $0, last: &lastGroup, in: &groupIndex, &groups) + 1 } ?? 0
             ManifestSegment.encodeSealed(entry, folder: folder, userIndex: user, groupIndex: group, state: &state, into: &body)
         }
         count += 1
     }
 
-    private static func index(of name: String, in index: inout ExactKeyed<Int>, _ list: inout [String]) -> Int {
-        if let known = index[name] { return known }
-        index[name] = list.count
-        list.append(name)
-        return list.count - 1
+    private static func index(of name: String, last: inout (name: String, index: Int)?, in index: inout ExactKeyed<Int>,
+                              _ list: inout [String]) -> Int {
+        if let last, ExactPath.bytesEqual(last.name, name) { return last.index }
+        let found: Int
+        if let known = index[name] {
+            found = known
+        } else {
+            found = list.count
+            index[name] = found
+            list.append(name)
+        }
+        last = (name, found)
+        return found
     }
 
     /// Header length, header (in format 2 deflated, `SealedJSON`), records. An index keeps the `entries` it was given (its

@@ -60,6 +60,28 @@ import Vault
         return (0...(bytes.count - needle.count)).contains { Array(bytes[$0..<($0 + needle.count)]) == needle }
     }
 
+    @Test func foldersAndNamesInRunsAndInTurnsComeBackExactly() throws {
+        let nfc = Ownership(uid: 1000, gid: 100, user: "Jos\u{E9}", group: "users", mode: 0o640)
+        let nfd = Ownership(uid: 1000, gid: 100, user: "Jose\u{301}", group: "users", mode: 0o640)
+        #expect(nfc == nfd && !nfc.sameBytes(as: nfd) && nfc.sameBytes(as: nfc) && !nfc.sameBytes(as: nil))
+        func at(_ folder: String, _ path: String, _ owner: Ownership) -> ManifestEntry {
+            var e = file(path, owner: owner)
+            e.folder = folder
+            return e
+        }
+        let entries = [
+            at("/srv/a", "1.jpg", nfc), at("/srv/a", "2.jpg", nfc), at("/srv/b", "1.jpg", nfd), at("/srv/a", "3.jpg", nfc),
+            at("/srv/b", "2.jpg", Self.bob), at("/srv/b", "3.jpg", nfd), at("/srv/a", "4.jpg", Self.alice),
+        ]
+        let objectKey = layout.log(1)
+        let sealed = ManifestSegment(header: header(), entries: entries).sealed(key: key, objectKey: objectKey)
+        let back = try ManifestSegment.open(sealed, key: key, objectKey: objectKey).segment
+        #expect(back.header.folders == ["/srv/a", "/srv/b"])
+        #expect(back.header.users?.map { Array($0.utf8) } == [Array("Jos\u{E9}".utf8), Array("Jose\u{301}".utf8), Array("bob".utf8), Array("alice".utf8)])
+        #expect(back.entries.map { $0.owner?.user.map { Array($0.utf8) } } == entries.map { $0.owner?.user.map { Array($0.utf8) } })
+        #expect(back.entries.map(\.folder) == entries.map(\.folder))
+    }
+
     @Test func aFlippedByteOrACopiedObjectDoesNotOpen() throws {
         let sealed = ManifestSegment(header: header(), entries: [file("a.jpg")]).sealed(key: key, objectKey: layout.log(1))
         for position in [0, 7, 8, 19, 20, sealed.count / 2, sealed.count - 1] {

@@ -121,7 +121,7 @@ def test_control_fields(control):
     assert control["Description"].startswith("Photolala backup agent")
     depends = control["Depends"]
     # The C libraries come from ${shlibs:Depends}; the Swift runtime is linked in.
-    for lib in ("libc6", "libsystemd0", "libssl3", "libsqlite3-0"):
+    for lib in ("libc6", "libsystemd0", "libssl3", "libsqlite3-0", "zlib1g"):
         assert re.search(rf"\b{re.escape(lib)}\b", depends), f"{lib} missing from Depends: {depends}"
     assert "swift" not in depends.lower() and "foundation" not in depends.lower(), depends
     # The preview worker's decoders, named by hand in debian/control: it loads them with
