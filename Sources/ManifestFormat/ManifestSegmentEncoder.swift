@@ -62,8 +62,8 @@ package struct ManifestSegmentEncoder {
         return found
     }
 
-    /// Header length, header (in format 2 deflated, `SealedJSON`), records. An index keeps the `entries` it was given (its
-    /// parts' records); every other kind counts its own.
+    /// Header length, header (deflated in format 2: `SealedJSON`), records. An index keeps
+    /// the `entries` it was given (its parts' records); every other kind counts its own.
     private func body(format: Int) -> [UInt8] {
         var header = self.header
         header.format = format
