@@ -55,18 +55,6 @@ enum ManifestChanges {
         return Array(path.utf8.dropFirst(drop))
     }
 
-    /// Whether two paths name entries of the same folder, byte for byte.
-    static func sameParent(_ a: String, _ b: String) -> Bool {
-        var a = a
-        var b = b
-        return a.withUTF8 { x in
-            b.withUTF8 { y in
-                guard let i = x.lastIndex(of: UInt8(ascii: "/")), let j = y.lastIndex(of: UInt8(ascii: "/")), i == j else { return false }
-                return memcmp(x.baseAddress!, y.baseAddress!, i) == 0
-            }
-        }
-    }
-
     /// The folders a file's record brings with it: each folder from its watched folder
     /// (included) down to the one holding it, outermost first.
     static func folders(above path: String, in folder: String) -> [String] {

@@ -289,7 +289,7 @@ package actor ManifestService: Service {
         // nothing, and comparing bytes costs less than building and hashing its folders.
         var previous: (path: String, folder: String)?
         for r in records where r.kind == 1 || r.kind == 2 {
-            if let p = previous, ExactPath.bytesEqual(p.folder, r.folder), ManifestChanges.sameParent(p.path, r.path) { continue }
+            if let p = previous, ExactPath.bytesEqual(p.folder, r.folder), ExactPath.sameParent(p.path, r.path) { continue }
             previous = (r.path, r.folder)
             for f in ManifestChanges.folders(above: r.path, in: r.folder) where seen[f] == nil {
                 seen[f] = r.folder

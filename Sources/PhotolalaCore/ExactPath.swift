@@ -40,6 +40,18 @@ package struct ExactPath: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether two paths name entries of the same folder, byte for byte.
+    package static func sameParent(_ a: String, _ b: String) -> Bool {
+        var a = a
+        var b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                guard let i = x.lastIndex(of: UInt8(ascii: "/")), let j = y.lastIndex(of: UInt8(ascii: "/")), i == j else { return false }
+                return memcmp(x.baseAddress!, y.baseAddress!, i) == 0
+            }
+        }
+    }
+
     package func hash(into hasher: inout Hasher) {
         var string = self.string
         string.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }

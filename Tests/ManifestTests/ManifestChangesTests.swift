@@ -73,13 +73,4 @@ import Testing
         bad.path = [0x66, 0xff]
         #expect(ManifestChanges.record(bad) == nil)
     }
-
-    @Test func sameParentComparesTheFolderPartByteForByte() {
-        #expect(ManifestChanges.sameParent("/srv/p/2024/a.jpg", "/srv/p/2024/b.jpg"))
-        #expect(!ManifestChanges.sameParent("/srv/p/2024/a.jpg", "/srv/p/2025/a.jpg"))
-        #expect(!ManifestChanges.sameParent("/srv/p/2024/a.jpg", "/srv/p/2024/x/a.jpg"))
-        #expect(!ManifestChanges.sameParent("/srv/p/Caf\u{E9}/a.jpg", "/srv/p/Cafe\u{301}/a.jpg"))   // NFC and NFD: two folders
-        #expect(!ManifestChanges.sameParent("a.jpg", "b.jpg"))
-        #expect(ManifestChanges.sameParent("/a.jpg", "/b.jpg"))
-    }
 }

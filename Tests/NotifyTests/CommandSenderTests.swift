@@ -67,7 +67,10 @@ import Testing
     @Test func aChattyCommandDoesNotBlock() async throws {
         let (path, dir) = try script("head -c 1000000 /dev/zero | tr '\\0' 'x'\necho\n")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let attempt = await CommandSender(path: path, timeLimit: .seconds(10)).send(event)
-        #expect(attempt.ok && attempt.answer.count < 220)
+        // A program that blocked on a full pipe would run into the limit and fail. The limit
+        // is far above the 0.1 s this takes alone: CI starts a thousand tests on 2 cores at
+        // once, and 10 s was once not enough there.
+        let attempt = await CommandSender(path: path, timeLimit: .seconds(90)).send(event)
+        #expect(attempt.ok && attempt.answer.count < 220, "\(attempt.answer)")
     }
 }

@@ -40,4 +40,13 @@ import Testing
         #expect(!ExactPath.bytesStart("/a", with: "/a/b"))
         #expect(!ExactPath.bytesStart("Cafe\u{301}/x", with: "Caf\u{E9}"))
     }
+
+    @Test func sameParentComparesTheFolderPartByteForByte() {
+        #expect(ExactPath.sameParent("/srv/p/2024/a.jpg", "/srv/p/2024/b.jpg"))
+        #expect(!ExactPath.sameParent("/srv/p/2024/a.jpg", "/srv/p/2025/a.jpg"))
+        #expect(!ExactPath.sameParent("/srv/p/2024/a.jpg", "/srv/p/2024/x/a.jpg"))
+        #expect(!ExactPath.sameParent("/srv/p/Caf\u{E9}/a.jpg", "/srv/p/Cafe\u{301}/a.jpg"))   // NFC and NFD: two folders
+        #expect(!ExactPath.sameParent("a.jpg", "b.jpg"))
+        #expect(ExactPath.sameParent("/a.jpg", "/b.jpg"))
+    }
 }
