@@ -61,7 +61,7 @@ class Nas:
     """One photolalad with a watched folder, signed in."""
 
     def __init__(self, binary: str, root: Path, backend: FakeBackend, sub: str, folder: Path | None = None,
-                 env: dict | None = None, sign_in: bool = True):
+                 env: dict | None = None, sign_in: bool = True, catalog: bool = True):
         self.root, self.binary = root, binary
         root.mkdir(parents=True, exist_ok=True)
         self.watched = folder or root / "watched"
@@ -81,6 +81,8 @@ state_dir = "{self.state}"
 socket = "{self.socket}"
 socket_group = "users"
 log_level = "warning"
+[catalog]
+enabled = {"true" if catalog else "false"}
 """)
         self.log = open(root / "d.log", "ab")
         self.proc = subprocess.Popen([binary, "--config", str(root / "d.toml")], stdout=self.log, stderr=subprocess.STDOUT,
@@ -296,7 +298,7 @@ def bench_library(args, binary: str, work: Path, moto: MotoServer, backend: Fake
     user = user_id_for(sub)
     root = work / f"library-nas{tag}"
     folder = root / "not-mounted"   # missing: the daemon waits for it and never sweeps its files away
-    nas = Nas(binary, root, backend, sub, folder=folder, sign_in=False)
+    nas = Nas(binary, root, backend, sub, folder=folder, sign_in=False, catalog=args.library_catalog)
     nas.stop()
     rng = random.Random(16)
     db = sqlite3.connect(root / "state" / "queue.db")
@@ -337,11 +339,11 @@ def bench_library(args, binary: str, work: Path, moto: MotoServer, backend: Fake
                    "VALUES (?, 'complete', ?, ?, ?, ?, ?)", (f"photos/{user}/", now, now, args.library, args.library, now))
     db.close()
     print(f"manifest{tag}: a library of {args.library:,} uploaded files seeded in {time.monotonic() - t0:.0f} s"
-          f"{' with SHA-256s and owners' if full else ''}")
+          f"{' with SHA-256s and owners' if full else ''}; catalog stage {'on' if args.library_catalog else 'off'}")
     since = time.time()
     # Signed in once started: the daemon's CPU (utime + stime, every thread) from the
     # sign-in to the manifest written, compactions along the way included.
-    nas = Nas(binary, root, backend, sub, folder=folder, sign_in=False)
+    nas = Nas(binary, root, backend, sub, folder=folder, sign_in=False, catalog=args.library_catalog)
     cpu0 = proc_cpu_s(nas.proc.pid)
     nas.ctl("login", "--identity-token", backend.mint_identity_token(sub))
     t = nas.wait(lambda s: manifest_idle(s, args.library), 7200, "the library's manifest")
@@ -361,7 +363,8 @@ def bench_library(args, binary: str, work: Path, moto: MotoServer, backend: Fake
                    "(?, ?, 1, 0, 5, 1800000001, 0, 'ffffffffffffffffffffffffffffffff', 'uploaded', 1800000001)",
                    (f"{folder}/one-more.jpg", str(folder)))
     db.close()
-    nas = Nas(binary, root, backend, sub, folder=folder, env={"PHOTOLALAD_MANIFEST_COMPACT_SEGMENTS": "1"})
+    nas = Nas(binary, root, backend, sub, folder=folder, env={"PHOTOLALAD_MANIFEST_COMPACT_SEGMENTS": "1"},
+              catalog=args.library_catalog)
     nas.wait(lambda s: manifest_idle(s, args.library + 1) and s["manifest"]["snapshot"] == s["manifest"]["segments"], 3600,
              "the compacted manifest")
     s3 = moto.s3_admin()
@@ -396,6 +399,9 @@ def main() -> int:
     ap.add_argument("--only", choices=["restore", "new", "library"], help="run one section")
     ap.add_argument("--library-rounds", type=int, default=1, help="with --format1-bin: pairs of library runs, "
                     "alternating which format goes first; the CPU ratio is of the medians")
+    ap.add_argument("--library-catalog", action=argparse.BooleanOptionalAction, default=False,
+                    help="run the library's daemons with the catalog stage on: its thumbnail attempts for the "
+                    "100,000 unreadable files then count in the manifest's CPU (default: off, in both formats)")
     ap.add_argument("--format1-bin", help="a photolalad of manifest format 1 (commit 9958bab): the manifest sections "
                     "run with it too, first, and print the ratios format 2 / format 1")
     args = ap.parse_args()
