@@ -109,13 +109,18 @@ extension QueueDatabase {
 
     /// Starts the mirror over for another account or device (or a bucket rebuilt from
     /// here): no records, every backed-up file a change to write.
+    ///
+    /// In path order (bytes, SQLite's BINARY): without it the planner reads them through
+    /// the (state, size) index, so a first sign-in wrote a library in the order of its
+    /// files' sizes. Every segment then touched every folder (its folders looked up and
+    /// walked again for each file) and the mirror's inserts landed all over its tree.
     func resetManifest(_ ledger: ManifestLedger) throws {
         try write { db in
             try db.execute(sql: """
                 DELETE FROM manifest_entry;
                 DELETE FROM manifest_folder;
                 DELETE FROM manifest_change;
-                INSERT INTO manifest_change(path) SELECT path FROM file WHERE state = 'uploaded';
+                INSERT INTO manifest_change(path) SELECT path FROM file WHERE state = 'uploaded' ORDER BY path;
                 """)
             try ledger.save(db)
         }
