@@ -107,6 +107,8 @@ extension QueueDatabase {
         try write { db in try ledger.save(db) }
     }
 
+    static let uploadedPathsInOrder = "SELECT path FROM file WHERE +state = 'uploaded' ORDER BY path"
+
     /// Starts the mirror over for another account or device (or a bucket rebuilt from
     /// here): no records, every backed-up file a change to write.
     ///
@@ -114,13 +116,15 @@ extension QueueDatabase {
     /// the (state, size) index, so a first sign-in wrote a library in the order of its
     /// files' sizes. Every segment then touched every folder (its folders looked up and
     /// walked again for each file) and the mirror's inserts landed all over its tree.
+    /// `+state` keeps that index out, so the rows come from the path index already in
+    /// order, rather than sorted in a temporary tree (a million paths: 100 MB of it).
     func resetManifest(_ ledger: ManifestLedger) throws {
         try write { db in
             try db.execute(sql: """
                 DELETE FROM manifest_entry;
                 DELETE FROM manifest_folder;
                 DELETE FROM manifest_change;
-                INSERT INTO manifest_change(path) SELECT path FROM file WHERE state = 'uploaded' ORDER BY path;
+                INSERT INTO manifest_change(path) \(Self.uploadedPathsInOrder);
                 """)
             try ledger.save(db)
         }

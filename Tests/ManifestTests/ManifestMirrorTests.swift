@@ -117,6 +117,11 @@ import Upload
         #expect(try changedPaths().map { Array($0.utf8) } == byBytes.map { Array($0.utf8) })
         // Smallest first, what the index gives, is another order: the test can fail.
         #expect(Array(paths.reversed()).map { Array($0.utf8) } != byBytes.map { Array($0.utf8) })
+        // From the path index as it is, not sorted in a temporary tree.
+        let plan = try db.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN \(QueueDatabase.uploadedPathsInOrder)").map { $0["detail"] as String }
+        }
+        #expect(!plan.isEmpty && !plan.contains { $0.contains("TEMP B-TREE") }, "\(plan)")
     }
 
     @Test func changeRowsAreCountedUpToALimit() throws {
