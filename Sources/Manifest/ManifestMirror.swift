@@ -107,17 +107,16 @@ extension QueueDatabase {
         try write { db in try ledger.save(db) }
     }
 
+    /// Every backed-up path, in path order (bytes, SQLite's BINARY): read through the
+    /// (state, size) index instead, a first sign-in wrote a library in the order of its
+    /// files' sizes, every segment touched every folder (looked up and walked again for
+    /// each file) and the mirror's inserts landed all over its tree. `+state` keeps that
+    /// index out, so the rows come from the path index already in order rather than
+    /// sorted in a temporary tree (a million paths: 100 MB of it).
     static let uploadedPathsInOrder = "SELECT path FROM file WHERE +state = 'uploaded' ORDER BY path"
 
     /// Starts the mirror over for another account or device (or a bucket rebuilt from
-    /// here): no records, every backed-up file a change to write.
-    ///
-    /// In path order (bytes, SQLite's BINARY): without it the planner reads them through
-    /// the (state, size) index, so a first sign-in wrote a library in the order of its
-    /// files' sizes. Every segment then touched every folder (its folders looked up and
-    /// walked again for each file) and the mirror's inserts landed all over its tree.
-    /// `+state` keeps that index out, so the rows come from the path index already in
-    /// order, rather than sorted in a temporary tree (a million paths: 100 MB of it).
+    /// here): no records, every backed-up file a change to write, by path.
     func resetManifest(_ ledger: ManifestLedger) throws {
         try write { db in
             try db.execute(sql: """
