@@ -190,14 +190,26 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
-        // Restoring: the daemon's network side and the command's plan and file writing.
-        .target(name: "Restore", dependencies: [
-            "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "CLinux", "Vault",
+        // Restoring, by the side it runs on. What the two sides say to each other over the
+        // control socket (the calls of `devices` and `restore`, the export's listing lines)
+        // and the facts both go by (archive classes), so neither imports the other.
+        .target(name: "RestoreWire", dependencies: ["PhotolalaCore", "ManifestFormat"]),
+        // The daemon's side: devices, manifests opened and checked, objects read back and
+        // relayed to the command (ranged, parallel, under a memory budget), the export's listing.
+        .target(name: "RestoreRelay", dependencies: [
+            "PhotolalaCore", "ManifestFormat", "RestoreWire", "Control", "Bucket", "Digests", "Vault",
             // `restore --by-date` names a file by its first bytes when nothing else says what it is.
             "Previews",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
+        // The command's side (`photolalactl restore`): the plan, the files written with the
+        // rights of whoever runs it, read back and checked, in a task group; its blocking
+        // calls (the socket, fdatasync) on a thread pool of its own (NIOPosix's).
+        .target(name: "RestoreCtl", dependencies: [
+            "PhotolalaCore", "ManifestFormat", "RestoreWire", "Control", "Digests", "CLinux",
+            .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         // Telling the owner when backups stop: the policy deciding what to send, and the
         // webhook, command and dead man's switch channels that send it (config.md "Notifications").
@@ -214,14 +226,14 @@ let package = Package(
         ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Account", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "CSystemd", "CLinux",
-            "Manifest", "Restore", "Notify", "Audit", "Keys", "Vault",
+            "Manifest", "RestoreRelay", "Notify", "Audit", "Keys", "Vault",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CLI", dependencies: [
-            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Restore", "Digests", "Vault",
+            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "RestoreCtl", "RestoreWire", "Digests", "Vault",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),
@@ -285,9 +297,15 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "RestoreTests", dependencies: [
-            "Restore", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests", "Vault",
+        .testTarget(name: "RestoreWireTests", dependencies: ["RestoreWire", "ManifestFormat"]),
+        // The relay in-process against the in-memory bucket; the command (`RestoreCtl`) is
+        // its client through a real control socket, as photolalactl is.
+        .testTarget(name: "RestoreRelayTests", dependencies: [
+            "RestoreRelay", "RestoreCtl", "RestoreWire", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests", "Vault",
             .product(name: "Logging", package: "swift-log"),
+        ]),
+        .testTarget(name: "RestoreCtlTests", dependencies: [
+            "RestoreCtl", "RestoreWire", "ManifestFormat", "Control", "PhotolalaCore", "Digests",
         ]),
         .testTarget(name: "VaultTests", dependencies: ["Vault", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "KeysTests", dependencies: [

@@ -19,7 +19,7 @@ import Manifest
 import Notify
 import PhotolalaCore
 import Queue
-import Restore
+import RestoreRelay
 import ServiceLifecycle
 import Thumbnails
 import Upload

@@ -11,7 +11,7 @@ import Keys
 import Notify
 import PhotolalaCore
 import Queue
-import Restore
+import RestoreRelay
 
 /// Answers the control socket's calls by asking the part each belongs to. Changes go
 /// through the queue (retry) or the part itself (rescan, sign-in); whatever a change

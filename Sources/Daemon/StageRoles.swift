@@ -8,7 +8,7 @@ import Inventory
 import Keys
 import Manifest
 import Notify
-import Restore
+import RestoreRelay
 import PhotolalaCore
 import Thumbnails
 import Upload
