@@ -228,7 +228,8 @@ let package = Package(
 
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "PhotolalaCoreTests", dependencies: [
-            "PhotolalaCore", "BucketTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
+            // CLinux: glibc's mallinfo2, to see that a cancelled sleep gives its memory back.
+            "PhotolalaCore", "BucketTesting", "CLinux", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
         .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore", "CMultiMD5"]),
         .testTarget(name: "QueueTests", dependencies: [
