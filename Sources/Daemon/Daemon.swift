@@ -116,7 +116,8 @@ package struct Daemon: Sendable {
         // The status page (web.md): its changes go through the control socket's handler.
         let handlerSlot = HandlerSlot()
         let web = WebService(options: .init(settings), stateDir: settings.daemon.stateDir,
-                             backend: DaemonWeb(core: core, handler: handlerSlot), audit: audit, logger: logger)
+                             backend: DaemonWeb(core: core, handler: handlerSlot), audit: audit, logger: logger,
+                             retryInterval: WebRetry.interval(ProcessInfo.processInfo.environment))
         for part in [account, keys, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
                      notify, web] as [any StatusContributor] {
             await core.add(part)

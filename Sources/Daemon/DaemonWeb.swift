@@ -1,4 +1,5 @@
 import Control
+import Foundation
 import PhotolalaCore
 import Queue
 import Synchronization
@@ -37,4 +38,15 @@ extension WebService: StatusContributor, Reconfigurable {
     }
 
     func apply(_ settings: Settings) async { await apply(Options(settings)) }
+}
+
+/// How often an address the page cannot be served on is tried again: a minute (web.md);
+/// `PHOTOLALAD_WEB_RETRY` ("2s") shortens it so an e2e test can wait it out.
+enum WebRetry {
+    static let variable = "PHOTOLALAD_WEB_RETRY"
+
+    static func interval(_ environment: [String: String]) -> Duration {
+        if let d = environment[variable].flatMap(Units.parseDuration), d > .zero { return d }
+        return .seconds(60)
+    }
 }

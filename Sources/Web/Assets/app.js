@@ -334,6 +334,6 @@
   }
 
   // For the tests and anyone curious: render a status by hand (window.photolala.render(s)).
-  window.photolala = { render, renderChart };
+  window.photolala = { render, renderChart, stop: unfollow };
   start();
 })();
