@@ -39,15 +39,17 @@ struct WebCommand: ParsableCommand {
     }
 
     static func render(_ view: WebLinkView) -> String {
-        """
-        Open this link in a browser before \(view.expiresAt) (it works once) to manage photolalad \
-        from the status page:
-
-          \(view.url)
-
-        Anyone who opens it first gets the session: do not share it. The page itself, read-only, is \(view.page)
-        \(view.url.hasPrefix("http://") && !isLoopbackURL(view.page) ? "This page is plain HTTP: on a network you do not trust, set [web] tls_cert and tls_key.\n" : "")
-        """
+        var lines = [
+            "Open this link in a browser before \(view.expiresAt) (it works once) to manage photolalad from the status page:",
+            "",
+            "  \(view.url)",
+            "",
+            "Anyone who opens it first gets the session: do not share it. The page itself, read-only, is \(view.page)",
+        ]
+        if view.page.hasPrefix("http://") && !isLoopbackURL(view.page) {
+            lines.append("This page is plain HTTP: on a network you do not trust, set [web] tls_cert and tls_key.")
+        }
+        return lines.joined(separator: "\n") + "\n"
     }
 
     static func isLoopbackURL(_ url: String) -> Bool {

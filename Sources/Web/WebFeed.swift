@@ -127,6 +127,8 @@ package actor WebFeed {
         continuation.onTermination = { [weak self] _ in
             Task { await self?.unsubscribe(id) }
         }
+        // The status the others have, at once (the pump sends only what changed since).
+        if let cached { continuation.yield(cached) }
         if pump == nil {
             pump = Task { await self.run() }
         }

@@ -79,8 +79,9 @@ package final class WebServer: Sendable {
         // the socket is bound, read by each connection.
         let made = APIHolder()
         do {
-            let secure: (@Sendable (ChannelPipeline.SynchronousOperations) throws -> Void)? = context.map { ctx in
-                { sync in try sync.addHandler(NIOSSLServerHandler(context: ctx)) }
+            var secure: (@Sendable (ChannelPipeline.SynchronousOperations) throws -> Void)?
+            if let tlsContext = context {
+                secure = { sync in try sync.addHandler(NIOSSLServerHandler(context: tlsContext)) }
             }
             let server = try await HTTPServer.start(
                 on: .tcp(host: address.host, port: address.port),

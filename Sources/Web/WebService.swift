@@ -80,7 +80,7 @@ package actor WebService: Service {
     }
 
     package func run() async throws {
-        try? await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 let since = await self.wake.current
                 await self.listen()
