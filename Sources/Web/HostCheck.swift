@@ -39,8 +39,8 @@ package struct HostCheck: Sendable, Equatable {
         var (name, port) = Self.split(header.lowercased())
         if name.hasSuffix(".") { name.removeLast() }
         guard !name.isEmpty else { return false }
-        if let port, withPorts.contains("\(name):\(port)") { return true }
         let effective = port ?? (tls ? 443 : 80)
+        if withPorts.contains("\(name):\(effective)") { return true }
         return effective == self.port && names.contains(name)
     }
 

@@ -1,3 +1,4 @@
+import Control
 import PhotolalaCore
 import Testing
 @testable import Web
@@ -39,7 +40,6 @@ import Testing
     }
 }
 
-import Control
 enum ControlJSONCheck {
     static func encode(_ s: DaemonStatus) throws -> [UInt8] { try ControlJSON.encode(s) }
 }

@@ -25,7 +25,7 @@ import pytest
 from support.browser import Browser, have_browser, page_values, screenshot
 from support.daemon import binary
 from support.run import free_port, output_dir
-from support.world import CODE_RE, write_photo
+from support.world import CODE_RE, apple_subject, write_photo
 
 ok, why = have_browser()
 pytestmark = pytest.mark.skipif(not ok, reason=why)
@@ -59,10 +59,13 @@ def link(d) -> str:
     return json.loads(r.stdout)["url"]
 
 
-def request(base: str, method: str, path: str, headers: dict | None = None, context=None) -> tuple[int, dict, bytes]:
+def request(base: str, method: str, path: str, headers: dict | None = None, context=None,
+            source: str | None = None) -> tuple[int, dict, bytes]:
     host, port = base.split("://")[1].split(":")
     cls = http.client.HTTPSConnection if base.startswith("https") else http.client.HTTPConnection
     kwargs = {"context": context} if context else {}
+    if source:
+        kwargs["source_address"] = (source, 0)
     c = cls(host, int(port), timeout=10, **kwargs)
     try:
         c.putrequest(method, path, skip_host=True)
@@ -176,11 +179,18 @@ def test_the_page_shows_what_status_says_while_photos_upload(world):
         page.wait_for_timeout(2500)
         assert shown(page_values(page)) == said(final), (page_values(page), said(final))
         # Names with a session: the watched folder, by name.
-        page.wait_for_function("document.querySelectorAll('#folders tr').length > 0")
+        page.wait_for_selector("#folders tr")
         assert str(d.photos) in page.inner_text("#folders")
-        # The chart counts the photos the account has.
-        months = json.loads(request(base, "GET", "/api/history")[2])
+        # The chart counts the photos the account has (read again at most every 30 s while
+        # the queue keeps changing: docs/decisions.md).
+        deadline = time.monotonic() + 45
+        while True:
+            months = json.loads(request(base, "GET", "/api/history")[2])
+            if sum(m["cloud"] for m in months) == photos or time.monotonic() > deadline:
+                break
+            time.sleep(2)
         assert sum(m["here"] for m in months) == photos and sum(m["cloud"] for m in months) == photos, months
+        assert sum(m["onlyHere"] + m["onlyCloud"] for m in months) == 0, months
         page.evaluate("window.photolala.renderChart(" + json.dumps(months) + ")")
         assert page.locator("#chart svg rect").count() >= 1
         screenshot(page, "status-page.png")
@@ -196,7 +206,7 @@ def test_read_only_without_a_session_and_no_names(world):
         page.goto(base + "/")
         page.wait_for_selector("[data-field='queue.uploaded'][data-value='1']")
         assert page.is_visible("#no-session") and not page.is_visible("#controls")
-        page.wait_for_function("document.querySelectorAll('#folders tr').length > 0")
+        page.wait_for_selector("#folders tr")
         for path in ("/api/status", "/api/folders", "/api/history"):
             body = request(base, "GET", path)[2].decode()
             assert "Secret Album" not in body and str(d.photos) not in body, (path, body[:300])
@@ -222,7 +232,8 @@ def test_pause_with_a_session_from_the_keyboard_and_refused_without(world):
         page.goto(link(d))
         page.wait_for_selector("#controls:not([hidden])")
         # Every control has a name a screen reader says.
-        unnamed = page.evaluate("""() => Array.from(document.querySelectorAll('button, a[href], input, select, textarea'))
+        unnamed = page.evaluate("""() => Array.from(document.querySelectorAll('button, a[href], input, select, textarea, [tabindex]'))
+            .filter(e => e.checkVisibility() && e.tabIndex >= 0)
             .filter(e => !(e.getAttribute('aria-label') || e.textContent.trim() || e.getAttribute('title')))
             .map(e => e.outerHTML)""")
         assert unnamed == [], unnamed
@@ -338,8 +349,20 @@ def test_a_flood_of_the_page_starves_neither_the_socket_nor_the_uploads(world):
             except (OSError, IndexError):
                 counts["oversized error"] += 1
 
+    other: Counter = Counter()
+
+    def neighbour():
+        # Another browser on the LAN (another address) keeps reading the page meanwhile.
+        while not stop.is_set():
+            try:
+                other[request(base, "GET", "/api/status", source="127.0.0.2")[0]] += 1
+            except OSError:
+                other["error"] += 1
+            time.sleep(0.5)
+
     threads = [threading.Thread(target=hammer) for _ in range(4)] + [threading.Thread(target=hold, args=(300,)),
-                                                                       threading.Thread(target=oversized)]
+                                                                       threading.Thread(target=oversized),
+                                                                       threading.Thread(target=neighbour)]
     photos = 30
     latencies = []
     try:
@@ -349,25 +372,32 @@ def test_a_flood_of_the_page_starves_neither_the_socket_nor_the_uploads(world):
         started = time.monotonic()
         for i in range(photos):
             write_photo(d.photos / f"IMG_{i:04d}.jpg", 64 * 1024)
+        took = None
+        # The photos go up under the flood; the flood goes on for 20 s at least.
         while time.monotonic() - started < 120:
             t0 = time.monotonic()
             s = d.status()
             latencies.append(time.monotonic() - t0)
-            if s["queue"]["uploaded"] == photos:
+            if s["queue"]["uploaded"] == photos and took is None:
+                took = time.monotonic() - started
+            if took is not None and time.monotonic() - started >= 20:
                 break
             time.sleep(0.5)
-        took = time.monotonic() - started
+        took = took or time.monotonic() - started
     finally:
         stop.set()
         for t in threads:
             t.join(30)
-    print(f"flood: {dict(counts)}; {photos} photos up in {took:.1f} s; status p95 {sorted(latencies)[int(len(latencies) * .95)]:.2f} s")
+    print(f"flood from 127.0.0.1: {dict(counts)}; another address: {dict(other)}; {photos} photos up in {took:.1f} s; "
+          f"status on the socket p95 {sorted(latencies)[int(len(latencies) * .95)]:.2f} s")
     assert d.proc.poll() is None
     assert d.status()["queue"]["uploaded"] == photos, "the uploads did not finish under the flood"
     assert took < 90, took
     assert sorted(latencies)[int(len(latencies) * .95)] < 2.0, latencies
-    # The flood was answered, and refused where it had to be.
-    assert counts[200] > 0 and counts[403] > 0 and counts[404] > 0, counts
+    # The flooding address was held to its share (refused 503, or 431 for its huge heads)...
+    assert counts[503] + counts["oversized 503"] + counts["oversized 431"] > 100, counts
+    # ...while another address was served throughout.
+    assert other[200] >= 0.9 * sum(other.values()) and other[200] >= 10, other
     assert d.status()["state"] == "running", "a request without a session paused the daemon"
     assert request(base, "GET", "/api/status")[0] == 200
 
@@ -439,8 +469,8 @@ def test_the_qr_code_decodes_to_the_pairing_address(world):
         assert decoded.returncode == 0 and decoded.stdout.strip() == expected, (decoded.stdout, decoded.stderr, expected)
         assert page.get_attribute("#signin-url", "href") == expected
         screenshot(page, "status-page-signin.png")
-        world.backend.approve_pairing(code)
-        page.wait_for_function("document.querySelector('#signin-state').textContent.startsWith('Signed in')", timeout=30000)
+        world.backend.approve_pairing(code, sub=apple_subject("web"))
+        page.locator("#signin-state", has_text="Signed in").wait_for(timeout=30000)
         d.wait_for(lambda s: s["account"]["signedIn"], timeout=20, what="signed in from the page")
         records = json.loads(d.ctl("audit", "--json", check=True).stdout)["records"]
         assert any(r["event"] == "web.change" and r["details"].get("action") == "login" for r in records)

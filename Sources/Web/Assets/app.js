@@ -181,10 +181,11 @@
     }
     const shown = months.slice(-48);
     const max = Math.max(...shown.map((m) => m.here + m.onlyCloud));
-    const w = 800, h = 180, pad = 18, step = w / shown.length, bw = Math.max(2, step * 0.75);
+    // A bar a month, never wider than a finger: a young account is a few thin bars.
+    const step = 24, w = Math.max(480, shown.length * step), h = 180, pad = 18, bw = 16;
     const svg = document.createElementNS(svgNS, "svg");
     svg.setAttribute("viewBox", `0 0 ${w} ${h + pad}`);
-    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("preserveAspectRatio", "xMinYMax meet");
     svg.setAttribute("role", "img");
     const total = months.reduce((a, m) => a + m.here + m.onlyCloud, 0);
     svg.setAttribute("aria-label", `${count(total)} photos over ${months.length} months; the table below has the numbers`);
@@ -206,7 +207,7 @@
         r.append(t);
         svg.append(r);
       }
-      if (i % Math.ceil(shown.length / 8) === 0) {
+      if (i % Math.max(1, Math.ceil(shown.length / 8)) === 0) {
         const label = document.createElementNS(svgNS, "text");
         label.setAttribute("x", (i * step).toFixed(1));
         label.setAttribute("y", h + pad - 4);
