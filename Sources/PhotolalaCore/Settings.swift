@@ -77,6 +77,13 @@ package struct Settings: Sendable, Equatable {
         package init() {}
 
         package var tls: Bool { tlsCert != nil && tlsKey != nil }
+
+        /// Whether `listen` was written does not change what is served: `--check-config`'s
+        /// output (every key written) reads back as the same settings.
+        package static func == (a: Web, b: Web) -> Bool {
+            (a.listen, a.hosts, a.tlsCert, a.tlsKey, a.allowPlainHTTP, a.sessionTTL)
+                == (b.listen, b.hosts, b.tlsCert, b.tlsKey, b.allowPlainHTTP, b.sessionTTL)
+        }
     }
 
     /// A TCP address to listen on: an IP literal (or `localhost`) and a port.
