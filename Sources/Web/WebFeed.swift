@@ -41,6 +41,9 @@ package actor WebFeed {
         var changeSeen: Date?
         var readAt: ContinuousClock.Instant?
         var session: Bool = false
+        /// How long the read took: a slow one is repeated less often (20 times its own
+        /// duration at least), so it never takes more than a twentieth of a core.
+        var took: Duration = .zero
     }
 
     package init(backend: any WebBackend, minimumInterval: Duration = .seconds(1), slowReadInterval: Duration = .seconds(30)) {
@@ -86,8 +89,10 @@ package actor WebFeed {
         let userId = await snapshot().status.account.userId
         let database = backend.database
         if let value = history.value, !due(history, database) { return value }
+        let changeSeen = database.lastChange
+        let started = ContinuousClock.now
         let months = await Self.offThread { (try? database.history(userId: userId)) ?? [] }
-        history = SlowRead(value: months, changeSeen: database.lastChange, readAt: .now)
+        history = SlowRead(value: months, changeSeen: changeSeen, readAt: .now, took: .now - started)
         return months
     }
 
@@ -95,17 +100,19 @@ package actor WebFeed {
         let database = backend.database
         if let value = folders.value, folders.session == named, !due(folders, database) { return value }
         let list = await backend.watchedFolders()
+        let changeSeen = database.lastChange
+        let started = ContinuousClock.now
         let report = await Self.offThread {
             FolderReport(folders: (try? database.folderTallies(list)) ?? [], failures: (try? database.failures(named: named)) ?? [])
         }
-        folders = SlowRead(value: report, changeSeen: database.lastChange, readAt: .now, session: named)
+        folders = SlowRead(value: report, changeSeen: changeSeen, readAt: .now, session: named, took: .now - started)
         return report
     }
 
     private func due<V>(_ read: SlowRead<V>, _ database: QueueDatabase) -> Bool {
         guard read.changeSeen != database.lastChange else { return false }
         guard let at = read.readAt else { return true }
-        return ContinuousClock.now - at >= slowReadInterval
+        return ContinuousClock.now - at >= max(slowReadInterval, read.took * 20)
     }
 
     /// A read of the queue database on a thread of its own, not the cooperative pool.
