@@ -301,6 +301,8 @@ def test_a_foreign_host_is_refused(world):
         assert "Photolala backup" not in page.content()
 
 
+# Alone: it times the control socket and the uploads while the page's port is flooded.
+@pytest.mark.alone
 def test_a_flood_of_the_page_starves_neither_the_socket_nor_the_uploads(world):
     d, base = start(world)
     host, port = "127.0.0.1", int(base.rsplit(":", 1)[1])
@@ -479,6 +481,8 @@ def test_the_qr_code_decodes_to_the_pairing_address(world):
 
 # ---- memory and the mirror ------------------------------------------------------------------
 
+# Alone: it measures the daemon's memory.
+@pytest.mark.alone
 def test_rss_grows_little_with_the_page_open_and_the_mirror_is_shown(world):
     d, base = start(world)
     time.sleep(5)
