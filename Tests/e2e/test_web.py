@@ -211,6 +211,8 @@ def test_read_only_without_a_session_and_no_names(world):
             body = request(base, "GET", path)[2].decode()
             assert "Secret Album" not in body and str(d.photos) not in body, (path, body[:300])
         assert "Secret Album" not in page.content() and "Folder 1" in page.inner_text("#folders")
+        # Nothing wider than the window (a hidden table once was).
+        assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
         assert_same_origin_and_headers(browser, base)
 
 
