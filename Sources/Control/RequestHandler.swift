@@ -18,24 +18,28 @@ final class RequestHandler: ChannelInboundHandler {
     private let connections: ConnectionCounter
     private let refusals: RefusalLog
     private let audit: (any AuditRecorder)?
+    /// The loop's task phases (nil on a loop the server does not own: the deadline is then plain).
+    private let ticks: LoopTicks?
     private let logger: Logger
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var answered = false
-    private var acquired = false
+    /// Where this connection stands in the uid's counts (nil: not counted, refused at once).
+    private var stage: ControlAdmission.Stage?
     private var privileged = false
     private var deadline: Scheduled<Void>?
     private var reservedBytes = 0
     private var peer: PeerCredentials?
 
     init(policy: AccessPolicy, handler: any ControlHandler, limits: ControlServer.Limits, connections: ConnectionCounter,
-         refusals: RefusalLog, audit: (any AuditRecorder)? = nil, logger: Logger) {
+         refusals: RefusalLog, audit: (any AuditRecorder)? = nil, ticks: LoopTicks? = nil, logger: Logger) {
         self.policy = policy
         self.handler = handler
         self.limits = limits
         self.connections = connections
         self.refusals = refusals
         self.audit = audit
+        self.ticks = ticks
         self.logger = logger
     }
 
@@ -62,21 +66,33 @@ final class RequestHandler: ChannelInboundHandler {
             return
         }
         privileged = policy.isPrivileged(peer)
-        guard connections.tryAcquire(uid: peer.uid, privileged: privileged) else {
-            respond(context: context, .error(503, "busy", "too many connections; try again"))
+        if let refusal = connections.connect(uid: peer.uid, privileged: privileged) {
+            respond(context: context, .error(503, "busy", refusal.message))
             return
         }
-        acquired = true
+        stage = .startup
+        arm(context: context, in: limits.requestDeadline, since: ticks?.current)
+    }
+
+    /// The request must be whole by then. A deadline that comes due before the loop has
+    /// polled the sockets once since `tick` (the task phase that took the connection) is
+    /// the daemon's own backlog, not a slow client: it is put off until the loop has looked.
+    private func arm(context: ChannelHandlerContext, in delay: TimeAmount, since tick: UInt64?) {
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        deadline = context.eventLoop.scheduleTask(in: limits.requestDeadline) {
+        deadline = context.eventLoop.scheduleTask(in: delay) {
             let (handler, context) = loopBound.value
+            if let tick, let ticks = handler.ticks, ticks.current == tick {
+                handler.arm(context: context, in: .milliseconds(50), since: tick)
+                return
+            }
             handler.respond(context: context, .error(408, "timeout", "request not received in time"))
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         deadline?.cancel()
-        if acquired, let peer { connections.release(uid: peer.uid, privileged: privileged); acquired = false }
+        if let stage, let peer { connections.closed(uid: peer.uid, privileged: privileged, stage: stage) }
+        stage = nil
         if reservedBytes > 0 { connections.releaseResponse(reservedBytes); reservedBytes = 0 }
         context.fireChannelInactive()
     }
@@ -111,6 +127,7 @@ final class RequestHandler: ChannelInboundHandler {
         guard let head else { return }
         let (path, query) = Self.split(head.uri)
         guard let route = ControlRoute(method: "\(head.method)", path: path) else {
+            settle()
             let known = ControlRoute.allCases.contains { $0.path == path }
             respond(context: context, known
                 ? .error(405, "method_not_allowed", "\(head.method) is not allowed on \(path)")
@@ -122,6 +139,7 @@ final class RequestHandler: ChannelInboundHandler {
             return
         }
         guard policy.allows(route.access, peer: peer) else {
+            settle()
             let (log, suppressed) = refusals.shouldLog(uid: peer.uid)
             if log {
                 var metadata: Logger.Metadata = ["call": "\(route.path)", "uid": "\(peer.uid)"]
@@ -136,9 +154,15 @@ final class RequestHandler: ChannelInboundHandler {
             respond(context: context, .error(403, "forbidden", policy.refusal(route.access)))
             return
         }
+        if let refusal = connections.request(uid: peer.uid, privileged: privileged) {
+            stage = .idle
+            respond(context: context, .error(503, "busy", refusal.message))
+            return
+        }
+        stage = .request
         deadline?.cancel()
         answered = true
-        let request = ControlRequest(route: route, query: query, body: body, peer: peer)
+        let request = ControlRequest(route: route, query: query, body: body, peer: peer, privileged: privileged)
         let handler = self.handler
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let promise = context.eventLoop.makePromise(of: ControlResponse.self)
@@ -148,6 +172,14 @@ final class RequestHandler: ChannelInboundHandler {
             me.answered = false
             me.respond(context: context, response)
         }
+    }
+
+    /// The request is whole but will not be answered by the handler: the connection stops
+    /// counting as a startup of its uid.
+    private func settle() {
+        guard stage == .startup, let peer else { return }
+        connections.settle(uid: peer.uid, privileged: privileged)
+        stage = .idle
     }
 
     private func respond(context: ChannelHandlerContext, _ response: ControlResponse) {
@@ -198,3 +230,4 @@ struct KernelPeerCred: Sendable {
     var uid: UInt32 = 0
     var gid: UInt32 = 0
 }
+
