@@ -17,6 +17,8 @@ package struct AuditEvent: Sendable, Equatable {
         case s3Delete = "s3.delete"
         case catalogReplaced = "catalog.replaced"
         case notifyFailed = "notify.failed"
+        /// Root was shown the audit trail's verification key (`audit --verification-key`).
+        case auditVerificationKeyShown = "audit.verification-key.shown"
     }
 
     package var kind: Kind
