@@ -161,6 +161,9 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
     package var notify: Notify
     /// The upload rate in force (`upload.bandwidth_limit`, a rate or a timetable).
     package var bandwidth: Bandwidth
+    /// Names the problem lines hold, with their folders, for `seen(canList:thisDevice:)`;
+    /// never sent.
+    @Unencoded package var names: [StatusName] = []
 
     package init(version: String = PhotolalaVersion.current, state: State = .starting) {
         self.version = version
