@@ -326,6 +326,7 @@ struct DaemonControl: ControlHandler {
         let limit = min(1000, max(1, asked.limit ?? 500))
         var records: [FileRecord] = []
         var next: String?
+        var hidden = false
         if request.privileged {
             do {
                 records = try database.files(at: path, after: asked.after, limit: limit)
@@ -336,15 +337,19 @@ struct DaemonControl: ControlHandler {
         } else {
             // A member of the group is told only of names below folders it could list.
             var check = ListingCheck(caller: request.peer.accessCaller)
-            guard check.mayName(path) else {
-                return .error(403, "forbidden", "permission denied: you cannot list the folder holding \(path), so photolalad tells you nothing of it (root and the daemon's user may ask)")
+            var isFolder: ObjCBool = false
+            let folder = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) && isFolder.boolValue
+            guard check.mayName(path), !folder || check.canList(path) else {
+                return .error(403, "forbidden", "permission denied: you cannot list \(folder ? path : PathAccess.parent(of: path)), so photolalad tells you nothing of what is in it (root and the daemon's user may ask)")
             }
             var after = asked.after
             do {
                 // Pages of the queue, skipping what the member may not see, until a page is full.
                 while records.count < limit {
                     let page = try database.files(at: path, after: after, limit: limit)
-                    records += page.filter { check.mayName($0.path) }.prefix(limit - records.count)
+                    let shown = page.filter { check.mayName($0.path) }
+                    hidden = hidden || shown.count < page.count
+                    records += shown.prefix(limit - records.count)
                     guard page.count == limit, let last = page.last?.path else { break }
                     after = last
                 }
@@ -361,7 +366,11 @@ struct DaemonControl: ControlHandler {
                              uploadedAt: r.uploadedAt.map(Timestamp.string), lastError: r.state == .uploaded ? nil : r.lastError)
         }
         var note: String?
-        if asked.after == nil && records.isEmpty { note = Self.untracked(path) }
+        if hidden {
+            note = "only files below folders you could list are shown (root and the daemon's user see them all)"
+        } else if asked.after == nil && records.isEmpty {
+            note = Self.untracked(path)
+        }
         return .json(FileListing(items: items, next: next, note: note))
     }
 
