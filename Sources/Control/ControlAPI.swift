@@ -68,6 +68,16 @@ package enum ControlRoute: String, Sendable, CaseIterable {
         }
     }
 
+    /// A call whose answer is read from the database or the bucket, possibly at length (a
+    /// listing, a manifest), rather than from what the daemon holds in memory: a member's
+    /// such calls take turns (`MemberLanes`).
+    package var readsMuch: Bool {
+        switch self {
+        case .status, .metrics, .verifyProgress, .loginDevicePoll: false
+        default: true
+        }
+    }
+
     package var method: String { String(rawValue.split(separator: " ")[0]) }
     package var path: String { String(rawValue.split(separator: " ")[1]) }
 

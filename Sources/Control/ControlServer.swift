@@ -38,6 +38,13 @@ package final class ControlServer: Sendable {
         package var maxRequestsPerUser = 4
         /// Requests of every unprivileged uid together being answered at once.
         package var maxRequests = 32
+        /// Of those that read much (`ControlRoute.readsMuch`), how many run at once; the
+        /// others wait their uid's turn (`MemberLanes`). One: the other core stays free for
+        /// root's, the daemon's user's and the members' status. Theirs never wait here.
+        package var memberLanes = 1
+        /// Connections taken from the backlog each time the loop looks (NIO's default is 4):
+        /// a flood fills the kernel's backlog, and root's connection waits behind it there.
+        package var acceptBatch = 32
         /// Bytes of answers written but not yet taken by their clients, summed over the
         /// unprivileged ones; past it a new answer is refused with 503. Bounds the memory
         /// that clients asking for big queue listings and never reading them can pin.
@@ -102,16 +109,18 @@ package final class ControlServer: Sendable {
         }
         let connections = ConnectionCounter(limits: limits)
         let refusals = RefusalLog()
+        let lanes = MemberLanes(lanes: limits.memberLanes)
         let server: HTTPServer
         do {
             // Umask-free creation: bind, then set the mode before anyone is told we are ready.
             server = try await HTTPServer.start(
                 on: .unix(path: path),
-                limits: .init(maxHeaderBytes: limits.maxHeaderBytes, acceptCap: limits.maxConnections + limits.maxConnections / 2, backlog: 256),
+                limits: .init(maxHeaderBytes: limits.maxHeaderBytes, acceptCap: limits.maxConnections + limits.maxConnections / 2, backlog: 256,
+                              acceptBatch: limits.acceptBatch),
                 eventLoopGroup: loops
             ) {
                 RequestHandler(policy: policy, handler: handler, limits: limits, connections: connections, refusals: refusals,
-                               audit: audit, ticks: own?.ticks, logger: logger)
+                               audit: audit, ticks: own?.ticks, lanes: lanes, logger: logger)
             }
         } catch {
             try? await ownLoop?.shutdownGracefully()

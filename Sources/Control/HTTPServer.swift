@@ -32,6 +32,15 @@ package final class HTTPServer: Sendable {
         /// Connections open at once before accepting pauses (a flood waits in the backlog).
         package var acceptCap: Int
         package var backlog: Int
+        /// Connections accepted each time the listening socket is read (NIO's default: 4).
+        package var acceptBatch: UInt = 4
+
+        package init(maxHeaderBytes: Int, acceptCap: Int, backlog: Int, acceptBatch: Int = 4) {
+            self.maxHeaderBytes = maxHeaderBytes
+            self.acceptCap = acceptCap
+            self.backlog = backlog
+            self.acceptBatch = UInt(max(1, acceptBatch))
+        }
     }
 
     private let channel: Channel
@@ -55,6 +64,7 @@ package final class HTTPServer: Sendable {
         let throttle = AcceptThrottle.State(cap: limits.acceptCap)
         var bootstrap = ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.backlog, value: Int32(limits.backlog))
+            .serverChannelOption(.maxMessagesPerRead, value: limits.acceptBatch)
         if case .tcp = address {
             bootstrap = bootstrap.serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
         }

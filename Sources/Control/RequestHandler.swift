@@ -20,6 +20,7 @@ final class RequestHandler: ChannelInboundHandler {
     private let audit: (any AuditRecorder)?
     /// The loop's task phases (nil on a loop the server does not own: the deadline is then plain).
     private let ticks: LoopTicks?
+    private let lanes: MemberLanes
     private let logger: Logger
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
@@ -32,7 +33,7 @@ final class RequestHandler: ChannelInboundHandler {
     private var peer: PeerCredentials?
 
     init(policy: AccessPolicy, handler: any ControlHandler, limits: ControlServer.Limits, connections: ConnectionCounter,
-         refusals: RefusalLog, audit: (any AuditRecorder)? = nil, ticks: LoopTicks? = nil, logger: Logger) {
+         refusals: RefusalLog, audit: (any AuditRecorder)? = nil, ticks: LoopTicks? = nil, lanes: MemberLanes? = nil, logger: Logger) {
         self.policy = policy
         self.handler = handler
         self.limits = limits
@@ -40,6 +41,7 @@ final class RequestHandler: ChannelInboundHandler {
         self.refusals = refusals
         self.audit = audit
         self.ticks = ticks
+        self.lanes = lanes ?? MemberLanes(lanes: limits.memberLanes)
         self.logger = logger
     }
 
@@ -166,7 +168,16 @@ final class RequestHandler: ChannelInboundHandler {
         let handler = self.handler
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let promise = context.eventLoop.makePromise(of: ControlResponse.self)
-        promise.completeWithTask { await handler.handle(request) }
+        // Root's and the daemon's user's calls ahead of the members' on the shared threads:
+        // a member's big listings must not keep root's status waiting.
+        // A member's calls that read much (listings, manifests) take the lanes in turn by
+        // uid (`MemberLanes`); what is answered from memory (status) does not wait for them.
+        let (lanes, uid, privileged) = (self.lanes, peer.uid, self.privileged)
+        let queued = !privileged && route.readsMuch
+        Task(priority: privileged ? .high : .low) {
+            let response = queued ? await lanes.run(uid: uid) { await handler.handle(request) } : await handler.handle(request)
+            promise.succeed(response)
+        }
         promise.futureResult.whenSuccess { response in
             let (me, context) = loopBound.value
             me.answered = false
