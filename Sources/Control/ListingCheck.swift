@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CLinux
+import Synchronization
 import PhotolalaCore
 
 /// `PathAccess` for one caller over the real file system, each folder looked at once.
@@ -60,5 +61,19 @@ package struct ListingCheck: Sendable {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)
+    }
+}
+
+/// A `ListingCheck` for an answer produced while it is sent (a manifest streamed to a
+/// member's `restore --dry-run`): one caller, its folders looked at once, from any task.
+package final class SharedListingCheck: Sendable {
+    private let check: Mutex<ListingCheck>
+
+    package init(caller: PathAccess.Caller) {
+        check = Mutex(ListingCheck(caller: caller))
+    }
+
+    package func mayName(_ path: String) -> Bool {
+        check.withLock { $0.mayName(path) }
     }
 }

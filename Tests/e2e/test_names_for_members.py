@@ -2,8 +2,9 @@
 a member of the socket group, a real uid under `setpriv`, is shown names only below
 folders it could list. One watched folder holds a root-only 0700 folder with photos and a
 folder in it; another watched folder sits inside a root-only 0700 folder. Through
-`files`, `queue`, `status` and `devices` the member gets no name from either; root sees
-them all. Another NAS of the account shows to the member without its name and folders."""
+`files`, `queue`, `status`, `devices` and `restore --dry-run` the member gets no name
+from either; root sees them all. Another NAS of the account shows to the member without
+its name and folders, and its manifest is not the member's to dry-run."""
 from __future__ import annotations
 
 import json
@@ -103,6 +104,22 @@ def test_a_member_gets_no_name_of_a_folder_it_cannot_list(world, folders):
     assert other.ctl("recovery-key", "--enter", input=key + "\n").returncode == 0
     write_photo(other.photos / "IMG_OTHER.jpg", 30_006)
     other.wait_for(lambda s: (s.get("manifest") or {}).get("files") == 1, timeout=120, what="the other NAS's manifest")
+
+    # restore --dry-run: this NAS's manifest without the closed folder's records; the other
+    # NAS's not at all.
+    device = json.loads(d.ctl("status", "--json", check=True).stdout)["manifest"]["deviceId"]
+    to = folders / "dry"
+    r = member(d, "restore", "--device", device, "--to", str(to), "--dry-run", "--json")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    no_secret(r.stdout + r.stderr, "restore --dry-run (member)")
+    assert "IMG_PUBLIC_1" in r.stdout
+    root_plan = d.ctl("restore", "--device", device, "--to", str(to), "--dry-run", "--json", check=True).stdout
+    assert "IMG_SECRET_2" in root_plan and "IMG_VAULT_1" in root_plan
+    other_id = json.loads(other.ctl("status", "--json", check=True).stdout)["manifest"]["deviceId"]
+    r = member(d, "restore", "--device", other_id, "--to", str(to), "--dry-run")
+    assert r.returncode == 4 and "root and the daemon's user" in r.stderr, (r.stdout, r.stderr)
+    assert "IMG_OTHER" not in r.stdout + r.stderr
+    assert not to.exists()
 
     # devices: this NAS's open folder only; the other NAS without its name or folders.
     r = member(d, "devices", "--json")
