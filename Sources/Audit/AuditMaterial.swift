@@ -22,6 +22,24 @@ package struct AuditMaterial: Sendable {
     package var state: SealingState?
     package var parts: [Part]
 
+    /// `files` of `directory` that exist, opened now (their sizes now: what is written
+    /// later is left out), in the order given.
+    init(directory: String, files: [String], head: AuditMark, seal: AuditMark, state: SealingState?) {
+        self.head = head
+        self.seal = seal
+        self.state = state
+        parts = files.compactMap { name in
+            let fd = open(directory + "/" + name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            guard fd >= 0 else { return nil }
+            var st = stat()
+            guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+                _ = Glibc.close(fd)
+                return nil
+            }
+            return Part(name: name, size: Int64(st.st_size), fd: fd)
+        }
+    }
+
     struct Header: Codable {
         struct PartInfo: Codable {
             var name: String

@@ -121,7 +121,62 @@ package struct AuditSealStore: Sendable {
         return String(repeating: "0", count: max(0, 20 - digits.count)) + digits
     }
 
+    /// How `start` found the sealing key.
+    package enum Opening: Sendable, Equatable {
+        case kept
+        /// The first start of the trail: a verification key was made, waiting to be shown.
+        case made
+        /// The key file was gone while seals exist: sealing goes on under a new key.
+        case remade
+    }
+
+    /// The sealing key at the trail's start (`position`: where the trail stands). Made the
+    /// first time (the verification key waits in its file to be shown; epoch 0 then seals
+    /// the trail as it stands, by the caller); taken back from the waiting verification
+    /// key if a stop came before the key file was written; moved on if a stop came between
+    /// a seal and the key's step.
+    package func start(at position: AuditMark, now: Int64) throws(Failure) -> (state: KeyState, opening: Opening) {
+        let last = try entries().last(where: { $0.seal != nil })?.seal
+        var state: KeyState
+        var opening = Opening.kept
+        if let kept = try loadState() {
+            state = kept
+        } else {
+            if let pending = try loadPending(), last == nil {
+                state = KeyState(key: pending.key.first, sealed: position.seq, createdAt: pending.createdAt, shownAt: nil,
+                                 fingerprint: pending.key.fingerprint)
+            } else {
+                let key = VerificationKey.generate()
+                try savePending(key, createdAt: now)
+                state = KeyState(key: key.first, sealed: position.seq, createdAt: now, shownAt: nil, fingerprint: key.fingerprint)
+                opening = last == nil ? .made : .remade
+            }
+            try saveState(state)
+        }
+        if let last, last.key == state.fingerprint, last.epoch == state.key.epoch {
+            state.key = state.key.next()
+            state.sealed = last.seq
+            try saveState(state)
+        }
+        return (state, opening)
+    }
+
     // MARK: the verification key, until it is shown
+
+    /// The verification key of `state`, while it waits to be shown.
+    package func waiting(for state: KeyState) -> VerificationKey? {
+        guard let pending = try? loadPending(), pending.key.fingerprint == state.fingerprint else { return nil }
+        return pending.key
+    }
+
+    /// Root was shown it: when is kept, the key is overwritten and unlinked.
+    package func forgetVerificationKey(_ state: KeyState, at: Int64) throws(Failure) -> KeyState {
+        var shown = state
+        shown.shownAt = at
+        try saveState(shown)
+        try erasePending()
+        return shown
+    }
 
     package func loadPending() throws(Failure) -> (key: VerificationKey, createdAt: Int64)? {
         guard let bytes = try read(Self.pendingFile, limit: 4096) else { return nil }

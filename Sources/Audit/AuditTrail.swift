@@ -169,19 +169,8 @@ package actor AuditTrail: AuditRecorder, Service {
     /// records written meanwhile are left out). docs/audit-seal.md has the layout.
     package func sealedMaterial() -> AuditMaterial {
         drain()
-        var parts: [AuditMaterial.Part] = []
-        for (name, file) in [(AuditSealStore.sealsFile, directory + "/" + AuditSealStore.sealsFile)]
-            + [2, 1, 0].map({ (Self.name($0), path($0)) }) {
-            let fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            var st = stat()
-            guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
-                _ = Glibc.close(fd)
-                continue
-            }
-            parts.append(.init(name: name, size: Int64(st.st_size), fd: fd))
-        }
-        return AuditMaterial(head: mark(Self.headKey) ?? .origin, seal: position, state: sealing?.visible, parts: parts)
+        return AuditMaterial(directory: directory, files: [AuditSealStore.sealsFile] + [2, 1, 0].map(Self.name),
+                             head: mark(Self.headKey) ?? .origin, seal: position, state: sealing?.visible)
     }
 
     /// `audit --verification-key`: the key while it was not yet shown (then it stays until
@@ -189,8 +178,7 @@ package actor AuditTrail: AuditRecorder, Service {
     package func verificationKey() -> (key: VerificationKey?, fingerprint: String, createdAt: Int64, shownAt: Int64?)? {
         openIfNeeded()
         guard let sealing else { return nil }
-        let pending = try? seals.loadPending()
-        let key = pending.flatMap { $0.key.fingerprint == sealing.fingerprint ? $0.key : nil }
+        let key = seals.waiting(for: sealing)
         return (key, sealing.fingerprint, sealing.createdAt, key == nil ? sealing.shownAt : nil)
     }
 
@@ -198,18 +186,13 @@ package actor AuditTrail: AuditRecorder, Service {
     /// remembers when. False when `fingerprint` is not the key waiting to be shown.
     package func verificationKeyTaken(fingerprint: String, by caller: AuditActor) -> Bool {
         openIfNeeded()
-        guard var state = sealing, state.fingerprint == fingerprint,
-              let pending = try? seals.loadPending(), pending.key.fingerprint == fingerprint else { return false }
-        let at = Int64((now().timeIntervalSince1970 * 1000).rounded(.down))
-        state.shownAt = at
+        guard let state = sealing, state.fingerprint == fingerprint, seals.waiting(for: state) != nil else { return false }
         do {
-            try seals.saveState(state)
-            try seals.erasePending()
+            sealing = try seals.forgetVerificationKey(state, at: Int64((now().timeIntervalSince1970 * 1000).rounded(.down)))
         } catch {
             problem("verification-key", "cannot forget the audit trail's verification key once shown: \(error)")
             return false
         }
-        sealing = state
         logger.notice("the audit trail's verification key was shown to root and is no longer kept on this NAS",
                       metadata: ["fingerprint": "\(fingerprint)"])
         record(AuditEvent(.auditVerificationKeyShown, by: caller, .ok, ["fingerprint": .string(fingerprint)]))
@@ -328,14 +311,12 @@ package actor AuditTrail: AuditRecorder, Service {
     /// the seal is on disk before the key that made it is overwritten (docs/audit-seal.md).
     private func seal() {
         guard var state = sealing, position.seq > state.sealed || state.key.epoch == 0 else { return }
-        let sealed = AuditSeal(epoch: state.key.epoch, from: state.sealed, seq: position.seq, hash: position.hash, head: head,
-                               at: AuditLine.timestamp(now()), key: state.fingerprint).sealed(with: state.key)
         do {
-            try seals.append(sealed)
+            try seals.append(AuditSeal(epoch: state.key.epoch, from: state.sealed, seq: position.seq, hash: position.hash, head: head,
+                                       at: AuditLine.timestamp(now()), key: state.fingerprint).sealed(with: state.key))
         } catch {
             // The records stay chained; the next batch's seal covers them too.
-            problem("seal", "cannot seal the audit trail (\(error)): records wait to be sealed with the next one")
-            return
+            return problem("seal", "cannot seal the audit trail (\(error)): records wait to be sealed with the next one")
         }
         state.key = state.key.next()
         state.sealed = position.seq
@@ -461,34 +442,14 @@ package actor AuditTrail: AuditRecorder, Service {
     /// written but not sealed before a stop sealed now.
     private func openSealing() {
         do {
-            let entries = try seals.entries()
-            let last = entries.last(where: { $0.seal != nil })?.seal
-            var state: AuditSealStore.KeyState
-            if let kept = try seals.loadState() {
-                state = kept
-            } else {
-                let created = Int64((now().timeIntervalSince1970 * 1000).rounded(.down))
-                if let pending = try seals.loadPending(), last == nil {
-                    // Made before a stop that came before its key file was written.
-                    state = .init(key: pending.key.first, sealed: position.seq, createdAt: pending.createdAt, shownAt: nil,
-                                  fingerprint: pending.key.fingerprint)
-                } else {
-                    if last != nil {
-                        logger.error("the audit trail's sealing key (\(AuditSealStore.keyFile)) is gone: photolalad seals from now on under a new verification key (show it with sudo photolalactl audit --verification-key); `audit --verify` shows the break")
-                    }
-                    let key = VerificationKey.generate()
-                    try seals.savePending(key, createdAt: created)
-                    state = .init(key: key.first, sealed: position.seq, createdAt: created, shownAt: nil, fingerprint: key.fingerprint)
-                    logger.notice("made the audit trail's verification key: show it once with sudo photolalactl audit --verification-key and keep it off this NAS",
-                                  metadata: ["fingerprint": "\(key.fingerprint)"])
-                }
-                try seals.saveState(state)
-            }
-            if let last, last.key == state.fingerprint, last.epoch == state.key.epoch {
-                // Sealed, then stopped before the key moved on.
-                state.key = state.key.next()
-                state.sealed = last.seq
-                try seals.saveState(state)
+            let (state, opening) = try seals.start(at: position, now: Int64((now().timeIntervalSince1970 * 1000).rounded(.down)))
+            switch opening {
+            case .kept: break
+            case .made:
+                logger.notice("made the audit trail's verification key: show it once with sudo photolalactl audit --verification-key and keep it off this NAS",
+                              metadata: ["fingerprint": "\(state.fingerprint)"])
+            case .remade:
+                logger.error("the audit trail's sealing key (\(AuditSealStore.keyFile)) is gone: photolalad seals from now on under a new verification key (show it with sudo photolalactl audit --verification-key); `audit --verify` shows the break")
             }
             sealing = state
             cleared("seal-open", nil)
