@@ -168,10 +168,10 @@ final class RequestHandler: ChannelInboundHandler {
         let handler = self.handler
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let promise = context.eventLoop.makePromise(of: ControlResponse.self)
-        // Root's and the daemon's user's calls ahead of the members' on the shared threads:
-        // a member's big listings must not keep root's status waiting.
-        // A member's calls that read much (listings, manifests) take the lanes in turn by
-        // uid (`MemberLanes`); what is answered from memory (status) does not wait for them.
+        // Root's and the daemon's user's calls ahead of the members' on the shared threads, so
+        // a member's big listings never keep root's status waiting; a member's calls that
+        // read much (listings, manifests) take the lanes in turn by uid (`MemberLanes`),
+        // while what is answered from memory (status) does not wait for them.
         let (lanes, uid, privileged) = (self.lanes, peer.uid, self.privileged)
         let queued = !privileged && route.readsMuch
         Task(priority: privileged ? .high : .low) {
@@ -241,4 +241,3 @@ struct KernelPeerCred: Sendable {
     var uid: UInt32 = 0
     var gid: UInt32 = 0
 }
-
