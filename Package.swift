@@ -164,7 +164,8 @@ let package = Package(
         // Who did what: the tamper-evident trail (cli.md "audit"); parts record through
         // PhotolalaCore's AuditRecorder and never import it.
         .target(name: "Audit", dependencies: [
-            "PhotolalaCore", "Digests", "Queue",
+            "PhotolalaCore", "Digests", "Queue", "Vault",
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -172,7 +173,7 @@ let package = Package(
         // types, client) and Prometheus metrics (the status snapshot and the parts'
         // counters as text, on the socket and over TCP).
         .target(name: "Control", dependencies: [
-            "PhotolalaCore",
+            "PhotolalaCore", "CLinux",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "Logging", package: "swift-log"),
@@ -240,7 +241,7 @@ let package = Package(
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CLI", dependencies: [
-            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Restore", "Digests", "Vault",
+            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Restore", "Digests", "Vault", "Audit",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),

@@ -163,6 +163,9 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
     package var bandwidth: Bandwidth
     /// The status page (web.md); nil from a daemon without one.
     @Null package var web: Web?
+    /// Names the problem lines hold, with their folders, for `seen(canList:thisDevice:)`;
+    /// never sent.
+    @Unencoded package var names: [StatusName] = []
 
     package init(version: String = PhotolalaVersion.current, state: State = .starting) {
         self.version = version

@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <sys/types.h>
+#include <sys/xattr.h>
 
 // No core dump may hold a token. The Swift runtime's crash handler goes too: it prints
 // the bytes around every register (which may be a token's) to the journal, and on a
@@ -94,4 +95,10 @@ static inline int photolala_openat2_beneath(int dirfd, const char *path, int fla
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+// Whether a folder carries a POSIX ACL (its access ACL is an extended attribute): the
+// control socket then shows its names to its owner only (PathAccess).
+static inline int photolala_has_acl(const char *path) {
+    return getxattr(path, "system.posix_acl_access", NULL, 0) >= 0;
 }
