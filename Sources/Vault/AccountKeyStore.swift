@@ -13,6 +13,32 @@ package struct AccountKeyState: Sendable, Equatable, CustomStringConvertible {
         /// confirms the new key object, so the account stays readable with a key the user
         /// was shown whatever happens).
         case rotating(previous: RecoveryKey, previousCreatedAt: Int64)
+        /// A new account key (and recovery key) being put in place of `previous` by
+        /// `recovery-key --rotate --new-account-key`: every object under the account's
+        /// metadata is sealed again under it. Both stay until the bucket holds the new key
+        /// object alone, so whatever a kill -9 interrupts, the account stays readable with
+        /// a recovery key the user was shown or `recovery-key` shows.
+        case newAccountKey(Replaced)
+    }
+
+    /// The account key (and its recovery key) a new account key replaces, kept until the
+    /// bucket's key object holds the new key alone.
+    package struct Replaced: Sendable, Equatable {
+        package var accountKey: AccountKey
+        package var recoveryKey: RecoveryKey
+        package var recoveryCreatedAt: Int64
+        package var generation: UInt64
+        /// The transitional key object reached the bucket: objects are being sealed again
+        /// under the new key, and the step is never undone.
+        package var resealing: Bool
+
+        package init(accountKey: AccountKey, recoveryKey: RecoveryKey, recoveryCreatedAt: Int64, generation: UInt64, resealing: Bool = false) {
+            self.accountKey = accountKey
+            self.recoveryKey = recoveryKey
+            self.recoveryCreatedAt = recoveryCreatedAt
+            self.generation = generation
+            self.resealing = resealing
+        }
     }
 
     /// The account this key belongs to: another account's state is never used.
@@ -22,13 +48,18 @@ package struct AccountKeyState: Sendable, Equatable, CustomStringConvertible {
     /// When the recovery key was made, Unix milliseconds (also sealed in the key object).
     package var recoveryCreatedAt: Int64
     package var pending: Pending?
+    /// The key object's generation this recovery key was written with (0 before there were
+    /// generations): an older one coming back is an old copy put back.
+    package var generation: UInt64
 
-    package init(userId: String, accountKey: AccountKey, recoveryKey: RecoveryKey, recoveryCreatedAt: Int64, pending: Pending? = nil) {
+    package init(userId: String, accountKey: AccountKey, recoveryKey: RecoveryKey, recoveryCreatedAt: Int64, pending: Pending? = nil,
+                 generation: UInt64 = 0) {
         self.userId = userId
         self.accountKey = accountKey
         self.recoveryKey = recoveryKey
         self.recoveryCreatedAt = recoveryCreatedAt
         self.pending = pending
+        self.generation = generation
     }
 
     package var fingerprint: String { accountKey.fingerprint }
@@ -135,6 +166,9 @@ package struct AccountKeyStore: Sendable {
             var step: String
             var previousRecoveryKey: String?
             var previousRecoveryKeyCreatedAt: Int64?
+            var previousAccountKey: String?
+            var previousGeneration: UInt64?
+            var resealing: Bool?
         }
 
         var format: Int
@@ -144,6 +178,7 @@ package struct AccountKeyStore: Sendable {
         var recoveryKey: String
         var recoveryKeyCreatedAt: Int64
         var pending: Pending?
+        var generation: UInt64?
     }
 
     static func encode(_ s: AccountKeyState) -> [UInt8] {
@@ -152,9 +187,14 @@ package struct AccountKeyStore: Sendable {
         case nil: pending = nil
         case .creating?: pending = .init(step: "create")
         case .rotating(let previous, let at)?: pending = .init(step: "rotate", previousRecoveryKey: previous.formatted, previousRecoveryKeyCreatedAt: at)
+        case .newAccountKey(let old)?:
+            pending = .init(step: "new-account-key", previousRecoveryKey: old.recoveryKey.formatted, previousRecoveryKeyCreatedAt: old.recoveryCreatedAt,
+                            previousAccountKey: Data(old.accountKey.bytes).base64EncodedString(), previousGeneration: old.generation,
+                            resealing: old.resealing)
         }
         let file = File(format: 1, userId: s.userId, accountKey: Data(s.accountKey.bytes).base64EncodedString(), fingerprint: s.fingerprint,
-                        recoveryKey: s.recoveryKey.formatted, recoveryKeyCreatedAt: s.recoveryCreatedAt, pending: pending)
+                        recoveryKey: s.recoveryKey.formatted, recoveryKeyCreatedAt: s.recoveryCreatedAt, pending: pending,
+                        generation: s.generation == 0 ? nil : s.generation)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
         // Cannot fail: strings and integers only.
@@ -168,13 +208,19 @@ package struct AccountKeyStore: Sendable {
         guard let key = Data(base64Encoded: file.accountKey), key.count == AccountKey.size else { throw Failure(damaged) }
         let accountKey = AccountKey(bytes: Array(key))
         guard accountKey.fingerprint == file.fingerprint, let recovery = try? RecoveryKey.parse(file.recoveryKey) else { throw Failure(damaged) }
-        var state = AccountKeyState(userId: file.userId, accountKey: accountKey, recoveryKey: recovery, recoveryCreatedAt: file.recoveryKeyCreatedAt)
+        var state = AccountKeyState(userId: file.userId, accountKey: accountKey, recoveryKey: recovery, recoveryCreatedAt: file.recoveryKeyCreatedAt,
+                                    generation: file.generation ?? 0)
         switch (file.pending?.step, file.pending?.previousRecoveryKey, file.pending?.previousRecoveryKeyCreatedAt) {
         case (nil, _, _): break
         case ("create"?, _, _): state.pending = .creating
         case ("rotate"?, let previous?, let at?):
             guard let old = try? RecoveryKey.parse(previous) else { throw Failure(damaged) }
             state.pending = .rotating(previous: old, previousCreatedAt: at)
+        case ("new-account-key"?, let previous?, let at?):
+            guard let old = try? RecoveryKey.parse(previous), let text = file.pending?.previousAccountKey,
+                  let key = Data(base64Encoded: text), key.count == AccountKey.size else { throw Failure(damaged) }
+            state.pending = .newAccountKey(.init(accountKey: AccountKey(bytes: Array(key)), recoveryKey: old, recoveryCreatedAt: at,
+                                                 generation: file.pending?.previousGeneration ?? 0, resealing: file.pending?.resealing ?? false))
         default: throw Failure(damaged)
         }
         return state
