@@ -45,6 +45,8 @@ package enum ControlRoute: String, Sendable, CaseIterable {
     case recoveryKey = "GET /v1/recovery-key"
     case recoveryKeyEnter = "POST /v1/recovery-key/enter"
     case recoveryKeyRotate = "POST /v1/recovery-key/rotate"
+    /// `--rotate --new-account-key`: answers once every object is sealed again under it.
+    case recoveryKeyNewAccountKey = "POST /v1/recovery-key/new-account-key"
 
     /// `trail`: a read kept from the group, since it tells who did what (the audit trail).
     package enum Access: Sendable { case read, write, trail }
