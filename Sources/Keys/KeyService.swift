@@ -102,7 +102,9 @@ package actor KeyService: Service, MetadataKeySource {
     package func metadataKeyState() async -> MetadataKeyState {
         let current = await grants.userId
         guard let current, current == user else { return .none }
-        if transition || resealed != nil, phase == .ready {
+        var replacing = false
+        if case .newAccountKey? = local?.pending { replacing = true }
+        if transition || resealed != nil || replacing, phase == .ready {
             return .unreadable(Self.transitionSentence)
         }
         return standing.metadataKey
@@ -193,6 +195,8 @@ package actor KeyService: Service, MetadataKeySource {
     /// Reads the key file, asks the bucket, and performs `KeyLifecycle`'s answer.
     private func resolve(_ uid: String) async throws(KeyLookFailure) {
         if !loaded {
+            // A temporary file a killed write left: the file itself is whole, old or new.
+            store.removeTemporary()
             do {
                 local = try store.load()
             } catch {
@@ -855,9 +859,11 @@ package actor KeyService: Service, MetadataKeySource {
 
     /// What the phase and the key file mean to those who ask, as of now.
     private var standing: KeyStanding {
-        KeyStanding(phase: phase, local: local, outdated: outdated, lastError: lastError, neededWhy: neededWhy,
-                    replaced: replaced.map { (Timestamp.string($0.at), $0.why) }, transition: transition || resealed != nil,
-                    resealed: resealed)
+        var replacing = false
+        if case .newAccountKey? = local?.pending { replacing = true }
+        return KeyStanding(phase: phase, local: local, outdated: outdated, lastError: lastError, neededWhy: neededWhy,
+                           replaced: replaced.map { (Timestamp.string($0.at), $0.why) }, transition: transition || resealed != nil,
+                           resealed: resealed ?? (replacing ? 0 : nil))
     }
 
     private func set(_ next: KeyStanding.Phase) {

@@ -67,14 +67,19 @@ extension ManifestObjects {
     /// of the sealed bytes) must match when given (a snapshot part against its index).
     package func sealedSegment(_ objectKey: String, key: MetadataKey, digest: String? = nil) async throws -> (segment: ManifestSegment, sealed: [UInt8], plaintext: [UInt8]) {
         guard let bytes = try await bytes(objectKey) else { throw ManifestReadError.missing(objectKey) }
-        if let digest, ManifestSegment.sealedDigestHex(of: bytes) != digest {
-            throw ManifestReadError.damaged(objectKey, "it is not the part its index names")
-        }
+        let named = digest.map { ManifestSegment.sealedDigestHex(of: bytes) == $0 } ?? true
         do {
             let (segment, plaintext) = try ManifestSegment.open(bytes, key: key, objectKey: objectKey)
+            // A part sealed again under a new account key still answers to its old bytes.
+            guard named || (digest != nil && segment.header.resealedFrom == digest) else {
+                throw ManifestReadError.damaged(objectKey, "it is not the part its index names")
+            }
             return (segment, bytes, plaintext)
+        } catch let error as ManifestReadError {
+            throw error
         } catch {
-            throw ManifestReadError.damaged(objectKey, error.description)
+            guard named else { throw ManifestReadError.damaged(objectKey, "it is not the part its index names") }
+            throw ManifestReadError.damaged(objectKey, "\(error)")
         }
     }
 }
@@ -274,6 +279,8 @@ package struct ManifestReader: Sendable {
         }
         var newest: Int64?
         var lastSHA = ManifestHeader.noPrevious
+        /// What the last segment's bytes were before a new account key sealed it again.
+        var lastFormer: String?
         /// The last chained object read: its key and sealed write time.
         var last: (key: String, createdAt: String)?
         func deliver(_ segment: ManifestSegment, _ plaintext: [UInt8]) async throws {
@@ -309,12 +316,13 @@ package struct ManifestReader: Sendable {
                 guard segment.header.kind == .log, segment.header.seq == seq else {
                     throw ManifestReadError.damaged(logKey, "it is not log segment \(seq)")
                 }
-                guard segment.header.prev == lastSHA else {
+                guard segment.header.prev == lastSHA || (lastFormer != nil && segment.header.prev == lastFormer) else {
                     throw ManifestReadError.damaged(logKey, "it does not follow segment \(seq - 1) (an older or another copy of a segment)")
                 }
                 try await deliver(segment, plaintext)
                 report.lastSeq = seq
                 lastSHA = ManifestSegment.sealedDigestHex(of: sealed)
+                lastFormer = segment.header.resealedFrom
                 last = (logKey, segment.header.createdAt)
             }
             if let gap = chain.gapAt {
@@ -333,7 +341,7 @@ package struct ManifestReader: Sendable {
             if report.lastSeq < e.head.seq {
                 report.problems.append("the newest segments are missing: the device's record names segment \(e.head.seq), the bucket holds the manifest up to segment \(report.lastSeq)")
                 report.complete = false
-            } else if report.lastSeq == e.head.seq && lastSHA != e.head.sha256 {
+            } else if report.lastSeq == e.head.seq && lastSHA != e.head.sha256 && lastFormer != e.head.sha256 {
                 report.problems.append("segment \(e.head.seq) is not the one the device's record names (an older or another copy)")
                 report.complete = false
             }

@@ -142,6 +142,14 @@ package struct AccountKeyStore: Sendable {
         guard fsync(dir) == 0 else { throw Failure("cannot sync \(directory): \(Self.errorText())") }
     }
 
+    /// Removes a temporary file a killed `save` left (never followed: unlink does not).
+    package func removeTemporary() {
+        let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dir >= 0 else { return }
+        unlinkat(dir, Self.temporaryName, 0)
+        close(dir)
+    }
+
     /// Removes the state (logout); nothing to remove is fine.
     package func erase() throws(Failure) {
         let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
