@@ -363,15 +363,18 @@ def test_a_substituted_key_object_is_put_back_on_pacific(world, rgw):
                what="the manifest written")
     s3 = rgw.s3_admin()
     evil_secret = os.urandom(16)
-    s3.put_object(Bucket=rgw.bucket, Key=vault.key_object_key(uid),
-                  Body=vault.wrap_key_object(os.urandom(32), int(time.time() * 1000), evil_secret, uid, 99))
+    evil = vault.wrap_key_object(os.urandom(32), int(time.time() * 1000), evil_secret, uid, 99)
+    s3.put_object(Bucket=rgw.bucket, Key=vault.key_object_key(uid), Body=evil)
     write_photo(d.photos / "two.jpg", 21_000)
     rec = d.wait_for(lambda s: s["recovery"].get("keyObjectReplaced"), timeout=120, what="the substitution found")["recovery"]
     assert rec["state"] == "ready" and rec["fingerprint"] == key["fingerprint"]
     held = s3.get_object(Bucket=rgw.bucket, Key=vault.key_object_key(uid))["Body"].read()
     assert vault.fingerprint(vault.unwrap(held, vault.parse_key(key["recoveryKey"]), uid)[0]) == key["fingerprint"]
     assert [x["reason"] for x in d.status()["attention"]] == ["keyObjectReplaced"]
+    # Put there again, the attacker's key entered: refused, the NAS keeps its own.
+    s3.put_object(Bucket=rgw.bucket, Key=vault.key_object_key(uid), Body=evil)
     r = d.ctl("recovery-key", "--enter", input=vault.format_key(evil_secret) + "\n")
     assert r.returncode == 1 and "already holds the account's key" in r.stderr, (r.stdout, r.stderr)
+    assert json.loads(d.ctl("recovery-key", "--json", check=True).stdout)["fingerprint"] == key["fingerprint"]
     events = [e["event"] for e in json.loads(d.ctl("audit", "--json", check=True).stdout)["records"]]
     assert "key-object.repaired" in events and "recovery-key.refused" in events
