@@ -361,3 +361,52 @@ def folders(records: list[dict], as_of_ms: int | None = None) -> dict[tuple[str,
         if r["kind"] == "folder" and (as_of_ms is None or r["time"] <= as_of_ms):
             out[(r["folder"], r["path"])] = r
     return out
+
+
+TOLERANCE = 15 * 60   # seconds a sealed write time may lie before its object's LastModified
+
+
+def _iso(text: str) -> float:
+    """An ISO 8601 UTC time as the daemon writes it ("2026-11-22T07:00:03Z"), in seconds."""
+    import datetime as dt
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def freshness(s3, bucket: str, user_id: str, device_id: str, key: bytes | list[bytes]) -> list[str]:
+    """What "Freshness without memory" (docs/manifest.md, "Reading it" 7 and 8) says of a
+    device's manifest, for a reader that never saw it: `replayed` (its record stored well
+    after it was written, its newest segment not), `copied` (both moved alike: the bucket
+    was copied whole), `below floor` (another device's record vouches for a newer counter or
+    segment than the bucket holds). Empty when fresh."""
+    account = key if isinstance(key, list) else [key]
+    prefix = device_prefix(user_id, device_id)
+    m = read_sealed(s3, bucket, user_id, device_id, account)
+    record = m["record"]
+    stored = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            stored[o["Key"]] = o["LastModified"].timestamp()
+    out = []
+    if stored[prefix + "device.json"] - _iso(record["updatedAt"]) > TOLERANCE:
+        last = m["headers"][-1] if m["headers"] else None
+        last_key = None
+        if m["logs"]:
+            last_key = f"{prefix}log/{m['logs'][-1]:012d}.pls"
+        elif m["snapshot"] is not None:
+            last_key = f"{prefix}snapshot/{m['snapshot']:012d}/index.pls"
+        moved = last_key and last and stored.get(last_key, 0) - _iso(last["createdAt"]) > TOLERANCE
+        out.append("copied" if moved else "replayed")
+    # The floor: what every other device's record vouches for of this one.
+    last_seq = m["logs"][-1] if m["logs"] else (m["snapshot"] or 0)
+    for k in list_keys(s3, bucket, f"metadata/{user_id}/devices/"):
+        if not k.endswith("/device.json") or k == prefix + "device.json":
+            continue
+        try:
+            other = sealed_json(open_any(s3.get_object(Bucket=bucket, Key=k)["Body"].read(), account, k))
+        except (vault.Refused, Damaged):
+            continue
+        seen = (other.get("seen") or {}).get(device_id)
+        if seen and (last_seq < seen["seq"] or record["counter"] < seen["counter"]):
+            out.append("below floor")
+            break
+    return out
