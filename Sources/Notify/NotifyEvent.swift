@@ -93,6 +93,8 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
             "Photolala backup: the account's key object was replaced in the bucket, seen by \(device)"
         case .manifestDowngrade, .manifestRollback:
             "Photolala backup: a device's manifest was tampered with in the bucket, seen by \(device)"
+        case .webUnavailable:
+            "Photolala backup: the status page is not served on \(device)"
         }
     }
 
@@ -111,6 +113,7 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
         case .recoveryKeyNeeded, .recoveryKeyUnreadable: "This NAS holds the account key again: its manifest is written again."
         case .keyObjectReplaced: "The account's key object in the bucket is still the one this NAS put back."
         case .manifestDowngrade, .manifestRollback: "The manifest of device \(subject ?? "") reads whole again."
+        case .webUnavailable: "The status page is served again."
         }
     }
 }

@@ -28,6 +28,8 @@ package struct AttentionItem: Codable, Sendable, Equatable {
         /// A device's manifest was found rolled back or cut short (a record put back, the
         /// newest segments deleted, below what another NAS vouches for; subject: the device id).
         case manifestRollback
+        /// `[web] listen`, set in the config, cannot be served (web.md).
+        case webUnavailable
     }
 
     package enum Severity: String, Codable, Sendable {
@@ -136,6 +138,11 @@ package struct AttentionRules: Sendable, Equatable {
         for alarm in s.manifestAlarms {
             out.append(.init(reason: alarm.kind == .downgrade ? .manifestDowngrade : .manifestRollback, severity: .warning,
                              message: alarm.message, action: alarm.action, subject: alarm.device))
+        }
+        if let web = s.web, web.listenSet, let why = web.lastError {
+            out.append(.init(reason: .webUnavailable, severity: .warning,
+                             message: "The status page is not served: \(why).",
+                             action: "Choose a free port or an address of this NAS in [web] listen (or \"off\"), then `systemctl reload photolalad`; the daemon tries again every minute."))
         }
         for folder in s.watch.missingFolders {
             out.append(.init(reason: .folderMissing, severity: .warning,

@@ -24,6 +24,8 @@ package struct AuditEvent: Sendable, Equatable {
         /// copy put back): this NAS wrote its own over it.
         case keyObjectRepaired = "key-object.repaired"
         case recoveryKeyNewAccountKey = "recovery-key.new-account-key"
+        /// A change made on the status page (web.md): the action and the session's remote address.
+        case webChange = "web.change"
     }
 
     package var kind: Kind
