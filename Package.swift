@@ -188,7 +188,7 @@ let package = Package(
         // The account key and the recovery key on this NAS: made at an account's first sign-in,
         // asked for on every other NAS, rotated on demand (`KeyService`, a side service).
         .target(name: "Keys", dependencies: [
-            "PhotolalaCore", "Vault", "Bucket",
+            "PhotolalaCore", "Vault", "Bucket", "ManifestFormat", "Digests",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -234,7 +234,7 @@ let package = Package(
         ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Account", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "CSystemd", "CLinux",
-            "Manifest", "Restore", "Notify", "Audit", "Keys", "Vault", "Web",
+            "Manifest", "ManifestFormat", "Restore", "Notify", "Audit", "Keys", "Vault", "Web",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -312,7 +312,7 @@ let package = Package(
         ]),
         .testTarget(name: "VaultTests", dependencies: ["Vault", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "KeysTests", dependencies: [
-            "Keys", "Vault", "Bucket", "BucketTesting", "PhotolalaCore", .product(name: "Logging", package: "swift-log"),
+            "Keys", "Vault", "Bucket", "BucketTesting", "PhotolalaCore", "ManifestFormat", .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "CatalogTests", dependencies: [
             "Catalog", "Queue", "Bucket", "BucketTesting", "Digests", "Account", "PhotolalaCore",

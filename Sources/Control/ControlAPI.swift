@@ -51,6 +51,8 @@ package enum ControlRoute: String, Sendable, CaseIterable {
     case recoveryKey = "GET /v1/recovery-key"
     case recoveryKeyEnter = "POST /v1/recovery-key/enter"
     case recoveryKeyRotate = "POST /v1/recovery-key/rotate"
+    /// `--rotate --new-account-key`: answers once every object is sealed again under it.
+    case recoveryKeyNewAccountKey = "POST /v1/recovery-key/new-account-key"
     // The status page (web.md): a one-time link that opens a session, and ending every
     // session. Root and the daemon's user only: a session may pause, sign in and out.
     case webLink = "POST /v1/web/link"

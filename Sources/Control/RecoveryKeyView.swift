@@ -10,12 +10,24 @@ package struct RecoveryKeyView: Codable, Sendable, Equatable {
     package var createdAt: String
     /// This NAS's copy no longer opens the key object in the bucket (rotated on another NAS).
     package var outdated: Bool
+    /// `--new-account-key`: the account key it replaced, and how many objects of how many
+    /// devices were sealed again under the new one.
+    package var previousFingerprint: String?
+    package var sealed: Int?
+    package var devices: Int?
+    /// Objects that opened under neither key and were left as they were.
+    package var unreadable: [String]?
 
-    package init(recoveryKey: String, fingerprint: String, createdAt: String, outdated: Bool) {
+    package init(recoveryKey: String, fingerprint: String, createdAt: String, outdated: Bool, previousFingerprint: String? = nil,
+                 sealed: Int? = nil, devices: Int? = nil, unreadable: [String]? = nil) {
         self.recoveryKey = recoveryKey
         self.fingerprint = fingerprint
         self.createdAt = createdAt
         self.outdated = outdated
+        self.previousFingerprint = previousFingerprint
+        self.sealed = sealed
+        self.devices = devices
+        self.unreadable = unreadable
     }
 }
 

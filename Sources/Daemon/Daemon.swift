@@ -16,6 +16,7 @@ import Inventory
 import Keys
 import Logging
 import Manifest
+import ManifestFormat
 import Notify
 import PhotolalaCore
 import Queue
@@ -100,9 +101,11 @@ package struct Daemon: Sendable {
         // After the upload: this NAS's manifest in the bucket (paths, names, times).
         // Sealed with the account's key, from the key service: nothing is written without
         // it (the changes wait, and its change feed wakes the stage).
+        // Devices whose manifest this NAS refused (a downgrade, a rollback), in status.
+        let alarms = ManifestAlarms(audit: audit, statusChanges: core.statusChanges)
         let manifest = ManifestService(database: database, bucket: bucket(2), keys: keys, options: .init(settings),
                                        wakes: [.stream(account.statusChanges.changes())], logger: logger,
-                                       statusChanges: core.statusChanges, audit: audit)
+                                       statusChanges: core.statusChanges, audit: audit, alarms: alarms)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`;
         // it opens encrypted manifests and remembers the newest head of each device it read.
         let restore = RestoreService(bucket: bucket(32), keys: keys, heads: ManifestHeads(database: database), options: .init(settings),
@@ -119,7 +122,7 @@ package struct Daemon: Sendable {
                              backend: DaemonWeb(core: core, handler: handlerSlot), audit: audit, logger: logger,
                              retryInterval: WebRetry.interval(ProcessInfo.processInfo.environment))
         for part in [account, keys, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
-                     notify, web] as [any StatusContributor] {
+                     notify, alarms, web] as [any StatusContributor] {
             await core.add(part)
         }
         await core.add(account as any AttentionWitness)

@@ -124,7 +124,7 @@ struct DaemonControl: ControlHandler {
                 return .error(409, "not_pending", "no verification key with fingerprint \(body.fingerprint) waits to be shown")
             }
             return .json(ControlReply(ok: true, message: "This NAS no longer keeps the verification key."))
-        case .recoveryKey, .recoveryKeyEnter, .recoveryKeyRotate:
+        case .recoveryKey, .recoveryKeyEnter, .recoveryKeyRotate, .recoveryKeyNewAccountKey:
             return await recoveryKey(request)
         case .webLink:
             do {
@@ -268,12 +268,20 @@ struct DaemonControl: ControlHandler {
                 return .json(ControlReply(ok: true, message: "Recovery key accepted: this NAS holds the account key (fingerprint \(fingerprint)); its manifest is written from now on."))
             case .recoveryKeyRotate:
                 return .json(Self.view(try await keys.rotate(by: caller)))
+            case .recoveryKeyNewAccountKey:
+                let done = try await keys.newAccountKey(by: caller)
+                var view = Self.view(done.shown)
+                view.previousFingerprint = done.previousFingerprint
+                view.sealed = done.sealed
+                view.devices = done.devices
+                view.unreadable = done.unreadable
+                return .json(view)
             default:
                 return .json(Self.view(try await keys.recoveryKey(by: caller)))
             }
         } catch {
             let status = switch error {
-            case .malformed, .wrongKey: 400
+            case .malformed, .wrongKey, .keyObjectReplaced, .superseded: 400
             case .bucket: 503
             case .local: 500
             default: 409

@@ -7,6 +7,7 @@ import Ingest
 import Inventory
 import Keys
 import Manifest
+import ManifestFormat
 import Notify
 import Restore
 import PhotolalaCore
@@ -87,3 +88,5 @@ extension RestoreService: StatusContributor, Reconfigurable {
 extension CatalogService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
+
+extension ManifestAlarms: StatusContributor {}

@@ -19,6 +19,15 @@ package struct AttentionItem: Codable, Sendable, Equatable {
         case recoveryKeyNeeded
         /// The account's key object is missing or does not check out (status `recovery`).
         case recoveryKeyUnreadable
+        /// The key object was replaced by one not written with the account key (or an older
+        /// copy was put back): this NAS wrote its own over it (privacy.md "No side doors").
+        case keyObjectReplaced
+        /// A device's manifest was replaced by one in the old plaintext format although the
+        /// device is sealed for good: refused, never read (subject: the device id).
+        case manifestDowngrade
+        /// A device's manifest was found rolled back or cut short (a record put back, the
+        /// newest segments deleted, below what another NAS vouches for; subject: the device id).
+        case manifestRollback
         /// `[web] listen`, set in the config, cannot be served (web.md).
         case webUnavailable
     }
@@ -122,6 +131,14 @@ package struct AttentionRules: Sendable, Equatable {
                              action: "Uploads retry by themselves; check the storage service and this NAS's network."))
         }
         if let item = Self.recoveryItem(s.recovery) { out.append(item) }
+        if let why = s.recovery.keyObjectReplaced {
+            out.append(.init(reason: .keyObjectReplaced, severity: .warning, message: why,
+                             action: "See what happened: photolalactl audit", run: "photolalactl audit"))
+        }
+        for alarm in s.manifestAlarms {
+            out.append(.init(reason: alarm.kind == .downgrade ? .manifestDowngrade : .manifestRollback, severity: .warning,
+                             message: alarm.message, action: alarm.action, subject: alarm.device))
+        }
         if let web = s.web, web.listenSet, let why = web.lastError {
             out.append(.init(reason: .webUnavailable, severity: .warning,
                              message: "The status page is not served: \(why).",

@@ -155,6 +155,9 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
     @Null package var restore: Restore?
     /// Whether this NAS holds the account key (privacy.md).
     package var recovery: Recovery
+    /// Devices whose manifest in the bucket was refused as a downgrade, a rollback or a cut
+    /// log (privacy.md "No side doors"): one each, newest finding.
+    package var manifestAlarms: [ManifestAlarm]
     /// What needs the user now: the "Action needed" lines and what notifications tell.
     package var attention: [AttentionItem]
     /// The notification channels and how their deliveries went.
@@ -187,6 +190,7 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
         self.manifest = nil
         self.restore = nil
         self.recovery = Recovery()
+        self.manifestAlarms = []
         self.attention = []
         self.notify = Notify()
         self.bandwidth = Bandwidth()
@@ -436,6 +440,32 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
         }
     }
 
+    /// A device's manifest refused (status `manifestAlarms`, attention `manifestDowngrade`
+    /// or `manifestRollback`).
+    package struct ManifestAlarm: Codable, Sendable, Equatable {
+        package enum Kind: String, Codable, Sendable {
+            /// A plaintext record or segment for a device that is sealed for good.
+            case downgrade
+            /// An older record put back, the newest segments gone, below the floor.
+            case rollback
+        }
+        package var device: String
+        package var kind: Kind
+        /// What was found, naming the device.
+        package var message: String
+        /// What to do.
+        package var action: String
+        package var at: String
+
+        package init(device: String, kind: Kind, message: String, action: String, at: String) {
+            self.device = device
+            self.kind = kind
+            self.message = message
+            self.action = action
+            self.at = at
+        }
+    }
+
     // MARK: - The account key on this NAS
 
     /// status `recovery` (cli.md, privacy.md "Status"): whether this NAS holds the account
@@ -465,14 +495,23 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
         @Null package var message: String?
         /// The last failure to reach the bucket while checking, retried with backoff.
         @Null package var lastError: String?
+        /// The key object was found replaced (or an older copy put back) and this NAS wrote
+        /// its own over it: what happened and what to do, and when (privacy.md "No side doors").
+        @Null package var keyObjectReplaced: String?
+        @Null package var replacedAt: String?
+        /// While a new account key is put in place here: objects sealed again so far.
+        @Null package var resealed: Int?
 
         package init(state: State = .none, fingerprint: String? = nil, outdated: Bool = false, message: String? = nil,
-                     lastError: String? = nil) {
+                     lastError: String? = nil, keyObjectReplaced: String? = nil, replacedAt: String? = nil, resealed: Int? = nil) {
             self.state = state
             self.fingerprint = fingerprint
             self.outdated = outdated
             self.message = message
             self.lastError = lastError
+            self.keyObjectReplaced = keyObjectReplaced
+            self.replacedAt = replacedAt
+            self.resealed = resealed
         }
     }
 

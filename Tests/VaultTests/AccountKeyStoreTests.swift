@@ -37,6 +37,12 @@ import Testing
         let rotating = state(.rotating(previous: .generate(), previousCreatedAt: 5))
         try store.save(rotating)
         #expect(try store.load() == rotating)
+        // A new account key under way keeps the previous account key and recovery key too.
+        var replacing = state(.newAccountKey(.init(accountKey: .generate(), recoveryKey: .generate(), recoveryCreatedAt: 3, generation: 4,
+                                                    resealing: true)))
+        replacing.generation = 5
+        try store.save(replacing)
+        #expect(try store.load() == replacing)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["account-key"])
         try store.erase()
         #expect(try store.load() == nil)

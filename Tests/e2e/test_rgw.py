@@ -345,3 +345,36 @@ def test_recovery_key_rotates_on_pacific_through_its_if_match(world, rgw):
         vault.unwrap(held, vault.parse_key(old["recoveryKey"]), uid)
     puts = s3_lines(d.log(), "PutObject")
     assert any("status=412" in l and "keys/account-key" in l for l in puts), "Pacific took the quoted ETag: nothing to show"
+
+
+def test_a_substituted_key_object_is_put_back_on_pacific(world, rgw):
+    """Issue 31 item 2 on a second real S3: one PUT of a key object of the attacker's own
+    key under their own recovery key. The NAS that holds the key finds it at its next
+    write and puts its own back over the ETag it read (Pacific's If-Match, the bare form
+    after its 412 to the quoted one), says so, and refuses the attacker's key."""
+    import json
+    from support import vault
+    d = world.daemon()
+    uid = world.login(d)
+    d.wait_for(lambda s: s["recovery"]["state"] == "ready", timeout=60, what="the account key made")
+    key = json.loads(d.ctl("recovery-key", "--json", check=True).stdout)
+    write_photo(d.photos / "one.jpg", 20_000)
+    d.wait_for(lambda s: (s.get("manifest") or {}).get("files") == 1 and s["manifest"]["state"] == "idle", timeout=120,
+               what="the manifest written")
+    s3 = rgw.s3_admin()
+    evil_secret = os.urandom(16)
+    evil = vault.wrap_key_object(os.urandom(32), int(time.time() * 1000), evil_secret, uid, 99)
+    s3.put_object(Bucket=rgw.bucket, Key=vault.key_object_key(uid), Body=evil)
+    write_photo(d.photos / "two.jpg", 21_000)
+    rec = d.wait_for(lambda s: s["recovery"].get("keyObjectReplaced"), timeout=120, what="the substitution found")["recovery"]
+    assert rec["state"] == "ready" and rec["fingerprint"] == key["fingerprint"]
+    held = s3.get_object(Bucket=rgw.bucket, Key=vault.key_object_key(uid))["Body"].read()
+    assert vault.fingerprint(vault.unwrap(held, vault.parse_key(key["recoveryKey"]), uid)[0]) == key["fingerprint"]
+    assert [x["reason"] for x in d.status()["attention"]] == ["keyObjectReplaced"]
+    # Put there again, the attacker's key entered: refused, the NAS keeps its own.
+    s3.put_object(Bucket=rgw.bucket, Key=vault.key_object_key(uid), Body=evil)
+    r = d.ctl("recovery-key", "--enter", input=vault.format_key(evil_secret) + "\n")
+    assert r.returncode == 1 and "already holds the account's key" in r.stderr, (r.stdout, r.stderr)
+    assert json.loads(d.ctl("recovery-key", "--json", check=True).stdout)["fingerprint"] == key["fingerprint"]
+    events = [e["event"] for e in json.loads(d.ctl("audit", "--json", check=True).stdout)["records"]]
+    assert "key-object.repaired" in events and "recovery-key.refused" in events
