@@ -89,6 +89,10 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
             "Photolala backup: a folder is missing on \(device)"
         case .recoveryKeyNeeded, .recoveryKeyUnreadable:
             "Photolala backup: the manifest waits for the account key on \(device)"
+        case .mirrorDiskFull, .mirrorFolder:
+            "Photolala mirror paused on \(device)"
+        case .mirrorRefused:
+            "Photolala mirror: objects refused on \(device)"
         }
     }
 
@@ -105,6 +109,9 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
         case .s3Failing: "S3 answers again: uploads resumed."
         case .certificateRefused: "The storage's certificate is trusted again: uploads resumed."
         case .recoveryKeyNeeded, .recoveryKeyUnreadable: "This NAS holds the account key again: its manifest is written again."
+        case .mirrorDiskFull: "The mirror's folder \(subject ?? "") has room again: photos are copied to this NAS again."
+        case .mirrorFolder: "The mirror's folder \(subject ?? "") is back: photos are copied to this NAS again."
+        case .mirrorRefused: "No object of the account is refused by the mirror any more."
         }
     }
 }

@@ -17,6 +17,12 @@ package struct AuditEvent: Sendable, Equatable {
         case s3Delete = "s3.delete"
         case catalogReplaced = "catalog.replaced"
         case notifyFailed = "notify.failed"
+        /// The mirror moved copies into `.trash/` (details: count).
+        case mirrorTrash = "mirror.trash"
+        /// `photolalactl mirror --refill` (details: count).
+        case mirrorRefill = "mirror.refill"
+        /// The mirror refused an object (details: key, why).
+        case mirrorRefused = "mirror.refused"
     }
 
     package var kind: Kind
