@@ -45,13 +45,19 @@ package enum ControlRoute: String, Sendable, CaseIterable {
     case recoveryKey = "GET /v1/recovery-key"
     case recoveryKeyEnter = "POST /v1/recovery-key/enter"
     case recoveryKeyRotate = "POST /v1/recovery-key/rotate"
+    // The mirror (mirror.md): what it holds and waits for (the group may look; names of
+    // files only for root and the daemon's user), a pass now, the copies removed here
+    // fetched again.
+    case mirror = "GET /v1/mirror"
+    case mirrorPass = "POST /v1/mirror/pass"
+    case mirrorRefill = "POST /v1/mirror/refill"
 
     /// `trail`: a read kept from the group, since it tells who did what (the audit trail).
     package enum Access: Sendable { case read, write, trail }
 
     package var access: Access {
         switch self {
-        case .status, .queue, .metrics, .verifyProgress, .files: .read
+        case .status, .queue, .metrics, .verifyProgress, .files, .mirror: .read
         // `restore --dry-run` is a read: the group may see what a restore would bring back.
         case .devices, .manifest, .restoreObjects, .restoreListing, .restoreExport: .read
         case .audit, .auditVerify: .trail

@@ -7,6 +7,7 @@ import Ingest
 import Inventory
 import Keys
 import Manifest
+import Mirror
 import Notify
 import Restore
 import PhotolalaCore
@@ -85,5 +86,9 @@ extension RestoreService: StatusContributor, Reconfigurable {
 }
 
 extension CatalogService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+}
+
+extension MirrorService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }

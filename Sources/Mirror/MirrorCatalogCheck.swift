@@ -94,13 +94,17 @@ package struct MirrorCatalogCheck: Sendable {
     /// Rows the mirror may not know.
     private func added(_ rows: [(MD5Value, CatalogDates.Entry)], into result: inout Result, now: @Sendable () -> Date) async throws {
         let known = try database.mirrorEntries(md5s: rows.map(\.0))
-        let own = include == .others ? try database.heldByWatchedFiles(rows.map(\.0.hex), outside: folder) : []
+        let own = include == .others ? try database.heldByWatchedFiles(rows.map(\.0.hex), outside: folder) : [:]
         var saving: [MirrorEntry] = []
         var ask: [(MD5Value, CatalogDates.Entry)] = []
         for (md5, row) in rows {
             if let entry = known[md5] {
                 if let dated = MirrorPlan.dated(entry, catalogDate: row.date, ext: row.ext) { saving.append(dated) }
-            } else if !own.contains(md5.hex), !result.absent.contains(md5) {
+            } else if let size = own[md5.hex] {
+                // This NAS's own photo, just published: counted in the account, not asked
+                // (its size is the file's; the next listing says the rest).
+                saving.append(MirrorEntry(md5: md5, size: size, catalogDate: row.date, ext: row.ext, state: .own))
+            } else if !result.absent.contains(md5) {
                 ask.append((md5, row))
             }
         }

@@ -99,13 +99,13 @@ package struct MirrorInventory: Sendable {
     private func apply(_ listed: [MirrorPlan.Listed], after: MD5Value?, through: MD5Value?, into result: inout Result, now: Date) throws {
         result.listed += listed.count
         var held = Dictionary(try database.mirrorEntries(after: after, through: through).map { ($0.md5, $0) }, uniquingKeysWith: { a, _ in a })
-        let own = include == .others ? try database.heldByWatchedFiles(listed.map(\.md5.hex), outside: folder) : []
+        let own = include == .others ? try database.heldByWatchedFiles(listed.map(\.md5.hex), outside: folder) : [:]
         var saving: [MirrorEntry] = []
         var forgetting: [MD5Value] = []
         for l in listed {
             let entry = held.removeValue(forKey: l.md5)
             var changed: MirrorEntry?
-            switch MirrorPlan.listed(l, entry: entry, own: own.contains(l.md5.hex), include: include) {
+            switch MirrorPlan.listed(l, entry: entry, own: own[l.md5.hex] != nil, include: include) {
             case .none: changed = nil
             case .insert(let e):
                 changed = e

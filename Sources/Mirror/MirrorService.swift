@@ -119,6 +119,8 @@ package actor MirrorService: Service {
     private var needsAdoption = false
     private var folderProblem: String?
     private var diskFull = false
+    /// A copy of this pull found the disk full (ENOSPC) though `min_free` said it fit.
+    private var noSpace = false
     private var pulling = false
     private var pause: MirrorPause.Reason?
     private var lastError: String?
@@ -596,7 +598,9 @@ package actor MirrorService: Service {
             writer: RestoreWriter(files: .init(owner: options.owner, mode: options.fileMode), folders: .init(owner: options.owner, mode: options.dirMode)),
             root: folder, userId: userId)
         let space = MirrorFolder(path: folder, dirMode: options.dirMode, owner: options.owner)
-        diskFull = false
+        var full = false
+        var launched = 0
+        noSpace = false
         var stop = false
         var after: MD5Value?
         var sweptFromStart = true
@@ -633,16 +637,13 @@ package actor MirrorService: Service {
                     let reserved = inFlight.values.reduce(0, +)
                     guard let free = space.space(),
                           FreeSpaceRule.fits(available: free.available, total: free.total, next: entry.size + reserved, minFree: options.minFree) else {
-                        if !diskFull {
-                            logger.warning("the mirror's folder has less free space than mirror.min_free with the next copy: it waits",
-                                           metadata: ["folder": "\(folder)", "minFree": "\(options.minFree)"])
-                        }
-                        diskFull = true
+                        full = true
                         stop = true
                         break
                     }
                     inFlight[entry.md5] = entry.size
                     running += 1
+                    launched += 1
                     fetchedThisSweep = true
                     let expected = await sha?.sha256(of: entry.md5)
                     group.addTask { (entry, await copier.copy(entry, sha256: expected, now: { clock.now() })) }
@@ -653,8 +654,14 @@ package actor MirrorService: Service {
                 if handle(entry, outcome, userId: userId) == false { stop = true }
             }
         }
+        full = full || noSpace
+        if full && !diskFull {
+            logger.warning("the mirror's folder has less free space than mirror.min_free with the next copy: it waits",
+                           metadata: ["folder": "\(folder)", "minFree": "\(options.minFree)"])
+        }
+        diskFull = full
         if diskFull { setPause(.diskFull) }
-        markCounts()
+        if launched > 0 { markCounts() }
     }
 
     /// One copy's outcome recorded; false: stop starting others (disk full, folder, a stop).
@@ -693,7 +700,7 @@ package actor MirrorService: Service {
             e.thawAskedAt = nil
             e.nextAttemptAt = nil
         case .diskFull(let why):
-            diskFull = true
+            noSpace = true
             lastError = why
             return false
         case .folder(let why):

@@ -309,18 +309,21 @@ package final class QueueDatabase: Sendable {
     // (`mirror.include = "others"` copies the rest down).
 
     /// Of `md5s`, those a file under the watched folders holds (seen, not gone), leaving out
-    /// the files below `folder` (the mirror's own copies, when it is inside a watched folder).
-    package func heldByWatchedFiles(_ md5s: [String], outside folder: String?) throws -> Set<String> {
-        guard !md5s.isEmpty else { return [] }
+    /// the files below `folder` (the mirror's own copies, when it is inside a watched folder),
+    /// with the size of those files.
+    package func heldByWatchedFiles(_ md5s: [String], outside folder: String?) throws -> [String: Int64] {
+        guard !md5s.isEmpty else { return [:] }
         let (low, high) = folder.map { Self.keyRange($0 + "/") } ?? ("", "")
         return try pool.read { db in
-            var found = Set<String>()
+            var found: [String: Int64] = [:]
             for chunk in stride(from: 0, to: md5s.count, by: 500).map({ Array(md5s[$0..<min(md5s.count, $0 + 500)]) }) {
                 let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                let rows = try String.fetchAll(db, sql: """
-                    SELECT DISTINCT md5 FROM file WHERE md5 IN (\(marks)) AND state != 'gone' AND NOT (path >= ? AND path < ?)
-                    """, arguments: StatementArguments(chunk + [low, high]))
-                found.formUnion(rows)
+                for row in try Row.fetchAll(db, sql: """
+                    SELECT md5, max(size) AS size FROM file WHERE md5 IN (\(marks)) AND state != 'gone' AND NOT (path >= ? AND path < ?)
+                    GROUP BY md5
+                    """, arguments: StatementArguments(chunk + [low, high])) {
+                    found[row["md5"]] = row["size"]
+                }
             }
             return found
         }
