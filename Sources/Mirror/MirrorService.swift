@@ -183,7 +183,7 @@ package actor MirrorService: Service {
         let slot = schedule.current
         facts.scheduleZero = slot.scheduled && slot.isPaused
         if let reason = MirrorPause.reason(facts) {
-            setPause(reason)
+            setPause(reason, why: facts.account ?? (facts.userPaused ? "paused by the user" : "a 0 slot of the bandwidth timetable"))
             return .wake
         }
         guard let userId else { return .wake }
@@ -224,11 +224,11 @@ package actor MirrorService: Service {
         return due <= clock.now()
     }
 
-    private func setPause(_ reason: MirrorPause.Reason?) {
+    private func setPause(_ reason: MirrorPause.Reason?, why: String? = nil) {
         guard reason != pause else { return }
         pause = reason
         if let reason {
-            logger.notice("the mirror waits", metadata: ["reason": "\(reason.rawValue)", "why": "\(folderProblem ?? lastError ?? "")"])
+            logger.notice("the mirror waits", metadata: ["reason": "\(reason.rawValue)", "why": "\(why ?? folderProblem ?? lastError ?? "")"])
         } else {
             logger.info("the mirror goes on")
         }
