@@ -47,7 +47,33 @@ package struct MirrorCopy: Sendable {
         case stopped
     }
 
+    /// A copy whose bytes arrived, to be checked and put in place.
+    package struct Arrived: Sendable {
+        let entry: MirrorEntry
+        let version: FileVersion
+        let seconds: Int64
+        let folder: String
+        let incoming: IncomingFile
+        let downloaded: MirrorTransfer.Downloaded
+        let sha256: SHA256Value?
+    }
+
+    /// The first half: its bytes fetched into the temporary file (the network's part), or
+    /// what came of it instead.
+    package enum Begun: Sendable {
+        case finished(Outcome)
+        case arrived(Arrived)
+    }
+
+    /// One object, whole: both halves.
     package func copy(_ entry: MirrorEntry, sha256: SHA256Value?, now: @Sendable () -> Date) async -> Outcome {
+        switch await begin(entry, sha256: sha256, now: now) {
+        case .finished(let outcome): return outcome
+        case .arrived(let arrived): return await complete(arrived, now: now)
+        }
+    }
+
+    package func begin(_ entry: MirrorEntry, sha256: SHA256Value?, now: @Sendable () -> Date) async -> Begun {
         let seconds = MirrorPlan.date(of: entry)
         let version = FileVersion(size: entry.size, md5: entry.md5, mtimeSec: seconds, mtimeNsec: 0, sha256: sha256)
         var e = entry
@@ -59,7 +85,7 @@ package struct MirrorCopy: Sendable {
                     e.state = .copied
                     e.device = found.device
                     e.inode = found.inode
-                    return record(e, now: now())
+                    return .finished(record(e, now: now()))
                 }
                 // Another file took the name meanwhile: the copy gets another.
                 e.path = nil
@@ -69,24 +95,30 @@ package struct MirrorCopy: Sendable {
         let placeholder = folder + "/" + MirrorNaming.temporaryName(e.md5)
         let item = RestoreItem(folder: "", path: Array(placeholder.utf8), version: version, root: paths.root,
                                destination: Array(placeholder.utf8))
-        let parent: RestoreWriter.Parent
         let incoming: IncomingFile
         do {
-            parent = try writer.parent(of: item)
+            let parent = try writer.parent(of: item)
             incoming = try writer.incoming(in: parent, sha256: sha256 != nil, temporaryName: Array(MirrorNaming.temporaryName(e.md5).utf8))
         } catch {
-            return Self.place(error)
+            return .finished(Self.place(error))
         }
+        switch await transfer.download(key: e.key(userId: userId), size: e.size, into: incoming) {
+        case .failure(let outcome): return .finished(Self.outcome(outcome))
+        case .success(let downloaded):
+            return .arrived(Arrived(entry: e, version: version, seconds: seconds, folder: folder, incoming: incoming,
+                                    downloaded: downloaded, sha256: sha256))
+        }
+    }
+
+    /// The second half: read back and checked, named, recorded with its object's inventory
+    /// row, given its owner, mode and time, synced, renamed into place, its folder synced.
+    package func complete(_ a: Arrived, now: @Sendable () -> Date) async -> Outcome {
+        var e = a.entry
+        let (sha256, seconds, folder, incoming) = (a.sha256, a.seconds, a.folder, a.incoming)
         let fetched: MirrorTransfer.Fetched
-        switch await transfer.fetch(key: e.key(userId: userId), md5: e.md5, size: e.size, sha256: sha256, into: incoming) {
-        case .fetched(let f): fetched = f
-        case .refused(let why): return .refused(why)
-        case .gone: return .gone
-        case .archived: return .archived
-        case .diskFull(let why): return .diskFull(why)
-        case .folder(let why): return .folder(why)
-        case .failed(let why): return .failed(why)
-        case .stopped: return .stopped
+        switch await transfer.verify(incoming, md5: e.md5, size: e.size, sha256: sha256, downloaded: a.downloaded) {
+        case .success(let f): fetched = f
+        case .failure(let outcome): return Self.outcome(outcome)
         }
         let ext = e.ext ?? ExportFormat.ext(catalogFormat: nil, originalFormat: fetched.originalFormat, contentType: fetched.contentType)
             ?? ExportFormat.ext(head: fetched.head)
@@ -127,7 +159,7 @@ package struct MirrorCopy: Sendable {
         let file = Array((name.split(separator: "/").last.map(String.init) ?? name).utf8)
         let placed: Bool
         do {
-            placed = try incoming.commit(version, replace: false, readBack: fetched.digests, name: file)
+            placed = try incoming.commit(a.version, replace: false, readBack: fetched.digests, name: file)
         } catch {
             return Self.place(error)
         }
@@ -144,6 +176,20 @@ package struct MirrorCopy: Sendable {
         e.nextAttemptAt = nil
         e.lastError = nil
         return record(e, now: now(), problems: problems)
+    }
+
+    /// What a transfer's outcome is for the stage.
+    static func outcome(_ o: MirrorTransfer.Outcome) -> Outcome {
+        switch o {
+        case .fetched: .failed("fetched but not put in place")
+        case .refused(let why): .refused(why)
+        case .gone: .gone
+        case .archived: .archived
+        case .diskFull(let why): .diskFull(why)
+        case .folder(let why): .folder(why)
+        case .failed(let why): .failed(why)
+        case .stopped: .stopped
+        }
     }
 
     private func record(_ e: MirrorEntry, now: Date, problems: [String] = []) -> Outcome {

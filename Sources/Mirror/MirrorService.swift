@@ -594,7 +594,8 @@ package actor MirrorService: Service {
         let clock = self.clock
         let copier = MirrorCopy(
             database: database,
-            transfer: MirrorTransfer(session: session, prefix: "photos/\(userId)/", budget: Self.budget, bandwidth: bandwidth, lanes: lanes),
+            transfer: MirrorTransfer(session: session, prefix: "photos/\(userId)/", budget: Self.budget, bandwidth: bandwidth,
+                                     limited: options.downloadLimit != nil, lanes: lanes),
             writer: RestoreWriter(files: .init(owner: options.owner, mode: options.fileMode), folders: .init(owner: options.owner, mode: options.dirMode)),
             root: folder, userId: userId)
         let space = MirrorFolder(path: folder, dirMode: options.dirMode, owner: options.owner)
@@ -605,12 +606,20 @@ package actor MirrorService: Service {
         var after: MD5Value?
         var sweptFromStart = true
         var fetchedThisSweep = false
-        await withTaskGroup(of: (MirrorEntry, MirrorCopy.Outcome).self) { group in
+        // A pipeline: `limit` copies downloading at once; one whose bytes are in is checked
+        // and put in place by a task of its own while the next download begins (the lanes
+        // that hash it wait a moment for others: a download slot never waits with them).
+        enum Step: Sendable {
+            case begun(MirrorEntry, MirrorCopy.Begun)
+            case done(MirrorEntry, MirrorCopy.Outcome)
+        }
+        await withTaskGroup(of: Step.self) { group in
+            var downloading = 0
             var running = 0
             var queue: [MirrorEntry] = []
             while true {
                 let limit = ((try? database.hasUploadsInFlight()) ?? false) ? options.whileUploading : options.concurrency
-                while !stop && running < limit {
+                while !stop && downloading < limit {
                     if queue.isEmpty {
                         queue = (try? database.mirrorEntries(in: [.pending, .refused], after: after, dueBy: clock.now(), limit: 64)) ?? []
                         queue.removeAll { inFlight[$0.md5] != nil }
@@ -642,16 +651,28 @@ package actor MirrorService: Service {
                         break
                     }
                     inFlight[entry.md5] = entry.size
+                    downloading += 1
                     running += 1
                     launched += 1
                     fetchedThisSweep = true
                     let expected = await sha?.sha256(of: entry.md5)
-                    group.addTask { (entry, await copier.copy(entry, sha256: expected, now: { clock.now() })) }
+                    group.addTask { .begun(entry, await copier.begin(entry, sha256: expected, now: { clock.now() })) }
                 }
-                guard running > 0, let (entry, outcome) = await group.next() else { break }
-                running -= 1
-                inFlight[entry.md5] = nil
-                if handle(entry, outcome, userId: userId) == false { stop = true }
+                guard running > 0, let step = await group.next() else { break }
+                switch step {
+                case .begun(let entry, .arrived(let arrived)):
+                    downloading -= 1
+                    group.addTask { .done(entry, await copier.complete(arrived, now: { clock.now() })) }
+                case .begun(let entry, .finished(let outcome)):
+                    downloading -= 1
+                    running -= 1
+                    inFlight[entry.md5] = nil
+                    if handle(entry, outcome, userId: userId) == false { stop = true }
+                case .done(let entry, let outcome):
+                    running -= 1
+                    inFlight[entry.md5] = nil
+                    if handle(entry, outcome, userId: userId) == false { stop = true }
+                }
             }
         }
         full = full || noSpace

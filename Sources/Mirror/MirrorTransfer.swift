@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Bucket
+import CLinux
 import Digests
 import Foundation
 import ManifestFormat
@@ -24,21 +25,25 @@ package struct MirrorTransfer: Sendable {
     let prefix: String
     let budget: BucketBudget
     let bandwidth: TokenBucket
+    /// Whether `download_limit` is set: without one, no buffer waits on the bucket's actor.
+    let limited: Bool
     let lanes: OpenFileLanes
     var rangeThreshold: Int64 = 16 << 20
     var rangeSize: Int64 = 8 << 20
     var parallelRanges = 3
 
-    package init(session: BucketSession, prefix: String, budget: BucketBudget, bandwidth: TokenBucket, lanes: OpenFileLanes) {
+    package init(session: BucketSession, prefix: String, budget: BucketBudget, bandwidth: TokenBucket, limited: Bool = true,
+                 lanes: OpenFileLanes) {
         self.session = session
         self.prefix = prefix
         self.budget = budget
         self.bandwidth = bandwidth
+        self.limited = limited
         self.lanes = lanes
     }
 
     /// What came of one object.
-    package enum Outcome: Sendable {
+    package enum Outcome: Error, Sendable {
         /// In its temporary file, checked: ready to be named and put in place.
         case fetched(Fetched)
         /// Not what its key, its listing or a manifest says it is: nothing under a final name.
@@ -67,9 +72,15 @@ package struct MirrorTransfer: Sendable {
         package let head: [UInt8]
     }
 
-    /// Reads `key` into `incoming` (new, empty) and checks it against `md5`, `size` and
-    /// `sha256` (nil: no manifest records one).
-    package func fetch(key: String, md5: MD5Value, size: Int64, sha256: SHA256Value?, into incoming: IncomingFile) async -> Outcome {
+    /// What a download learnt besides the bytes (for the extension).
+    package struct Downloaded: Sendable {
+        package let contentType: String?
+        package let originalFormat: String?
+    }
+
+    /// Reads `key` into `incoming` (new, empty), bounded by `size`: the bytes arrived, or
+    /// what came of them instead (the temporary file then removed).
+    package func download(key: String, size: Int64, into incoming: IncomingFile) async -> Result<Downloaded, Outcome> {
         let box = Box()
         let outcome: Outcome? = if size > rangeThreshold {
             await ranges(key: key, size: size, incoming: incoming, box: box)
@@ -78,33 +89,56 @@ package struct MirrorTransfer: Sendable {
         }
         if let outcome {
             incoming.discard()
-            return outcome
+            return .failure(outcome)
         }
+        // Counted once an object is in, not per buffer (a counter costs a lookup each time).
+        DaemonCounter.mirrorBytes.increment(by: incoming.written)
+        let (type, format) = box.formats
+        return .success(Downloaded(contentType: type, originalFormat: format))
+    }
+
+    /// The downloaded bytes read back and checked against `md5` and `sha256` (nil: no
+    /// manifest records one): the copy is ready to be named and put in place, or refused
+    /// (the temporary file then removed).
+    package func verify(_ incoming: IncomingFile, md5: MD5Value, size: Int64, sha256: SHA256Value?,
+                        downloaded: Downloaded) async -> Result<Fetched, Outcome> {
         guard incoming.written == size else {
             incoming.discard()
-            return .refused("the answer held \(incoming.written) bytes where the listing says \(size)")
+            return .failure(.refused("the answer held \(incoming.written) bytes where the listing says \(size)"))
         }
         let digests: OpenFileDigests
         switch await readBack(incoming, size: size, sha256: sha256 != nil) {
         case .success(let d): digests = d
         case .failure(let why):
             incoming.discard()
-            return .failed("the copy could not be read back to check it: \(why)")
+            return .failure(.failed("the copy could not be read back to check it: \(why)"))
         }
         guard let found = MD5Value(bytes: digests.md5), found == md5 else {
             incoming.discard()
-            return .refused("its bytes have MD5 \(MD5Value(bytes: digests.md5)?.hex ?? "?"), not the one its key names")
+            return .failure(.refused("its bytes have MD5 \(MD5Value(bytes: digests.md5)?.hex ?? "?"), not the one its key names"))
         }
         if let sha256 {
             let got = digests.sha256.flatMap { SHA256Value(bytes: $0) }
             guard got == sha256 else {
                 incoming.discard()
-                return .refused("its MD5 is right but its SHA-256 (\(got?.hex ?? "not taken")) is not the one a manifest of the account records: other bytes forged to the same MD5")
+                return .failure(.refused("its MD5 is right but its SHA-256 (\(got?.hex ?? "not taken")) is not the one a manifest of the account records: other bytes forged to the same MD5"))
             }
         }
         let head = Self.firstBytes(incoming.descriptor, min(size, Int64(PhotoFormat.sniffLength)))
-        let (type, format) = box.formats
-        return .fetched(Fetched(incoming: incoming, digests: digests, contentType: type, originalFormat: format, head: head))
+        return .success(Fetched(incoming: incoming, digests: digests, contentType: downloaded.contentType,
+                                originalFormat: downloaded.originalFormat, head: head))
+    }
+
+    /// Both, one after the other.
+    package func fetch(key: String, md5: MD5Value, size: Int64, sha256: SHA256Value?, into incoming: IncomingFile) async -> Outcome {
+        switch await download(key: key, size: size, into: incoming) {
+        case .failure(let outcome): return outcome
+        case .success(let d):
+            switch await verify(incoming, md5: md5, size: size, sha256: sha256, downloaded: d) {
+            case .success(let fetched): return .fetched(fetched)
+            case .failure(let outcome): return outcome
+            }
+        }
     }
 
     // MARK: whole objects
@@ -131,9 +165,15 @@ package struct MirrorTransfer: Sendable {
                     guard incoming.written + Int64(buffer.readableBytes) <= size else {
                         throw box.refuse("the body runs past the \(size) bytes the listing said")
                     }
-                    await bandwidth.take(buffer.readableBytes)
+                    if limited { await bandwidth.take(buffer.readableBytes) }
+                    let before = incoming.written
                     try box.writing { try buffer.withUnsafeReadableBytes { raw in try incoming.append(raw) } }
-                    DaemonCounter.mirrorBytes.increment(by: Int64(buffer.readableBytes))
+                    // Every 4 MiB, the disk starts on what came: the fdatasync before the
+                    // rename then waits for little.
+                    if before >> 22 != incoming.written >> 22 {
+                        let start = ((incoming.written >> 22) << 22) - (4 << 20)
+                        _ = photolala_start_writeback(incoming.descriptor, max(0, start), 4 << 20)
+                    }
                 })
             }
         } catch {
@@ -198,14 +238,14 @@ package struct MirrorTransfer: Sendable {
                     guard offset + Int64(buffer.readableBytes) <= range.upperBound + 1 else {
                         throw box.refuse("a range ran past the bytes it asked for")
                     }
-                    await bandwidth.take(buffer.readableBytes)
+                    if limited { await bandwidth.take(buffer.readableBytes) }
                     try box.writing { try buffer.withUnsafeReadableBytes { raw in try incoming.write(raw, at: offset) } }
                     at.store(offset + Int64(buffer.readableBytes), ordering: .relaxed)
-                    DaemonCounter.mirrorBytes.increment(by: Int64(buffer.readableBytes))
                 })
                 if at.load(ordering: .relaxed) <= range.upperBound {
                     throw S3Error(kind: .transient, code: "IncompleteBody", message: "a range ended early", operation: "GetObject", key: key)
                 }
+                _ = photolala_start_writeback(incoming.descriptor, range.lowerBound, Int64(range.count))
             }
         } catch {
             return outcome(of: error, box: box)
