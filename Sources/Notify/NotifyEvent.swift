@@ -89,6 +89,8 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
             "Photolala backup: a folder is missing on \(device)"
         case .recoveryKeyNeeded, .recoveryKeyUnreadable:
             "Photolala backup: the manifest waits for the account key on \(device)"
+        case .webUnavailable:
+            "Photolala backup: the status page is not served on \(device)"
         case .mirrorDiskFull, .mirrorFolder:
             "Photolala mirror paused on \(device)"
         case .mirrorRefused:
@@ -109,6 +111,7 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
         case .s3Failing: "S3 answers again: uploads resumed."
         case .certificateRefused: "The storage's certificate is trusted again: uploads resumed."
         case .recoveryKeyNeeded, .recoveryKeyUnreadable: "This NAS holds the account key again: its manifest is written again."
+        case .webUnavailable: "The status page is served again."
         case .mirrorDiskFull: "The mirror's folder \(subject ?? "") has room again: photos are copied to this NAS again."
         case .mirrorFolder: "The mirror's folder \(subject ?? "") is back: photos are copied to this NAS again."
         case .mirrorRefused: "No object of the account is refused by the mirror any more."

@@ -239,7 +239,14 @@ enum QueueSchema {
                 ) WITHOUT ROWID;
                 """)
         }
-        m.registerMigration("v8-mirror") { db in
+        m.registerMigration("v8-inventory-modified") { db in
+            // When each key was written to the bucket, as the listing says (S3's
+            // LastModified): the month a photo only the cloud holds (a phone's) falls in on
+            // the status page's chart (web.md `/api/history`). NULL until a listing sees
+            // the key again.
+            try db.execute(sql: "ALTER TABLE inventory ADD COLUMN lastModified REAL")
+        }
+        m.registerMigration("v9-mirror") { db in
             // The mirror (mirror.md): every object of the account the mirror knows, by MD5,
             // and where its copy stands on this NAS (`Mirror.MirrorRecords` owns the rows).
             // `path` is below the mirror's folder, given once before the first byte is
