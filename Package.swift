@@ -202,6 +202,15 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // The mirror (mirror.md): the NAS's own verified, dated copy of every photo of the
+        // account; written as a restore writes (Restore's writer), named as an export names.
+        .target(name: "Mirror", dependencies: [
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "ManifestFormat", "Restore", "Previews", "CLinux",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         // Telling the owner when backups stop: the policy deciding what to send, and the
         // webhook, command and dead man's switch channels that send it (config.md "Notifications").
         .target(name: "Notify", dependencies: [
@@ -234,7 +243,7 @@ let package = Package(
         ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Account", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "CSystemd", "CLinux",
-            "Manifest", "ManifestFormat", "Restore", "Notify", "Audit", "Keys", "Vault", "Web",
+            "Manifest", "ManifestFormat", "Restore", "Notify", "Audit", "Keys", "Vault", "Web", "Mirror",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -310,6 +319,11 @@ let package = Package(
             "Restore", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests", "Vault",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "MirrorTests", dependencies: [
+            "Mirror", "Restore", "ManifestFormat", "Queue", "Ingest", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "VaultTests", dependencies: ["Vault", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "KeysTests", dependencies: [
             "Keys", "Vault", "Bucket", "BucketTesting", "PhotolalaCore", "ManifestFormat", .product(name: "Logging", package: "swift-log"),
@@ -324,7 +338,7 @@ let package = Package(
         // Each stage actor in-process on a temporary database against the in-memory bucket.
         .testTarget(name: "StageTests", dependencies: [
             "Upload", "Inventory", "Thumbnails", "Catalog", "Ingest", "Bucket", "BucketTesting", "Queue", "Previews", "Digests",
-            "PhotolalaCore",
+            "PhotolalaCore", "Mirror", "Restore", "ManifestFormat",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),

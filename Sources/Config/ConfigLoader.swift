@@ -82,6 +82,7 @@ struct TableReader {
         "audit": ["max_size"],
         "credentials": ["refresh_before_expiry", "apple_check_interval"],
         "daemon": ["state_dir", "socket", "socket_group", "log_level"],
+        "mirror": mirrorKeys,
     ]
 
     static let storageClasses = [
@@ -178,6 +179,7 @@ struct TableReader {
             s.upload.inventoryInterval = d
         }
         readStageSections(root, into: &s)
+        readMirrorSection(root, into: &s)
         readNotifySections(root, into: &s)
         readWebSection(root, into: &s)
 
@@ -209,6 +211,7 @@ struct TableReader {
                 problem("daemon.log_level", quote(l), "one of \(Settings.LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
             }
         }
+        checkMirrorPlace(s)
         return s
     }
 

@@ -57,6 +57,12 @@ package enum ControlRoute: String, Sendable, CaseIterable {
     // session. Root and the daemon's user only: a session may pause, sign in and out.
     case webLink = "POST /v1/web/link"
     case webRevoke = "POST /v1/web/revoke"
+    // The mirror (mirror.md): what it holds and waits for (the group may look; names of
+    // files only for root and the daemon's user), a pass now, the copies removed here
+    // fetched again.
+    case mirror = "GET /v1/mirror"
+    case mirrorPass = "POST /v1/mirror/pass"
+    case mirrorRefill = "POST /v1/mirror/refill"
 
     /// `trail`: a read kept from the group, since it tells who did what (the audit trail);
     /// `root`: root alone, not even the daemon's user (the trail's verification key, which
@@ -65,7 +71,7 @@ package enum ControlRoute: String, Sendable, CaseIterable {
 
     package var access: Access {
         switch self {
-        case .status, .queue, .metrics, .verifyProgress, .files: .read
+        case .status, .queue, .metrics, .verifyProgress, .files, .mirror: .read
         // `restore --dry-run` is a read: the group may see what a restore would bring back.
         case .devices, .manifest, .restoreObjects, .restoreListing, .restoreExport: .read
         case .audit, .auditVerify, .auditSealed: .trail

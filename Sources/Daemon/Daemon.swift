@@ -17,6 +17,7 @@ import Keys
 import Logging
 import Manifest
 import ManifestFormat
+import Mirror
 import Notify
 import PhotolalaCore
 import Queue
@@ -113,6 +114,11 @@ package struct Daemon: Sendable {
         // Photos the thumbnails left ready → rows in the apps' catalog.
         let catalog = CatalogService(database: database, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
                                      options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
+        // The NAS's own copy of the account (mirror.md), through a session of its own: its
+        // downloads never take the connections uploads need.
+        let mirror = MirrorService(database: database, bucket: bucket(8), account: AccountGate(account: account),
+                                   user: UserPauseGate(core: core), schedule: bandwidth, sha256: LocalSHA256Lookup(database: database),
+                                   options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
         // Telling the owner when backups stop: reads the status, keeps what it told in the queue database.
         let notify = NotifyService(options: .init(settings), source: NotifyBridge(core: core), store: NotifyBridge(core: core),
                                    logger: logger, audit: audit)
@@ -122,7 +128,7 @@ package struct Daemon: Sendable {
                              backend: DaemonWeb(core: core, handler: handlerSlot), audit: audit, logger: logger,
                              retryInterval: WebRetry.interval(ProcessInfo.processInfo.environment))
         for part in [account, keys, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
-                     notify, alarms, web] as [any StatusContributor] {
+                     notify, alarms, web, mirror] as [any StatusContributor] {
             await core.add(part)
         }
         await core.add(account as any AttentionWitness)
@@ -135,7 +141,7 @@ package struct Daemon: Sendable {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let control = DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory, restore: restore,
-                                    metrics: scraper, notify: notify, audit: audit, keys: keys, web: web)
+                                    metrics: scraper, notify: notify, audit: audit, keys: keys, web: web, mirror: mirror)
         handlerSlot.set(control)
         let server = try await startControlServer(control, audit: audit)
 
@@ -165,12 +171,13 @@ package struct Daemon: Sendable {
             .init(service: catalog, serviceName: "catalog"),
             .init(service: manifest, serviceName: "manifest"),
             .init(service: restore, serviceName: "restore"),
+            .init(service: mirror, serviceName: "mirror"),
             .init(service: schedule, serviceName: "bandwidth-schedule"),
             .init(service: notify, serviceName: "notify"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
                                          parts: [uploader, ingest, account, keys, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
-                                                 schedule, notify, web],
+                                                 schedule, notify, web, mirror],
                                          signals: hangups, audit: audit), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {

@@ -8,6 +8,7 @@ import Foundation
 import Ingest
 import Inventory
 import Keys
+import Mirror
 import Notify
 import PhotolalaCore
 import Queue
@@ -28,6 +29,7 @@ struct DaemonControl: ControlHandler {
     let audit: AuditTrail
     let keys: KeyService
     let web: WebService
+    let mirror: MirrorService
 
     var database: QueueDatabase { core.database }
 
@@ -138,6 +140,26 @@ struct DaemonControl: ControlHandler {
             await web.revoke()
             audited(.webChange, request, .ok, ["action": "revoke", "remote": "control socket"])
             return .json(ControlReply(ok: true, message: "Every session of the status page has ended; `photolalactl web --link` opens a new one."))
+        case .mirror:
+            let limit = min(MirrorListing.maxLimit, max(1, Int(request.query["limit"] ?? "") ?? MirrorListing.defaultLimit))
+            // Names of files only for root and the daemon's user (privacy.md "Names only for
+            // those who may read them": an adopted file keeps the user's own name).
+            let names = request.peer.uid == 0 || request.peer.uid == getuid()
+            let (status, lists) = await mirror.listing(limit: limit, names: names)
+            func items(_ name: String) -> [MirrorListing.Item] {
+                (lists[name] ?? []).map { e in
+                    MirrorListing.Item(md5: e.md5.hex, size: e.size, path: e.path, storageClass: e.storageClass,
+                                       date: Timestamp.string(Date(timeIntervalSince1970: TimeInterval(MirrorPlan.date(of: e)))),
+                                       lastError: e.lastError, refusals: e.refusals)
+                }
+            }
+            return .json(MirrorListing(mirror: status, pending: items("pending"), archived: items("archived"), refused: items("refused"),
+                                       onlyHere: items("onlyHere"), limit: limit))
+        case .mirrorPass:
+            return .json(ControlReply(ok: true, message: await mirror.requestPass()))
+        case .mirrorRefill:
+            let (ok, message) = await mirror.refill(by: request.caller)
+            return ok ? .json(ControlReply(ok: true, message: message)) : .error(409, "mirror_off", message)
         }
     }
 

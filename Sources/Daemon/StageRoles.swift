@@ -8,6 +8,7 @@ import Inventory
 import Keys
 import Manifest
 import ManifestFormat
+import Mirror
 import Notify
 import Restore
 import PhotolalaCore
@@ -90,3 +91,6 @@ extension CatalogService: StatusContributor, Reconfigurable {
 }
 
 extension ManifestAlarms: StatusContributor {}
+extension MirrorService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+}

@@ -28,6 +28,12 @@ package struct AuditEvent: Sendable, Equatable {
         case webChange = "web.change"
         /// Root was shown the audit trail's verification key (`audit --verification-key`).
         case auditVerificationKeyShown = "audit.verification-key.shown"
+        /// The mirror moved copies into `.trash/` (details: count).
+        case mirrorTrash = "mirror.trash"
+        /// `photolalactl mirror --refill` (details: count).
+        case mirrorRefill = "mirror.refill"
+        /// The mirror refused an object (details: key, why).
+        case mirrorRefused = "mirror.refused"
     }
 
     package var kind: Kind

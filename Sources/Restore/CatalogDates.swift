@@ -72,6 +72,18 @@ package final class CatalogDates: Sendable {
         return nil
     }
 
+    /// How many MD5s the table holds (each once).
+    package var distinct: Int { count }
+
+    /// Every MD5 the catalog lists, with its row, in MD5 order: one read of the table, a
+    /// block at a time. `body` returns false to stop.
+    package func forEach(_ body: (MD5Value, Entry) throws -> Bool) throws {
+        var reader = RunReader(file: file, start: 0, count: count, bufferRecords: Self.blockRecords)
+        while let r = try reader.next() {
+            guard try body(r.md5, r.entry) else { return }
+        }
+    }
+
     // MARK: building the table from a downloaded snapshot
 
     /// Reads the snapshot in `snapshot` (from its start) into a new table whose files go

@@ -45,7 +45,7 @@ final class TransferWorkers: Sendable {
     /// A file downloaded whole into its temporary file, on its way to `OpenFileLanes` and
     /// back: one thread at a time holds it (the worker that wrote it, the hashing thread,
     /// which only reads its descriptor, then the worker that puts it in place).
-    private struct Downloaded: @unchecked Sendable {
+    private struct Downloaded: Sendable {
         let item: RestoreItem
         let incoming: IncomingFile
         let parent: RestoreWriter.Parent

@@ -378,3 +378,34 @@ def test_a_substituted_key_object_is_put_back_on_pacific(world, rgw):
     assert json.loads(d.ctl("recovery-key", "--json", check=True).stdout)["fingerprint"] == key["fingerprint"]
     events = [e["event"] for e in json.loads(d.ctl("audit", "--json", check=True).stdout)["records"]]
     assert "key-object.repaired" in events and "recovery-key.refused" in events
+
+
+def test_the_mirror_reads_the_users_prefix_and_nothing_else(world, rgw, tmp_path):
+    """The mirror (issue 32) against a store that enforces the backend's session policy:
+    a phone's photos of this account arrive, checked; another account's objects in the
+    same bucket stay out of reach (the policy would refuse them, and the mirror never asks:
+    not one request of the daemon is refused)."""
+    from support.app_catalog import publish_as_app
+    folder = tmp_path / "Photolala"
+    d = world.daemon(config={"mirror": {"folder": str(folder), "check_interval": "10s", "list_interval": "1h", "min_free": "0"}})
+    uid = world.login(d)
+    other = user_id_for(apple_subject("mirror-someone-else"))
+    admin = rgw.s3_admin()
+    bodies = [os.urandom(50_000 + 977 * i) for i in range(6)] + [os.urandom(17 * MiB + 11)]   # one read as ranges
+    rows = []
+    for i, body in enumerate(bodies):
+        m = md5_hex(body)
+        admin.put_object(Bucket=rgw.bucket, Key=f"photos/{uid}/{m}.dat", Body=body, ContentType="image/jpeg",
+                         Metadata={"original-format": "JPEG"})
+        rows.append(f"{md5_hex(body[:4096])},{len(body)},{m},{1_650_000_000 + i * 60},JPEG")
+        admin.put_object(Bucket=rgw.bucket, Key=f"photos/{other}/{md5_hex(body + b'x')}.dat", Body=body + b"x")
+    publish_as_app(admin, rgw.bucket, uid, rows)
+    d.wait_for(lambda s: s["mirror"]["present"] == len(bodies) and s["mirror"]["state"] == "idle", timeout=120,
+               what="the phone's photos mirrored from RGW")
+    found = {md5_hex(p.read_bytes()) for p in folder.rglob("*.jpg")}
+    assert found == {md5_hex(b) for b in bodies}
+    s = d.status()
+    assert s["mirror"]["refused"] == 0 and s["mirror"]["lastError"] is None and s["mirror"]["inAccount"] == len(bodies)
+    lines = [l for l in d.log().splitlines() if "S3 request" in l]
+    assert lines and not [l for l in lines if "status=403" in l], [l for l in lines if "status=403" in l][:3]
+    assert not [l for l in lines if f"/{other}/" in l]
