@@ -150,6 +150,9 @@ package struct Settings: Sendable, Equatable {
     package var audit = Audit()
     package var credentials = Credentials()
     package var daemon = Daemon()
+    /// Which instance these settings are for (config.md "Instances"); nil: photolalad.service.
+    /// Not a key of the file: `--instance` or `$PHOTOLALA_INSTANCE` says it.
+    package var instance: Instance? = nil
 
     package init() {}
 
