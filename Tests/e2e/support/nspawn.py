@@ -546,14 +546,13 @@ class ImageContainer(Container):
     def start(cls, workdir: Path, root: Path, config: dict, binds: dict[str, tuple[Path, bool]] | None = None,
               env: dict[str, str] | None = None, prefix: list[str] | None = None, args: list[str] | None = None,
               nspawn_args: list[str] | None = None, wait: bool = True) -> "ImageContainer":
-        """Starts the image at `root` (a private copy: the run writes /etc/passwd) with
-        `binds` {container path: (host path, read_only)} and `env` over the image's own."""
+        """Starts the image at `root` with `binds` {container path: (host path, read_only)}
+        and `env` over the image's own. The root is shared: what the container writes
+        (the entrypoint's /etc/passwd) goes to a tmpfs over it (nspawn's
+        --volatile=overlay), as an engine's writable layer, gone with the container."""
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
-        own = workdir / "rootfs"
-        if own.exists():
-            shutil.rmtree(own)
-        subprocess.run(["cp", "-a", "--reflink=auto", str(root), str(own)], check=True)
+        own = Path(root)
         image = config.get("config", {})
         environment = dict(e.split("=", 1) for e in image.get("Env", []))
         environment.update(env or {})
@@ -564,7 +563,7 @@ class ImageContainer(Container):
 
     def launch(self, wait: bool = True):
         image = self.config.get("config", {})
-        cmd = ["systemd-nspawn", "--register=no", "--keep-unit", "--quiet", "--console=pipe",
+        cmd = ["systemd-nspawn", "--register=no", "--keep-unit", "--quiet", "--console=pipe", "--volatile=overlay",
                "-D", str(self.root), f"--chdir={image.get('WorkingDir') or '/'}", "--kill-signal=SIGTERM"]
         if image.get("User"):
             cmd.append(f"--user={image['User']}")
@@ -621,3 +620,7 @@ class ImageContainer(Container):
     def stop(self, timeout: float = 30):
         if self.proc is not None:
             self.terminate(timeout)
+
+    def cleanup(self):
+        """Stops it; the image's root is shared and left as it was."""
+        self.stop()
