@@ -113,7 +113,7 @@ import Testing
                     row("bob", nil, code: 3, error: "photolalad is not running (no daemon at /run/photolala/bob.sock); start it with: systemctl start photolalad@bob")]
         let lines = InstanceList.table(rows).split(separator: "\n").map(String.init)
         #expect(lines.count == 3)
-        #expect(lines[0].hasPrefix("photolalad  signed in 550E8400  3 backed up (3 B)"))
+        #expect(lines[0].hasPrefix("photolalad  signed in 550E8400  3 backed up (0 B)"))
         #expect(lines[0].hasSuffix("nothing needs you"))
         #expect(lines[1].hasPrefix("alice       not signed in") && lines[1].hasSuffix("Not signed in yet: run `photolalactl --instance alice login`."))
         #expect(lines[2].hasPrefix("bob         photolalad is not running") && lines[2].hasSuffix("systemctl start photolalad@bob"))

@@ -79,7 +79,7 @@ import PhotolalaCore
 
     func peer(_ name: String?, folders: [String], metrics: String? = nil, extra: String = "") throws -> InstanceChecks.Peer {
         let instance = name.flatMap(Instance.init)
-        var text = "[watch]\nfolders = \(folders.map { "\"\($0)\"" })\n" + extra
+        var text = "[watch]\nfolders = [" + folders.map { "\"\($0)\"" }.joined(separator: ", ") + "]\n" + extra
         if let metrics { text += "[metrics]\nlisten = \"\(metrics)\"\n" }
         let path = "/etc/photolala/\(name ?? "photolalad").toml"
         return .init(instance: instance, path: path, settings: try ConfigLoader.parse(text, path: path, instance: instance))
