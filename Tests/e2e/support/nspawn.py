@@ -261,6 +261,8 @@ def deb_depends(deb: Path) -> list[str]:
         names = [re.sub(r"\s*\(.*\)", "", alt).strip() for alt in dep.split("|") if alt.strip()]
         if len(names) == 1:
             packages.append(names[0])
+        elif set(names) & set(ROOT_PACKAGES):
+            continue   # `systemd | systemd-standalone-sysusers`: the root has systemd (the pattern would take both)
         elif names:
             packages.append("?or(" + ",".join(f"?exact-name({n})" for n in names) + ")")
     return packages
@@ -294,7 +296,8 @@ def cached_root(deb: Path | None = None, suite: str = SUITE) -> Path:
         partial = CACHE / f".partial-{key}-{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
         archives = apt_archives(suite)
-        cmd = ["mmdebstrap", "--variant=minbase", f"--include={','.join(packages)}",
+        # One --include each: mmdebstrap takes a value holding an apt pattern whole.
+        cmd = ["mmdebstrap", "--variant=minbase", *[f"--include={p}" for p in packages],
                "--skip=essential/unlink",
                "--setup-hook=mkdir -p \"$1/var/cache/apt/archives\"",
                f"--setup-hook=sync-in '{archives}' /var/cache/apt/archives",
