@@ -44,8 +44,19 @@ package enum InstanceChecks {
             if let a = this.settings.metrics.listen, let b = other.settings.metrics.listen, sameListener(a, b) {
                 out.append("\(other.label) serves metrics on \(b) too: only one of them can (set metrics.listen apart)")
             }
+            if let a = this.settings.web.listen, let b = other.settings.web.listen, sameListener(a, b) {
+                out.append("\(other.label) serves its status page on \(b) too: only one of them can "
+                           + "(set web.listen apart, e.g. \"\(a.host):\(freeWebPort(besides: [this] + others))\", or \"off\")")
+            }
         }
         return out
+    }
+
+    /// A port of the instances' range that no instance here serves its page on, to suggest.
+    static func freeWebPort(besides peers: [Peer]) -> Int {
+        let taken = Set(peers.compactMap { $0.settings.web.listen?.port })
+        let range = Instance.firstWebPort..<(Instance.firstWebPort + Instance.webPorts)
+        return range.first { !taken.contains($0) } ?? range.upperBound
     }
 
     /// How the other instance's `theirs` relates to this one's `mine`, as the middle of a

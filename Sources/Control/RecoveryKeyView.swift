@@ -1,4 +1,5 @@
 import Foundation
+import PhotolalaCore
 
 /// `photolalactl recovery-key [--json]` and `--rotate` (privacy.md): the key, the account
 /// key's fingerprint and when the recovery key was made. Only ever sent to root or the
@@ -24,5 +25,29 @@ package struct RecoveryKeyEntry: Codable, Sendable {
 
     package init(recoveryKey: String) {
         self.recoveryKey = recoveryKey
+    }
+}
+
+/// `photolalactl audit --verification-key [--json]` (cli.md): the key while it was never
+/// shown, else when it was; root only, printed by the command, never logged.
+package struct VerificationKeyView: Codable, Sendable, Equatable {
+    @Null package var verificationKey: String?
+    package var fingerprint: String
+    package var createdAt: String
+    @Null package var shownAt: String?
+
+    package init(verificationKey: String?, fingerprint: String, createdAt: String, shownAt: String?) {
+        self.verificationKey = verificationKey
+        self.fingerprint = fingerprint
+        self.createdAt = createdAt
+        self.shownAt = shownAt
+    }
+}
+
+/// The command printed the key whose fingerprint this is: the NAS may forget it.
+package struct VerificationKeyTaken: Codable, Sendable, Equatable {
+    package var fingerprint: String
+    package init(fingerprint: String) {
+        self.fingerprint = fingerprint
     }
 }

@@ -304,6 +304,7 @@ package actor KeyService: Service, MetadataKeySource {
         do throws(RecoveryKeyRefusal) {
             let state = try standing.held(signedIn: user != nil)
             record(.recoveryKeyShown, caller, .ok, ["fingerprint": .string(state.fingerprint), "outdated": .bool(outdated)])
+            noteShown(state)
             return ShownRecoveryKey(state, outdated: outdated)
         } catch {
             refused("show", caller, error)
@@ -347,12 +348,14 @@ package actor KeyService: Service, MetadataKeySource {
         } catch {
             return .failure(.bucket("cannot read this account's key object from the bucket (\(error)); nothing was changed: try again"))
         }
-        let state: AccountKeyState
+        var state: AccountKeyState
         do throws(RecoveryKeyRefusal) {
             state = try KeyLifecycle.entered(recovery, opening: bytes, userId: uid)
         } catch {
             return .failure(error)
         }
+        // Entered here: the person who typed it has it.
+        state.recoveryShownAt = Self.millis(clock.now())
         if let held = local, held.accountKey != state.accountKey {
             logger.warning("the entered recovery key opens another account key than the one this NAS held: taking the bucket's",
                            metadata: ["was": "\(held.fingerprint)"])
@@ -429,6 +432,8 @@ package actor KeyService: Service, MetadataKeySource {
                 + "recovery key the bucket's key object opens with; run `sudo photolalactl recovery-key` in a minute to see it"))
         }
         state.pending = nil
+        // The answer carries the new key to the command, which prints it.
+        state.recoveryShownAt = at
         do throws(KeyLookFailure) {
             try save(state)
         } catch {
@@ -442,6 +447,31 @@ package actor KeyService: Service, MetadataKeySource {
         logger.notice("the recovery key was replaced: the previous one opens nothing in the bucket any more",
                       metadata: ["fingerprint": "\(state.fingerprint)"])
         return .success(ShownRecoveryKey(state, outdated: false))
+    }
+
+    /// `logout`: why this NAS must not forget the account key now, in a sentence with the
+    /// command that shows its recovery key; nil when it may. It must not while it holds the
+    /// key and the recovery key was never shown nor entered here since it was made or
+    /// last rotated (privacy.md "No side doors"): that copy may be the only way into the
+    /// account's manifests. A key another NAS rotated since (`outdated`) is not held back:
+    /// the account's current recovery key was shown there.
+    package func logoutHold() async -> String? {
+        await exclusive { () async -> String? in
+            let held: AccountKeyState?
+            if self.loaded {
+                held = self.local
+            } else {
+                // Signed out (an expired sign-in keeps the file) or not looked at yet.
+                held = try? self.store.load()
+            }
+            guard let held, held.recoveryShownAt == nil, !(self.loaded && self.outdated) else { return nil }
+            let making = held.pending == .creating
+                ? " (it is still being made: run the command again in a few seconds)" : ""
+            return "This NAS holds the account's key (fingerprint \(held.fingerprint)), and its recovery key was never shown "
+                + "nor entered here: after a logout no NAS could read this account's manifests. Show it and keep it somewhere "
+                + "other than this NAS: sudo photolalactl recovery-key\(making); then log out again. To log out anyway and lose "
+                + "this copy: sudo photolalactl logout --forget-key"
+        }
     }
 
     /// `logout`: this NAS forgets the account key with the sign-in (the device id stays).
@@ -505,6 +535,18 @@ package actor KeyService: Service, MetadataKeySource {
     }
 
     // MARK: helpers
+
+    /// The recovery key reached a person: noted in the key file once (a write only the
+    /// first time it is shown after being made or rotated).
+    private func noteShown(_ state: AccountKeyState) {
+        guard var current = local, current.recoveryKey == state.recoveryKey, current.recoveryShownAt == nil else { return }
+        current.recoveryShownAt = Self.millis(clock.now())
+        do throws(KeyLookFailure) {
+            try save(current)
+        } catch {
+            logger.error("\(error): logout will still ask to show the recovery key")
+        }
+    }
 
     /// What the phase and the key file mean to those who ask, as of now.
     private var standing: KeyStanding {

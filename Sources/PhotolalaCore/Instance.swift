@@ -38,6 +38,25 @@ package struct Instance: Sendable, Equatable, Hashable, CustomStringConvertible 
     package var socket: String { "/run/photolala/\(name).sock" }
     package var socketGroup: String { "photolala-\(name)" }
 
+    /// The status page's default port: photolalad.service has 8770, each instance a port of
+    /// 8771–8869 derived from its name (FNV-1a), so that two instances on one NAS serve
+    /// their pages without a line in either file, and the same name always gets the same
+    /// port whatever other instances exist. Two names can land on one port (about 6% for
+    /// four instances): `--check-config` says so, and setting `[web] listen` in one file
+    /// ends it.
+    package var webPort: Int { Self.firstWebPort + Int(Self.fnv1a(name) % UInt32(Self.webPorts)) }
+    package static let firstWebPort = 8771
+    package static let webPorts = 99
+
+    static func fnv1a(_ text: String) -> UInt32 {
+        var hash: UInt32 = 2_166_136_261
+        for byte in text.utf8 {
+            hash ^= UInt32(byte)
+            hash = hash &* 16_777_619
+        }
+        return hash
+    }
+
     /// The instance a config file in `configDirectory` belongs to: nil for `photolalad.toml`
     /// (the instance without a name), `.failure` for a file whose name is not an instance's.
     package static func owning(fileName: String) -> Result<Instance?, NameProblem>? {
@@ -64,6 +83,7 @@ extension Settings {
             daemon.stateDir = instance.stateDir
             daemon.socket = instance.socket
             daemon.socketGroup = instance.socketGroup
+            web.listen = Settings.ListenAddress(host: Settings.Web.defaultListen.host, port: instance.webPort)
         }
     }
 }

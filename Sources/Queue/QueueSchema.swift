@@ -239,6 +239,13 @@ enum QueueSchema {
                 ) WITHOUT ROWID;
                 """)
         }
+        m.registerMigration("v8-inventory-modified") { db in
+            // When each key was written to the bucket, as the listing says (S3's
+            // LastModified): the month a photo only the cloud holds (a phone's) falls in on
+            // the status page's chart (web.md `/api/history`). NULL until a listing sees
+            // the key again.
+            try db.execute(sql: "ALTER TABLE inventory ADD COLUMN lastModified REAL")
+        }
         return m
     }
 }

@@ -95,7 +95,17 @@ package actor RestoreService: Service {
         case .devices:
             return await devices()
         case .manifest:
-            return await manifest(device: request.query["device"] ?? "", allowUnencrypted: request.query["allowUnencrypted"] == "1")
+            let device = request.query["device"] ?? ""
+            var names: SharedListingCheck?
+            if !request.privileged {
+                // A member of the socket group: this NAS's manifest only, and only the names
+                // below folders it could list (privacy.md "No side doors").
+                guard device == (await session.deviceId) else {
+                    return .error(403, "forbidden", "permission denied: other devices' manifests (their names and folders) are for root and the daemon's user only (try sudo photolalactl restore --dry-run)")
+                }
+                names = SharedListingCheck(caller: request.peer.accessCaller)
+            }
+            return await manifest(device: device, allowUnencrypted: request.query["allowUnencrypted"] == "1", names: names)
         case .restoreObjects, .restoreThaw:
             guard let query = try? ControlJSON.decode(ObjectQuery.self, from: request.body) else {
                 return .error(400, "bad_request", "expected {\"md5s\": [...]}")
@@ -160,7 +170,9 @@ package actor RestoreService: Service {
     /// `GET /v1/manifest?device=ID[&allowUnencrypted=1]`: the device's manifest segments,
     /// checked, then a report (see `ManifestFrames`). An encrypted manifest needs the
     /// account's key; a plaintext one is sent only when the user allowed it.
-    package func manifest(device: String, allowUnencrypted: Bool = false) async -> ControlResponse {
+    /// `names`: for a member of the socket group, which names it may be sent; each segment
+    /// then goes without the records of the others (decoded, filtered, encoded again).
+    package func manifest(device: String, allowUnencrypted: Bool = false, names: SharedListingCheck? = nil) async -> ControlResponse {
         guard !device.isEmpty, device.utf8.count <= 64, device.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x41 && $0 <= 0x5a) }) else {
             return .error(400, "bad_request", "device must be a device id (photolalactl devices lists them)")
         }
@@ -217,7 +229,9 @@ package actor RestoreService: Service {
             do {
                 try await writer.begin(contentType: "application/octet-stream", contentLength: nil)
                 var report = try await reader.read { _, bytes in
-                    try await writer.write(format == ManifestSegment.sealedFormat ? ManifestFrames.plaintext(bytes) : ManifestFrames.segment(bytes))
+                    let sealed = format == ManifestSegment.sealedFormat
+                    let shown = names.map { Self.only(bytes, sealed: sealed, mayName: $0.mayName) } ?? bytes
+                    try await writer.write(sealed ? ManifestFrames.plaintext(shown) : ManifestFrames.segment(shown))
                 }
                 if report.segments == 0 && report.problems.isEmpty { report.problems.append("no manifest for device \(device)") }
                 if let head = report.head { await heads?.remember(userId: userId, device: device, head) }
@@ -228,6 +242,21 @@ package actor RestoreService: Service {
                 logger.warning("a manifest could not be sent whole: \(error)")
             }
         }
+    }
+
+    /// A segment (format 2's plaintext, or a format-1 object) without the records whose
+    /// names `mayName` refuses; one that does not decode goes as it came (the command
+    /// refuses it, as it would have).
+    static func only(_ bytes: [UInt8], sealed: Bool, mayName: (String) -> Bool) -> [UInt8] {
+        let decoded = sealed ? try? ManifestSegment.decode(plaintext: bytes) : try? ManifestSegment.decode(bytes)
+        guard let segment = decoded else { return bytes }
+        let kept = segment.entries.filter { entry in
+            entry.path.isEmpty ? mayName(entry.folder) : mayName(entry.folder + "/" + String(decoding: entry.path, as: UTF8.self))
+        }
+        guard kept.count < segment.entries.count else { return bytes }
+        var encoder = ManifestSegmentEncoder(header: segment.header, format: sealed ? ManifestSegment.sealedFormat : ManifestSegment.formatVersion)
+        for entry in kept { encoder.append(entry) }
+        return sealed ? encoder.plaintext() : encoder.finish()
     }
 
     // MARK: where objects stand (HEAD), and asking archived ones back (`RestoreObject`)

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import PhotolalaCore
 
 /// What a NAS keeps about the account key (privacy.md), in `state_dir/account-key`.
 package struct AccountKeyState: Sendable, Equatable, CustomStringConvertible {
@@ -22,13 +23,19 @@ package struct AccountKeyState: Sendable, Equatable, CustomStringConvertible {
     /// When the recovery key was made, Unix milliseconds (also sealed in the key object).
     package var recoveryCreatedAt: Int64
     package var pending: Pending?
+    /// When the recovery key was last shown (`recovery-key`, `--rotate`) or entered on this
+    /// NAS, Unix milliseconds; nil: never since it was made or last rotated. `logout` keeps
+    /// the key while it is nil (privacy.md "No side doors": it may be the only copy).
+    package var recoveryShownAt: Int64?
 
-    package init(userId: String, accountKey: AccountKey, recoveryKey: RecoveryKey, recoveryCreatedAt: Int64, pending: Pending? = nil) {
+    package init(userId: String, accountKey: AccountKey, recoveryKey: RecoveryKey, recoveryCreatedAt: Int64, pending: Pending? = nil,
+                 recoveryShownAt: Int64? = nil) {
         self.userId = userId
         self.accountKey = accountKey
         self.recoveryKey = recoveryKey
         self.recoveryCreatedAt = recoveryCreatedAt
         self.pending = pending
+        self.recoveryShownAt = recoveryShownAt
     }
 
     package var fingerprint: String { accountKey.fingerprint }
@@ -45,6 +52,9 @@ package struct AccountKeyState: Sendable, Equatable, CustomStringConvertible {
 package struct AccountKeyStore: Sendable {
     package static let fileName = "account-key"
     static let temporaryName = "account-key.tmp"
+    /// The version being replaced, kept by a second link until the new one is in place,
+    /// then overwritten: no version of the key file is unlinked with its bytes intact.
+    static let previousName = "account-key.old"
     /// The file is a few hundred bytes; anything much larger is not ours.
     static let maxSize = 16 * 1024
 
@@ -103,27 +113,42 @@ package struct AccountKeyStore: Sendable {
         }
         if failure == nil && fsync(fd) != 0 { failure = Self.errorText() }
         close(fd)
+        // A previous version left by a kill -9 is overwritten first; then the current one
+        // gets a second name, so that once the rename has replaced it its bytes can still
+        // be reached, and overwritten.
+        if failure == nil {
+            do throws(Shred.Failure) {
+                try Shred.remove(Self.previousName, at: dir, shown: directory + "/" + Self.previousName)
+            } catch {
+                failure = error.message
+            }
+        }
+        if failure == nil && linkat(dir, Self.fileName, dir, Self.previousName, 0) != 0 && errno != ENOENT { failure = Self.errorText() }
         if failure == nil && renameat(dir, Self.temporaryName, dir, Self.fileName) != 0 { failure = Self.errorText() }
         guard failure == nil else {
-            unlinkat(dir, Self.temporaryName, 0)
+            _ = try? Shred.remove(Self.temporaryName, at: dir, shown: directory + "/" + Self.temporaryName)
+            unlinkat(dir, Self.previousName, 0)
             throw Failure("cannot write \(path): \(failure!)")
+        }
+        guard fsync(dir) == 0 else { throw Failure("cannot sync \(directory): \(Self.errorText())") }
+        do throws(Shred.Failure) {
+            try Shred.remove(Self.previousName, at: dir, shown: directory + "/" + Self.previousName)
+        } catch {
+            throw Failure("the new key file is in place, but its previous version could not be overwritten: \(error)")
         }
         guard fsync(dir) == 0 else { throw Failure("cannot sync \(directory): \(Self.errorText())") }
     }
 
-    /// Removes the state (logout); nothing to remove is fine.
+    /// Removes the state (logout): every version of the file is overwritten with zeros and
+    /// synced before it is unlinked. Nothing to remove is fine.
     package func erase() throws(Failure) {
-        let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dir >= 0 else {
-            if errno == ENOENT { return }
-            throw Failure("cannot open \(directory): \(Self.errorText())")
+        do throws(Shred.Failure) {
+            for name in [Self.temporaryName, Self.previousName, Self.fileName] {
+                try Shred.remove(name, in: directory)
+            }
+        } catch {
+            throw Failure(error.message)
         }
-        defer { close(dir) }
-        unlinkat(dir, Self.temporaryName, 0)
-        if unlinkat(dir, Self.fileName, 0) != 0 && errno != ENOENT {
-            throw Failure("cannot remove \(path): \(Self.errorText())")
-        }
-        guard fsync(dir) == 0 else { throw Failure("cannot sync \(directory): \(Self.errorText())") }
     }
 
     // MARK: the file's format
@@ -144,6 +169,8 @@ package struct AccountKeyStore: Sendable {
         var recoveryKey: String
         var recoveryKeyCreatedAt: Int64
         var pending: Pending?
+        /// Absent in files written before it existed: never shown, as far as this NAS knows.
+        var recoveryKeyShownAt: Int64?
     }
 
     static func encode(_ s: AccountKeyState) -> [UInt8] {
@@ -154,7 +181,8 @@ package struct AccountKeyStore: Sendable {
         case .rotating(let previous, let at)?: pending = .init(step: "rotate", previousRecoveryKey: previous.formatted, previousRecoveryKeyCreatedAt: at)
         }
         let file = File(format: 1, userId: s.userId, accountKey: Data(s.accountKey.bytes).base64EncodedString(), fingerprint: s.fingerprint,
-                        recoveryKey: s.recoveryKey.formatted, recoveryKeyCreatedAt: s.recoveryCreatedAt, pending: pending)
+                        recoveryKey: s.recoveryKey.formatted, recoveryKeyCreatedAt: s.recoveryCreatedAt, pending: pending,
+                        recoveryKeyShownAt: s.recoveryShownAt)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
         // Cannot fail: strings and integers only.
@@ -168,7 +196,8 @@ package struct AccountKeyStore: Sendable {
         guard let key = Data(base64Encoded: file.accountKey), key.count == AccountKey.size else { throw Failure(damaged) }
         let accountKey = AccountKey(bytes: Array(key))
         guard accountKey.fingerprint == file.fingerprint, let recovery = try? RecoveryKey.parse(file.recoveryKey) else { throw Failure(damaged) }
-        var state = AccountKeyState(userId: file.userId, accountKey: accountKey, recoveryKey: recovery, recoveryCreatedAt: file.recoveryKeyCreatedAt)
+        var state = AccountKeyState(userId: file.userId, accountKey: accountKey, recoveryKey: recovery, recoveryCreatedAt: file.recoveryKeyCreatedAt,
+                                    recoveryShownAt: file.recoveryKeyShownAt)
         switch (file.pending?.step, file.pending?.previousRecoveryKey, file.pending?.previousRecoveryKeyCreatedAt) {
         case (nil, _, _): break
         case ("create"?, _, _): state.pending = .creating

@@ -25,6 +25,8 @@ import PhotolalaCore
         #expect(s.daemon.stateDir == "/var/lib/photolala/alice")
         #expect(s.daemon.socket == "/run/photolala/alice.sock")
         #expect(s.daemon.socketGroup == "photolala-alice")
+        // Its page on a port of its own, the same whatever other instances exist.
+        #expect(s.web.listen == Settings.ListenAddress(host: "127.0.0.1", port: 8830) && !s.web.listenSet)
         #expect(alice.configPath == "/etc/photolala/alice.toml")
         // What the file says still wins.
         let own = try ConfigLoader.parse("[watch]\nfolders = [\"/a\"]\n[daemon]\nstate_dir = \"/srv/state\"\nsocket_group = \"family\"\n",
@@ -33,6 +35,18 @@ import PhotolalaCore
         // No instance: photolalad.service, as before.
         let plain = try ConfigLoader.parse("[watch]\nfolders = [\"/a\"]\n")
         #expect(plain.instance == nil && plain.daemon.stateDir == "/var/lib/photolala" && plain.daemon.socketGroup == "photolala")
+        #expect(plain.web.listen == Settings.Web.defaultListen)
+        let off = try ConfigLoader.parse("[watch]\nfolders = [\"/a\"]\n[web]\nlisten = \"off\"\n", instance: alice)
+        #expect(off.web.listen == nil)
+    }
+
+    @Test func eachInstancesPageHasAPortOfItsOwnRange() throws {
+        let names = ["a", "b", "c", "alice", "bob", "carol", "mum", "dad", "kids", String(repeating: "z", count: 32)]
+        let ports = try names.map { try #require(Instance($0)).webPort }
+        #expect(ports.allSatisfy { (8771...8869).contains($0) }, "\(ports)")
+        // A function of the name alone: these are what the README and a user's firewall see.
+        #expect(ports.prefix(6) == [8778, 8847, 8857, 8830, 8857, 8782])
+        #expect(Set(ports).count > 6, "the names spread over the range: \(ports)")
     }
 
     @Test func whatIsTypedBeatsTheEnvironment() throws {
@@ -117,6 +131,21 @@ import PhotolalaCore
         #expect(InstanceChecks.warnings(try peer("a", folders: ["/a"]), others: [try peer("b", folders: ["/b"]), try peer(nil, folders: ["/c"])]).isEmpty)
         let c = try peer("c", folders: ["/c"], metrics: "127.0.0.1:9470")
         #expect(InstanceChecks.warnings(a, others: [c]).isEmpty)
+    }
+
+    @Test func twoPagesOnOnePortAreWarnedAboutWithAFreeOne() throws {
+        // bob's default port is c's: two names on one port of the range.
+        let bob = try peer("bob", folders: ["/b"])
+        let c = try peer("c", folders: ["/c"])
+        #expect(bob.settings.web.listen == c.settings.web.listen)
+        let w = InstanceChecks.warnings(bob, others: [c])
+        #expect(w == ["instance c (/etc/photolala/c.toml) serves its status page on 127.0.0.1:8857 too: only one of them can "
+                      + "(set web.listen apart, e.g. \"127.0.0.1:8771\", or \"off\")"], "\(w)")
+        // An explicit address on every interface clashes with the loopback one on its port.
+        let main = try peer(nil, folders: ["/m"], extra: "[web]\nlisten = \"0.0.0.0:8830\"\nallow_plain_http = true\n")
+        let alice = try peer("alice", folders: ["/a"])
+        #expect(InstanceChecks.warnings(alice, others: [main]).count == 1)
+        #expect(InstanceChecks.warnings(alice, others: [try peer(nil, folders: ["/m"], extra: "[web]\nlisten = \"off\"\n")]).isEmpty)
     }
 
     @Test func peersAreReadFromTheDirectoryLeniently() throws {

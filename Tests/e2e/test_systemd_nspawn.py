@@ -359,7 +359,7 @@ def signed_in(ct, moto):
         for secret in backend.all_secrets():
             assert secret not in journal
     finally:
-        ct.run(["photolalactl", "logout"])
+        ct.run(["photolalactl", "logout", "--forget-key"])
         ct.write_file(CONFIG, good)
         restart(ct)
         backend.stop()
