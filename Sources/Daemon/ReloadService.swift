@@ -10,7 +10,6 @@ import UnixSignals
 struct ReloadService: Service {
     let core: DaemonCore
     let configPath: String
-    var instance: Instance? = nil
     let notifier: SystemdNotifier
     let logger: Logger
     /// Each takes the new settings through its own mapping (the one used at start).
@@ -29,7 +28,7 @@ struct ReloadService: Service {
     func reload() async {
         notifier.reloading()
         do {
-            let fresh = try ConfigLoader.load(path: configPath, instance: instance)
+            let fresh = try ConfigLoader.load(path: configPath)
             let old = await core.settings
             await core.apply(fresh)
             for part in parts { await part.apply(fresh) }
