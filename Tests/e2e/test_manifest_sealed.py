@@ -278,6 +278,9 @@ def format1_state(world, format1_bin: str, tag: str):
     uid = user_id_for(sub)
     d = world.daemon("a", start=False, config={"account": {"device_name": f"{marker}-nas"}})
     d.binary = format1_bin
+    # The release before knows no [web] section (it refuses an unknown one, by name).
+    web = d.sections.pop("web", None)
+    d.write_config()
     d.start()
     bodies = {f"{marker} album/{i}.jpg": write_photo(d.photos / f"{marker} album" / f"{i}.jpg", 20_000 + i) for i in range(3)}
     login(world, d, sub)
@@ -290,6 +293,9 @@ def format1_state(world, format1_bin: str, tag: str):
     assert any(marker.encode() in body for body in before.values()), "the release before wrote no plaintext to upgrade"
     assert d.stop() == 0
     d.binary = None
+    if web is not None:
+        d.sections["web"] = web
+        d.write_config()
     return d, marker, uid, device, prefix, bodies
 
 
