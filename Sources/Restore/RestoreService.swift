@@ -114,7 +114,7 @@ package actor RestoreService: Service {
         case .restoreListing:
             return await listing()
         case .restoreObject:
-            return await object(md5: request.query["md5"] ?? "", expectedSize: request.query["size"].flatMap { Int64($0) })
+            return await object(md5: request.query["md5"] ?? "", expectedSize: request.query["size"].flatMap { Int64($0) }, by: request.caller)
         case .restoreSession:
             guard let report = try? ControlJSON.decode(RestoreReport.self, from: request.body) else {
                 return .error(400, "bad_request", "expected a restore report")
@@ -379,8 +379,11 @@ package actor RestoreService: Service {
     // a time and sent in order. Whatever goes wrong before the first byte is answered as
     // an error the command can show; after it, the body is cut short, which the command sees.
 
-    /// `GET /v1/restore/object?md5=M&size=N` (N: the size the manifest gives).
-    package func object(md5: String, expectedSize: Int64?) async -> ControlResponse {
+    /// `GET /v1/restore/object?md5=M&size=N` (N: the size the manifest gives, or for an
+    /// export the listing's). An object of another size is refused before a byte of it is
+    /// relayed (privacy.md "No side doors": sizes before bytes): a 50 KB entry whose
+    /// object was swapped for 40 GB must not stream 40 GB into the NAS's data volume.
+    package func object(md5: String, expectedSize: Int64?, by actor: AuditActor = .daemon) async -> ControlResponse {
         guard Self.isMD5(md5) else { return .error(400, "bad_request", "md5 must be 32 lowercase hex digits") }
         let userId: String
         switch await access() {
@@ -389,18 +392,35 @@ package actor RestoreService: Service {
         }
         let key = "photos/\(userId)/\(md5).dat"
         let ranged = RangePlan(size: expectedSize ?? 0, threshold: options.rangeThreshold, rangeSize: options.rangeSize).isRanged
+        let refuse: @Sendable (Int64) async -> ControlResponse = { found in
+            await self.sizeRefused(md5: md5, found: found, expected: expectedSize ?? 0, by: actor)
+        }
         return .stream { writer in
             if ranged {
-                await self.relayRanges(key: key, prefix: Self.photos(userId), writer: writer)
+                await self.relayRanges(key: key, prefix: Self.photos(userId), expectedSize: expectedSize, refuse: refuse, writer: writer)
             } else {
-                await self.relayWhole(key: key, prefix: Self.photos(userId), writer: writer)
+                await self.relayWhole(key: key, prefix: Self.photos(userId), expectedSize: expectedSize, refuse: refuse, writer: writer)
             }
         }
     }
 
+    /// The answer to an object whose size is not the one asked for: 422, one sentence
+    /// naming the object, and a `restore` record `refused` in the trail.
+    private func sizeRefused(md5: String, found: Int64, expected: Int64, by actor: AuditActor) -> ControlResponse {
+        logger.warning("an object's size is not the manifest's: refused before a byte was relayed",
+                       metadata: ["md5": "\(md5)", "size": "\(found)", "expected": "\(expected)"])
+        audit?.record(AuditEvent(.restore, by: actor, .refused, ["step": "object", "md5": .string(md5), "size": .int(found),
+                                                                 "expected": .int(expected), "why": "size"]))
+        let size = found < 0 ? "an unknown number of" : "\(found)"
+        return .error(422, "size_mismatch",
+                      "its object photos/…/\(md5).dat holds \(size) bytes in the bucket, not the \(expected) expected: it was replaced or cut in the bucket; not read")
+    }
+
     /// One GET streamed to the command; a transient failure resumes from the byte where
-    /// it broke off (the session tries the operation again, which asks for the rest).
-    private func relayWhole(key: String, prefix: String, writer: ControlStreamWriter) async {
+    /// it broke off (the session tries the operation again, which asks for the rest). The
+    /// answer's head is checked against `expectedSize` before its body is read.
+    private func relayWhole(key: String, prefix: String, expectedSize: Int64?, refuse: @Sendable (Int64) async -> ControlResponse,
+                            writer: ControlStreamWriter) async {
         let relayed = Relayed()
         let (bandwidth, meter) = (self.bandwidth, self.meter)
         do throws(S3Error) {
@@ -409,6 +429,10 @@ package actor RestoreService: Service {
                 guard !(relayed.begun && from >= relayed.total) else { return }
                 let range: ClosedRange<Int64>? = relayed.begun && from > 0 ? from...(relayed.total - 1) : nil
                 _ = try await bucket.getObject(key: key, range: range, expectedBytes: relayed.total - from, onHead: { head in
+                    if let expectedSize, head.objectSize != expectedSize {
+                        relayed.refuse(head.objectSize)
+                        throw SizeRefusal()
+                    }
                     guard !relayed.begun else { return }
                     relayed.begin(head.objectSize)
                     try await writer.begin(contentType: "application/octet-stream", contentLength: head.objectSize)
@@ -420,6 +444,12 @@ package actor RestoreService: Service {
                 })
             }
         } catch {
+            if let found = relayed.refused {
+                // Before the first byte: the command is told why. (A resumed GET finding
+                // another size: the body is cut short, which the command sees.)
+                if !relayed.begun { await writer.respond(await refuse(found)) }
+                return
+            }
             guard !(relayed.begun && relayed.sent >= relayed.total) else { return await Self.finish(writer, begun: true) }
             if error.kind == .localFile { return }   // the command went away
             if !relayed.begun, let refusal = Refusal(error, key: key) { return await writer.respond(refusal.response) }
@@ -438,13 +468,19 @@ package actor RestoreService: Service {
     /// The first range says how big the object is; then the rest, `parallelRanges` ahead,
     /// each a child task, sent in order. A range's bytes count against the shared budget
     /// from before it is fetched until they are written to the command.
-    private func relayRanges(key: String, prefix: String, writer: ControlStreamWriter) async {
+    private func relayRanges(key: String, prefix: String, expectedSize: Int64?, refuse: @Sendable (Int64) async -> ControlResponse,
+                             writer: ControlStreamWriter) async {
         var held: [Int: Int64] = [0: await budget.acquire(options.rangeSize)]
         let first = await fetchRange(key: key, prefix: prefix, range: 0...(options.rangeSize - 1))
         guard case .success(let (head, firstBytes)) = first else {
             if case .failure(let error) = first {
                 await writer.respond(Refusal(error, key: key)?.response ?? .error(502, "storage_error", "could not read \(key): \(error)"))
             }
+            await budget.release(held.values.reduce(0, +))
+            return
+        }
+        if let expectedSize, head.objectSize != expectedSize {
+            await writer.respond(await refuse(head.objectSize))
             await budget.release(held.values.reduce(0, +))
             return
         }
@@ -567,12 +603,18 @@ package actor RestoreService: Service {
     }
 }
 
-/// What a relay has sent, shared with the S3 client's callbacks.
+/// What a relay has sent, shared with the S3 client's callbacks; and the size that made
+/// it refuse the object, if one did.
 private final class Relayed: Sendable {
-    private let state = Mutex<(begun: Bool, total: Int64, sent: Int64)>((false, 0, 0))
+    private let state = Mutex<(begun: Bool, total: Int64, sent: Int64, refused: Int64?)>((false, 0, 0, nil))
     var begun: Bool { state.withLock { $0.begun } }
     var sent: Int64 { state.withLock { $0.sent } }
     var total: Int64 { state.withLock { $0.total } }
-    func begin(_ total: Int64) { state.withLock { $0 = (true, total, $0.sent) } }
+    var refused: Int64? { state.withLock { $0.refused } }
+    func begin(_ total: Int64) { state.withLock { $0 = (true, total, $0.sent, nil) } }
     func add(_ n: Int) { state.withLock { $0.sent += Int64(n) } }
+    func refuse(_ size: Int64) { state.withLock { $0.refused = size } }
 }
+
+/// Thrown from a GET's head: the object is not the size asked for.
+private struct SizeRefusal: Error {}

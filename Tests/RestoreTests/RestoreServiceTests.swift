@@ -153,6 +153,83 @@ import Vault
         try? FileManager.default.removeItem(atPath: dir)
     }
 
+    // MARK: sizes before bytes (privacy.md "No side doors")
+
+    /// A restore of this NAS's manifest into `dir/out` through a real control socket, the
+    /// command on a thread of its own; `handler` answers the socket.
+    func restoreThroughTheSocket(_ dir: String, handler: any ControlHandler) async throws -> RestoreSummary {
+        let socket = dir + "/s.sock"
+        let server = try await ControlServer.start(path: socket, group: "photolala",
+                                                   policy: AccessPolicy(daemonUID: getuid(), readerGroup: nil, readerGroupName: "photolala"),
+                                                   handler: handler, logger: Logger(label: "restore-tests"))
+        let request = RestoreRun.Request(device: nil, asOf: nil, asOfText: nil, to: dir + "/out", paths: [], overwrite: false,
+                                         dryRun: false, json: true, workers: 2)
+        let result: Result<RestoreSummary, RestoreRun.Stop> = await withCheckedContinuation { done in
+            Thread.detachNewThread {
+                do throws(RestoreRun.Stop) {
+                    done.resume(returning: .success(try RestoreRun(client: ControlClient(socketPath: socket), request: request,
+                                                                   interrupted: { false }).run()))
+                } catch {
+                    done.resume(returning: .failure(error))
+                }
+            }
+        }
+        await server.stop()
+        return try result.get()
+    }
+
+    /// Every file below `dir` (temporary ones included) and their bytes together.
+    func filesBelow(_ dir: String) -> (names: [String], bytes: Int64) {
+        var names: [String] = []
+        var bytes: Int64 = 0
+        let e = FileManager.default.enumerator(atPath: dir)
+        while let name = e?.nextObject() as? String {
+            var st = stat()
+            guard lstat(dir + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            names.append(name)
+            bytes += Int64(st.st_size)
+        }
+        return (names.sorted(), bytes)
+    }
+
+    @Test func anObjectOfAnotherSizeIsRefusedByTheDaemonBeforeAByteIsRelayed() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("restore-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // The small photo's object swapped for 3 MB, and the big one's for a bigger one:
+        // one relayed whole, one in ranges; neither must reach the command.
+        let swapped = [UInt8](repeating: 0x41, count: 3 << 20)
+        bucket.store("photos/U/\(md5(small)).dat", bytes: swapped)
+        bucket.store("photos/U/\(md5(big)).dat", bytes: big + swapped)
+        let summary = try await restoreThroughTheSocket(dir, handler: Routes(restore: restore))
+        #expect(summary.restored == 0 && summary.failed == 2 && summary.exitCode != 0)
+        let problems = Dictionary(uniqueKeysWithValues: summary.problems.map { ($0.path, $0.message) })
+        #expect(problems[dir + "/out/photos/2024/a.jpg"]?.contains("holds \(3 << 20) bytes in the bucket, not the \(small.count) expected") == true,
+                "\(summary.problems)")
+        #expect(problems[dir + "/out/photos/big.mov"]?.contains("holds \(big.count + (3 << 20)) bytes in the bucket, not the \(big.count) expected") == true,
+                "\(summary.problems)")
+        let written = filesBelow(dir + "/out")
+        #expect(written.bytes == 0, "\(written.names)")
+        // One record each in the trail, with who asked.
+        let refused = audit.all.filter { $0.kind == .restore && $0.outcome == .refused }
+        #expect(refused.count == 2)
+        #expect(refused.contains(AuditEvent(.restore, by: .caller(uid: getuid()), .refused,
+                                            ["step": "object", "md5": .string(md5(small)), "size": .int(3 << 20), "expected": .int(Int64(small.count)), "why": "size"])))
+    }
+
+    @Test func theCommandNeverWritesPastTheManifestsSizeWhateverTheDaemonSends() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("restore-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let swapped = [UInt8](repeating: 0x41, count: 3 << 20)
+        bucket.store("photos/U/\(md5(small)).dat", bytes: swapped)
+        // A daemon that does not check (another release): it is not told the size.
+        let summary = try await restoreThroughTheSocket(dir, handler: Unchecking(restore: restore))
+        #expect(summary.restored == 1 && summary.failed == 1 && summary.exitCode != 0)
+        let message = summary.problems.first { $0.path == dir + "/out/photos/2024/a.jpg" }?.message ?? ""
+        #expect(message.contains("holds more than the \(small.count) bytes expected"), "\(summary.problems)")
+        // Nothing of it stays: the temporary file held at most the manifest's size and is gone.
+        #expect(filesBelow(dir + "/out").names == ["photos/big.mov"])
+    }
+
     // MARK: format 2: the daemon opens, the command checks
 
     @Test func withoutTheKeyDevicesShowIdsAndTimesAndTheManifestIsRefusedWithTheHint() async throws {
@@ -193,6 +270,18 @@ private struct Routes: ControlHandler {
 
     func handle(_ request: ControlRequest) async -> ControlResponse {
         await restore.answer(request)
+    }
+}
+
+/// A daemon that relays an object without being told its size (one of an older release,
+/// or one that does not check): the command's own bound is all that is left.
+private struct Unchecking: ControlHandler {
+    let restore: RestoreService
+
+    func handle(_ request: ControlRequest) async -> ControlResponse {
+        var request = request
+        if request.route == .restoreObject { request.query["size"] = nil }
+        return await restore.answer(request)
     }
 }
 
