@@ -62,13 +62,18 @@ package actor RestoreService: Service {
     private var sessions = RestoreSessions()
     /// Who restored what, where to, and how it ended (cli.md "audit": `restore`).
     private let audit: (any AuditRecorder)?
+    /// Devices whose manifest was refused (a downgrade, a rollback): status, the trail, a
+    /// notification (shared with the manifest stage).
+    private let alarms: ManifestAlarms?
 
     /// - Parameter bucket: the way to the bucket; the signed-in user and this NAS's device
     ///   id come from its grant source.
     package init(bucket session: BucketSession, keys: (any MetadataKeySource)? = nil, heads: (any ManifestHeadMemory)? = nil,
-                 options: Options, clock: any DaemonClock = SystemClock(), logger: Logger, audit: (any AuditRecorder)? = nil) {
+                 options: Options, clock: any DaemonClock = SystemClock(), logger: Logger, audit: (any AuditRecorder)? = nil,
+                 alarms: ManifestAlarms? = nil) {
         self.session = session
         self.audit = audit
+        self.alarms = alarms
         self.keySource = keys
         self.heads = heads
         self.options = options
@@ -146,15 +151,23 @@ package actor RestoreService: Service {
         }
         do {
             let store = ManifestReads(session: session, userId: userId, budget: options.budget)
-            let found = DeviceListing(try await store.listing(under: ManifestKeys.devicesPrefix(userId)), userId: userId)
+            let listed = try await store.listing(under: ManifestKeys.devicesPrefix(userId))
+            let found = DeviceListing(listed, userId: userId)
             let current = await session.deviceId
             let keyState = await keySource?.metadataKeyState() ?? .needed
+            let vouches = await Self.vouches(store, userId: userId, listing: listed.map(\.key), keyState: keyState)
             var list: [DeviceList.Device] = []
             for (id, seen) in found.seen {
                 let layout = ManifestKeys(userId: userId, deviceId: id)
                 let bytes = seen.record ? try await store.bytes(layout.record) : nil
                 let row = DeviceListing.row(id, seen, current: id == current, record: bytes, recordKey: layout.record, keyState: keyState)
                 var device = row.device
+                if device.access == .unencrypted,
+                   let trace = vouches.formatTwoTrace(of: id, listing: listed.map(\.key), remembered: await heads?.remembered(userId: userId, device: id), userId: userId) {
+                    // Not under the attacker's name: only the id, and why it is refused.
+                    device = DeviceListing.downgraded(id, seen, current: id == current, trace: trace)
+                    await raiseDowngrade(id, trace: trace)
+                }
                 if let counter = row.counter, let seenBefore = await heads?.remembered(userId: userId, device: id), seenBefore.counter > counter {
                     device.problem = DeviceListing.rolledBack
                 }
@@ -214,8 +227,31 @@ package actor RestoreService: Service {
             if let recordBytes, (try? DeviceRecord.open(recordBytes, key: key, objectKey: layout.record)) == nil {
                 return .error(409, "unreadable", DeviceListing.notReadable(device))
             }
-            reader = ManifestReader(store: store, keys: layout, key: key, remembered: await heads?.remembered(userId: userId, device: device))
+            // Freshness without memory: the newest head any other device's record vouches for.
+            var freshness = ManifestReader.Freshness()
+            do {
+                let listing = try await store.listing(under: ManifestKeys.devicesPrefix(userId)).map(\.key)
+                if let floor = await ManifestVouches.read(store, userId: userId, listing: listing, key: key).floor(for: device) {
+                    freshness = ManifestReader.Freshness(floor: floor.head, floorBy: floor.by)
+                }
+            } catch {
+                return Refusal(error)?.response ?? .error(502, "storage_error", "could not read the manifest of \(device): \(error)")
+            }
+            reader = ManifestReader(store: store, keys: layout, key: key, remembered: await heads?.remembered(userId: userId, device: device),
+                                    freshness: freshness)
         case ManifestSegment.formatVersion:
+            // A device sealed for good is never read in plaintext, --allow-unencrypted or not.
+            do {
+                let listing = try await store.listing(under: ManifestKeys.devicesPrefix(userId)).map(\.key)
+                let vouches = await Self.vouches(store, userId: userId, listing: listing, keyState: await keySource?.metadataKeyState() ?? .needed)
+                if let trace = vouches.formatTwoTrace(of: device, listing: listing, remembered: await heads?.remembered(userId: userId, device: device),
+                                                      userId: userId) {
+                    await raiseDowngrade(device, trace: trace)
+                    return .error(409, "downgraded", DeviceListing.downgradedSentence(device, trace: trace))
+                }
+            } catch {
+                return Refusal(error)?.response ?? .error(502, "storage_error", "could not read the manifest of \(device): \(error)")
+            }
             guard allowUnencrypted else {
                 return .error(409, "unencrypted",
                               "the manifest of device \(device) is in the old plaintext format, which nothing authenticates: restore from it only with --allow-unencrypted (every restore rule still applies)")
@@ -234,6 +270,9 @@ package actor RestoreService: Service {
                     try await writer.write(sealed ? ManifestFrames.plaintext(shown) : ManifestFrames.segment(shown))
                 }
                 if report.segments == 0 && report.problems.isEmpty { report.problems.append("no manifest for device \(device)") }
+                if report.replayed || report.belowFloor, let why = report.problems.last {
+                    await self.raiseRollback(device, why: why)
+                }
                 if let head = report.head { await heads?.remember(userId: userId, device: device, head) }
                 try await writer.write(ManifestFrames.report(report))
                 try await writer.finish()
@@ -242,6 +281,26 @@ package actor RestoreService: Service {
                 logger.warning("a manifest could not be sent whole: \(error)")
             }
         }
+    }
+
+    /// What the account's device records say of one another (the floor, format-2 traces):
+    /// read when this NAS holds the key; without it, only the listing and this NAS's memory
+    /// can tell a device is sealed for good.
+    private static func vouches(_ store: ManifestReads, userId: String, listing: [String], keyState: MetadataKeyState) async -> ManifestVouches {
+        guard case .ready(let accountKey) = keyState else { return ManifestVouches(records: [:]) }
+        return await ManifestVouches.read(store, userId: userId, listing: listing, key: accountKey.metadataKey)
+    }
+
+    private func raiseDowngrade(_ device: String, trace: String) async {
+        logger.error("a downgraded manifest was refused", metadata: ["device": "\(device)", "trace": "\(trace)"])
+        await alarms?.raise(device: device, kind: .downgrade, message: DeviceListing.downgradedSentence(device, trace: trace),
+                            action: "restore from another device, or let the NAS of device \(device) run: it writes its sealed manifest again")
+    }
+
+    private func raiseRollback(_ device: String, why: String) async {
+        logger.error("a manifest below what the account vouches for", metadata: ["device": "\(device)", "why": "\(why)"])
+        await alarms?.raise(device: device, kind: .rollback, message: "The manifest of device \(device) was rolled back in the bucket: \(why)",
+                            action: "restore with --as-of before the gap, or from another device")
     }
 
     /// A segment (format 2's plaintext, or a format-1 object) without the records whose

@@ -6,6 +6,15 @@ someone who can write the account's prefix but holds no key swaps a photo's obje
   written anywhere (the daemon refuses the object on its head, before relaying a byte:
   an audit record `restore` `refused` says so). `restore --by-date` does not read an
   object whose size is not the apps' catalog's for its MD5 at all.
+- A format is for good, the reading side (item 1): a plaintext device.json and a forged
+  `.plm` for a device whose sealed segments are in the bucket are refused by `devices` and
+  `restore` on another NAS of the account (one sentence naming the device, an audit record
+  `manifest.refused`, status attention, a notification), `--allow-unencrypted` or not;
+  `--allow-unencrypted` goes only with `--to`.
+- Freshness without memory (item 3): a fresh NAS restoring a device whose newest segment
+  was deleted and whose older record was put back exits 1 naming the device and the gap,
+  because another NAS's sealed record vouches for the newer head; `--as-of` before the gap
+  restores whole.
 - Export checks the SHA-256 (item 5): an object replaced by other bytes with the same MD5
   (Marc Stevens' single-block collision, a common suffix after it) is refused by `restore
   --by-date` on a NAS whose sealed manifest records the photo's SHA-256; the summary says
@@ -22,7 +31,9 @@ import os
 import time
 from pathlib import Path
 
+from support import manifest_reader
 from support.app_catalog import fake_body, fake_row, publish_as_app
+from support.notify_receivers import Receiver
 from support.world import apple_subject, write_photo
 
 MiB = 1 << 20
@@ -71,15 +82,51 @@ def object_reads(world, since: float, md5_hex: str) -> list[dict]:
     return [q for q in world.proxy.stats()["requests"] if q["time"] >= since and q["method"] == "GET" and md5_hex in q["path"]]
 
 
-def a_nas(world, tag: str, files: dict[str, bytes]):
-    sub = apple_subject(tag)
-    a = world.daemon("a")
+def a_nas(world, tag: str, files: dict[str, bytes], name: str = "a", sub: str | None = None, config: dict | None = None):
+    sub = sub or apple_subject(tag)
+    a = world.daemon(name, config=config)
     for rel, body in files.items():
         write_photo(a.photos / rel, len(body), body)
     uid = world.login(a, sub=sub)
     a.wait_for(lambda s: s["recovery"]["state"] == "ready", timeout=30, what="the account key made")
     a.wait_for(manifest_idle(len(files)), timeout=90, what="the photos in the sealed manifest")
     return uid, a
+
+
+def another_nas(world, name: str, sub: str, recovery_key: str, config: dict | None = None):
+    """A NAS of the same account that is given the recovery key."""
+    d = world.daemon(name, config=config)
+    world.login(d, sub=sub)
+    d.wait_for(lambda s: s["recovery"]["state"] == "needed", timeout=30, what=f"{name} needs the key")
+    r = d.ctl("recovery-key", "--enter", input=recovery_key + "\n")
+    assert r.returncode == 0, r.stdout + r.stderr
+    d.wait_for(lambda s: s["recovery"]["state"] == "ready", timeout=30, what=f"{name} holds the key")
+    return d
+
+
+def put(world, key: str, body: bytes):
+    world.moto.s3_admin().put_object(Bucket=world.moto.bucket, Key=key, Body=body)
+
+
+def plaintext_segment(device: str, folder: str, path: bytes, data: bytes) -> bytes:
+    """A forger's format-1 log segment 1 (docs/manifest.md), one `appeared` record, with
+    its SHA-256 recomputed so it checks out."""
+    def uvarint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            b, n = n & 0x7F, n >> 7
+            out.append(b | 0x80 if n else b)
+            if not n:
+                return bytes(out)
+    now = int(time.time() * 1000) - 60_000
+    body = uvarint(0) + uvarint(0) + uvarint(len(path)) + path + b"\x01" + uvarint(now << 1) + uvarint(len(data)) \
+        + hashlib.md5(data).digest() + uvarint(1_700_000_000 << 1) + uvarint(0)
+    header = json.dumps({"format": 1, "kind": "log", "device": device, "seq": 1, "entries": 1, "folders": [folder],
+                         "createdAt": "2026-11-22T07:00:00Z"}).encode()
+    rest = len(header).to_bytes(4, "big") + header + body
+    segment = manifest_reader.MAGIC + hashlib.sha256(rest).digest() + rest
+    manifest_reader.decode_segment(segment)
+    return segment
 
 
 def test_an_object_swapped_for_40_mb_is_refused_before_a_byte_is_written(world, tmp_path):
@@ -180,3 +227,98 @@ def test_export_checks_the_sha256_a_manifest_records(world, tmp_path):
     [problem] = summary["problems"]
     assert md5(genuine)[:8] in problem["path"] and "SHA-256" in problem["message"], problem
     assert {p.read_bytes() for p in out.rglob("*") if p.is_file()} == written
+
+
+def test_a_downgraded_device_is_refused_by_devices_and_restore_on_another_nas(world, tmp_path):
+    hook = Receiver("json").start()
+    try:
+        sub = apple_subject("downgrade-restore")
+        uid, a = a_nas(world, "", {"one.jpg": os.urandom(20_000)}, sub=sub)
+        device = a.status()["manifest"]["deviceId"]
+        key = json.loads(a.ctl("recovery-key", "--json", check=True).stdout)["recoveryKey"]
+        b = another_nas(world, "b", sub, key, config={"notify": {"webhook": hook.url("/b")}})
+        # The attack of issue 31 item 1, against the NAS that restores: a plaintext record
+        # under the attacker's name and a forged segment putting their key into b's
+        # watched folder, while a's sealed segments are still in the bucket.
+        marker = "PWNED-" + os.urandom(4).hex()
+        evil = f"ssh-ed25519 AAAA {marker}\n".encode()
+        prefix = manifest_reader.device_prefix(uid, device)
+        put(world, prefix + "device.json", json.dumps({
+            "format": 1, "deviceId": device, "name": marker, "folders": [str(b.photos)], "lastBackupAt": "2026-11-22T07:00:00Z",
+            "files": 1, "bytes": len(evil), "logSeq": 1, "snapshotSeq": 0, "updatedAt": "2026-11-22T07:00:00Z",
+            "software": "forger"}).encode())
+        put(world, prefix + "log/000000000001.plm", plaintext_segment(device, str(b.photos), b".ssh/authorized_keys", evil))
+        put(world, f"photos/{uid}/{md5(evil)}.dat", evil)
+
+        r = b.ctl("devices", "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        [row] = [d for d in json.loads(r.stdout)["devices"] if d["id"] == device]
+        assert row["access"] == "unreadable" and row["name"] is None and marker not in r.stdout, row
+        assert f"the manifest of device {device} was downgraded in the bucket" in row["problem"], row
+
+        to = tmp_path / "to"
+        r = b.ctl("restore", "--device", device, "--allow-unencrypted", "--to", str(to), timeout=90)
+        assert r.returncode == 1, r.stdout + r.stderr
+        [sentence] = [line for line in r.stderr.splitlines() if line.strip()]
+        assert f"the manifest of device {device} was downgraded in the bucket" in sentence and "sealed segments" in sentence, r.stderr
+        assert not to.exists() or list(to.rglob("*")) == []
+        # In place it is not even asked: --allow-unencrypted goes with --to only.
+        r = b.ctl("restore", "--device", device, "--allow-unencrypted", timeout=90)
+        assert r.returncode == 64 and "--allow-unencrypted needs --to DIR" in r.stderr, r.stdout + r.stderr
+        assert not (b.photos / ".ssh").exists() and not (a.photos / ".ssh").exists()
+
+        status = b.wait_for(lambda s: any(x["device"] == device and x["kind"] == "downgrade" for x in s["manifestAlarms"]),
+                            timeout=30, what="the downgrade in b's status")
+        assert [x["subject"] for x in status["attention"] if x["reason"] == "manifestDowngrade"] == [device]
+        records = json.loads(b.ctl("audit", "--json", check=True).stdout)["records"]
+        refused = [x for x in records if x["event"] == "manifest.refused" and x["details"]["device"] == device]
+        assert len(refused) == 1 and refused[0]["details"]["why"] == "downgrade", refused
+        deadline = time.monotonic() + 60
+        while not any(e.get("reason") == "manifestDowngrade" for e in hook.events()):
+            assert time.monotonic() < deadline, hook.events()
+            time.sleep(0.2)
+        assert all(marker not in json.dumps(e) for e in hook.events())
+    finally:
+        hook.stop()
+
+
+def test_a_fresh_nas_finds_a_cut_log_another_nas_vouches_for(world, tmp_path):
+    sub = apple_subject("cut-log")
+    first = os.urandom(20_000)
+    uid, a = a_nas(world, "", {"first.jpg": first}, sub=sub)
+    device = a.status()["manifest"]["deviceId"]
+    key = json.loads(a.ctl("recovery-key", "--json", check=True).stdout)["recoveryKey"]
+    prefix = manifest_reader.device_prefix(uid, device)
+    s3, bucket = world.moto.s3_admin(), world.moto.bucket
+    time.sleep(1.1)
+    between = time.time()
+    time.sleep(1.1)
+    write_photo(a.photos / "second.jpg", 20_000)
+    a.wait_for(manifest_idle(2), timeout=90, what="segment 2")
+    old_record = s3.get_object(Bucket=bucket, Key=prefix + "device.json")["Body"].read()
+    write_photo(a.photos / "third.jpg", 20_000)
+    a.wait_for(manifest_idle(3), timeout=90, what="segment 3")
+    assert s3.head_object(Bucket=bucket, Key=prefix + "log/000000000003.pls")
+    # Another NAS of the account writes its record, which vouches for a's segment 3.
+    c = another_nas(world, "c", sub, key)
+    write_photo(c.photos / "c.jpg", 10_000)
+    c.wait_for(manifest_idle(1), timeout=90, what="c's record")
+
+    # The attack: the newest segment deleted, the older record put back (a new PUT of it).
+    s3.delete_object(Bucket=bucket, Key=prefix + "log/000000000003.pls")
+    s3.put_object(Bucket=bucket, Key=prefix + "device.json", Body=old_record)
+
+    d = another_nas(world, "d", sub, key)
+    to = tmp_path / "to"
+    r = d.ctl("restore", "--device", device, "--to", str(to), timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    gap = [line for line in r.stdout.splitlines() if f"saw the manifest of device {device} up to segment 3" in line]
+    assert len(gap) == 1 and "the bucket holds it up to segment 2" in gap[0], r.stdout
+    assert any(x["device"] == device and x["kind"] == "rollback" for x in d.status()["manifestAlarms"])
+    records = json.loads(d.ctl("audit", "--json", check=True).stdout)["records"]
+    assert any(x["event"] == "manifest.refused" and x["details"]["device"] == device and x["details"]["why"] == "rollback" for x in records)
+    # As of a time before the gap (before the newest change the bucket still holds), the
+    # restore is whole.
+    r = d.ctl("restore", "--device", device, "--to", str(tmp_path / "before"), "--as-of", iso_ms(between), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [p.read_bytes() for p in (tmp_path / "before").rglob("*") if p.is_file()] == [first]
