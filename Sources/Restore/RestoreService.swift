@@ -167,6 +167,9 @@ package actor RestoreService: Service {
                     // Not under the attacker's name: only the id, and why it is refused.
                     device = DeviceListing.downgraded(id, seen, current: id == current, trace: trace)
                     await raiseDowngrade(id, trace: trace)
+                } else if device.access == .readable {
+                    // Its sealed record opens again (its NAS wrote it back): no longer a downgrade.
+                    await alarms?.clear(device: id, kind: .downgrade)
                 }
                 if let counter = row.counter, let seenBefore = await heads?.remembered(userId: userId, device: id), seenBefore.counter > counter {
                     device.problem = DeviceListing.rolledBack
@@ -261,17 +264,19 @@ package actor RestoreService: Service {
             return .error(409, "newer_format", "the manifest of device \(device) is in format \(format), newer than this photolalad reads: update photolalad")
         }
         let (logger, heads) = (self.logger, self.heads)
+        let sealed = format == ManifestSegment.sealedFormat
         return .stream { writer in
             do {
                 try await writer.begin(contentType: "application/octet-stream", contentLength: nil)
                 var report = try await reader.read { _, bytes in
-                    let sealed = format == ManifestSegment.sealedFormat
                     let shown = names.map { Self.only(bytes, sealed: sealed, mayName: $0.mayName) } ?? bytes
                     try await writer.write(sealed ? ManifestFrames.plaintext(shown) : ManifestFrames.segment(shown))
                 }
                 if report.segments == 0 && report.problems.isEmpty { report.problems.append("no manifest for device \(device)") }
                 if report.replayed || report.belowFloor, let why = report.problems.last {
                     await self.raiseRollback(device, why: why)
+                } else if sealed, report.complete {
+                    await self.alarms?.clear(device: device)
                 }
                 if let head = report.head { await heads?.remember(userId: userId, device: device, head) }
                 try await writer.write(ManifestFrames.report(report))

@@ -262,6 +262,29 @@ import Vault
         #expect(await restore.manifest(device: "old-plain").status == 409)
         #expect(await restore.manifest(device: "old-plain", allowUnencrypted: true).status == 200)
     }
+
+    @Test func aPlaintextRecordForASealedDeviceIsADowngradeRefusedAndRaised() async throws {
+        let alarms = ManifestAlarms(audit: audit)
+        let restore = RestoreService(bucket: BucketSession(grants: grants, transport: bucket, clock: clock, logger: Logger(label: "restore-tests")),
+                                     keys: accountKeys, heads: heads, options: RestoreService.Options(Settings()), clock: clock,
+                                     logger: Logger(label: "restore-tests"), audit: audit, alarms: alarms)
+        // 0ld-device's sealed segment stays; its record becomes plaintext under another name.
+        let keys = ManifestKeys(userId: "U", deviceId: "0ld-device")
+        let forged = DeviceRecord(deviceId: "0ld-device", name: "attacker", folders: ["/root"], lastBackupAt: "2026-01-01T00:00:00Z",
+                                  files: 1, bytes: 1, logSeq: 1, snapshotSeq: 0, updatedAt: "2026-01-01T00:00:00Z", software: "forger")
+        bucket.store(keys.record, bytes: forged.encoded(), contentType: "application/json")
+        let list = try ControlJSON.decode(DeviceList.self, from: await restore.devices().body)
+        let row = try #require(list.devices.first { $0.id == "0ld-device" })
+        #expect(row.access == .unreadable && row.name == nil && row.folders.isEmpty)
+        #expect(row.problem?.contains("the manifest of device 0ld-device was downgraded in the bucket") == true)
+        for allowed in [false, true] {
+            let answer = await restore.manifest(device: "0ld-device", allowUnencrypted: allowed)
+            #expect(answer.status == 409 && String(decoding: answer.body, as: UTF8.self).contains("downgraded"))
+        }
+        let raised = await alarms.current
+        #expect(raised.map(\.device) == ["0ld-device"] && raised.first?.kind == .downgrade)
+        #expect(audit.all.filter { $0.kind == .manifestRefused }.count == 1)
+    }
 }
 
 /// The restore's calls on the control socket, as the daemon routes them.
