@@ -51,7 +51,7 @@ import Testing
         // --dry-run` needs. Everything else changes something: verify puts objects back in the
         // queue; restoring itself (a session, the bytes, asking archived objects back) is a write.
         let reads: Set<ControlRoute> = [.status, .queue, .metrics, .files, .verifyProgress,
-                                        .devices, .manifest, .restoreObjects, .restoreListing, .restoreExport]
+                                        .devices, .manifest, .restoreObjects, .restoreListing, .restoreExport, .mirror]
         // The audit trail tells who did what: root and the daemon's user only.
         let trails: Set<ControlRoute> = [.audit, .auditVerify, .auditSealed]
         // The trail's verification key: root alone.
