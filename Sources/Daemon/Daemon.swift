@@ -110,7 +110,7 @@ package struct Daemon: Sendable {
         // A side service: reading devices, manifests and objects back for `photolalactl restore`;
         // it opens encrypted manifests and remembers the newest head of each device it read.
         let restore = RestoreService(bucket: bucket(32), keys: keys, heads: ManifestHeads(database: database), options: .init(settings),
-                                     logger: logger, audit: audit)
+                                     logger: logger, audit: audit, alarms: alarms)
         // Photos the thumbnails left ready → rows in the apps' catalog.
         let catalog = CatalogService(database: database, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
                                      options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)

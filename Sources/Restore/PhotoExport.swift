@@ -124,6 +124,14 @@ struct PhotoExport: Sendable {
                 } catch {
                     throw Failure(why: "the apps' catalog could not be read back: \(error)")
                 }
+                // Sizes before bytes: an object the catalog gives another size than the
+                // listing's was replaced in the bucket (the row is the photo the apps
+                // uploaded); it is not read at all.
+                if let size = entry?.size, size != listed.size {
+                    lines[i] = .skipped(key: listed.key, why: "holds \(listed.size) bytes in the bucket, but the apps' catalog says the photo "
+                                        + "of this MD5 has \(size): it was replaced in the bucket; not exported")
+                    continue
+                }
                 let object = ExportName.Object(md5: md5, size: listed.size, storageClass: listed.storageClass,
                                                modified: listed.lastModified.flatMap(Self.seconds), catalogDate: entry?.date, ext: entry?.ext ?? "bin")
                 if entry?.ext != nil { lines[i] = .object(object) } else { unknown.append((i, object)) }

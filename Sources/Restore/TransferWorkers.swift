@@ -329,6 +329,12 @@ final class TransferWorkers: Sendable {
                 var streaming = client
                 streaming.timeout = 120
                 answer = try streaming.stream(.restoreObject, query: ["md5": item.version.md5.hex, "size": "\(item.version.size)"]) { bytes in
+                    // Never a byte past the size the manifest (an export: the listing)
+                    // gives, whatever the daemon sends: the bucket is untrusted, and the
+                    // daemon may be of another release.
+                    guard incoming.written + Int64(bytes.count) <= item.version.size else {
+                        throw RestoreWriter.Failure("its object photos/…/\(item.version.md5.hex).dat holds more than the \(item.version.size) bytes expected: it was replaced in the bucket; not \(self.rules.noun == "export" ? "exported" : "restored")")
+                    }
                     try incoming.append(bytes)
                     self.state.withLock { $0.tally.progress.moved(Int64(bytes.count), now: Date()) }
                 }
