@@ -409,3 +409,50 @@ def test_the_mirror_reads_the_users_prefix_and_nothing_else(world, rgw, tmp_path
     lines = [l for l in d.log().splitlines() if "S3 request" in l]
     assert lines and not [l for l in lines if "status=403" in l], [l for l in lines if "status=403" in l][:3]
     assert not [l for l in lines if f"/{other}/" in l]
+
+
+def test_a_downgraded_manifest_is_refused_and_written_again_on_pacific(world, rgw):
+    """Issue 31 item 1 on a second real S3: a plaintext device.json naming the attacker and
+    a forged format-1 segment put over a sealed device. Its NAS refuses both, says so, and
+    writes its record again sealed, deleting the forgery; the attacker's name reaches no
+    status, notification or file."""
+    import json
+    from support import manifest_reader
+    d = world.daemon(env={"PHOTOLALAD_MANIFEST_CHECK_INTERVAL": "3"})
+    uid = world.login(d)
+    d.wait_for(lambda s: s["recovery"]["state"] == "ready", timeout=60, what="the account key made")
+    key = json.loads(d.ctl("recovery-key", "--json", check=True).stdout)
+    write_photo(d.photos / "one.jpg", 20_000)
+    s = d.wait_for(lambda s: (s.get("manifest") or {}).get("files") == 1 and s["manifest"]["state"] == "idle"
+                   and s["manifest"].get("format") == 2, timeout=120, what="the sealed manifest written")
+    device = s["manifest"]["deviceId"]
+    prefix = manifest_reader.device_prefix(uid, device)
+    s3 = rgw.s3_admin()
+    marker = "PWNED-" + os.urandom(4).hex()
+    s3.put_object(Bucket=rgw.bucket, Key=prefix + "device.json", Body=json.dumps({
+        "format": 1, "deviceId": device, "name": marker, "folders": ["/root"], "lastBackupAt": "2026-11-22T07:00:00Z",
+        "files": 1, "bytes": 10, "logSeq": 1, "snapshotSeq": 0, "updatedAt": "2026-11-22T07:00:00Z",
+        "software": "forger"}).encode())
+    header = json.dumps({"format": 1, "kind": "log", "device": device, "seq": 1, "entries": 0, "folders": ["/root"],
+                         "createdAt": "2026-11-22T07:00:00Z"}).encode()
+    rest = len(header).to_bytes(4, "big") + header
+    s3.put_object(Bucket=rgw.bucket, Key=prefix + "log/000000000001.plm",
+                  Body=manifest_reader.MAGIC + hashlib.sha256(rest).digest() + rest)
+
+    s = d.wait_for(lambda s: any(x["device"] == device and x["kind"] == "downgrade" for x in s["manifestAlarms"]),
+                   timeout=90, what="the downgrade found")
+    alarm = [x for x in s["attention"] if x["reason"] == "manifestDowngrade"]
+    assert len(alarm) == 1 and alarm[0]["subject"] == device and marker not in json.dumps(s), alarm
+
+    def sealed_again(_s) -> bool:
+        keys = manifest_reader.list_keys(s3, rgw.bucket, prefix)
+        body = s3.get_object(Bucket=rgw.bucket, Key=prefix + "device.json")["Body"].read()
+        return not any(k.endswith(".plm") for k in keys) and body[:7] == b"PLMANIF"
+    d.wait_for(sealed_again, timeout=90, what="the record written again sealed and the plaintext deleted")
+    account = manifest_reader.account_key(s3, rgw.bucket, uid, key["recoveryKey"])
+    m = manifest_reader.read(s3, rgw.bucket, uid, device, key=account)
+    assert m["record"]["name"] != marker and len(manifest_reader.replay(m["records"])) == 1
+    events = [e for e in json.loads(d.ctl("audit", "--json", check=True).stdout)["records"] if e["event"] == "manifest.refused"]
+    assert events and events[0]["details"]["device"] == device and events[0]["details"]["why"] == "downgrade"
+    # Not one of the daemon's requests was refused by the gateway's policy on the way.
+    assert not [l for l in d.log().splitlines() if "S3 request" in l and "status=403" in l]
