@@ -110,7 +110,11 @@ import Testing
 
         let service = m.service()
         let running = Running { try await service.run() }
-        try await m.world.waitUntil("three copies") { await m.status(service).present == 3 }
+        // The copies are in place a moment before the pass that made them ends.
+        try await m.world.waitUntil("three copies and the pass over") {
+            let s = await m.status(service)
+            return s.present == 3 && s.state == .idle && s.lastPassAt != nil
+        }
         let files = m.files()
         let videoTime = Int64(m.world.bucket.object(m.world.photoKey(mv.hex))!.lastModified.timeIntervalSince1970)
         #expect(files == [Self.name(1_650_000_000, ma, "heic"): a, Self.name(1_660_000_000, mb, "jpg"): b,
