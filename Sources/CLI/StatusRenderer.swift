@@ -18,7 +18,7 @@ enum StatusRenderer {
         if let p = s.pairing {
             out.append("  Pairing in progress: on your phone open \(p.verificationUriComplete ?? p.verificationUri) and confirm the code \(bold(p.userCode))" + (p.expiresAt.map { " (expires \($0))" } ?? ""))
         } else if s.state == .needsLogin && !s.attention.contains(where: { $0.reason == .notSignedIn }) {
-            out.append("  Not signed in yet: run `photolalactl login` and confirm on your phone to start backing up.")
+            out.append("  Not signed in yet: run `\(s.ctl) login` and confirm on your phone to start backing up.")
         }
         // "Action needed" is the daemon's attention list, exactly: what notifications tell too.
         for item in s.attention {
@@ -53,7 +53,7 @@ enum StatusRenderer {
             out.append("To send    \(Units.humanBytes(q.pendingBytes))" + (q.hashRate > 0 && q.hashing > 0 ? ", reading at \(Units.humanBytes(Int64(q.hashRate)))/s" : ""))
         }
         if q.failed > 0 {
-            out.append("           see `photolalactl queue --failed`; `photolalactl retry` tries them again")
+            out.append("           see `\(s.ctl) queue --failed`; `\(s.ctl) retry` tries them again")
         }
         out += catalog(s.catalog).map { $0.hasPrefix("!") ? tint(String($0.dropFirst()), "33") : $0 }
         out.append("")

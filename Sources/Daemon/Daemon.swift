@@ -35,12 +35,15 @@ import Web
 package struct Daemon: Sendable {
     let settings: Settings
     let configPath: String
+    /// The instance whose defaults a reload reads the file with (nil: photolalad.service).
+    let instance: Instance?
     let logger: Logger
     let notifier = SystemdNotifier()
 
-    package init(settings: Settings, configPath: String) {
+    package init(settings: Settings, configPath: String, instance: Instance? = nil) {
         self.settings = settings
         self.configPath = configPath
+        self.instance = instance
         self.logger = Logger(label: "photolalad")
     }
 
@@ -175,7 +178,7 @@ package struct Daemon: Sendable {
             .init(service: schedule, serviceName: "bandwidth-schedule"),
             .init(service: notify, serviceName: "notify"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
-            .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
+            .init(service: ReloadService(core: core, configPath: configPath, instance: instance, notifier: notifier, logger: logger,
                                          parts: [uploader, ingest, account, keys, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
                                                  schedule, notify, web, mirror],
                                          signals: hangups, audit: audit), serviceName: "reload"),

@@ -132,6 +132,8 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
     }
 
     package var version: String
+    /// The instance this daemon is (config.md "Instances"); nil: photolalad.service.
+    @Null package var instance: String?
     package var state: State
     @Null package var pauseReason: PauseReason?
     package var account: Account
@@ -174,6 +176,7 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
 
     package init(version: String = PhotolalaVersion.current, state: State = .starting) {
         self.version = version
+        self.instance = nil
         self.state = state
         self.pauseReason = nil
         self.account = Account()

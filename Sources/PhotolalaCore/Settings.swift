@@ -249,6 +249,9 @@ package struct Settings: Sendable, Equatable {
     package var mirror = Mirror()
     package var credentials = Credentials()
     package var daemon = Daemon()
+    /// Which instance these settings are for (config.md "Instances"); nil: photolalad.service.
+    /// Not a key of the file: `--instance` or `$PHOTOLALA_INSTANCE` says it.
+    package var instance: Instance? = nil
 
     package init() {}
 
