@@ -322,6 +322,8 @@ def test_unit_has_the_required_settings(unit):
     assert one["RestrictAddressFamilies"] == "AF_UNIX AF_INET AF_INET6"
     assert one["ProtectSystem"] == "strict" and one["ProtectHome"] == "read-only"
     assert s["SystemCallFilter"][0] == "@system-service"
+    # ~@privileged takes chown too; the socket's group (socket_group, photolala-NAME) needs it back.
+    assert s["SystemCallFilter"].index("@chown") > s["SystemCallFilter"].index("~@privileged")
     for key in ("PrivateTmp", "PrivateDevices", "NoNewPrivileges", "ProtectKernelTunables",
                 "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectClock",
                 "ProtectHostname", "RestrictNamespaces", "RestrictRealtime", "RestrictSUIDSGID",
