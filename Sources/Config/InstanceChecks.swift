@@ -95,6 +95,10 @@ package enum InstanceChecks {
             do {
                 peers.append(Peer(instance: instance, path: file, settings: try ConfigLoader.load(path: file, instance: instance)))
             } catch {
+                // A file that watches no folder yet (the shipped photolalad.toml on a NAS that
+                // uses only instances) is not set up: its daemon cannot start, so it shares
+                // nothing with this one, and saying so on every check would only be noise.
+                if error.problems.allSatisfy({ $0.key == "watch.folders" && $0.value == "[]" }) { continue }
                 unreadable.append("\(file) could not be compared with this one: \(error.problems.first.map { "\($0)" } ?? "invalid")")
             }
         }

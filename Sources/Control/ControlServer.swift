@@ -127,8 +127,15 @@ package final class ControlServer: Sendable {
             throw StartError.cannotBind(path, "\(error)")
         }
         if let gid = policy.readerGroup {
-            chown(path, UInt32.max, gid)
-            chmod(path, 0o660)
+            // Needs the chown system call (the units allow @chown for it); a socket left with
+            // another group would let that group's members open it, so it stays 0600.
+            if chown(path, UInt32.max, gid) == 0 {
+                chmod(path, 0o660)
+            } else {
+                let why = String(cString: strerror(errno))
+                chmod(path, 0o600)
+                logger.warning("the control socket could not be given the group '\(groupName)' (\(why)): it is mode 0600, so only root and the daemon's user can use photolalactl (the daemon's user must be a member of the group; under systemd, SystemCallFilter= must allow @chown)")
+            }
         } else {
             chmod(path, 0o600)
         }

@@ -155,6 +155,8 @@ import PhotolalaCore
         try "[watch]\nfolders = [\"/srv/a\"]\n".write(toFile: dir + "/photolalad.toml", atomically: true, encoding: .utf8)
         try "[watch]\nfolders = [\"/srv/b\"]\n".write(toFile: dir + "/bob.toml", atomically: true, encoding: .utf8)
         try "[watch]\nfolders = 1\n".write(toFile: dir + "/broken.toml", atomically: true, encoding: .utf8)
+        // Not set up (as shipped): nothing to compare, nothing to say.
+        try "[watch]\nfolders = []\n".write(toFile: dir + "/carol.toml", atomically: true, encoding: .utf8)
         try "x".write(toFile: dir + "/Not An Instance.toml", atomically: true, encoding: .utf8)
         try "x".write(toFile: dir + "/ca.pem", atomically: true, encoding: .utf8)
         let (peers, unreadable) = InstanceChecks.peers(in: dir, excluding: dir + "/photolalad.toml")

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.packaging
 
 UNIT = REPO / "packaging" / "photolalad.service"
 TEMPLATE = REPO / "packaging" / "photolalad@.service"
+GROUP_UNIT = REPO / "packaging" / "photolalad-group@.service"
 MAX_EXPOSURE = 2.0
 
 # Every path in the package; "->" marks a symbolic link and its target.
@@ -29,6 +30,7 @@ EXPECTED_CONTENTS = {
     "./lib/",
     "./lib/systemd/",
     "./lib/systemd/system/",
+    "./lib/systemd/system/photolalad-group@.service",
     "./lib/systemd/system/photolalad.service",
     "./lib/systemd/system/photolalad@.service",
     "./usr/",
@@ -189,6 +191,7 @@ def test_shipped_config_is_commented_and_valid_once_a_folder_is_set(extracted, t
 def test_unit_in_the_package_is_the_one_in_packaging(extracted):
     assert (extracted / "lib/systemd/system/photolalad.service").read_text() == UNIT.read_text()
     assert (extracted / "lib/systemd/system/photolalad@.service").read_text() == TEMPLATE.read_text()
+    assert (extracted / "lib/systemd/system/photolalad-group@.service").read_text() == GROUP_UNIT.read_text()
     sysusers = (extracted / "usr/lib/sysusers.d/photolalad.conf").read_text()
     assert re.search(r"^u photolala - .* /var/lib/photolala /usr/sbin/nologin$", sysusers, re.M), sysusers
 
@@ -319,6 +322,8 @@ def test_unit_has_the_required_settings(unit):
     assert one["RestrictAddressFamilies"] == "AF_UNIX AF_INET AF_INET6"
     assert one["ProtectSystem"] == "strict" and one["ProtectHome"] == "read-only"
     assert s["SystemCallFilter"][0] == "@system-service"
+    # ~@privileged takes chown too; the socket's group (socket_group, photolala-NAME) needs it back.
+    assert s["SystemCallFilter"].index("@chown") > s["SystemCallFilter"].index("~@privileged")
     for key in ("PrivateTmp", "PrivateDevices", "NoNewPrivileges", "ProtectKernelTunables",
                 "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectClock",
                 "ProtectHostname", "RestrictNamespaces", "RestrictRealtime", "RestrictSUIDSGID",
@@ -330,9 +335,16 @@ def test_unit_has_the_required_settings(unit):
         # Everything of photolalad.service but what makes an instance its own.
         assert one["ExecStart"] == "/usr/bin/photolalad --instance %i"
         assert one["SupplementaryGroups"] == "photolala-%i"
-        assert s["ExecStartPre"] == ['+/bin/systemd-sysusers --inline "g photolala-%i -"']
+        # The group is made by a unit of its own that runs first: systemd resolves
+        # SupplementaryGroups= before any command of this unit, even a "+" ExecStartPre=.
+        assert "ExecStartPre" not in s
+        assert s["Requires"] == ["photolalad-group@%i.service"] and "photolalad-group@%i.service" in s["After"]
+        group = unit_settings(GROUP_UNIT)
+        assert group["Type"] == ["oneshot"] and group["RemainAfterExit"] == ["yes"]
+        assert group["ExecStart"] == ['/bin/systemd-sysusers --inline "g photolala-%i -"']
+        assert "Install" not in GROUP_UNIT.read_text(), "pulled in by the instance, never enabled"
         differs = {k for k in set(s) | set(unit_settings(UNIT)) if s.get(k) != unit_settings(UNIT).get(k)}
-        assert differs == {"Description", "ExecStart", "ExecStartPre", "ExecReload", "SupplementaryGroups",
+        assert differs == {"Description", "ExecStart", "Requires", "After", "ExecReload", "SupplementaryGroups",
                            "StateDirectory"}, differs
 
 
