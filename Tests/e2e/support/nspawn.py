@@ -332,6 +332,42 @@ def prerequisites() -> str | None:
 # The container
 
 
+def _cgroup_roots() -> list[Path]:
+    """The cgroup hierarchies systemd-nspawn places a container in: the unified one, and
+    on a hybrid host also the named systemd one."""
+    base = Path("/sys/fs/cgroup")
+    if (base / "cgroup.controllers").exists():
+        return [base]
+    return [p for p in (base / "systemd", base / "unified") if (p / "cgroup.procs").exists()]
+
+
+def _own_cgroup() -> None:
+    """preexec_fn of every systemd-nspawn: a cgroup of its own.
+
+    With --keep-unit, nspawn puts the container under the caller's cgroup (payload/ and
+    supervisor/ beside each other). Two containers started from one test session then share
+    payload/system.slice/photolalad.service, and one container's `systemctl kill` also
+    signals the other's daemon, which its PID namespace cannot see (EIO, "auxiliary
+    processes"), while its stop sees a foreign SIGKILL. Seen when test_debian13.py and
+    test_systemd_nspawn.py ran on two workers at once."""
+    name = f"photolala-e2e-{os.getpid()}"
+    for root in _cgroup_roots():
+        own = root / name
+        own.mkdir(exist_ok=True)
+        (own / "cgroup.procs").write_text(str(os.getpid()))
+
+
+def _remove_cgroup(pid: int) -> None:
+    """The empty cgroups a stopped container leaves, deepest first."""
+    for root in _cgroup_roots():
+        own = root / f"photolala-e2e-{pid}"
+        if not own.is_dir():
+            continue
+        for path, _, _ in sorted(os.walk(own), key=lambda w: -w[0].count("/")):
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+
+
 class Container:
     """A booted copy of the cached root. Use Container.boot(); stop() or the context
     manager powers it off and deletes the copy."""
@@ -366,7 +402,8 @@ class Container:
                "--console=pipe", "-D", str(self.root), "-b"]
         self._console = open(self.console, "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._console,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=_own_cgroup)
         deadline = time.monotonic() + self.BOOT_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -426,6 +463,7 @@ class Container:
                     os.killpg(self.proc.pid, 9)
                     self.proc.wait()
         self._console.close()
+        _remove_cgroup(self.proc.pid)
         self.proc = None
 
     def cleanup(self):
@@ -578,7 +616,7 @@ class ImageContainer(Container):
         cmd += ["--"] + self.argv
         self._console = open(self.log, "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._console, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_own_cgroup)
         if not wait:
             return
         deadline = time.monotonic() + self.BOOT_TIMEOUT
@@ -600,6 +638,7 @@ class ImageContainer(Container):
         """For a container expected to end by itself: its exit code."""
         self.exit_code = self.proc.wait(timeout=timeout)
         self._console.close()
+        _remove_cgroup(self.proc.pid)
         self.proc = None
         return self.exit_code
 
@@ -616,6 +655,7 @@ class ImageContainer(Container):
         took = time.monotonic() - start
         self.exit_code = self.proc.returncode
         self._console.close()
+        _remove_cgroup(self.proc.pid)
         self.proc = None
         self.leader = None
         return took
