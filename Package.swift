@@ -48,6 +48,8 @@ let package = Package(
         .systemLibrary(name: "CSeccomp", path: "Sources/CSeccomp", pkgConfig: "libseccomp", providers: [.apt(["libseccomp-dev"])]),
         // zlib: the manifest's sealed JSON (headers, device records) is deflated first.
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
+        // libqrencode: the status page's sign-in QR code (at run time Debian's libqrencode4).
+        .systemLibrary(name: "CQRencode", path: "Sources/CQRencode", providers: [.apt(["libqrencode-dev"])]),
 
         .target(name: "CLinux"),
         // libvips/LibRaw rendering and the seccomp sandbox of the preview worker. The decoders are
@@ -162,7 +164,8 @@ let package = Package(
         // Who did what: the tamper-evident trail (cli.md "audit"); parts record through
         // PhotolalaCore's AuditRecorder and never import it.
         .target(name: "Audit", dependencies: [
-            "PhotolalaCore", "Digests", "Queue",
+            "PhotolalaCore", "Digests", "Queue", "Vault",
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -170,7 +173,7 @@ let package = Package(
         // types, client) and Prometheus metrics (the status snapshot and the parts'
         // counters as text, on the socket and over TCP).
         .target(name: "Control", dependencies: [
-            "PhotolalaCore",
+            "PhotolalaCore", "CLinux",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "Logging", package: "swift-log"),
@@ -185,7 +188,7 @@ let package = Package(
         // The account key and the recovery key on this NAS: made at an account's first sign-in,
         // asked for on every other NAS, rotated on demand (`KeyService`, a side service).
         .target(name: "Keys", dependencies: [
-            "PhotolalaCore", "Vault", "Bucket",
+            "PhotolalaCore", "Vault", "Bucket", "ManifestFormat", "Digests",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -204,12 +207,29 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
-        // The command's side (`photolalactl restore`): the plan, the files written with the
-        // rights of whoever runs it, read back and checked, in a task group; its blocking
+        // What the command and the mirror both write with: the plan of a file's place, the
+        // safe writer (no link followed, checked, synced, renamed), owners, what to do with
+        // what stands there, and the export's names. Below both sides, so the daemon (the
+        // mirror) never imports the command.
+        .target(name: "RestoreFiles", dependencies: [
+            "PhotolalaCore", "ManifestFormat", "RestoreWire", "Digests", "CLinux",
+        ]),
+        // The command's side (`photolalactl restore`): the run, its files written (through
+        // RestoreFiles) with the rights of whoever runs it, read back and checked, in a task group; its blocking
         // calls (the socket, fdatasync) on a thread pool of its own (NIOPosix's).
         .target(name: "RestoreCtl", dependencies: [
-            "PhotolalaCore", "ManifestFormat", "RestoreWire", "Control", "Digests", "CLinux",
+            "PhotolalaCore", "ManifestFormat", "RestoreWire", "RestoreFiles", "Control", "Digests", "CLinux",
             .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
+        // The mirror (mirror.md): the NAS's own verified, dated copy of every photo of the
+        // account; written as a restore writes (RestoreFiles' writer), named as an export names,
+        // its catalog read as the export's relay reads it (RestoreRelay).
+        .target(name: "Mirror", dependencies: [
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "ManifestFormat", "RestoreFiles", "RestoreRelay", "RestoreWire", "Previews", "CLinux",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         // Telling the owner when backups stop: the policy deciding what to send, and the
         // webhook, command and dead man's switch channels that send it (config.md "Notifications").
@@ -224,23 +244,41 @@ let package = Package(
             .product(name: "Subprocess", package: "swift-subprocess"),
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
+        // The status page (web.md): its server on the daemon's one server shape (with TLS),
+        // sessions, the JSON API and server-sent events, the QR code, and the page itself,
+        // compiled into the binary.
+        .target(name: "Web", dependencies: [
+            "PhotolalaCore", "Control", "Queue", "CQRencode", "CLinux",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ], resources: [
+            .embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
+            .embedInCode("Assets/favicon.svg"),
+        ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Account", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "CSystemd", "CLinux",
-            "Manifest", "RestoreRelay", "Notify", "Audit", "Keys", "Vault",
+            "Manifest", "ManifestFormat", "RestoreRelay", "RestoreWire", "Notify", "Audit", "Keys", "Vault", "Web", "Mirror",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CLI", dependencies: [
-            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "RestoreCtl", "RestoreWire", "Digests", "Vault",
+            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "RestoreCtl", "RestoreFiles", "RestoreWire", "Digests", "Vault", "Audit",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),
 
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "PhotolalaCoreTests", dependencies: [
-            "PhotolalaCore", "BucketTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
+            // CLinux: glibc's mallinfo2, to see that a cancelled sleep gives its memory back.
+            "PhotolalaCore", "BucketTesting", "CLinux", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
         .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore", "CMultiMD5"]),
         .testTarget(name: "QueueTests", dependencies: [
@@ -301,15 +339,23 @@ let package = Package(
         // The relay in-process against the in-memory bucket; the command (`RestoreCtl`) is
         // its client through a real control socket, as photolalactl is.
         .testTarget(name: "RestoreRelayTests", dependencies: [
-            "RestoreRelay", "RestoreCtl", "RestoreWire", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests", "Vault",
+            "RestoreRelay", "RestoreCtl", "RestoreFiles", "RestoreWire", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests", "Vault",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "RestoreCtlTests", dependencies: [
-            "RestoreCtl", "RestoreWire", "ManifestFormat", "Control", "PhotolalaCore", "Digests",
+            "RestoreCtl", "RestoreFiles", "RestoreWire", "ManifestFormat", "Control", "PhotolalaCore", "Digests",
+        ]),
+        .testTarget(name: "RestoreFilesTests", dependencies: [
+            "RestoreFiles", "RestoreWire", "ManifestFormat", "PhotolalaCore", "Digests",
+        ]),
+        .testTarget(name: "MirrorTests", dependencies: [
+            "Mirror", "RestoreFiles", "RestoreRelay", "RestoreWire", "ManifestFormat", "Queue", "Ingest", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "VaultTests", dependencies: ["Vault", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "KeysTests", dependencies: [
-            "Keys", "Vault", "Bucket", "BucketTesting", "PhotolalaCore", .product(name: "Logging", package: "swift-log"),
+            "Keys", "Vault", "Bucket", "BucketTesting", "PhotolalaCore", "ManifestFormat", .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "CatalogTests", dependencies: [
             "Catalog", "Queue", "Bucket", "BucketTesting", "Digests", "Account", "PhotolalaCore",
@@ -321,11 +367,16 @@ let package = Package(
         // Each stage actor in-process on a temporary database against the in-memory bucket.
         .testTarget(name: "StageTests", dependencies: [
             "Upload", "Inventory", "Thumbnails", "Catalog", "Ingest", "Bucket", "BucketTesting", "Queue", "Previews", "Digests",
-            "PhotolalaCore",
+            "PhotolalaCore", "Mirror", "RestoreFiles", "RestoreRelay", "RestoreWire", "ManifestFormat",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "NotifyTests", dependencies: ["Notify", "PhotolalaCore", "BucketTesting"]),
+        .testTarget(name: "WebTests", dependencies: [
+            "Web", "Control", "Queue", "Ingest", "Upload", "PhotolalaCore",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Account", "Ingest", "Upload", "Inventory", "PhotolalaCore", "BucketTesting",
             .product(name: "Logging", package: "swift-log"),

@@ -3,6 +3,7 @@ import Control
 import Foundation
 import PhotolalaCore
 import RestoreCtl
+import RestoreFiles
 import RestoreWire
 
 /// `photolalactl devices [--json]`: this account's devices that have a manifest in the

@@ -8,6 +8,10 @@ package enum EffectiveSettings {
             "\"" + v.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         }
         func list(_ v: [String]) -> String { "[" + v.map(q).joined(separator: ", ") + "]" }
+        func octal(_ mode: UInt32) -> String {
+            let digits = String(mode, radix: 8)
+            return digits.count >= 4 ? digits : String(repeating: "0", count: 4 - digits.count) + digits
+        }
         var lines: [String] = []
         lines.append("[account]")
         lines.append("api_url = \(q(s.account.apiURL))")
@@ -34,6 +38,19 @@ package enum EffectiveSettings {
         lines.append("publish_interval = \(q(Units.format(s.catalog.publishInterval)))")
         lines.append("check_interval = \(q(Units.format(s.catalog.checkInterval)))")
         lines.append("")
+        lines.append("[mirror]")
+        lines.append("folder = \(q(s.mirror.folder ?? ""))")
+        lines.append("include = \(q(s.mirror.include.rawValue))")
+        lines.append("on_cloud_delete = \(q(s.mirror.onCloudDelete.rawValue))")
+        lines.append("min_free = \(q(s.mirror.minFree.description))")
+        lines.append("download_limit = \(q(s.mirror.downloadLimit.map { Units.formatSize($0) + "/s" } ?? "off"))")
+        lines.append("thaw_archived = \(s.mirror.thawArchived)")
+        lines.append("owner = \(q(s.mirror.owner?.description ?? ""))")
+        lines.append("file_mode = \(q(octal(s.mirror.fileMode)))")
+        lines.append("dir_mode = \(q(octal(s.mirror.dirMode)))")
+        lines.append("check_interval = \(q(Units.format(s.mirror.checkInterval)))")
+        lines.append("list_interval = \(q(Units.format(s.mirror.listInterval)))")
+        lines.append("")
         lines.append("[notify]")
         lines.append("webhook = \(q(s.notify.webhook ?? ""))")
         lines.append("webhook_format = \(q(s.notify.webhookFormat.rawValue))")
@@ -51,6 +68,14 @@ package enum EffectiveSettings {
         lines.append("")
         lines.append("[metrics]")
         lines.append("listen = \(q(s.metrics.listen?.description ?? "off"))")
+        lines.append("")
+        lines.append("[web]")
+        lines.append("listen = \(q(s.web.listen?.description ?? "off"))")
+        lines.append("hosts = \(list(s.web.hosts))")
+        lines.append("tls_cert = \(q(s.web.tlsCert ?? ""))")
+        lines.append("tls_key = \(q(s.web.tlsKey ?? ""))")
+        lines.append("allow_plain_http = \(s.web.allowPlainHTTP)")
+        lines.append("session_ttl = \(q(Units.format(s.web.sessionTTL)))")
         lines.append("")
         lines.append("[credentials]")
         lines.append("refresh_before_expiry = \(q(Units.format(s.credentials.refreshBeforeExpiry)))")

@@ -20,13 +20,19 @@ package actor WakeSignal {
     /// Returns after a `notify()` later than `since`, or at `deadline`, or on cancellation.
     package func wait(since: Int, until deadline: ContinuousClock.Instant?) async {
         if generation != since { return }
-        let id = UUID()
-        let timer: Task<Void, Never>? = deadline.map { d in
-            Task {
-                try? await Task.sleep(until: d, clock: .continuous)
-                self.resume(id)
-            }
+        guard let deadline else { return await waitForNotify() }
+        // The deadline races the notify; the loser is cancelled, and a cancelled `Sleep`
+        // frees its timer at once (Task.sleep would hold it until the deadline).
+        await withTaskGroup(of: Void.self) { race in
+            race.addTask { await self.waitForNotify() }
+            race.addTask { try? await Sleep.until(deadline) }
+            await race.next()
+            race.cancelAll()
         }
+    }
+
+    private func waitForNotify() async {
+        let id = UUID()
         await withTaskCancellationHandler {
             await withCheckedContinuation { c in
                 if Task.isCancelled { c.resume() } else { waiters[id] = c }
@@ -34,7 +40,6 @@ package actor WakeSignal {
         } onCancel: {
             Task { await self.resume(id) }
         }
-        timer?.cancel()
     }
 
     /// The same, with a wall-clock deadline (a retry time stored in the queue).

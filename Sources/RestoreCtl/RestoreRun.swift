@@ -5,6 +5,7 @@ import Control
 import Foundation
 import ManifestFormat
 import PhotolalaCore
+import RestoreFiles
 import RestoreWire
 
 /// `photolalactl restore`, the command's side: chooses the device, replays its manifest

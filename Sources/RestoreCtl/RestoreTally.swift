@@ -1,5 +1,6 @@
 import Control
 import PhotolalaCore
+import RestoreFiles
 import RestoreWire
 
 /// What a restore has done so far, file by file: the counts the bar shows and the problems

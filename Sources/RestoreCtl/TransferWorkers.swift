@@ -5,6 +5,7 @@ import Control
 import Digests
 import Foundation
 import PhotolalaCore
+import RestoreFiles
 import RestoreWire
 import Synchronization
 
@@ -60,7 +61,7 @@ struct TransferWorkers: Sendable {
     /// A file downloaded whole into its temporary file, on its way to `OpenFileLanes` and
     /// back: one task at a time holds it (the one that wrote it, then the one that puts it
     /// in place, while the lanes' thread only reads its descriptor).
-    private struct Downloaded: @unchecked Sendable {
+    private struct Downloaded: Sendable {
         let item: RestoreItem
         let incoming: IncomingFile
         let parent: RestoreWriter.Parent
@@ -310,6 +311,12 @@ struct TransferWorkers: Sendable {
             var streaming = client
             streaming.timeout = 120
             answer = try streaming.stream(.restoreObject, query: ["md5": item.version.md5.hex, "size": "\(item.version.size)"]) { bytes in
+                // Never a byte past the size the manifest (an export: the listing)
+                // gives, whatever the daemon sends: the bucket is untrusted, and the
+                // daemon may be of another release.
+                guard incoming.written + Int64(bytes.count) <= item.version.size else {
+                    throw RestoreWriter.Failure("its object photos/…/\(item.version.md5.hex).dat holds more than the \(item.version.size) bytes expected: it was replaced in the bucket; not \(self.rules.noun == "export" ? "exported" : "restored")")
+                }
                 try incoming.append(bytes)
                 received.add(bytes.count)
             }

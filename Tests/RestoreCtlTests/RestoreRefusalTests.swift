@@ -1,6 +1,7 @@
 import Digests
 import Foundation
 import ManifestFormat
+import RestoreFiles
 import Testing
 @testable import RestoreCtl
 

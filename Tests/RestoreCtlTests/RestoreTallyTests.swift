@@ -1,6 +1,7 @@
 import Control
 import ManifestFormat
 import RestoreWire
+import RestoreFiles
 import Testing
 @testable import RestoreCtl
 

@@ -11,6 +11,7 @@ import ManifestFormat
 import PhotolalaCore
 import RestoreCtl
 import Synchronization
+import RestoreFiles
 import Testing
 @testable import RestoreRelay
 

@@ -1,5 +1,5 @@
 import Testing
-@testable import RestoreCtl
+@testable import RestoreFiles
 
 @Suite struct ConflictRuleTests {
     @Test func whatStandsThereDecides() {

@@ -1,7 +1,7 @@
 import Foundation
 import ManifestFormat
 import Testing
-@testable import RestoreCtl
+@testable import RestoreFiles
 
 @Suite struct RestorePlanTests {
     func file(_ folder: String, _ path: String) -> ManifestReplay.File {
