@@ -153,7 +153,7 @@ import Vault
     // MARK: sizes before bytes (privacy.md "No side doors")
 
     /// A restore of this NAS's manifest into `dir/out` through a real control socket, the
-    /// command on a thread of its own; `handler` answers the socket.
+    /// command awaited as photolalactl runs it; `handler` answers the socket.
     func restoreThroughTheSocket(_ dir: String, handler: any ControlHandler) async throws -> RestoreSummary {
         let socket = dir + "/s.sock"
         let server = try await ControlServer.start(path: socket, group: "photolala",
@@ -161,15 +161,11 @@ import Vault
                                                    handler: handler, logger: Logger(label: "restore-tests"))
         let request = RestoreRun.Request(device: nil, asOf: nil, asOfText: nil, to: dir + "/out", paths: [], overwrite: false,
                                          dryRun: false, json: true, workers: 2)
-        let result: Result<RestoreSummary, RestoreRun.Stop> = await withCheckedContinuation { done in
-            Thread.detachNewThread {
-                do throws(RestoreRun.Stop) {
-                    done.resume(returning: .success(try RestoreRun(client: ControlClient(socketPath: socket), request: request,
-                                                                   interrupted: { false }).run()))
-                } catch {
-                    done.resume(returning: .failure(error))
-                }
-            }
+        let result: Result<RestoreSummary, RestoreRun.Stop>
+        do throws(RestoreRun.Stop) {
+            result = .success(try await RestoreRun(client: ControlClient(socketPath: socket), request: request, interrupted: { false }).run())
+        } catch {
+            result = .failure(error)
         }
         await server.stop()
         return try result.get()

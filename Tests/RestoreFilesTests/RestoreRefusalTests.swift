@@ -1,9 +1,8 @@
 import Digests
 import Foundation
 import ManifestFormat
-import RestoreFiles
 import Testing
-@testable import RestoreCtl
+@testable import RestoreFiles
 
 /// privacy.md "A restore that trusts nothing": whatever the manifest names, and whatever
 /// was planted in the tree, nothing is written outside the root. Every test runs with
