@@ -198,7 +198,8 @@ let package = Package(
         // and the facts both go by (archive classes), so neither imports the other.
         .target(name: "RestoreWire", dependencies: ["PhotolalaCore", "ManifestFormat"]),
         // The daemon's side: devices, manifests opened and checked, objects read back and
-        // relayed to the command (ranged, parallel, under a memory budget), the export's listing.
+        // relayed to the command (ranged, parallel, under a memory budget), the export's listing
+        // and the apps' catalog read (`AppCatalogCopy`, `CatalogDates`; the mirror's too).
         .target(name: "RestoreRelay", dependencies: [
             "PhotolalaCore", "ManifestFormat", "RestoreWire", "Control", "Bucket", "Digests", "Vault",
             // `restore --by-date` names a file by its first bytes when nothing else says what it is.
