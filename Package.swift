@@ -193,19 +193,40 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
-        // Restoring: the daemon's network side and the command's plan and file writing.
-        .target(name: "Restore", dependencies: [
-            "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "CLinux", "Vault",
+        // Restoring, by the side it runs on. What the two sides say to each other over the
+        // control socket (the calls of `devices` and `restore`, the export's listing lines)
+        // and the facts both go by (archive classes), so neither imports the other.
+        .target(name: "RestoreWire", dependencies: ["PhotolalaCore", "ManifestFormat"]),
+        // The daemon's side: devices, manifests opened and checked, objects read back and
+        // relayed to the command (ranged, parallel, under a memory budget), the export's listing
+        // and the apps' catalog read (`AppCatalogCopy`, `CatalogDates`; the mirror's too).
+        .target(name: "RestoreRelay", dependencies: [
+            "PhotolalaCore", "ManifestFormat", "RestoreWire", "Control", "Bucket", "Digests", "Vault",
             // `restore --by-date` names a file by its first bytes when nothing else says what it is.
             "Previews",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // What the command and the mirror both write with: the plan of a file's place, the
+        // safe writer (no link followed, checked, synced, renamed), owners, what to do with
+        // what stands there, and the export's names. Below both sides, so the daemon (the
+        // mirror) never imports the command.
+        .target(name: "RestoreFiles", dependencies: [
+            "PhotolalaCore", "ManifestFormat", "RestoreWire", "Digests", "CLinux",
+        ]),
+        // The command's side (`photolalactl restore`): the run, its files written (through
+        // RestoreFiles) with the rights of whoever runs it, read back and checked, in a task group; its blocking
+        // calls (the socket, fdatasync) on a thread pool of its own (NIOPosix's).
+        .target(name: "RestoreCtl", dependencies: [
+            "PhotolalaCore", "ManifestFormat", "RestoreWire", "RestoreFiles", "Control", "Digests", "CLinux",
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         // The mirror (mirror.md): the NAS's own verified, dated copy of every photo of the
-        // account; written as a restore writes (Restore's writer), named as an export names.
+        // account; written as a restore writes (RestoreFiles' writer), named as an export names,
+        // its catalog read as the export's relay reads it (RestoreRelay).
         .target(name: "Mirror", dependencies: [
-            "PhotolalaCore", "Queue", "Bucket", "Digests", "ManifestFormat", "Restore", "Previews", "CLinux",
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "ManifestFormat", "RestoreFiles", "RestoreRelay", "RestoreWire", "Previews", "CLinux",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -243,14 +264,14 @@ let package = Package(
         ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Account", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "CSystemd", "CLinux",
-            "Manifest", "ManifestFormat", "Restore", "Notify", "Audit", "Keys", "Vault", "Web", "Mirror",
+            "Manifest", "ManifestFormat", "RestoreRelay", "RestoreWire", "Notify", "Audit", "Keys", "Vault", "Web", "Mirror",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CLI", dependencies: [
-            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Restore", "Digests", "Vault", "Audit",
+            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "RestoreCtl", "RestoreFiles", "RestoreWire", "Digests", "Vault", "Audit",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),
@@ -315,12 +336,21 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "RestoreTests", dependencies: [
-            "Restore", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests", "Vault",
+        .testTarget(name: "RestoreWireTests", dependencies: ["RestoreWire", "ManifestFormat"]),
+        // The relay in-process against the in-memory bucket; the command (`RestoreCtl`) is
+        // its client through a real control socket, as photolalactl is.
+        .testTarget(name: "RestoreRelayTests", dependencies: [
+            "RestoreRelay", "RestoreCtl", "RestoreFiles", "RestoreWire", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests", "Vault",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "RestoreCtlTests", dependencies: [
+            "RestoreCtl", "RestoreFiles", "RestoreWire", "ManifestFormat", "Control", "PhotolalaCore", "Digests",
+        ]),
+        .testTarget(name: "RestoreFilesTests", dependencies: [
+            "RestoreFiles", "RestoreWire", "ManifestFormat", "PhotolalaCore", "Digests",
+        ]),
         .testTarget(name: "MirrorTests", dependencies: [
-            "Mirror", "Restore", "ManifestFormat", "Queue", "Ingest", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
+            "Mirror", "RestoreFiles", "RestoreRelay", "RestoreWire", "ManifestFormat", "Queue", "Ingest", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -338,7 +368,7 @@ let package = Package(
         // Each stage actor in-process on a temporary database against the in-memory bucket.
         .testTarget(name: "StageTests", dependencies: [
             "Upload", "Inventory", "Thumbnails", "Catalog", "Ingest", "Bucket", "BucketTesting", "Queue", "Previews", "Digests",
-            "PhotolalaCore", "Mirror", "Restore", "ManifestFormat",
+            "PhotolalaCore", "Mirror", "RestoreFiles", "RestoreRelay", "RestoreWire", "ManifestFormat",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -3,7 +3,7 @@ import Audit
 import Control
 import Foundation
 import PhotolalaCore
-import Restore
+import RestoreCtl
 
 /// `photolalactl audit [--since TIME] [--limit N] [--json] | --verify`: who did what, from
 /// the daemon's trail (root and the daemon's user only), newest last; `--verify` checks the

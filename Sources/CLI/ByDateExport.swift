@@ -1,7 +1,7 @@
 import ArgumentParser
 import Control
 import PhotolalaCore
-import Restore
+import RestoreCtl
 
 /// `photolalactl restore --by-date --to DIR`: every photo and video of the account, named
 /// by date (privacy.md "Export every photo of the account"); the rest of `restore`'s
@@ -16,11 +16,11 @@ enum ByDateExport {
         }
     }
 
-    static func run(options: CtlOptions, to: String, dryRun: Bool, json: Bool, interrupt: InterruptFlag) throws {
+    static func run(options: CtlOptions, to: String, dryRun: Bool, json: Bool, interrupt: InterruptFlag) async throws {
         let flag = interrupt.shared
         let summary: ExportSummary
         do {
-            summary = try ExportRun(client: options.client(), request: .init(to: to, dryRun: dryRun, json: json), interrupted: { flag.value }).run()
+            summary = try await ExportRun(client: options.client(), request: .init(to: to, dryRun: dryRun, json: json), interrupted: { flag.value }).run()
         } catch {
             switch error {
             case .control(let failure): throw CtlFailure.exit(failure)

@@ -2,7 +2,9 @@ import ArgumentParser
 import Control
 import Foundation
 import PhotolalaCore
-import Restore
+import RestoreCtl
+import RestoreFiles
+import RestoreWire
 
 /// `photolalactl devices [--json]`: this account's devices that have a manifest in the
 /// bucket, read from the bucket (a new NAS signed in with the same Apple ID sees the old one).

@@ -15,7 +15,7 @@ package enum Entry {
 
     package static func main() async {
         switch face(of: CommandLine.arguments) {
-        case .ctl(let arguments): Ctl.main(arguments)
+        case .ctl(let arguments): await Ctl.main(arguments)
         case .daemon(let arguments): await DaemonCommand.main(arguments)
         case .previewWorker(let arguments): PreviewWorker.main(arguments)
         }

@@ -2,12 +2,12 @@ import ArgumentParser
 import Control
 import Foundation
 import PhotolalaCore
-import Restore
+import RestoreCtl
 
 /// `photolalactl restore`: brings files back from the cloud with their paths, names,
 /// modification times, owners and modes (cli.md, privacy.md). The daemon reads the
 /// bucket; this command writes the files, with the rights of whoever runs it.
-struct RestoreCommand: ParsableCommand {
+struct RestoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "restore",
         abstract: "Bring files back from the cloud, with their paths, names, modification times, owners and modes.",
@@ -57,16 +57,16 @@ struct RestoreCommand: ParsableCommand {
         if numericOwner && noOwners { throw ValidationError("--numeric-owner and --no-owners cannot go together: pick how owners come back, or that they do not") }
     }
 
-    func run() throws {
+    func run() async throws {
         let interrupt = InterruptFlag()
         let flag = interrupt.shared
-        if byDate, let to { return try ByDateExport.run(options: options, to: to, dryRun: dryRun, json: json, interrupt: interrupt) }
+        if byDate, let to { return try await ByDateExport.run(options: options, to: to, dryRun: dryRun, json: json, interrupt: interrupt) }
         let request = RestoreRun.Request(device: device, asOf: asOf.flatMap { AsOfTime.parse($0) }, asOfText: asOf, to: to, paths: paths,
                                          overwrite: overwrite, dryRun: dryRun, json: json,
                                          owners: noOwners ? .keep : numericOwner ? .numeric : .byName, allowUnencrypted: allowUnencrypted)
         let summary: RestoreSummary
         do {
-            summary = try RestoreRun(client: options.client(), request: request, interrupted: { flag.value }).run()
+            summary = try await RestoreRun(client: options.client(), request: request, interrupted: { flag.value }).run()
         } catch {
             switch error {
             case .control(let failure): throw CtlFailure.exit(failure)

@@ -21,7 +21,7 @@ import Mirror
 import Notify
 import PhotolalaCore
 import Queue
-import Restore
+import RestoreRelay
 import ServiceLifecycle
 import Thumbnails
 import Upload

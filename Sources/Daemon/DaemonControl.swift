@@ -12,7 +12,8 @@ import Mirror
 import Notify
 import PhotolalaCore
 import Queue
-import Restore
+import RestoreRelay
+import RestoreWire
 import Web
 
 /// Answers the control socket's calls by asking the part each belongs to. Changes go

@@ -10,7 +10,7 @@ import Manifest
 import ManifestFormat
 import Mirror
 import Notify
-import Restore
+import RestoreRelay
 import PhotolalaCore
 import Thumbnails
 import Upload

@@ -18,7 +18,8 @@ package struct OpenFileDigests: Sendable, Equatable {
 /// cores (docs/benchmarks.md). Lanes pay only when many are full, and files arrive one by
 /// one as they finish downloading: while fewer than `gather` lanes are busy the thread
 /// waits up to `patience` for another file before going on with what it has. Callers
-/// submit and go on (`done` is called on this thread); nothing here blocks them.
+/// submit and go on (`done` is called on this thread), or await `digests`; nothing here
+/// blocks them.
 package final class OpenFileLanes: Sendable {
     package typealias Result = Swift.Result<OpenFileDigests, FileHasher.Failure>
 
@@ -64,6 +65,14 @@ package final class OpenFileLanes: Sendable {
             return true
         }
         if accepted { wake.signal() } else { done(.failure(.unreadable("the restore is stopping"))) }
+    }
+
+    /// `submit`, awaited: the file's digests once the lanes have read it back (the caller
+    /// keeps `fd` open until then). The task holds no thread while it waits.
+    package func digests(fd: Int32, size: Int64, sha256: Bool) async -> Result {
+        await withCheckedContinuation { done in
+            submit(fd: fd, size: size, sha256: sha256) { done.resume(returning: $0) }
+        }
     }
 
     /// Stops the thread once it has answered every file submitted before; later ones are refused.

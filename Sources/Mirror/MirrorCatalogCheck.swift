@@ -3,7 +3,8 @@ import Foundation
 import ManifestFormat
 import PhotolalaCore
 import Queue
-import Restore
+import RestoreRelay
+import RestoreWire
 
 /// What a new catalog says between two full passes (app-catalog.md: the apps rewrite the
 /// whole catalog at each star and unstar): its rows the mirror does not know are photos a

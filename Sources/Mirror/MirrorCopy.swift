@@ -7,7 +7,9 @@ import Foundation
 import ManifestFormat
 import PhotolalaCore
 import Queue
-import Restore
+import RestoreFiles
+import RestoreRelay
+import RestoreWire
 
 /// One object made a file of the mirror: what a restore does for a file (privacy.md "A
 /// restore that trusts nothing"), with the mirror's naming. Its folder (`YYYY/MM`, from

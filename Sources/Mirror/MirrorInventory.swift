@@ -3,7 +3,7 @@ import Foundation
 import ManifestFormat
 import PhotolalaCore
 import Queue
-import Restore
+import RestoreRelay
 
 /// A full pass's listing of `photos/{userId}/` (1,000 keys a page, one transaction per
 /// page, nothing held beyond a page): each key is compared with the mirror's entries

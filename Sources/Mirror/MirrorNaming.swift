@@ -1,5 +1,5 @@
 import ManifestFormat
-import Restore
+import RestoreFiles
 
 /// Where a copy goes below the folder: privacy.md's export names (`ExportName`), given one
 /// object at a time as the mirror fetches them. The export names a whole listing at once

@@ -1,6 +1,6 @@
 import ManifestFormat
 import PhotolalaCore
-import Restore
+import RestoreFiles
 
 /// What the bucket's answer about an object does to its entry, as pure values (mirror.md
 /// "What is copied"): a listing's key or a HEAD, the account losing an object, the

@@ -8,7 +8,8 @@ import Logging
 import ManifestFormat
 import PhotolalaCore
 import Queue
-import Restore
+import RestoreFiles
+import RestoreRelay
 import ServiceLifecycle
 import Synchronization
 

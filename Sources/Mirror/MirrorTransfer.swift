@@ -9,7 +9,7 @@ import ManifestFormat
 import NIOCore
 import PhotolalaCore
 import Previews
-import Restore
+import RestoreFiles
 import Synchronization
 
 /// One object's bytes from the bucket into its temporary file, bounded and checked

@@ -5,7 +5,7 @@ import Foundation
 import ManifestFormat
 import PhotolalaCore
 import Queue
-import Restore
+import RestoreFiles
 import Synchronization
 import Testing
 @testable import Mirror
