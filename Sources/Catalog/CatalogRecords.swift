@@ -12,8 +12,9 @@ extension QueueDatabase {
     package func catalogPending() throws -> Int {
         try read { db in
             // The partial index holds only these rows; the planner would rather walk every
-            // ready photo through the catalog-order index (a million at every wake).
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM photo INDEXED BY photo_unlisted WHERE state = 'ready' AND catalog IS NULL") ?? 0
+            // ready photo through the catalog-order index (a million at every wake). It
+            // answers only when it sees the index's own constant, so the state is not bound.
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM photo INDEXED BY photo_unlisted WHERE state = \(PhotoState.ready.sqlLiteral) AND catalog IS NULL") ?? 0
         }
     }
 
@@ -22,9 +23,9 @@ extension QueueDatabase {
     package func catalogQueueDrained() throws -> Bool {
         try read { db in
             try Bool.fetchOne(db, sql: """
-                SELECT NOT EXISTS (SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))
-                   AND NOT EXISTS (SELECT 1 FROM photo WHERE state = 'pending')
-                """) ?? false
+                SELECT NOT EXISTS (SELECT 1 FROM file WHERE state IN (?, ?, ?))
+                   AND NOT EXISTS (SELECT 1 FROM photo WHERE state = ?)
+                """, arguments: [FileState.pending, FileState.queued, FileState.uploading, PhotoState.pending]) ?? false
         }
     }
 

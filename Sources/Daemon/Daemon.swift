@@ -220,6 +220,10 @@ package struct Daemon: Sendable {
         let database = try QueueDatabase.open(path: settings.daemon.stateDir + "/queue.db") { aside, why in
             logger.error("the queue database was damaged (\(why)); moved it aside and started a new one — a full scan re-queues every file", metadata: ["moved_to": "\(aside)"])
         }
+        if let (names, seconds) = database.migrated {
+            logger.notice("the queue database was brought up to date", metadata: [
+                "migrations": "\(names.joined(separator: ","))", "ms": "\(Int(seconds * 1000))"])
+        }
         database.onProblem { problem in
             if let problem { logger.error("\(problem)") } else { logger.notice("the queue database can be written again") }
         }

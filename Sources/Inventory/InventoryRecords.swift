@@ -95,10 +95,10 @@ extension QueueDatabase {
             }
             if try Self.listing(db, prefix: prefix)?.state == .complete { return true }
             try db.execute(sql: """
-                INSERT INTO inventory_listing(prefix, state, startedAt, seen, updatedAt) VALUES (?, 'listing', ?, 0, ?)
-                ON CONFLICT(prefix) DO UPDATE SET state = 'listing', startedAt = excluded.startedAt, seen = 0,
+                INSERT INTO inventory_listing(prefix, state, startedAt, seen, updatedAt) VALUES (?, ?, ?, 0, ?)
+                ON CONFLICT(prefix) DO UPDATE SET state = excluded.state, startedAt = excluded.startedAt, seen = 0,
                   updatedAt = excluded.updatedAt
-                """, arguments: [prefix, t, t])
+                """, arguments: [prefix, InventoryListing.State.listing.rawValue, t, t])
             return false
         }
         if !quiet { QueueSignals.notify(signals.inventoryChanged) }
@@ -130,6 +130,7 @@ extension QueueDatabase {
                   storageClass = excluded.storageClass, seenAt = excluded.seenAt
                 """)
             let object = try db.cachedStatement(sql: "SELECT state, size, overwrite FROM object WHERE md5 = ?")
+            let moves = Transitions(db, now: now)
             var marked = 0, changed = 0
             for k in keys {
                 if let row = held.removeValue(forKey: k.key), (row["size"] as Int64) == k.size, (row["etag"] as String) == k.etag,
@@ -144,7 +145,7 @@ extension QueueDatabase {
                       let state = ObjectState(rawValue: row["state"]),
                       ListingReconciliation.isBackedUp(state: state, size: row["size"], overwrite: row["overwrite"], listedSize: k.size)
                 else { continue }
-                try Self.markUploaded(db, md5: md5, etag: nil, uploadedAt: k.lastModified.map { min($0, now) } ?? now, now: now)
+                try moves.moveObject(md5, .uploaded(etag: nil, at: k.lastModified.map { min($0, now) } ?? now))
                 marked += 1
             }
             var removed = 0
@@ -184,9 +185,10 @@ extension QueueDatabase {
                 return (objects, removed, false)
             }
             try db.execute(sql: """
-                UPDATE inventory_listing SET state = 'complete', listedAt = ?, objects = ?, failures = 0, lastError = NULL,
+                UPDATE inventory_listing SET state = ?, listedAt = ?, objects = ?, failures = 0, lastError = NULL,
                   updatedAt = ? WHERE prefix = ?
-                """, arguments: [now.timeIntervalSince1970, objects, now.timeIntervalSince1970, pass.prefix])
+                """, arguments: [InventoryListing.State.complete.rawValue, now.timeIntervalSince1970, objects, now.timeIntervalSince1970,
+                                 pass.prefix])
             return (objects, removed, true)
         }
         if result.2 { QueueSignals.notify(signals.inventoryChanged) }
@@ -202,7 +204,7 @@ extension QueueDatabase {
                 INSERT INTO inventory_listing(prefix, state, failures, lastError, updatedAt) VALUES (?, ?, 1, ?, ?)
                 ON CONFLICT(prefix) DO UPDATE SET state = excluded.state, failures = failures + 1,
                   lastError = excluded.lastError, updatedAt = excluded.updatedAt
-                """, arguments: [prefix, refused ? "refused" : "failed", error, t])
+                """, arguments: [prefix, (refused ? InventoryListing.State.refused : .failed).rawValue, error, t])
         }
         QueueSignals.notify(signals.inventoryChanged)
     }
@@ -216,10 +218,10 @@ extension QueueDatabase {
             try Row.fetchAll(db, sql: """
                 SELECT o.md5, o.size, o.etag AS expected, o.uploadedAt,
                        i.key, i.size AS listedSize, i.etag, i.storageClass, i.seenAt,
-                       EXISTS (SELECT 1 FROM file f WHERE f.md5 = o.md5 AND f.state = 'uploaded') AS live
+                       EXISTS (SELECT 1 FROM file f WHERE f.md5 = o.md5 AND f.state = ?) AS live
                 FROM object o LEFT JOIN inventory i ON i.key = ? || o.md5 || '.dat'
-                WHERE o.state = 'uploaded' AND o.md5 > ? ORDER BY o.md5 LIMIT ?
-                """, arguments: [keyPrefix, after ?? "", limit]).map { row in
+                WHERE o.state = ? AND o.md5 > ? ORDER BY o.md5 LIMIT ?
+                """, arguments: [FileState.uploaded, keyPrefix, ObjectState.uploaded, after ?? "", limit]).map { row in
                 let listed: InventoryEntry? = (row["key"] as String?).map { key in
                     InventoryEntry(key: key, size: row["listedSize"], etag: row["etag"], storageClass: row["storageClass"],
                                    seenAt: Date(timeIntervalSince1970: row["seenAt"]))
@@ -232,7 +234,7 @@ extension QueueDatabase {
     }
 
     package func uploadedObjectCount() throws -> Int {
-        try read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state = 'uploaded'") ?? 0 }
+        try read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state = ?", arguments: [ObjectState.uploaded]) ?? 0 }
     }
 
     /// Objects the bucket lacks or holds wrong go back to be sent, with every file that
@@ -243,19 +245,8 @@ extension QueueDatabase {
     package func requeue(_ md5s: [String], overwrite: Bool, reason: String, now: Date) throws -> Int {
         guard !md5s.isEmpty else { return 0 }
         let count: Int = try write { db in
-            let t = now.timeIntervalSince1970
-            var count = 0
-            for md5 in md5s {
-                try db.execute(sql: "UPDATE file SET state = 'queued', lastError = ?, updatedAt = ? WHERE md5 = ? AND state = 'uploaded'",
-                               arguments: [reason, t, md5])
-                guard db.changesCount > 0 else { continue }
-                try db.execute(sql: """
-                    UPDATE object SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = ?, etag = NULL,
-                      overwrite = ?, updatedAt = ? WHERE md5 = ? AND state = 'uploaded'
-                    """, arguments: [reason, overwrite, t, md5])
-                count += db.changesCount
-            }
-            return count
+            let moves = Transitions(db, now: now)
+            return try md5s.reduce(0) { count, md5 in count + (try moves.moveObject(md5, .lost(reason: reason, overwrite: overwrite)).objects) }
         }
         if count > 0 { QueueSignals.notify(signals.readyToUpload) }
         return count
@@ -272,9 +263,9 @@ extension QueueDatabase {
         try read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.md5, o.size FROM object o LEFT JOIN inventory i ON i.key = ? || o.md5 || '.dat'
-                WHERE o.state = 'uploaded' AND coalesce(o.uploadedAt, 0) < ? AND coalesce(i.storageClass, 'STANDARD') NOT IN ('GLACIER', 'DEEP_ARCHIVE')
+                WHERE o.state = ? AND coalesce(o.uploadedAt, 0) < ? AND coalesce(i.storageClass, 'STANDARD') NOT IN ('GLACIER', 'DEEP_ARCHIVE')
                 ORDER BY o.deepCheckedAt IS NOT NULL, o.deepCheckedAt, random() LIMIT ?
-                """, arguments: [keyPrefix, uploadedBefore.timeIntervalSince1970, max(0, count)]).map { ($0["md5"], $0["size"]) }
+                """, arguments: [keyPrefix, ObjectState.uploaded, uploadedBefore.timeIntervalSince1970, max(0, count)]).map { ($0["md5"], $0["size"]) }
         }
     }
 

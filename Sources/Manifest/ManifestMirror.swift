@@ -113,7 +113,7 @@ extension QueueDatabase {
     /// each file) and the mirror's inserts landed all over its tree. `+state` keeps that
     /// index out, so the rows come from the path index already in order rather than
     /// sorted in a temporary tree (a million paths: 100 MB of it).
-    static let uploadedPathsInOrder = "SELECT path FROM file WHERE +state = 'uploaded' ORDER BY path"
+    static let uploadedPathsInOrder = "SELECT path FROM file WHERE +state = \(FileState.uploaded.sqlLiteral) ORDER BY path"
 
     /// Starts the mirror over for another account or device (or a bucket rebuilt from
     /// here): no records, every backed-up file a change to write, by path.

@@ -16,6 +16,10 @@ package final class QueueDatabase: Sendable {
     /// When a transaction last changed a row (what `WALCheckpointer` waits out).
     private let changedAt = Mutex<Date?>(nil)
     private let problemHook = Mutex<(@Sendable (String?) -> Void)?>(nil)
+    /// The migrations this open applied to an existing database and how long they took
+    /// (nil: none was due, or the file is new): a start that rebuilds a big table says why
+    /// it took a while.
+    package let migrated: (names: [String], seconds: Double)?
     /// The free space below which a "disk full" stays reported even when a small write
     /// gets through (a commit can reuse WAL space that a bigger one cannot).
     static let freeSpaceToClearDiskFull: UInt64 = 1 << 20
@@ -84,7 +88,14 @@ package final class QueueDatabase: Sendable {
         guard check == ["ok"] else {
             throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: check.prefix(3).joined(separator: "; "))
         }
+        let applied = try pool.read { db in try QueueSchema.migrator.appliedIdentifiers(db) }
+        let names = QueueSchema.migrator.migrations.filter { !applied.contains($0) }
+        let started = ContinuousClock.now
         try QueueSchema.migrator.migrate(pool)
+        let took = ContinuousClock.now - started
+        // A new database is not an upgrade.
+        migrated = applied.isEmpty || names.isEmpty
+            ? nil : (names, Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
         // SQLite opens a file it cannot write read-only without a word, and the first
         // state change would fail: find out now, while a clear error can still stop the start.
         try pool.write { db in
@@ -97,6 +108,7 @@ package final class QueueDatabase: Sendable {
     /// One transaction: every write goes through here, each stage's requests included. A
     /// full disk or an I/O error is remembered (and shown in status) until a write succeeds
     /// again. SQLite rolls the failed transaction back, so the file stays consistent.
+    @discardableResult
     package func write<T>(_ updates: (Database) throws -> T) throws -> T {
         do {
             var changed = false
@@ -207,11 +219,11 @@ package final class QueueDatabase: Sendable {
             // One seek per state on (state, updatedAt): a UNION of three min()s, because
             // SQLite answers min() from an index only under an equality on `state`.
             c.oldestWaitingAt = try Double.fetchOne(db, sql: """
-                SELECT min(t) FROM (SELECT min(updatedAt) AS t FROM file WHERE state = 'pending'
-                  UNION ALL SELECT min(updatedAt) FROM file WHERE state = 'queued'
-                  UNION ALL SELECT min(updatedAt) FROM file WHERE state = 'uploading')
-                """).map { Date(timeIntervalSince1970: $0) }
-            c.lastUploadAt = try Double.fetchOne(db, sql: "SELECT max(updatedAt) FROM object WHERE state = 'uploaded'")
+                SELECT min(t) FROM (SELECT min(updatedAt) AS t FROM file WHERE state = ?
+                  UNION ALL SELECT min(updatedAt) FROM file WHERE state = ?
+                  UNION ALL SELECT min(updatedAt) FROM file WHERE state = ?)
+                """, arguments: [FileState.pending, FileState.queued, FileState.uploading]).map { Date(timeIntervalSince1970: $0) }
+            c.lastUploadAt = try Double.fetchOne(db, sql: "SELECT max(updatedAt) FROM object WHERE state = ?", arguments: [ObjectState.uploaded])
                 .map { Date(timeIntervalSince1970: $0) }
             return c
         }
@@ -268,8 +280,8 @@ package final class QueueDatabase: Sendable {
     /// Whether an object is due for upload now: thumbnails wait while originals do.
     package func hasDueObjects(now: Date = Date()) throws -> Bool {
         try pool.read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE state = 'pending' AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?))",
-                              arguments: [now.timeIntervalSince1970]) ?? false
+            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE state = ? AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?))",
+                              arguments: [ObjectState.pending, now.timeIntervalSince1970]) ?? false
         }
     }
 
@@ -277,7 +289,8 @@ package final class QueueDatabase: Sendable {
     /// longer while uploads go on.
     package func hasUploadsInFlight() throws -> Bool {
         try pool.read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))") ?? false
+            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN (?, ?, ?))",
+                              arguments: [FileState.pending, FileState.queued, FileState.uploading]) ?? false
         }
     }
 
@@ -286,23 +299,9 @@ package final class QueueDatabase: Sendable {
     /// with it (the metrics count them).
     @discardableResult
     package func markUploaded(md5: String, now: Date = Date()) throws -> Int {
-        let files = try write { db in try Self.markUploaded(db, md5: md5, etag: nil, uploadedAt: now, now: now) }
+        let files = try write { db in try Transitions(db, now: now).moveObject(md5, .uploaded(etag: nil, at: now)).files }
         QueueSignals.notify(signals.uploaded)
         return files
-    }
-
-    /// In `db`'s transaction. `uploadedAt`: when it went up (now, or when S3 says it was
-    /// written). Returns how many files became `uploaded` with it.
-    @discardableResult
-    package static func markUploaded(_ db: Database, md5: String, etag: String?, uploadedAt: Date, now: Date) throws -> Int {
-        let t = now.timeIntervalSince1970
-        try db.execute(sql: """
-            UPDATE object SET state = 'uploaded', uploadId = NULL, lastError = NULL, nextAttemptAt = NULL, etag = ?,
-              uploadedAt = ?, overwrite = 0, updatedAt = ? WHERE md5 = ?
-            """, arguments: [etag, uploadedAt.timeIntervalSince1970, t, md5])
-        try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5])
-        try db.execute(sql: "UPDATE file SET state = 'uploaded', lastError = NULL, updatedAt = ? WHERE md5 = ? AND state IN ('queued', 'uploading', 'failed')", arguments: [t, md5])
-        return db.changesCount
     }
 
     // MARK: - Where the inventory meets the other stages: they ask `inventoryPresence(key:)`
@@ -388,19 +387,24 @@ package final class QueueDatabase: Sendable {
         try pool.read { db in
             // Backed-up files whose photo could not be read for a preview are listed too,
             // with "no preview: why" (they are not failed: the backup is fine).
-            let filter = failedOnly ? "f.state = 'failed'" : """
-                (f.state IN ('pending', 'queued', 'uploading', 'failed')
-                 OR (f.state = 'uploaded' AND f.md5 IN (SELECT md5 FROM photo WHERE state = 'failed')))
+            let filter = failedOnly ? "f.state = :failed" : """
+                (f.state IN (:pending, :queued, :uploading, :failed)
+                 OR (f.state = :uploaded AND f.md5 IN (SELECT md5 FROM photo WHERE state = :photoFailed)))
                 """
-            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM file f WHERE \(filter)") ?? 0
+            let states: [String: (any DatabaseValueConvertible)?] = [
+                "pending": FileState.pending, "queued": FileState.queued, "uploading": FileState.uploading,
+                "failed": FileState.failed, "uploaded": FileState.uploaded, "photoFailed": PhotoState.failed,
+            ]
+            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM file f WHERE \(filter)",
+                                         arguments: StatementArguments(states)) ?? 0
             let rows = try Row.fetchAll(db, sql: """
                 SELECT f.path, f.state, f.size, f.md5, f.updatedAt,
                        max(f.attempts, coalesce(o.attempts, 0)) AS attempts,
                        coalesce(f.lastError, o.lastError,
-                                (SELECT 'no preview: ' || p.lastError FROM photo p WHERE p.md5 = f.md5 AND p.state = 'failed')) AS lastError
+                                (SELECT 'no preview: ' || p.lastError FROM photo p WHERE p.md5 = f.md5 AND p.state = :photoFailed)) AS lastError
                 FROM file f LEFT JOIN object o ON o.md5 = f.md5
-                WHERE \(filter) ORDER BY f.updatedAt DESC, f.id DESC LIMIT ?
-                """, arguments: [limit])
+                WHERE \(filter) ORDER BY f.updatedAt DESC, f.id DESC LIMIT :limit
+                """, arguments: StatementArguments(states.merging(["limit": limit]) { a, _ in a }))
             let items = rows.map { row in
                 QueueItem(path: row["path"], state: FileState(rawValue: row["state"]) ?? .pending, size: row["size"],
                           md5: row["md5"], attempts: row["attempts"], lastError: row["lastError"],
@@ -415,14 +419,11 @@ package final class QueueDatabase: Sendable {
     /// a decoder or library fixed since may read them now). Returns the paths to hash.
     package func retryFailed(now: Date = Date()) throws -> (files: Int, photos: Int, needHash: [String]) {
         let result: (files: Int, photos: Int, needHash: [String]) = try write { db in
-            let t = now.timeIntervalSince1970
-            try db.execute(sql: "UPDATE object SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])
-            let needHash = try String.fetchAll(db, sql: "SELECT path FROM file WHERE state = 'failed' AND md5 IS NULL")
-            try db.execute(sql: "UPDATE file SET state = 'pending', attempts = 0, lastError = NULL, updatedAt = ? WHERE state = 'failed' AND md5 IS NULL", arguments: [t])
-            let unhashed = db.changesCount
-            try db.execute(sql: "UPDATE file SET state = 'queued', attempts = 0, lastError = NULL, updatedAt = ? WHERE state = 'failed' AND md5 IS NOT NULL", arguments: [t])
-            let files = unhashed + db.changesCount
-            try db.execute(sql: "UPDATE photo SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])
+            let moves = Transitions(db, now: now)
+            try moves.moveEveryObject(.retry)
+            let (files, needHash) = try moves.retryFailedFiles()
+            try db.execute(sql: "UPDATE photo SET state = ?, attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = ?",
+                           arguments: [PhotoState.pending, now.timeIntervalSince1970, PhotoState.failed])
             return (files, db.changesCount, needHash)
         }
         if !result.needHash.isEmpty { QueueSignals.notify(signals.needsHash) }
@@ -438,8 +439,8 @@ package final class QueueDatabase: Sendable {
     package func uploadedFiles(since date: Date) throws -> (files: Int, bytes: Int64) {
         try pool.read { db in
             let row = try Row.fetchOne(db, sql: """
-                SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM file WHERE state = 'uploaded' AND updatedAt >= ?
-                """, arguments: [date.timeIntervalSince1970])
+                SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM file WHERE state = ? AND updatedAt >= ?
+                """, arguments: [FileState.uploaded, date.timeIntervalSince1970])
             return (row?["n"] ?? 0, row?["bytes"] ?? 0)
         }
     }

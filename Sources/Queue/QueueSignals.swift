@@ -15,7 +15,7 @@ package struct QueueSignals: Sendable {
     package let uploaded = WakeSignal()
     /// `retry` put photos without a preview back to `pending`: the thumbnail stage reads them again.
     package let photosRetried = WakeSignal()
-    /// Photos got their thumbnail and catalog columns (`photo.state = 'ready'`): the
+    /// Photos got their thumbnail and catalog columns (photo rows `ready`): the
     /// catalog stage has rows to publish.
     package let photosReady = WakeSignal()
     /// A listing of the bucket began, completed or failed: the uploader (waiting for the

@@ -54,8 +54,8 @@ extension QueueDatabase {
             let end = rowid + window
             try db.execute(sql: """
                 INSERT OR IGNORE INTO photo(md5, state, updatedAt)
-                SELECT md5, 'pending', ? FROM object WHERE rowid > ? AND rowid <= ? AND state = 'uploaded'
-                """, arguments: [now.timeIntervalSince1970, rowid, end])
+                SELECT md5, ?, ? FROM object WHERE rowid > ? AND rowid <= ? AND state = ?
+                """, arguments: [PhotoState.pending, now.timeIntervalSince1970, rowid, end, ObjectState.uploaded])
             let top = try Int64.fetchOne(db, sql: "SELECT max(rowid) FROM object") ?? 0
             return (end, end >= top)
         }
@@ -65,17 +65,17 @@ extension QueueDatabase {
     package func duePhotos(excluding busy: Set<String>, limit: Int, now: Date = Date()) throws -> [PhotoJob] {
         try read { db in
             let rows = try Row.fetchAll(db, sql: """
-                SELECT md5, attempts FROM photo WHERE state = 'pending' AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?)
+                SELECT md5, attempts FROM photo WHERE state = ? AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?)
                 ORDER BY nextAttemptAt LIMIT ?
-                """, arguments: [now.timeIntervalSince1970, limit + busy.count])
+                """, arguments: [PhotoState.pending, now.timeIntervalSince1970, limit + busy.count])
             var jobs: [PhotoJob] = []
             for row in rows {
                 let md5: String = row["md5"]
                 if busy.contains(md5) { continue }
                 let sources = try Row.fetchAll(db, sql: """
                     SELECT path, device, inode, size, mtimeSec, mtimeNsec FROM file
-                    WHERE md5 = ? AND state = 'uploaded' ORDER BY updatedAt DESC LIMIT 4
-                    """, arguments: [md5]).map { f in
+                    WHERE md5 = ? AND state = ? ORDER BY updatedAt DESC LIMIT 4
+                    """, arguments: [md5, FileState.uploaded]).map { f in
                     PhotoJob.Source(path: f["path"], identity: FileIdentity(
                         device: UInt64(bitPattern: f["device"]), inode: UInt64(bitPattern: f["inode"]),
                         size: f["size"], mtimeSec: f["mtimeSec"], mtimeNsec: f["mtimeNsec"]))
@@ -90,25 +90,25 @@ extension QueueDatabase {
     /// When the next postponed row becomes due (nil: none waits on a timer).
     package func nextPhotoDueTime(now: Date = Date()) throws -> Date? {
         try read { db in
-            try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM photo WHERE state = 'pending' AND nextAttemptAt > ?",
-                                arguments: [now.timeIntervalSince1970]).map { Date(timeIntervalSince1970: $0) }
+            try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM photo WHERE state = ? AND nextAttemptAt > ?",
+                                arguments: [PhotoState.pending, now.timeIntervalSince1970]).map { Date(timeIntervalSince1970: $0) }
         }
     }
 
     /// The thumbnail is in the bucket and the columns are known: the catalog stage may publish it.
     package func markPhotoReady(md5: String, columns: PhotoColumns, takenAt: Int64, now: Date = Date()) throws {
-        try finishPhoto(md5: md5, state: "ready", columns: columns, takenAt: takenAt, error: nil, now: now)
+        try finishPhoto(md5: md5, state: .ready, columns: columns, takenAt: takenAt, error: nil, now: now)
         QueueSignals.notify(signals.photosReady)
     }
 
     /// A format the apps do not show: backed up, no thumbnail, no row.
     package func markPhotoSkipped(md5: String, columns: PhotoColumns, now: Date = Date()) throws {
-        try finishPhoto(md5: md5, state: "skipped", columns: columns, takenAt: nil, error: nil, now: now)
+        try finishPhoto(md5: md5, state: .skipped, columns: columns, takenAt: nil, error: nil, now: now)
     }
 
     /// Could not be read for a preview: backed up, no thumbnail, no row; `reason` says why.
     package func markPhotoFailed(md5: String, columns: PhotoColumns?, reason: String, now: Date = Date()) throws {
-        try finishPhoto(md5: md5, state: "failed", columns: columns, takenAt: nil, error: reason, now: now)
+        try finishPhoto(md5: md5, state: .failed, columns: columns, takenAt: nil, error: reason, now: now)
     }
 
     /// Tried again at `until` (S3 unreachable, no credentials, the file in flux).
@@ -116,18 +116,18 @@ extension QueueDatabase {
         try write { db in
             try db.execute(sql: """
                 UPDATE photo SET nextAttemptAt = ?, lastError = coalesce(?, lastError), attempts = attempts + ?, updatedAt = ?
-                WHERE md5 = ? AND state = 'pending'
-                """, arguments: [until.timeIntervalSince1970, error, countAttempt ? 1 : 0, now.timeIntervalSince1970, md5])
+                WHERE md5 = ? AND state = ?
+                """, arguments: [until.timeIntervalSince1970, error, countAttempt ? 1 : 0, now.timeIntervalSince1970, md5, PhotoState.pending])
         }
     }
 
-    private func finishPhoto(md5: String, state: String, columns: PhotoColumns?, takenAt: Int64?, error: String?, now: Date) throws {
+    private func finishPhoto(md5: String, state: PhotoState, columns: PhotoColumns?, takenAt: Int64?, error: String?, now: Date) throws {
         try write { db in
             try db.execute(sql: """
                 UPDATE photo SET state = ?, headMD5 = ?, size = ?, format = ?, takenAt = ?, lastError = ?,
                   attempts = attempts + ?, nextAttemptAt = NULL, updatedAt = ? WHERE md5 = ?
                 """, arguments: [state, columns?.headMD5, columns?.size, columns?.format, takenAt, error,
-                                 state == "failed" ? 1 : 0, now.timeIntervalSince1970, md5])
+                                 state == .failed ? 1 : 0, now.timeIntervalSince1970, md5])
         }
     }
 
@@ -138,15 +138,15 @@ extension QueueDatabase {
             for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM photo GROUP BY state") {
                 let n: Int = row["n"]
                 rows += n
-                switch row["state"] as String {
-                case "ready": c.ready = n
-                case "pending": c.pending = n
-                case "failed": c.failed = n
-                case "skipped": c.skipped = n
-                default: break
+                switch PhotoState(rawValue: row["state"]) {
+                case .ready: c.ready = n
+                case .pending: c.pending = n
+                case .failed: c.failed = n
+                case .skipped: c.skipped = n
+                case nil: break
                 }
             }
-            let uploaded = try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state = 'uploaded'") ?? 0
+            let uploaded = try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state = ?", arguments: [ObjectState.uploaded]) ?? 0
             c.unseen = max(0, uploaded - rows)
             return c
         }
