@@ -1,4 +1,5 @@
 import Foundation
+import PhotolalaCore
 import GRDB
 import Queue
 

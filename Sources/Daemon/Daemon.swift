@@ -53,8 +53,8 @@ package struct Daemon: Sendable {
         Self.hardenProcess()
         let counters = Self.counters
         try Self.prepareStateDirectory(settings.daemon.stateDir)
-        let database = try openDatabase()
-        let core = try DaemonCore(settings: settings, database: database, logger: logger)
+        let database = try await openDatabase()
+        let core = try await DaemonCore(settings: settings, database: database, logger: logger)
         // Who did what (cli.md "audit"), rotated at `audit.max_size` (config.md).
         let audit = AuditTrail(directory: settings.daemon.stateDir, database: database, maxSize: settings.audit.maxSize, logger: logger)
 
@@ -91,7 +91,7 @@ package struct Daemon: Sendable {
         let scraper = MetricsScraper(core: core, exposition: MetricsExposition(counters: counters.registry))
         let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
         // What the bucket holds: the uploader trusts it instead of asking one key at a time.
-        let inventory = InventoryService(database: database, bucket: bucket(8), gate: AccountGate(account: account),
+        let inventory = await InventoryService(database: database, bucket: bucket(8), gate: AccountGate(account: account),
                                          options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
         // After the upload: thumbnails and the photo rows the catalog stage publishes.
         let thumbnails = ThumbnailService(database: database, bucket: bucket(4), gate: DaemonGate(core: core, account: account),
@@ -99,7 +99,7 @@ package struct Daemon: Sendable {
         // After the upload: this NAS's manifest in the bucket (paths, names, times).
         // Sealed with the account's key, from the key service: nothing is written without
         // it (the changes wait, and its change feed wakes the stage).
-        let manifest = ManifestService(database: database, bucket: bucket(2), keys: keys, options: .init(settings),
+        let manifest = await ManifestService(database: database, bucket: bucket(2), keys: keys, options: .init(settings),
                                        wakes: [.stream(account.statusChanges.changes())], logger: logger,
                                        statusChanges: core.statusChanges, audit: audit)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`;
@@ -215,10 +215,13 @@ package struct Daemon: Sendable {
         }
     }
 
-    func openDatabase() throws -> QueueDatabase {
-        let logger = self.logger
-        let database = try QueueDatabase.open(path: settings.daemon.stateDir + "/queue.db") { aside, why in
-            logger.error("the queue database was damaged (\(why)); moved it aside and started a new one — a full scan re-queues every file", metadata: ["moved_to": "\(aside)"])
+    func openDatabase() async throws -> QueueDatabase {
+        let (logger, path) = (self.logger, settings.daemon.stateDir + "/queue.db")
+        // The whole file is checked, and a migration may rebuild a table: off the pool.
+        let database = try await Blocking.run {
+            try QueueDatabase.open(path: path) { aside, why in
+                logger.error("the queue database was damaged (\(why)); moved it aside and started a new one — a full scan re-queues every file", metadata: ["moved_to": "\(aside)"])
+            }
         }
         if let (names, seconds) = database.migrated {
             logger.notice("the queue database was brought up to date", metadata: [

@@ -59,9 +59,9 @@ struct DaemonControl: ControlHandler {
             audited(.rescan, request, .ok)
             return .json(ControlReply(ok: true, message: "Rescanning every watched folder."))
         case .queue:
-            return queue(request)
+            return await queue(request)
         case .retry:
-            return retry(request)
+            return await retry(request)
         case .logout:
             let signedOut = await account.logout(by: request.caller)
             if let problem = await keys.forget() { return .error(500, "internal", "\(signedOut.message) But \(problem)") }
@@ -100,9 +100,9 @@ struct DaemonControl: ControlHandler {
     }
 
     /// `photolalactl retry`: the queue wakes the stages that take the files and photos back.
-    private func retry(_ request: ControlRequest) -> ControlResponse {
+    private func retry(_ request: ControlRequest) async -> ControlResponse {
         do {
-            let (files, photos, _) = try database.retryFailed()
+            let (files, photos, _) = try await database.retryFailed()
             core.changed()
             audited(.retry, request, .ok, ["files": .int(Int64(files)), "photos": .int(Int64(photos))])
             return .json(ControlReply(ok: true, message: Self.retried(files: files, photos: photos)))
@@ -120,11 +120,11 @@ struct DaemonControl: ControlHandler {
     }
 
     /// `photolalactl queue [--failed] [--limit N]`.
-    private func queue(_ request: ControlRequest) -> ControlResponse {
+    private func queue(_ request: ControlRequest) async -> ControlResponse {
         let limit = min(10_000, max(1, Int(request.query["limit"] ?? "") ?? 100))
         let failedOnly = request.query["failed"].map { $0 == "1" || $0 == "true" } ?? false
         do {
-            let (items, total) = try database.listing(failedOnly: failedOnly, limit: limit)
+            let (items, total) = try await database.listing(failedOnly: failedOnly, limit: limit)
             return .json(QueueListing(items: items.map {
                 QueueListing.Item(path: $0.path, state: $0.state.publicName, size: $0.size, md5: $0.md5, attempts: $0.attempts,
                                   lastError: $0.lastError, updatedAt: Timestamp.string($0.updatedAt))
@@ -261,7 +261,7 @@ struct DaemonControl: ControlHandler {
         let limit = min(1000, max(1, asked.limit ?? 500))
         let records: [FileRecord]
         do {
-            records = try database.files(at: path, after: asked.after, limit: limit)
+            records = try await database.files(at: path, after: asked.after, limit: limit)
         } catch {
             return .error(500, "internal", "cannot read the queue: \(error)")
         }

@@ -75,16 +75,16 @@ extension QueueDatabase {
     /// changed ones (whose hash is dropped). A new path whose identity matches a known
     /// hashed file (a rename, a hard link) takes its hash instead of being read again.
     @discardableResult
-    package func observe(_ files: [ObservedFile], now: Date = Date()) throws -> [String] {
+    package func observe(_ files: [ObservedFile], now: Date = Date()) async throws -> [String] {
         guard !files.isEmpty else { return [] }
-        return try write { db in try observe(files, in: db, now: now).map(\.path) }
+        return try await write { db in try Self.observe(files, in: db, now: now).map(\.path) }
     }
 
     /// The body of `observe`, inside the caller's transaction. `new` are files the caller
     /// just found absent from the queue: they are inserted without looking them up first
     /// (a path that turns up after all takes the long way). A first scan runs this a
     /// hundred thousand times, so the statements are cached and run through the C API.
-    private func observe(_ files: [ObservedFile], new: [ObservedFile] = [], in db: Database, now: Date) throws -> [ObservedFile] {
+    private static func observe(_ files: [ObservedFile], new: [ObservedFile] = [], in db: Database, now: Date) throws -> [ObservedFile] {
         let select = try RawStatement(db, "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state, md5 FROM file WHERE path = ?")
         let twin = try RawStatement(db, """
             SELECT md5, id FROM file WHERE inode = ? AND device = ? AND size = ? AND mtimeSec = ? AND mtimeNsec = ?
@@ -148,8 +148,8 @@ extension QueueDatabase {
     /// The id just before the first file waiting for a hash (new, changed, or caught
     /// mid-hash by a crash), or nil when none waits: where `unhashedFiles(after:)` starts.
     /// Found through the state index, so it costs as much as there are files waiting.
-    package func unhashedStart() throws -> Int64? {
-        try read { db in
+    package func unhashedStart() async throws -> Int64? {
+        try await read { db in
             try Int64.fetchOne(db, sql: "SELECT min(id) FROM file WHERE state = ?", arguments: [FileState.pending]).map { $0 - 1 }
         }
     }
@@ -158,8 +158,8 @@ extension QueueDatabase {
     /// (the unary `+` keeps the planner off the state index, which would sort every
     /// waiting file on each call): draining a backlog a chunk at a time reads the table
     /// once, however big the backlog.
-    package func unhashedFiles(after id: Int64, limit: Int) throws -> [UnhashedFile] {
-        try read { db in
+    package func unhashedFiles(after id: Int64, limit: Int) async throws -> [UnhashedFile] {
+        try await read { db in
             let select = try RawStatement(db, """
                 SELECT id, path, mtimeSec, mtimeNsec FROM file WHERE id > ? AND +state = ? ORDER BY id LIMIT ?
                 """)
@@ -188,16 +188,16 @@ extension QueueDatabase {
     /// Stores a hash if the file is still the one that was read, and links it to its
     /// object (created if these bytes are new). One transaction.
     package func recordHash(path: String, identity: FileIdentity, md5: String, sha256: [UInt8]? = nil, owner: FileOwner? = nil,
-                            now: Date = Date()) throws -> HashOutcome {
-        try recordHashes([HashedFile(path: path, identity: identity, md5: md5, sha256: sha256, owner: owner)], now: now)[0]
+                            now: Date = Date()) async throws -> HashOutcome {
+        try await recordHashes([HashedFile(path: path, identity: identity, md5: md5, sha256: sha256, owner: owner)], now: now)[0]
     }
 
     /// `recordHash` for many files in one transaction, in order; one outcome per file. A
     /// scan of thousands of small photos hashes them faster than one commit per file
     /// can keep up with (each commit rewrites every index page it touched into the WAL).
-    package func recordHashes(_ files: [HashedFile], now: Date = Date()) throws -> [HashOutcome] {
+    package func recordHashes(_ files: [HashedFile], now: Date = Date()) async throws -> [HashOutcome] {
         guard !files.isEmpty else { return [] }
-        let outcomes = try write { db in
+        let outcomes = try await write { db in
             let select = try RawStatement(db, "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE path = ?")
             defer { select.reset() }
             let moves = Transitions(db, now: now)
@@ -223,22 +223,22 @@ extension QueueDatabase {
     }
 
     /// A file that cannot be read (permission, I/O error): `failed` with the reason, until `retry`.
-    package func recordUnreadable(path: String, reason: String, now: Date = Date()) throws {
-        try write { db in try Transitions(db, now: now).fileUnreadable(path: path, reason: reason) }
+    package func recordUnreadable(path: String, reason: String, now: Date = Date()) async throws {
+        try await write { db in try Transitions(db, now: now).fileUnreadable(path: path, reason: reason) }
     }
 
     /// A file (or a whole directory) left the tree.
-    package func markGone(path: String, now: Date = Date()) throws {
-        try write { db in try Transitions(db, now: now).subtreeGone(path: path) }
+    package func markGone(path: String, now: Date = Date()) async throws {
+        try await write { db in try Transitions(db, now: now).subtreeGone(path: path) }
     }
 
     /// A directory renamed inside the tree: its files keep their hashes and states.
-    package func renameDirectory(from old: String, to new: String, now: Date = Date()) throws {
+    package func renameDirectory(from old: String, to new: String, now: Date = Date()) async throws {
         let (oldLo, oldHi) = Self.subtreeRange(old)
         let (newLo, newHi) = Self.subtreeRange(new)
         let oldBase = old == "/" ? "" : old
         let newBase = new == "/" ? "" : new
-        try write { db in
+        try await write { db in
             // Rows already at the destination are stale leftovers: the rename replaced them.
             try db.execute(sql: "DELETE FROM file WHERE path >= ? AND path < ?", arguments: [newLo, newHi])
             try db.execute(sql: """
@@ -249,8 +249,8 @@ extension QueueDatabase {
     }
 
     /// A file renamed inside the tree (a paired move): it keeps its hash and state.
-    package func renameFile(from old: String, to new: String, now: Date = Date()) throws -> Bool {
-        try write { db in
+    package func renameFile(from old: String, to new: String, now: Date = Date()) async throws -> Bool {
+        try await write { db in
             guard try Int64.fetchOne(db, sql: "SELECT id FROM file WHERE path = ? AND state != ?", arguments: [old, FileState.gone]) != nil else {
                 return false
             }
@@ -263,8 +263,8 @@ extension QueueDatabase {
 
     /// Compares one directory's listing with the queue: returns what needs hashing, and
     /// marks gone the files the directory no longer holds. Unchanged files cost no write.
-    package func reconcileDirectory(_ dir: String, files: [ObservedFile], now: Date = Date()) throws -> [String] {
-        try reconcileDirectories([DirectoryListing(dir: dir, files: files)], now: now).map(\.path)
+    package func reconcileDirectory(_ dir: String, files: [ObservedFile], now: Date = Date()) async throws -> [String] {
+        try await reconcileDirectories([DirectoryListing(dir: dir, files: files)], now: now).map(\.path)
     }
 
     /// `reconcileDirectory` for a batch of listings: one read transaction for all of them
@@ -276,9 +276,9 @@ extension QueueDatabase {
     /// `firstScan`: the queue knew nothing under the scanned root when the scan began, so
     /// no directory is looked up (a file that events recorded meanwhile is found by its
     /// insert, which then takes the long way).
-    package func reconcileDirectories(_ listings: [DirectoryListing], firstScan: Bool = false, now: Date = Date()) throws -> [ObservedFile] {
+    package func reconcileDirectories(_ listings: [DirectoryListing], firstScan: Bool = false, now: Date = Date()) async throws -> [ObservedFile] {
         guard !listings.isEmpty else { return [] }
-        let known: [[String: (FileIdentity, FileState)]] = firstScan ? listings.map { _ in [:] } : try read { db in
+        let known: [[String: (FileIdentity, FileState)]] = firstScan ? listings.map { _ in [:] } : try await read { db in
             let select = try RawStatement(db, "SELECT path, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE dir = ?")
             defer { select.reset() }
             return try listings.map { listing in
@@ -316,18 +316,19 @@ extension QueueDatabase {
             vanished += known.filter { !present.contains($0.key) && $0.value.1 != .gone }.map(\.key)
         }
         guard !new.isEmpty || !changed.isEmpty || !vanished.isEmpty else { return needHash }
-        return needHash + (try write { db in
+        let (fresh, altered, gone) = (new, changed, vanished)
+        return needHash + (try await write { db in
             let moves = Transitions(db, now: now)
-            for path in vanished { try moves.fileGone(path: path) }
-            return try observe(changed, new: new, in: db, now: now)
+            for path in gone { try moves.fileGone(path: path) }
+            return try Self.observe(altered, new: fresh, in: db, now: now)
         })
     }
 
     /// Whether the queue holds any present file under `dir` (or in it): a scan of a folder
     /// it knew nothing of can find nothing gone, and skips the sweep.
-    package func knowsFiles(under dir: String) throws -> Bool {
+    package func knowsFiles(under dir: String) async throws -> Bool {
         let (lo, hi) = Self.subtreeRange(dir)
-        return try read { db in
+        return try await read { db in
             try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != ?)",
                               arguments: [dir, lo, hi, FileState.gone]) ?? false
         }
@@ -335,15 +336,15 @@ extension QueueDatabase {
 
     /// After a complete scan of `root`: directories the queue knows under it that the
     /// scan did not visit are gone, with their files.
-    package func sweepDirectories(under root: String, visited: Set<String>, excluding blind: [String] = [], now: Date = Date()) throws -> Int {
+    package func sweepDirectories(under root: String, visited: Set<String>, excluding blind: [String] = [], now: Date = Date()) async throws -> Int {
         let (lo, hi) = Self.subtreeRange(root)
-        let dirs = try read { db in
+        let dirs = try await read { db in
             try String.fetchAll(db, sql: "SELECT DISTINCT dir FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != ?",
                                 arguments: [root, lo, hi, FileState.gone])
         }
         var swept = 0
         for dir in dirs where !visited.contains(dir) && !blind.contains(where: { dir == $0 || dir.hasPrefix($0 + "/") }) {
-            swept += try write { db in try Transitions(db, now: now).directoryGone(dir) }
+            swept += try await write { db in try Transitions(db, now: now).directoryGone(dir) }
         }
         return swept
     }
@@ -377,8 +378,8 @@ extension QueueDatabase {
     /// The file at `path` itself (only on the first page, `after` nil: even one deleted
     /// since), then the files under it as a folder that are still there, in byte order
     /// after `after`, at most `limit` in all.
-    package func files(at path: String, after: String?, limit: Int) throws -> [FileRecord] {
-        try read { db in
+    package func files(at path: String, after: String?, limit: Int) async throws -> [FileRecord] {
+        try await read { db in
             let select = """
                 SELECT f.path, f.state, f.size, f.md5, f.updatedAt, coalesce(f.lastError, o.lastError) AS lastError,
                        CASE WHEN f.state = :uploaded THEN o.uploadedAt END AS uploadedAt

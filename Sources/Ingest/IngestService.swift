@@ -76,6 +76,8 @@ package actor IngestService: Service {
     private var hashed: [(String, HasherPool.Result)] = []
     private var recordScheduled = false
     private var hashWakePending = false
+    /// A hash loop is reading the next chunk of the backlog.
+    private var refilling = false
     private var memory = MemoryRelease()
 
     package init(database: QueueDatabase, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger,
@@ -92,7 +94,7 @@ package actor IngestService: Service {
 
     package func run() async throws {
         // Files a crash caught before their hash was stored are simply read again.
-        armBacklog()
+        await armBacklog()
         if hashes.backlogCursor != nil { logger.info("resuming: some files still need their hash") }
         startWatcher()
         let hashLoops = pool.workers * (pool.filesAtOnce + Self.filesInFlightPerWorker - 1)
@@ -183,7 +185,7 @@ package actor IngestService: Service {
                 scans.noteChange(PathNames.parent(of: from))
                 scans.noteChange(PathNames.parent(of: to))
                 aggregator.moved(from: from, to: to)
-                if try !database.renameFile(from: from, to: to, now: clock.now()) {
+                if try await !database.renameFile(from: from, to: to, now: clock.now()) {
                     aggregator.fileWritten(to, now: now)
                 } else {
                     rehashMoved(from: from, to: to, now: now)
@@ -191,13 +193,13 @@ package actor IngestService: Service {
             case .removed(let path):
                 aggregator.removed(path)
                 hashes.drop(within: path)
-                try database.markGone(path: path, now: clock.now())
+                try await database.markGone(path: path, now: clock.now())
             case .directoryMoved(let from, let to):
                 scans.noteChange(from)
                 scans.noteChange(to)
                 aggregator.moved(from: from, to: to)
                 if let again = scans.follow(from: from, to: to) { requestScan(again.path, recursive: again.recursive) }
-                try database.renameDirectory(from: from, to: to, now: clock.now())
+                try await database.renameDirectory(from: from, to: to, now: clock.now())
                 rehashMoved(from: from, to: to, now: now)
                 logger.debug("directory renamed", metadata: ["from": "\(from)", "to": "\(to)"])
             case .scanNeeded(let path, let reason):
@@ -234,7 +236,7 @@ package actor IngestService: Service {
             let ready = aggregator.due(now: .now)
             for item in ready {
                 switch item {
-                case .file(let path): observe(path)
+                case .file(let path): await observe(path)
                 case .scanDirectory(let dir, let recursive): requestScan(dir, recursive: recursive)
                 }
             }
@@ -245,11 +247,11 @@ package actor IngestService: Service {
     }
 
     /// A settled file: record what it is now, and hash it if it is new or changed.
-    private func observe(_ path: String) {
+    private func observe(_ path: String) async {
         var st = stat()
         let rc = options.watcher.followSymlinks ? stat(path, &st) : lstat(path, &st)
         if rc != 0 {
-            if errno == ENOENT || errno == ENOTDIR { try? database.markGone(path: path, now: clock.now()) }
+            if errno == ENOENT || errno == ENOTDIR { try? await database.markGone(path: path, now: clock.now()) }
             return
         }
         guard (st.st_mode & S_IFMT) == S_IFREG else { return }
@@ -263,7 +265,7 @@ package actor IngestService: Service {
         }
         scans.noteChange(PathNames.parent(of: path))
         do {
-            for p in try database.observe([ObservedFile(path: path, identity: FileIdentity(st))], now: clock.now()) { enqueueHash(p) }
+            for p in try await database.observe([ObservedFile(path: path, identity: FileIdentity(st))], now: clock.now()) { enqueueHash(p) }
         } catch {
             logger.error("cannot record a file in the queue: \(error)", metadata: ["path": "\(path)"])
             writeFailed()
@@ -312,19 +314,19 @@ package actor IngestService: Service {
     private func scan(_ root: String, recursive: Bool) async {
         let started = ContinuousClock.now
         // A folder the queue knows nothing of (a first scan) can have nothing gone.
-        let knewFiles = (try? database.knowsFiles(under: root)) ?? true
+        let knewFiles = (try? await database.knowsFiles(under: root)) ?? true
         // A first scan lists and records the whole tree before anything is read: on a NAS's
         // two cores the hashers competing with the listing made it six times slower than
         // `find` (docs/benchmarks.md), and the status total is right sooner. Files stay in
         // the hash queue meanwhile; events are still recorded.
         if !knewFiles {
             hashHeld = true
-            database.bulkWrites(true)
+            await database.bulkWrites(true)
         }
         let summary = await list(root, recursive: recursive, knewFiles: knewFiles)
         if !knewFiles {
-            database.bulkWrites(false)
-            armBacklog()
+            await database.bulkWrites(false)
+            await armBacklog()
         }
         if hashHeld {
             hashHeld = false
@@ -343,7 +345,7 @@ package actor IngestService: Service {
             logger.warning("cannot read a folder: \(problem.path): \(problem.reason) — \(FolderProblems.advice(for: problem.reason))")
         }
         if recursive && summary.rootListed && knewFiles {
-            sweep(root, summary: summary)
+            await sweep(root, summary: summary)
         }
         // From the first listing to the last write, sweep included: the whole scan.
         let elapsed = ContinuousClock.now - started
@@ -380,7 +382,7 @@ package actor IngestService: Service {
                 }
                 do {
                     // One batch, one read and at most one write transaction.
-                    let need = try database.reconcileDirectories(fresh, firstScan: !knewFiles, now: clock.now())
+                    let need = try await database.reconcileDirectories(fresh, firstScan: !knewFiles, now: clock.now())
                     // A first scan's files wait in the database: the backlog reads them back.
                     guard knewFiles else { continue }
                     let now = clock.now()
@@ -398,7 +400,7 @@ package actor IngestService: Service {
 
     /// Directories the queue knows but the scan did not find are gone — except under a
     /// folder we could not read, where absence proves nothing.
-    private func sweep(_ root: String, summary: ScanSummary) {
+    private func sweep(_ root: String, summary: ScanSummary) async {
         let blind = summary.unreadable.map(\.path)
         // Directories that events filled during the scan (a folder renamed into one listed
         // earlier, files recorded in a directory made after its parent was listed) were not
@@ -409,7 +411,7 @@ package actor IngestService: Service {
             return
         }
         do {
-            let swept = try database.sweepDirectories(under: root, visited: summary.visitedDirectories, excluding: blind + changed,
+            let swept = try await database.sweepDirectories(under: root, visited: summary.visitedDirectories, excluding: blind + changed,
                                                      now: clock.now())
             if swept > 0 { logger.info("\(swept) files are gone from \(root)") }
         } catch {
@@ -435,9 +437,9 @@ package actor IngestService: Service {
     // MARK: hashing
 
     /// Points the backlog at the first file waiting for a hash (see `HashQueue.armBacklog`).
-    private func armBacklog() {
+    private func armBacklog() async {
         do {
-            guard let start = try database.unhashedStart() else { return }
+            guard let start = try await database.unhashedStart() else { return }
             hashes.armBacklog(at: start)
             notify(hashSignal)
         } catch {
@@ -454,23 +456,29 @@ package actor IngestService: Service {
             await signal.wait(since: since, until: nil as ContinuousClock.Instant?)
             since = await signal.current
             if Task.isCancelled { return }
-            armBacklog()
+            await armBacklog()
         }
     }
 
     /// Moves the next chunk of the backlog into the hash queue; false when nothing is left
     /// to take (or the database cannot be read: the next rescan finds those files
     /// waiting, and the next start or first scan arms the backlog again).
-    private func refillFromBacklog() -> Bool {
-        guard let after = hashes.backlogCursor else { return false }
+    private func refillFromBacklog() async -> Bool {
+        // One hash loop reads the backlog at a time; the chunk it reads wakes the others.
+        guard !refilling, let after = hashes.backlogCursor else { return false }
+        refilling = true
+        defer { refilling = false }
         let files: [UnhashedFile]
         do {
-            files = try database.unhashedFiles(after: after, limit: HashQueue.backlogChunk)
+            files = try await database.unhashedFiles(after: after, limit: HashQueue.backlogChunk)
         } catch {
             logger.error("cannot read the files waiting for a hash: \(error); the next scan finds them")
-            hashes.backlogRead(lastId: nil)
+            if hashes.backlogCursor == after { hashes.backlogRead(lastId: nil) }
             return false
         }
+        // Armed again while this chunk was read (files behind it wait again): the next
+        // read starts from there.
+        guard hashes.backlogCursor == after else { return true }
         hashes.backlogRead(lastId: files.last?.id)
         guard !files.isEmpty else { return false }
         let now = clock.now()
@@ -497,17 +505,17 @@ package actor IngestService: Service {
         await hashSignal.notify()
     }
 
-    private func nextToHash() -> String? {
+    private func nextToHash() async -> String? {
         repeat {
             if let path = hashes.next() { return path }
-        } while refillFromBacklog()
+        } while await refillFromBacklog()
         return nil
     }
 
     private func hashLoop(_ worker: Int) async {
         while !Task.isCancelled {
             let since = await hashSignal.current
-            guard !hashHeld, let path = nextToHash() else {
+            guard !hashHeld, let path = await nextToHash() else {
                 await hashSignal.wait(since: since, until: nil as ContinuousClock.Instant?)
                 continue
             }
@@ -539,7 +547,7 @@ package actor IngestService: Service {
         hashed.removeAll(keepingCapacity: true)
         let recorder = HashRecorder(database: database, payloadDigests: payloadDigests, meter: hashMeter, clock: clock,
                                     logger: logger)
-        let outcome = recorder.record(results)
+        let outcome = await recorder.record(results)
         for path in outcome.unsettled { aggregator.markUnsettled(path, now: .now) }
         if outcome.writeFailed { writeFailed() }
         hashes.recorded(results.map(\.0))
@@ -588,11 +596,11 @@ package actor IngestService: Service {
         }
     }
 
-    private func releaseMemoryIfStillIdle() {
+    private func releaseMemoryIfStillIdle() async {
         guard memory.check(idle: isIdle) else { return }
         hashes.releaseMemory()
         hashed = []
-        database.releaseMemory()
+        await database.releaseMemory()
         photolala_trim_malloc()
         photolala_release_code_pages()
     }

@@ -84,8 +84,8 @@ extension QueueDatabase {
     /// user's keys (a sign-in as someone else) say nothing about this user's bucket.
     /// After a complete pass the prefix's row is left as it is: the pass under way lives in
     /// the returned value (a disk that may spin down is written only when the bucket changed).
-    package func beginListing(prefix: String, keep: [String], now: Date) throws -> ListingPass {
-        let quiet: Bool = try write { db in
+    package func beginListing(prefix: String, keep: [String], now: Date) async throws -> ListingPass {
+        let quiet: Bool = try await write { db in
             let t = now.timeIntervalSince1970
             let known = try String.fetchAll(db, sql: "SELECT prefix FROM inventory_listing")
             for stale in known where !keep.contains(stale) {
@@ -112,9 +112,9 @@ extension QueueDatabase {
     /// whose key is listed with its size is marked uploaded (nothing is sent for it;
     /// `ListingReconciliation`). Returns how many objects that marked.
     @discardableResult
-    package func recordListingPage(_ pass: inout ListingPass, keys: [ListedKey], matchObjects: Bool, now: Date) throws -> Int {
+    package func recordListingPage(_ pass: inout ListingPass, keys: [ListedKey], matchObjects: Bool, now: Date) async throws -> Int {
         let (prefix, startedAt, quiet, after) = (pass.prefix, pass.startedAt.timeIntervalSince1970, pass.quiet, pass.after)
-        let (marked, changed, removed): (Int, Int, Int) = try write { db in
+        let (marked, changed, removed): (Int, Int, Int) = try await write { db in
             let t = now.timeIntervalSince1970
             var held: [String: Row] = [:]
             if let last = keys.last?.key {
@@ -173,8 +173,8 @@ extension QueueDatabase {
     /// and the caller keeps the time in memory). Returns the keys now under the prefix and
     /// how many rows the pass removed.
     @discardableResult
-    package func finishListing(_ pass: ListingPass, now: Date) throws -> (objects: Int, removed: Int, wrote: Bool) {
-        let result: (Int, Int, Bool) = try write { db in
+    package func finishListing(_ pass: ListingPass, now: Date) async throws -> (objects: Int, removed: Int, wrote: Bool) {
+        let result: (Int, Int, Bool) = try await write { db in
             let (low, high) = Self.keyRange(pass.prefix)
             try db.execute(sql: "DELETE FROM inventory WHERE key > ? AND key < ? AND seenAt < ?",
                            arguments: [pass.after ?? low, high, pass.startedAt.timeIntervalSince1970])
@@ -197,8 +197,8 @@ extension QueueDatabase {
 
     /// A pass ended without seeing every key. `refused`: S3 said 403 (the policy does not
     /// allow listing). What earlier passes recorded stays; so does a complete listing.
-    package func listingFailed(prefix: String, refused: Bool, error: String, now: Date) throws {
-        try write { db in
+    package func listingFailed(prefix: String, refused: Bool, error: String, now: Date) async throws {
+        try await write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: """
                 INSERT INTO inventory_listing(prefix, state, failures, lastError, updatedAt) VALUES (?, ?, 1, ?, ?)
@@ -213,8 +213,8 @@ extension QueueDatabase {
 
     /// Objects marked uploaded, in MD5 order after `after`, at most `limit`, each with the
     /// inventory's row for `keyPrefix + md5 + ".dat"`.
-    package func uploadedObjects(keyPrefix: String, after: String?, limit: Int) throws -> [UploadedObject] {
-        try read { db in
+    package func uploadedObjects(keyPrefix: String, after: String?, limit: Int) async throws -> [UploadedObject] {
+        try await read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.md5, o.size, o.etag AS expected, o.uploadedAt,
                        i.key, i.size AS listedSize, i.etag, i.storageClass, i.seenAt,
@@ -233,8 +233,8 @@ extension QueueDatabase {
         }
     }
 
-    package func uploadedObjectCount() throws -> Int {
-        try read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state = ?", arguments: [ObjectState.uploaded]) ?? 0 }
+    package func uploadedObjectCount() async throws -> Int {
+        try await read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state = ?", arguments: [ObjectState.uploaded]) ?? 0 }
     }
 
     /// Objects the bucket lacks or holds wrong go back to be sent, with every file that
@@ -242,9 +242,9 @@ extension QueueDatabase {
     /// under the key is wrong, so it is replaced without asking. Returns how many objects
     /// went back; one no file holds any more stays as it is (nothing to send it from).
     @discardableResult
-    package func requeue(_ md5s: [String], overwrite: Bool, reason: String, now: Date) throws -> Int {
+    package func requeue(_ md5s: [String], overwrite: Bool, reason: String, now: Date) async throws -> Int {
         guard !md5s.isEmpty else { return 0 }
-        let count: Int = try write { db in
+        let count: Int = try await write { db in
             let moves = Transitions(db, now: now)
             return try md5s.reduce(0) { count, md5 in count + (try moves.moveObject(md5, .lost(reason: reason, overwrite: overwrite)).objects) }
         }
@@ -259,8 +259,8 @@ extension QueueDatabase {
     /// Objects sent again after `uploadedBefore` (the verify's start: what its own listing
     /// found wrong, re-sent at once) are left to the next verify, so a verify reads back
     /// what it found, whatever the uploader's pace.
-    package func objectsToReadBack(count: Int, keyPrefix: String, uploadedBefore: Date = .distantFuture) throws -> [(md5: String, size: Int64)] {
-        try read { db in
+    package func objectsToReadBack(count: Int, keyPrefix: String, uploadedBefore: Date = .distantFuture) async throws -> [(md5: String, size: Int64)] {
+        try await read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.md5, o.size FROM object o LEFT JOIN inventory i ON i.key = ? || o.md5 || '.dat'
                 WHERE o.state = ? AND coalesce(o.uploadedAt, 0) < ? AND coalesce(i.storageClass, 'STANDARD') NOT IN ('GLACIER', 'DEEP_ARCHIVE')
@@ -269,8 +269,8 @@ extension QueueDatabase {
         }
     }
 
-    package func markReadBack(md5: String, now: Date) throws {
-        try write { db in
+    package func markReadBack(md5: String, now: Date) async throws {
+        try await write { db in
             try db.execute(sql: "UPDATE object SET deepCheckedAt = ? WHERE md5 = ?", arguments: [now.timeIntervalSince1970, md5])
         }
     }

@@ -18,8 +18,8 @@ package protocol NotifySource: Sendable {
 /// start, written only when something was decided, so a NAS with nothing to tell writes
 /// nothing.
 package protocol NotifyMemoryStore: Sendable {
-    func loadMemory() throws -> String?
-    func saveMemory(_ text: String) throws
+    func loadMemory() async throws -> String?
+    func saveMemory(_ text: String) async throws
 }
 
 /// Tells the owner when backups stop (config.md "Notifications"): watches the status, lets
@@ -125,7 +125,7 @@ package actor NotifyService: Service {
     }
 
     package func run() async throws {
-        policy = NotifyPolicy(config: options.policy, memory: loadMemory())
+        policy = await NotifyPolicy(config: options.policy, memory: loadMemory())
         let changes = source.changes()
         try? await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
@@ -176,7 +176,7 @@ package actor NotifyService: Service {
         guard var policy = self.policy else { return }
         let decisions = policy.step(attention: status.attention, now: now)
         self.policy = policy
-        if !decisions.isEmpty { saveMemory(policy.memory) }
+        if !decisions.isEmpty { await saveMemory(policy.memory) }
         // Kept through a recovery's 30 s, when the switch still hears /fail.
         if !status.attention.isEmpty { problemText = status.attention.map(\.sentence).joined(separator: " ") }
         let scrubber = NotifyScrubber(userIds: [status.account.userId])
@@ -216,9 +216,9 @@ package actor NotifyService: Service {
         if options.command != nil { commandBox.add(event, now: now) }
     }
 
-    private func loadMemory() -> NotifyPolicy.Memory {
+    private func loadMemory() async -> NotifyPolicy.Memory {
         do {
-            guard let text = try store.loadMemory() else { return NotifyPolicy.Memory() }
+            guard let text = try await store.loadMemory() else { return NotifyPolicy.Memory() }
             return try JSONDecoder().decode(NotifyPolicy.Memory.self, from: Data(text.utf8))
         } catch {
             // Forgetting what was told costs at worst one event sent twice.
@@ -227,10 +227,10 @@ package actor NotifyService: Service {
         }
     }
 
-    private func saveMemory(_ memory: NotifyPolicy.Memory) {
+    private func saveMemory(_ memory: NotifyPolicy.Memory) async {
         do {
             let data = try JSONEncoder().encode(memory)
-            try store.saveMemory(String(decoding: data, as: UTF8.self))
+            try await store.saveMemory(String(decoding: data, as: UTF8.self))
             lastStoreProblem = nil
         } catch {
             // The events still go out (a full disk is one of them); after a restart some may be told again.

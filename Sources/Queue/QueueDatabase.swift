@@ -108,15 +108,29 @@ package final class QueueDatabase: Sendable {
     /// One transaction: every write goes through here, each stage's requests included. A
     /// full disk or an I/O error is remembered (and shown in status) until a write succeeds
     /// again. SQLite rolls the failed transaction back, so the file stays consistent.
+    ///
+    /// Run on GRDB's writer queue while the caller waits suspended, so the cooperative pool
+    /// stays free. A write begun is not cancelled with its caller (GRDB's own `async`
+    /// write would roll it back): a stop that cancels a stage still keeps what its step
+    /// recorded (an upload given back, the hashes read, the audit's mark).
     @discardableResult
-    package func write<T>(_ updates: (Database) throws -> T) throws -> T {
-        do {
-            var changed = false
-            let result = try pool.write { db in
-                let before = db.totalChangesCount
-                defer { changed = db.totalChangesCount != before }
-                return try updates(db)
+    package func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let pool = self.pool
+        let outcome: Result<(T, Bool), any Error> = await Blocking.completion { done in
+            pool.asyncWriteWithoutTransaction { db in
+                done(Result {
+                    let before = db.totalChangesCount
+                    var result: T?
+                    try db.inTransaction {
+                        result = try updates(db)
+                        return .commit
+                    }
+                    return (result!, db.totalChangesCount != before)
+                })
             }
+        }
+        do {
+            let (result, changed) = try outcome.get()
             if changed {
                 changedAt.withLock { $0 = Date() }
                 QueueSignals.notify(signals.wrote)
@@ -138,9 +152,25 @@ package final class QueueDatabase: Sendable {
         }
     }
 
-    /// A read of a consistent snapshot (WAL: never waits for the writer).
-    package func read<T>(_ value: (Database) throws -> T) throws -> T {
-        try pool.read(value)
+    /// A read of a consistent snapshot (WAL: never waits for the writer), on one of GRDB's
+    /// reader queues while the caller waits suspended; like `write`, not cancelled once begun.
+    package func read<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let pool = self.pool
+        let outcome: Result<T, any Error> = await Blocking.completion { done in
+            pool.asyncRead { db in done(Result { try value(try db.get()) }) }
+        }
+        return try outcome.get()
+    }
+
+    /// A statement outside any transaction (a PRAGMA, a checkpoint) on the writer's queue.
+    private func writeWithoutTransaction(_ work: @escaping @Sendable (Database) throws -> Void) async {
+        let pool = self.pool
+        await Blocking.completion { done in
+            pool.asyncWriteWithoutTransaction { db in
+                try? work(db)
+                done(())
+            }
+        }
     }
 
     /// Told (once per change) when a write problem starts or ends: the daemon logs it.
@@ -171,8 +201,8 @@ package final class QueueDatabase: Sendable {
     /// default) took a third of its time, so it checkpoints every 40 MB while `on`, and
     /// once off copies what it can at once (PASSIVE: never waits for readers). Only then:
     /// a small state directory (the storage suite's 16 MiB) fills up sooner with a big WAL.
-    package func bulkWrites(_ on: Bool) {
-        _ = try? pool.writeWithoutTransaction { db in
+    package func bulkWrites(_ on: Bool) async {
+        await writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(on ? 10000 : 1000)")
             if !on { try db.checkpoint(.passive) }
         }
@@ -183,26 +213,28 @@ package final class QueueDatabase: Sendable {
 
     /// Copies what the WAL holds into the database file now (PASSIVE: never waits for
     /// readers), so the pages written are not left for a later checkpoint to write again.
-    package func checkpoint() {
-        _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+    package func checkpoint() async {
+        await writeWithoutTransaction { db in try db.checkpoint(.passive) }
     }
 
-    package func releaseMemory() {
+    package func releaseMemory() async {
         // PASSIVE never waits for readers; what it cannot copy now the next one does.
-        _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.passive) }
-        pool.releaseMemory()
+        await writeWithoutTransaction { db in try db.checkpoint(.passive) }
+        // Waits for each connection in turn: off the cooperative pool.
+        let pool = self.pool
+        await Blocking.run { pool.releaseMemory() }
     }
 
     /// The last write failure that needs the user (disk full, read-only, I/O error), until a write succeeds.
     package var currentProblem: String? { writeProblem.withLock { $0 } }
 
     /// `PRAGMA integrity_check` — "ok" when the file is sound.
-    package func integrityCheck() throws -> String {
-        try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
+    package func integrityCheck() async throws -> String {
+        try await read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
     }
 
-    package func counts() throws -> QueueCounts {
-        try pool.read { db in
+    package func counts() async throws -> QueueCounts {
+        try await read { db in
             var c = QueueCounts()
             let rows = try Row.fetchAll(db, sql: "SELECT state, count(*) AS n, coalesce(sum(size), 0) AS bytes FROM file GROUP BY state")
             for row in rows {
@@ -233,24 +265,24 @@ package final class QueueDatabase: Sendable {
     // catalog, the user's pause)
 
     /// One setting; nil when unset.
-    package func setting(_ key: String) throws -> String? {
-        try read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
+    package func setting(_ key: String) async throws -> String? {
+        try await read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
     }
 
     /// Sets (nil: removes) one setting.
-    package func setSetting(_ key: String, _ value: String?) throws {
-        try setSettings([key: value])
+    package func setSetting(_ key: String, _ value: String?) async throws {
+        try await setSettings([key: value])
     }
 
     /// Several settings at once, in one transaction (nil removes a key): what the catalog
     /// stage saw, recorded after its marks.
-    package func setSettings(_ settings: [String: String?]) throws {
-        try write { db in try Self.store(settings, in: db) }
+    package func setSettings(_ settings: [String: String?]) async throws {
+        try await write { db in try Self.store(settings, in: db) }
     }
 
     /// Every setting whose key starts with `prefix`.
-    package func settings(prefix: String) throws -> [String: String] {
-        try read { db in
+    package func settings(prefix: String) async throws -> [String: String] {
+        try await read { db in
             let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM setting WHERE substr(key, 1, ?) = ?",
                                         arguments: [prefix.count, prefix])
             return Dictionary(rows.map { ($0["key"], $0["value"]) }, uniquingKeysWith: { a, _ in a })
@@ -278,8 +310,8 @@ package final class QueueDatabase: Sendable {
     // (the manifest). The upload stage's own rows are `Upload.UploadRecords`.
 
     /// Whether an object is due for upload now: thumbnails wait while originals do.
-    package func hasDueObjects(now: Date = Date()) throws -> Bool {
-        try pool.read { db in
+    package func hasDueObjects(now: Date = Date()) async throws -> Bool {
+        try await read { db in
             try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE state = ? AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?))",
                               arguments: [ObjectState.pending, now.timeIntervalSince1970]) ?? false
         }
@@ -287,8 +319,8 @@ package final class QueueDatabase: Sendable {
 
     /// Whether any file still waits to be hashed or uploaded: the manifest gathers changes
     /// longer while uploads go on.
-    package func hasUploadsInFlight() throws -> Bool {
-        try pool.read { db in
+    package func hasUploadsInFlight() async throws -> Bool {
+        try await read { db in
             try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN (?, ?, ?))",
                               arguments: [FileState.pending, FileState.queued, FileState.uploading]) ?? false
         }
@@ -298,8 +330,8 @@ package final class QueueDatabase: Sendable {
     /// was sent, so no ETag of ours is recorded. Returns how many files became `uploaded`
     /// with it (the metrics count them).
     @discardableResult
-    package func markUploaded(md5: String, now: Date = Date()) throws -> Int {
-        let files = try write { db in try Transitions(db, now: now).moveObject(md5, .uploaded(etag: nil, at: now)).files }
+    package func markUploaded(md5: String, now: Date = Date()) async throws -> Int {
+        let files = try await write { db in try Transitions(db, now: now).moveObject(md5, .uploaded(etag: nil, at: now)).files }
         QueueSignals.notify(signals.uploaded)
         return files
     }
@@ -324,21 +356,21 @@ package final class QueueDatabase: Sendable {
     }
 
 
-    package func inventoryEntry(key: String) throws -> InventoryEntry? {
-        try pool.read { db in
+    package func inventoryEntry(key: String) async throws -> InventoryEntry? {
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?", arguments: [key])
                 .map(Self.entry)
         }
     }
 
-    package func inventoryListing(prefix: String) throws -> InventoryListing? {
-        try pool.read { db in try Self.listing(db, prefix: prefix) }
+    package func inventoryListing(prefix: String) async throws -> InventoryListing? {
+        try await read { db in try Self.listing(db, prefix: prefix) }
     }
 
     /// Whether `key` is in the bucket as far as the inventory knows: listed (or uploaded by
     /// this daemon), absent from a complete listing of its prefix, or unknown.
-    package func inventoryPresence(key: String) throws -> InventoryPresence {
-        try pool.read { db in
+    package func inventoryPresence(key: String) async throws -> InventoryPresence {
+        try await read { db in
             if let row = try Row.fetchOne(db, sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?",
                                           arguments: [key]) {
                 return .present(Self.entry(row))
@@ -350,8 +382,8 @@ package final class QueueDatabase: Sendable {
 
     /// Another stage wrote `key` (a thumbnail, a catalog snapshot): the inventory knows it
     /// is there without waiting for the next listing (which would otherwise say `absent`).
-    package func recordStored(key: String, size: Int64, etag: String, storageClass: String = "STANDARD", now: Date = Date()) throws {
-        try write { db in try Self.recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now) }
+    package func recordStored(key: String, size: Int64, etag: String, storageClass: String = "STANDARD", now: Date = Date()) async throws {
+        try await write { db in try Self.recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now) }
     }
 
     /// The same, in `db`'s transaction.
@@ -383,8 +415,8 @@ package final class QueueDatabase: Sendable {
     // MARK: - What the CLI lists (`photolalactl queue`) and retries
 
     /// Files not yet backed up (or only failed ones), newest first, with the total count.
-    package func listing(failedOnly: Bool, limit: Int) throws -> (items: [QueueItem], total: Int) {
-        try pool.read { db in
+    package func listing(failedOnly: Bool, limit: Int) async throws -> (items: [QueueItem], total: Int) {
+        try await read { db in
             // Backed-up files whose photo could not be read for a preview are listed too,
             // with "no preview: why" (they are not failed: the backup is fine).
             let filter = failedOnly ? "f.state = :failed" : """
@@ -417,8 +449,8 @@ package final class QueueDatabase: Sendable {
     /// Puts every failed file back: unreadable ones are read again, rejected uploads are
     /// tried again, and photos without a preview are read again (their attempts start over:
     /// a decoder or library fixed since may read them now). Returns the paths to hash.
-    package func retryFailed(now: Date = Date()) throws -> (files: Int, photos: Int, needHash: [String]) {
-        let result: (files: Int, photos: Int, needHash: [String]) = try write { db in
+    package func retryFailed(now: Date = Date()) async throws -> (files: Int, photos: Int, needHash: [String]) {
+        let result: (files: Int, photos: Int, needHash: [String]) = try await write { db in
             let moves = Transitions(db, now: now)
             try moves.moveEveryObject(.retry)
             let (files, needHash) = try moves.retryFailedFiles()
@@ -436,8 +468,8 @@ package final class QueueDatabase: Sendable {
 
     /// Files that became backed up since `date`, and their bytes: the day's summary
     /// notification. One range of the (state, updatedAt, size) index.
-    package func uploadedFiles(since date: Date) throws -> (files: Int, bytes: Int64) {
-        try pool.read { db in
+    package func uploadedFiles(since date: Date) async throws -> (files: Int, bytes: Int64) {
+        try await read { db in
             let row = try Row.fetchOne(db, sql: """
                 SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM file WHERE state = ? AND updatedAt >= ?
                 """, arguments: [FileState.uploaded, date.timeIntervalSince1970])

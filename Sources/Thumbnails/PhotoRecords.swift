@@ -49,8 +49,8 @@ extension QueueDatabase {
     /// Makes a `pending` row for every uploaded object without one among the objects with
     /// rowid in (`after`, `after + window`]. Returns the last rowid covered and whether
     /// that was the end of the table.
-    package func seedPhotos(after rowid: Int64, window: Int64 = 5000, now: Date = Date()) throws -> (last: Int64, atEnd: Bool) {
-        try write { db in
+    package func seedPhotos(after rowid: Int64, window: Int64 = 5000, now: Date = Date()) async throws -> (last: Int64, atEnd: Bool) {
+        try await write { db in
             let end = rowid + window
             try db.execute(sql: """
                 INSERT OR IGNORE INTO photo(md5, state, updatedAt)
@@ -62,8 +62,8 @@ extension QueueDatabase {
     }
 
     /// Rows due for reading, oldest first, with the live files of each.
-    package func duePhotos(excluding busy: Set<String>, limit: Int, now: Date = Date()) throws -> [PhotoJob] {
-        try read { db in
+    package func duePhotos(excluding busy: Set<String>, limit: Int, now: Date = Date()) async throws -> [PhotoJob] {
+        try await read { db in
             let rows = try Row.fetchAll(db, sql: """
                 SELECT md5, attempts FROM photo WHERE state = ? AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?)
                 ORDER BY nextAttemptAt LIMIT ?
@@ -88,32 +88,32 @@ extension QueueDatabase {
     }
 
     /// When the next postponed row becomes due (nil: none waits on a timer).
-    package func nextPhotoDueTime(now: Date = Date()) throws -> Date? {
-        try read { db in
+    package func nextPhotoDueTime(now: Date = Date()) async throws -> Date? {
+        try await read { db in
             try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM photo WHERE state = ? AND nextAttemptAt > ?",
                                 arguments: [PhotoState.pending, now.timeIntervalSince1970]).map { Date(timeIntervalSince1970: $0) }
         }
     }
 
     /// The thumbnail is in the bucket and the columns are known: the catalog stage may publish it.
-    package func markPhotoReady(md5: String, columns: PhotoColumns, takenAt: Int64, now: Date = Date()) throws {
-        try finishPhoto(md5: md5, state: .ready, columns: columns, takenAt: takenAt, error: nil, now: now)
+    package func markPhotoReady(md5: String, columns: PhotoColumns, takenAt: Int64, now: Date = Date()) async throws {
+        try await finishPhoto(md5: md5, state: .ready, columns: columns, takenAt: takenAt, error: nil, now: now)
         QueueSignals.notify(signals.photosReady)
     }
 
     /// A format the apps do not show: backed up, no thumbnail, no row.
-    package func markPhotoSkipped(md5: String, columns: PhotoColumns, now: Date = Date()) throws {
-        try finishPhoto(md5: md5, state: .skipped, columns: columns, takenAt: nil, error: nil, now: now)
+    package func markPhotoSkipped(md5: String, columns: PhotoColumns, now: Date = Date()) async throws {
+        try await finishPhoto(md5: md5, state: .skipped, columns: columns, takenAt: nil, error: nil, now: now)
     }
 
     /// Could not be read for a preview: backed up, no thumbnail, no row; `reason` says why.
-    package func markPhotoFailed(md5: String, columns: PhotoColumns?, reason: String, now: Date = Date()) throws {
-        try finishPhoto(md5: md5, state: .failed, columns: columns, takenAt: nil, error: reason, now: now)
+    package func markPhotoFailed(md5: String, columns: PhotoColumns?, reason: String, now: Date = Date()) async throws {
+        try await finishPhoto(md5: md5, state: .failed, columns: columns, takenAt: nil, error: reason, now: now)
     }
 
     /// Tried again at `until` (S3 unreachable, no credentials, the file in flux).
-    package func postponePhoto(md5: String, until: Date, error: String?, countAttempt: Bool, now: Date = Date()) throws {
-        try write { db in
+    package func postponePhoto(md5: String, until: Date, error: String?, countAttempt: Bool, now: Date = Date()) async throws {
+        try await write { db in
             try db.execute(sql: """
                 UPDATE photo SET nextAttemptAt = ?, lastError = coalesce(?, lastError), attempts = attempts + ?, updatedAt = ?
                 WHERE md5 = ? AND state = ?
@@ -121,8 +121,8 @@ extension QueueDatabase {
         }
     }
 
-    private func finishPhoto(md5: String, state: PhotoState, columns: PhotoColumns?, takenAt: Int64?, error: String?, now: Date) throws {
-        try write { db in
+    private func finishPhoto(md5: String, state: PhotoState, columns: PhotoColumns?, takenAt: Int64?, error: String?, now: Date) async throws {
+        try await write { db in
             try db.execute(sql: """
                 UPDATE photo SET state = ?, headMD5 = ?, size = ?, format = ?, takenAt = ?, lastError = ?,
                   attempts = attempts + ?, nextAttemptAt = NULL, updatedAt = ? WHERE md5 = ?
@@ -131,8 +131,8 @@ extension QueueDatabase {
         }
     }
 
-    package func photoCounts() throws -> PhotoCounts {
-        try read { db in
+    package func photoCounts() async throws -> PhotoCounts {
+        try await read { db in
             var c = PhotoCounts()
             var rows = 0
             for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM photo GROUP BY state") {

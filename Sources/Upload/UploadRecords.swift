@@ -24,13 +24,13 @@ package struct UploadJob: Sendable, Equatable {
 /// transaction, so two workers never take the same object.
 extension QueueDatabase {
     /// At start: uploads a crash interrupted go back to the queue (their multipart state stays).
-    package func resetInterruptedUploads(now: Date) throws {
+    package func resetInterruptedUploads(now: Date) async throws {
         // A crash mid-hash leaves nothing to undo: files being read are stored as pending, and re-hashed.
-        try write { db in try Transitions(db, now: now).moveEveryObject(.recover) }
+        try await write { db in try Transitions(db, now: now).moveEveryObject(.recover) }
     }
 
-    package func claimObject(now: Date) throws -> UploadJob? {
-        try write { db in
+    package func claimObject(now: Date) async throws -> UploadJob? {
+        try await write { db in
             let t = now.timeIntervalSince1970
             let candidates = try Row.fetchAll(db, sql: """
                 SELECT md5, size, attempts, uploadId, partSize, overwrite FROM object
@@ -60,8 +60,8 @@ extension QueueDatabase {
     }
 
     /// The earliest moment a waiting object becomes due (nil: none waits on a timer).
-    package func nextDueTime(now: Date) throws -> Date? {
-        try read { db in
+    package func nextDueTime(now: Date) async throws -> Date? {
+        try await read { db in
             try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM object WHERE state = ? AND nextAttemptAt > ?",
                                 arguments: [ObjectState.pending, now.timeIntervalSince1970]).map { Date(timeIntervalSince1970: $0) }
         }
@@ -72,8 +72,8 @@ extension QueueDatabase {
     /// upload of the same bytes need not wait for a listing), in one transaction.
     /// Returns how many files became `uploaded` with it.
     @discardableResult
-    package func recordUpload(md5: String, key: String, size: Int64, etag: String, storageClass: String, now: Date) throws -> Int {
-        let files = try write { db in
+    package func recordUpload(md5: String, key: String, size: Int64, etag: String, storageClass: String, now: Date) async throws -> Int {
+        let files = try await write { db in
             let files = try Transitions(db, now: now).moveObject(md5, .uploaded(etag: etag, at: now)).files
             try Self.recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now)
             return files
@@ -83,21 +83,21 @@ extension QueueDatabase {
     }
 
     /// Back to the queue after a transient failure (or a stop): due again at `retryAt`.
-    package func releaseObject(md5: String, retryAt: Date?, error: String?, countAttempt: Bool, now: Date) throws {
-        try write { db in
+    package func releaseObject(md5: String, retryAt: Date?, error: String?, countAttempt: Bool, now: Date) async throws {
+        try await write { db in
             try Transitions(db, now: now).moveObject(md5, .release(retryAt: retryAt, error: error, countAttempt: countAttempt))
         }
     }
 
     /// Gave up (rejected by S3): every file with these bytes is `failed` with the reason, until `retry`.
-    package func failObject(md5: String, reason: String, now: Date) throws {
-        try write { db in try Transitions(db, now: now).moveObject(md5, .fail(reason: reason)) }
+    package func failObject(md5: String, reason: String, now: Date) async throws {
+        try await write { db in try Transitions(db, now: now).moveObject(md5, .fail(reason: reason)) }
     }
 
     /// The file no longer holds the queued bytes (changed or gone): it goes back to be hashed
     /// (or is marked gone), and its object is released to any other file with those bytes.
-    package func sourceChanged(job: UploadJob, gone: Bool, now: Date) throws {
-        try write { db in
+    package func sourceChanged(job: UploadJob, gone: Bool, now: Date) async throws {
+        try await write { db in
             let moves = Transitions(db, now: now)
             if gone {
                 try moves.fileGone(path: job.path)
@@ -114,23 +114,23 @@ extension QueueDatabase {
 
     // MARK: multipart bookkeeping
 
-    package func recordMultipart(md5: String, uploadId: String?, partSize: Int64?) throws {
-        try write { db in
+    package func recordMultipart(md5: String, uploadId: String?, partSize: Int64?) async throws {
+        try await write { db in
             try db.execute(sql: "UPDATE object SET uploadId = ?, partSize = ? WHERE md5 = ?", arguments: [uploadId, partSize, md5])
             if uploadId == nil { try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5]) }
         }
     }
 
     /// A part S3 already has, recorded so a restart resumes instead of resending.
-    package func recordPart(md5: String, part: S3Client.Part) throws {
-        try write { db in
+    package func recordPart(md5: String, part: S3Client.Part) async throws {
+        try await write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO part(md5, partNumber, etag, size) VALUES (?, ?, ?, ?)",
                            arguments: [md5, part.partNumber, part.etag, part.size])
         }
     }
 
-    package func parts(md5: String) throws -> [S3Client.Part] {
-        try read { db in
+    package func parts(md5: String) async throws -> [S3Client.Part] {
+        try await read { db in
             try Row.fetchAll(db, sql: "SELECT partNumber, etag, size FROM part WHERE md5 = ? ORDER BY partNumber", arguments: [md5]).map {
                 S3Client.Part(partNumber: $0["partNumber"], etag: $0["etag"], size: $0["size"])
             }

@@ -42,8 +42,8 @@ import Testing
     ]
 
     /// An object in `state` and one file in each file state holding its bytes.
-    func seed(_ db: QueueDatabase, md5: String, state: ObjectState) throws {
-        try db.write { db in
+    func seed(_ db: QueueDatabase, md5: String, state: ObjectState) async throws {
+        try await db.write { db in
             try db.execute(sql: "INSERT INTO object(md5, size, state, updatedAt) VALUES (?, 10, ?, 0)", arguments: [md5, state])
             for fileState in FileState.allCases {
                 let path = "/p/\(md5)/\(fileState.rawValue).jpg"
@@ -53,8 +53,8 @@ import Testing
         }
     }
 
-    func states(_ db: QueueDatabase, md5: String) throws -> (ObjectState?, [String: FileState]) {
-        try db.read { db in
+    func states(_ db: QueueDatabase, md5: String) async throws -> (ObjectState?, [String: FileState]) {
+        try await db.read { db in
             let object = try String.fetchOne(db, sql: "SELECT state FROM object WHERE md5 = ?", arguments: [md5]).flatMap(ObjectState.init)
             let files = try Row.fetchAll(db, sql: "SELECT path, state FROM file WHERE md5 = ?", arguments: [md5])
             return (object, Dictionary(uniqueKeysWithValues: files.map { row in
@@ -63,7 +63,7 @@ import Testing
         }
     }
 
-    @Test func everyMoveFollowsTheTableFromEveryState() throws {
+    @Test func everyMoveFollowsTheTableFromEveryState() async throws {
         let db = try QueueDatabase.open(path: path)
         for (e, edge) in Self.table.enumerated() {
             #expect(edge.move.from == edge.from, "\(edge.move)")
@@ -72,9 +72,9 @@ import Testing
             if !edge.files.isEmpty { #expect(edge.move.filesTo == edge.filesTo, "\(edge.move)") }
             for objectState in ObjectState.allCases {
                 let md5 = "\(e)-\(objectState.rawValue)"
-                try seed(db, md5: md5, state: objectState)
-                let moved = try db.write { db in try Transitions(db, now: now).moveObject(md5, edge.move) }
-                let (object, files) = try states(db, md5: md5)
+                try await seed(db, md5: md5, state: objectState)
+                let moved = try await db.write { db in try Transitions(db, now: now).moveObject(md5, edge.move) }
+                let (object, files) = try await states(db, md5: md5)
                 let objectMoves = edge.from.contains(objectState)
                 #expect(object == (objectMoves ? edge.to : objectState), "\(edge.move) from \(objectState)")
                 #expect(moved.objects == (objectMoves ? 1 : 0), "\(edge.move) from \(objectState)")
@@ -87,26 +87,26 @@ import Testing
         }
     }
 
-    @Test func aLostObjectNoFileHoldsStaysWhereItIs() throws {
+    @Test func aLostObjectNoFileHoldsStaysWhereItIs() async throws {
         let db = try QueueDatabase.open(path: path)
-        try db.write { db in
+        try await db.write { db in
             try db.execute(sql: "INSERT INTO object(md5, size, state, updatedAt) VALUES ('a', 1, ?, 0)", arguments: [ObjectState.uploaded])
             try db.execute(sql: "INSERT INTO file(path, dir, md5, state, updatedAt) VALUES ('/x', '/', 'a', ?, 0)", arguments: [FileState.gone])
         }
-        let moved = try db.write { db in try Transitions(db, now: now).moveObject("a", .lost(reason: "missing", overwrite: false)) }
+        let moved = try await db.write { db in try Transitions(db, now: now).moveObject("a", .lost(reason: "missing", overwrite: false)) }
         #expect(moved == Transitions.Moved(objects: 0, files: 0))
-        #expect(try states(db, md5: "a").0 == .uploaded)
+        #expect(try await states(db, md5: "a").0 == .uploaded)
     }
 
-    @Test func aFileFollowsTheObjectItJoins() throws {
+    @Test func aFileFollowsTheObjectItJoins() async throws {
         let db = try QueueDatabase.open(path: path)
         for (n, objectState) in ObjectState.allCases.enumerated() {
             let md5 = "m\(n)"
-            try db.write { db in
+            try await db.write { db in
                 try db.execute(sql: "INSERT INTO object(md5, size, state, nextAttemptAt, updatedAt) VALUES (?, 1, ?, 99, 0)",
                                arguments: [md5, objectState])
             }
-            let state = try db.write { db in
+            let state = try await db.write { db in
                 let moves = Transitions(db, now: now)
                 let id = try #require(try moves.insertFile(path: "/f\(n)", identity: FileIdentity(device: 1, inode: UInt64(n), size: 1,
                                                                                                     mtimeSec: 0, mtimeNsec: 0)))
@@ -114,41 +114,46 @@ import Testing
             }
             #expect(state == FileState(following: objectState))
             // A waiting object a file joins is due at once.
-            let due = try db.read { db in try Double.fetchOne(db, sql: "SELECT nextAttemptAt FROM object WHERE md5 = ?", arguments: [md5]) }
+            let due = try await db.read { db in try Double.fetchOne(db, sql: "SELECT nextAttemptAt FROM object WHERE md5 = ?", arguments: [md5]) }
             #expect((due == nil) == (objectState == .pending))
         }
         // New bytes: a new waiting object.
-        let state = try db.write { db in
+        let state = try await db.write { db in
             let moves = Transitions(db, now: now)
             let id = try #require(try moves.insertFile(path: "/new", identity: FileIdentity(device: 1, inode: 99, size: 7, mtimeSec: 0, mtimeNsec: 0)))
             return try moves.fileHashed(id: id, md5: "fresh", size: 7, sha256: nil, owner: nil)
         }
         #expect(state == .queued)
-        #expect(try states(db, md5: "fresh").0 == .pending)
+        #expect(try await states(db, md5: "fresh").0 == .pending)
     }
 
-    @Test func theSchemaRefusesAStateNoEnumHas() throws {
+    @Test func theSchemaRefusesAStateNoEnumHas() async throws {
         let db = try QueueDatabase.open(path: path)
-        try db.write { db in
+        try await db.write { db in
             try db.execute(sql: "INSERT INTO object(md5, size, state, updatedAt) VALUES ('a', 1, 'pending', 0)")
             try db.execute(sql: "INSERT INTO file(path, dir, md5, state, updatedAt) VALUES ('/x', '/', 'a', 'queued', 0)")
         }
         for sql in ["UPDATE file SET state = 'queud'", "UPDATE object SET state = 'upload'",
                     "INSERT INTO file(path, dir, state, updatedAt) VALUES ('/y', '/', 'done', 0)",
                     "INSERT INTO object(md5, size, state, updatedAt) VALUES ('b', 1, 'sent', 0)"] {
-            let error = #expect(throws: DatabaseError.self, "\(sql)") { try db.write { db in try db.execute(sql: sql) } }
+            let error = await #expect(throws: DatabaseError.self, "\(sql)") { try await db.write { db in try db.execute(sql: sql) } }
             #expect(error?.resultCode == .SQLITE_CONSTRAINT, "\(sql)")
             #expect(error?.extendedResultCode == .SQLITE_CONSTRAINT_CHECK, "\(sql)")
         }
-        #expect(try states(db, md5: "a").0 == .pending)
+        #expect(try await states(db, md5: "a").0 == .pending)
+    }
+
+    /// Every row's values, in order (rows themselves stay on the reader's queue).
+    static func values(_ db: Database, _ sql: String) throws -> [[DatabaseValue]] {
+        try Row.fetchAll(db, sql: sql).map { Array($0.databaseValues) }
     }
 
     /// The migration that adds the checks rebuilds `file` and `object`: every row (the
     /// object's rowid too), index, trigger and foreign key stays.
-    @Test func theStateChecksKeepEveryRowIndexTriggerAndForeignKey() throws {
+    @Test func theStateChecksKeepEveryRowIndexTriggerAndForeignKey() async throws {
         let pool = try DatabasePool(path: path)
         try QueueSchema.migrator.migrate(pool, upTo: "v7-manifest-format2")
-        try pool.write { db in
+        try await pool.write { db in
             for n in 0..<40 {
                 let state = ObjectState.allCases[n % 4]
                 try db.execute(sql: "INSERT INTO object(rowid, md5, size, state, attempts, uploadId, updatedAt, etag, overwrite) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -162,22 +167,22 @@ import Testing
             }
         }
         let schema = "SELECT type, name, tbl_name, sql FROM sqlite_schema WHERE type IN ('index', 'trigger') AND tbl_name IN ('file', 'object') ORDER BY name"
-        let (indexesBefore, objectsBefore, filesBefore, changesBefore) = try pool.read { db in
-            (try Row.fetchAll(db, sql: schema),
-             try Row.fetchAll(db, sql: "SELECT rowid, * FROM object ORDER BY rowid"),
-             try Row.fetchAll(db, sql: "SELECT * FROM file ORDER BY id"),
+        let (indexesBefore, objectsBefore, filesBefore, changesBefore) = try await pool.read { db in
+            (try Self.values(db, schema),
+             try Self.values(db, "SELECT rowid, * FROM object ORDER BY rowid"),
+             try Self.values(db, "SELECT * FROM file ORDER BY id"),
              try Int.fetchOne(db, sql: "SELECT count(*) FROM manifest_change"))
         }
         #expect(indexesBefore.count == 12)
         try pool.close()
 
         let db = try QueueDatabase.open(path: path)
-        let (indexesAfter, objectsAfter, filesAfter, changesAfter, violations) = try db.read { db in
-            (try Row.fetchAll(db, sql: schema),
-             try Row.fetchAll(db, sql: "SELECT rowid, * FROM object ORDER BY rowid"),
-             try Row.fetchAll(db, sql: "SELECT * FROM file ORDER BY id"),
+        let (indexesAfter, objectsAfter, filesAfter, changesAfter, violations) = try await db.read { db in
+            (try Self.values(db, schema),
+             try Self.values(db, "SELECT rowid, * FROM object ORDER BY rowid"),
+             try Self.values(db, "SELECT * FROM file ORDER BY id"),
              try Int.fetchOne(db, sql: "SELECT count(*) FROM manifest_change"),
-             try Row.fetchAll(db, sql: "PRAGMA foreign_key_check"))
+             try Self.values(db, "PRAGMA foreign_key_check"))
         }
         #expect(indexesAfter == indexesBefore)
         #expect(objectsAfter == objectsBefore)
@@ -185,11 +190,11 @@ import Testing
         #expect(changesAfter == changesBefore)
         #expect(violations.isEmpty)
         // The triggers fire on the new table, and deleting an object still takes its rows with it.
-        try db.write { db in
+        try await db.write { db in
             try db.execute(sql: "UPDATE file SET state = ? WHERE id = 500", arguments: [FileState.uploaded])
             try db.execute(sql: "DELETE FROM object WHERE md5 = 'md5-1'")
         }
-        let (changes, parts, photos) = try db.read { db in
+        let (changes, parts, photos) = try await db.read { db in
             (try Int.fetchOne(db, sql: "SELECT count(*) FROM manifest_change"),
              try Int.fetchOne(db, sql: "SELECT count(*) FROM part WHERE md5 = 'md5-1'"),
              try Int.fetchOne(db, sql: "SELECT count(*) FROM photo WHERE md5 = 'md5-1'"))
