@@ -92,7 +92,7 @@ package actor CatalogService: Service {
         schedule.reconfigure(publishInterval: Units.seconds(new.publishInterval), checkInterval: Units.seconds(new.checkInterval))
         await bucket.apply(trust: new.trust)
         statusChanges.changed()
-        await loop?.wake()
+        loop?.wake()
     }
 
     package func run() async throws {

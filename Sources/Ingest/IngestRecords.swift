@@ -217,7 +217,7 @@ extension QueueDatabase {
             }
         }
         if outcomes.contains(where: { if case .recorded = $0 { true } else { false } }) {
-            QueueSignals.notify(signals.readyToUpload)
+            signals.readyToUpload.changed()
         }
         return outcomes
     }

@@ -101,7 +101,7 @@ extension QueueDatabase {
                 """, arguments: [prefix, InventoryListing.State.listing.rawValue, t, t])
             return false
         }
-        if !quiet { QueueSignals.notify(signals.inventoryChanged) }
+        if !quiet { signals.inventoryChanged.changed() }
         return ListingPass(prefix: prefix, startedAt: now, quiet: quiet)
     }
 
@@ -163,7 +163,7 @@ extension QueueDatabase {
         pass.seen += keys.count
         pass.changed += changed + removed
         pass.removed += removed
-        if marked > 0 { QueueSignals.notify(signals.uploaded) }
+        if marked > 0 { signals.uploaded.changed() }
         return marked
     }
 
@@ -191,7 +191,7 @@ extension QueueDatabase {
                                  pass.prefix])
             return (objects, removed, true)
         }
-        if result.2 { QueueSignals.notify(signals.inventoryChanged) }
+        if result.2 { signals.inventoryChanged.changed() }
         return result
     }
 
@@ -206,7 +206,7 @@ extension QueueDatabase {
                   lastError = excluded.lastError, updatedAt = excluded.updatedAt
                 """, arguments: [prefix, (refused ? InventoryListing.State.refused : .failed).rawValue, error, t])
         }
-        QueueSignals.notify(signals.inventoryChanged)
+        signals.inventoryChanged.changed()
     }
 
     // MARK: verify
@@ -248,7 +248,7 @@ extension QueueDatabase {
             let moves = Transitions(db, now: now)
             return try md5s.reduce(0) { count, md5 in count + (try moves.moveObject(md5, .lost(reason: reason, overwrite: overwrite)).objects) }
         }
-        if count > 0 { QueueSignals.notify(signals.readyToUpload) }
+        if count > 0 { signals.readyToUpload.changed() }
         return count
     }
 

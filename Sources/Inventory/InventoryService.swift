@@ -115,7 +115,7 @@ package actor InventoryService: Service {
         guard new != options else { return }
         options = new
         await bucket.apply(trust: new.trust)
-        await loop?.wake()
+        loop?.wake()
     }
 
     private static func photosPrefix(_ userId: String) -> String { "photos/\(userId)/" }
@@ -163,7 +163,7 @@ package actor InventoryService: Service {
         verify = VerifyProgress(phase: .queued, startedAt: Timestamp.string(clock.now()),
                                 result: DaemonStatus.Verify(running: true, deepPercent: deepPercent))
         statusChanges.changed()
-        await loop?.wake()
+        loop?.wake()
         return verify
     }
 

@@ -424,7 +424,7 @@ package actor KeyService: Service, MetadataKeySource {
             // Whether the bucket took it is unknown: the loop finds out which recovery key
             // the key object opens with, and keeps that one.
             nextLook = nil
-            await loop.wake()
+            loop.wake()
             return .failure(.bucket("the new recovery key may not have reached the bucket (\(error)): photolalad keeps whichever "
                 + "recovery key the bucket's key object opens with; run `sudo photolalactl recovery-key` in a minute to see it"))
         }
@@ -471,7 +471,7 @@ package actor KeyService: Service, MetadataKeySource {
     /// not settled in time (the bucket is slow or unreachable).
     package func settled(for userId: String, within seconds: TimeInterval) async -> KeySignInOutcome? {
         let changes = keyChanges.changes()
-        await loop.wake()
+        loop.wake()
         let clock = self.clock
         let deadline = clock.now().addingTimeInterval(seconds)
         return await withTaskGroup(of: KeySignInOutcome?.self) { group in

@@ -91,7 +91,7 @@ package actor ManifestService: Service {
         if new.folders != options.folders || new.deviceName != options.deviceName { recordStale = true }
         options = new
         await session.apply(trust: new.trust)
-        await loop.wake()
+        loop.wake()
     }
 
     package func run() async throws {

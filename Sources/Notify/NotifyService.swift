@@ -84,8 +84,8 @@ package actor NotifyService: Service {
     private var lastStoreProblem: String?
     /// Whether each channel's last attempt failed.
     private var lastFailed: [ChannelKind: Bool] = [:]
-    private let watchSignal = WakeSignal()
-    private let sendSignal = WakeSignal()
+    private let watchSignal = ChangeFeed()
+    private let sendSignal = ChangeFeed()
     /// A channel that stops delivering, and every notification given up (cli.md "audit":
     /// `notify.failed`).
     private let audit: (any AuditRecorder)?
@@ -120,8 +120,8 @@ package actor NotifyService: Service {
             healthBox.clear()
             nextPingAt = nil
         }
-        await watchSignal.notify()
-        await sendSignal.notify()
+        watchSignal.changed()
+        sendSignal.changed()
     }
 
     package func run() async throws {
@@ -131,7 +131,7 @@ package actor NotifyService: Service {
             await withTaskGroup(of: Void.self) { group in
                 // The status feed folds into the watcher's one "look again".
                 group.addTask { [watchSignal = self.watchSignal] in
-                    for await _ in changes { await watchSignal.notify() }
+                    for await _ in changes { watchSignal.changed() }
                 }
                 group.addTask { await self.watch() }
                 for kind in ChannelKind.allCases {
@@ -147,7 +147,7 @@ package actor NotifyService: Service {
 
     private func watch() async {
         while !Task.isCancelled {
-            let since = await watchSignal.current
+            let since = watchSignal.generation
             let evaluated = Date()
             await evaluate(now: evaluated)
             let deadline = nextWake(now: Date())
@@ -208,7 +208,7 @@ package actor NotifyService: Service {
                 nextPingAt = now.addingTimeInterval(options.healthcheckInterval)
             }
         }
-        await sendSignal.notify()
+        sendSignal.changed()
     }
 
     private func enqueue(_ event: NotifyEvent, now: Date) {
@@ -245,7 +245,7 @@ package actor NotifyService: Service {
     /// One channel's loop: the head of its outbox when due, else wait.
     private func deliver(_ kind: ChannelKind) async {
         while !Task.isCancelled {
-            let since = await sendSignal.current
+            let since = sendSignal.generation
             let now = Date()
             switch next(kind, now: now) {
             case .idle:

@@ -133,7 +133,7 @@ package final class QueueDatabase: Sendable {
             let (result, changed) = try outcome.get()
             if changed {
                 changedAt.withLock { $0 = Date() }
-                QueueSignals.notify(signals.wrote)
+                signals.wrote.changed()
             }
             if writeProblem.withLock({ $0 }) != nil, !diskStillFull() { report(nil) }
             return result
@@ -332,7 +332,7 @@ package final class QueueDatabase: Sendable {
     @discardableResult
     package func markUploaded(md5: String, now: Date = Date()) async throws -> Int {
         let files = try await write { db in try Transitions(db, now: now).moveObject(md5, .uploaded(etag: nil, at: now)).files }
-        QueueSignals.notify(signals.uploaded)
+        signals.uploaded.changed()
         return files
     }
 
@@ -458,9 +458,9 @@ package final class QueueDatabase: Sendable {
                            arguments: [PhotoState.pending, now.timeIntervalSince1970, PhotoState.failed])
             return (files, db.changesCount, needHash)
         }
-        if !result.needHash.isEmpty { QueueSignals.notify(signals.needsHash) }
-        QueueSignals.notify(signals.readyToUpload)
-        if result.photos > 0 { QueueSignals.notify(signals.photosRetried) }
+        if !result.needHash.isEmpty { signals.needsHash.changed() }
+        signals.readyToUpload.changed()
+        if result.photos > 0 { signals.photosRetried.changed() }
         return result
     }
 

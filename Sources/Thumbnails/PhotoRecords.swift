@@ -98,7 +98,7 @@ extension QueueDatabase {
     /// The thumbnail is in the bucket and the columns are known: the catalog stage may publish it.
     package func markPhotoReady(md5: String, columns: PhotoColumns, takenAt: Int64, now: Date = Date()) async throws {
         try await finishPhoto(md5: md5, state: .ready, columns: columns, takenAt: takenAt, error: nil, now: now)
-        QueueSignals.notify(signals.photosReady)
+        signals.photosReady.changed()
     }
 
     /// A format the apps do not show: backed up, no thumbnail, no row.

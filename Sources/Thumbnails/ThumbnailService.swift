@@ -103,7 +103,7 @@ package actor ThumbnailService: Service {
         options = new
         await bucket.apply(trust: new.trust)
         if concurrencyChanged { logger.notice("the number of preview workers takes effect at the next restart") }
-        await loop?.wake()
+        loop?.wake()
     }
 
     package func run() async throws {
@@ -148,7 +148,7 @@ package actor ThumbnailService: Service {
     /// windows (one short transaction each), after uploads happened, at most every 30 s
     /// while there is other work.
     private func seedIfWanted(now: Date) async throws {
-        let generation = await database.signals.uploaded.current
+        let generation = database.signals.uploaded.generation
         if generation != seededAt { seedWanted = true }
         // One worker seeds; the others go on with the rows there are.
         guard seedWanted, !seeding else { return }

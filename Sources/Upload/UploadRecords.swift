@@ -78,7 +78,7 @@ extension QueueDatabase {
             try Self.recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now)
             return files
         }
-        QueueSignals.notify(signals.uploaded)
+        signals.uploaded.changed()
         return files
     }
 
@@ -108,8 +108,8 @@ extension QueueDatabase {
         }
         // A changed file is read again (after it settles) by ingest; its old object may
         // still be wanted by another file with those bytes.
-        if !gone { QueueSignals.notify(signals.needsHash) }
-        QueueSignals.notify(signals.readyToUpload)
+        if !gone { signals.needsHash.changed() }
+        signals.readyToUpload.changed()
     }
 
     // MARK: multipart bookkeeping

@@ -128,7 +128,7 @@ package actor UploaderService: Service {
     private func follow(_ updates: AsyncStream<BandwidthFeed.Current>, loop: StageLoop) async {
         for await current in updates {
             await bandwidth.setRate(Self.tokenRate(current))
-            await loop.wake()
+            loop.wake()
         }
     }
 
@@ -294,7 +294,7 @@ package actor UploaderService: Service {
             }
         }
         // An outcome can end an outage or free an object the others wait for.
-        await loop?.wake()
+        loop?.wake()
     }
 
     private func recordOnce(_ outcome: UploadOutcome, for job: UploadJob) async throws {

@@ -58,7 +58,7 @@ import Testing
         try write("notes.txt", Array("not a photo".utf8))
         let ingest = service()
         let readyToUpload = database.signals.readyToUpload
-        let woken = await readyToUpload.current
+        let woken = readyToUpload.generation
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await ingest.run() }
 
@@ -68,7 +68,7 @@ import Testing
             // The queue wakes the uploader (its signal is sent from a task of its own).
             var rang = false
             for _ in 0..<500 where !rang {
-                rang = await readyToUpload.current != woken
+                rang = readyToUpload.generation != woken
                 if !rang { try await Task.sleep(for: .milliseconds(10)) }
             }
             #expect(rang)

@@ -87,6 +87,17 @@ import Testing
         }
     }
 
+    /// A commit tells the state's signal itself, before the write returns: no task is
+    /// started per commit, and a stage woken by it finds the rows there.
+    @Test func aCommitTellsItsSignalBeforeTheWriteReturns() async throws {
+        let db = try QueueDatabase.open(path: path)
+        try await seed(db, md5: "m", state: .uploading)
+        let (uploaded, wrote) = (db.signals.uploaded.generation, db.signals.wrote.generation)
+        try await db.markUploaded(md5: "m", now: now)
+        #expect(db.signals.uploaded.generation == uploaded + 1)
+        #expect(db.signals.wrote.generation == wrote + 1)
+    }
+
     @Test func aLostObjectNoFileHoldsStaysWhereItIs() async throws {
         let db = try QueueDatabase.open(path: path)
         try await db.write { db in

@@ -94,7 +94,7 @@ import Testing
             return status.catalog.rows == 1
         }
         _ = try await ready(world, "second", date: 1_700_000_100)
-        await world.database.signals.photosReady.notify()
+        world.database.signals.photosReady.changed()
         try await world.waitUntil("the second publish") {
             await service.contribute(to: &status)
             return status.catalog.rows == 2

@@ -52,10 +52,10 @@ import Testing
     @Test func readyRowsCarryTheCatalogColumnsAndWakeTheCatalog() async throws {
         try object("a", state: "uploaded", path: "/p/a.jpg")
         try await seedAll()
-        let since = await db.signals.photosReady.current
+        let since = db.signals.photosReady.generation
         try await db.markPhotoReady(md5: "a", columns: PhotoColumns(headMD5: "h", size: 10, format: "JPEG"), takenAt: 1_600_000_000)
         await db.signals.photosReady.wait(since: since, until: Date().addingTimeInterval(5))
-        #expect(await db.signals.photosReady.current > since)
+        #expect(db.signals.photosReady.generation > since)
         let row = try db.pool.read { try Row.fetchOne($0, sql: "SELECT * FROM photo WHERE md5 = 'a'") }
         let state: String? = row?["state"], head: String? = row?["headMD5"], format: String? = row?["format"]
         let takenAt: Int64? = row?["takenAt"]
@@ -88,11 +88,11 @@ import Testing
         try await db.postponePhoto(md5: "a", until: Date().addingTimeInterval(5), error: "the decoder crashed (SIGSEGV)", countAttempt: true)
         try await db.markPhotoFailed(md5: "a", columns: nil, reason: "the decoder crashed (SIGSEGV)")
         try await db.markPhotoReady(md5: "b", columns: PhotoColumns(headMD5: "h", size: 10, format: "JPEG"), takenAt: 1)
-        let since = await db.signals.photosRetried.current
+        let since = db.signals.photosRetried.generation
         let retried = try await db.retryFailed()
         #expect(retried.files == 0 && retried.photos == 1)
         await db.signals.photosRetried.wait(since: since, until: Date().addingTimeInterval(5))
-        #expect(await db.signals.photosRetried.current > since, "the thumbnail stage is woken")
+        #expect(db.signals.photosRetried.generation > since, "the thumbnail stage is woken")
         let jobs = try await db.duePhotos(excluding: [], limit: 10)
         #expect(jobs.map(\.md5) == ["a"] && jobs.first?.attempts == 0)
         let row = try db.pool.read { try Row.fetchOne($0, sql: "SELECT state, lastError FROM photo WHERE md5 = 'a'") }
