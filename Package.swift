@@ -48,6 +48,8 @@ let package = Package(
         .systemLibrary(name: "CSeccomp", path: "Sources/CSeccomp", pkgConfig: "libseccomp", providers: [.apt(["libseccomp-dev"])]),
         // zlib: the manifest's sealed JSON (headers, device records) is deflated first.
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
+        // libqrencode: the status page's sign-in QR code (at run time Debian's libqrencode4).
+        .systemLibrary(name: "CQRencode", path: "Sources/CQRencode", providers: [.apt(["libqrencode-dev"])]),
 
         .target(name: "CLinux"),
         // libvips/LibRaw rendering and the seccomp sandbox of the preview worker. The decoders are
@@ -212,9 +214,26 @@ let package = Package(
             .product(name: "Subprocess", package: "swift-subprocess"),
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
+        // The status page (web.md): its server on the daemon's one server shape (with TLS),
+        // sessions, the JSON API and server-sent events, the QR code, and the page itself,
+        // compiled into the binary.
+        .target(name: "Web", dependencies: [
+            "PhotolalaCore", "Control", "Queue", "CQRencode", "CLinux",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ], resources: [
+            .embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
+            .embedInCode("Assets/favicon.svg"),
+        ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Account", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "CSystemd", "CLinux",
-            "Manifest", "Restore", "Notify", "Audit", "Keys", "Vault",
+            "Manifest", "Restore", "Notify", "Audit", "Keys", "Vault", "Web",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -228,7 +247,8 @@ let package = Package(
 
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "PhotolalaCoreTests", dependencies: [
-            "PhotolalaCore", "BucketTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
+            // CLinux: glibc's mallinfo2, to see that a cancelled sleep gives its memory back.
+            "PhotolalaCore", "BucketTesting", "CLinux", .product(name: "MetricsTestKit", package: "swift-metrics"),
         ]),
         .testTarget(name: "DigestsTests", dependencies: ["Digests", "PhotolalaCore", "CMultiMD5"]),
         .testTarget(name: "QueueTests", dependencies: ["Queue", "PhotolalaCore", .product(name: "GRDB", package: "GRDB.swift")]),
@@ -304,6 +324,11 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "NotifyTests", dependencies: ["Notify", "PhotolalaCore", "BucketTesting"]),
+        .testTarget(name: "WebTests", dependencies: [
+            "Web", "Control", "Queue", "Ingest", "Upload", "PhotolalaCore",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "DaemonTests", dependencies: [
             "Daemon", "Queue", "Account", "Ingest", "Upload", "Inventory", "PhotolalaCore", "BucketTesting",
             .product(name: "Logging", package: "swift-log"),

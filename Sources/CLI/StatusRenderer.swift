@@ -218,7 +218,19 @@ enum StatusRenderer {
                 out.append(tint("           \(c.channel) failing: \(c.lastError ?? "")" + (c.pending > 0 ? " (\(c.pending) waiting, retried)" : ""), "33"))
             }
         }
+        if let line = webLine(s.web) { out.append(line.hasPrefix("!") ? tint(line, "33") : line) }
         return out
+    }
+
+    /// The status page (web.md): where it is, or why it is not served.
+    static func webLine(_ w: DaemonStatus.Web?) -> String? {
+        guard let w, let listen = w.listen else { return nil }
+        if let why = w.lastError { return "! Web      not served on \(listen): \(why) (tried again every minute)" }
+        guard let url = w.url else { return "Web        starting on \(listen)" }
+        var line = "Web        \(url)"
+        if w.plainHTTPBeyondLoopback { line += " (plain HTTP beyond loopback: allow_plain_http)" }
+        if w.sessions > 0 { line += "; \(w.sessions) session\(w.sessions == 1 ? "" : "s") open" }
+        return line
     }
 
     /// A time of the NAS's day: "18:00", or with the weekday when it is not within a day.

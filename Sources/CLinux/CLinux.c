@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 #include <sys/mman.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "CLinux.h"
 
@@ -37,4 +38,25 @@ void photolala_release_code_pages(void) {
         madvise((void *)start, end - start, MADV_DONTNEED);
     }
     fclose(maps);
+}
+
+long long photolala_heap_in_use(void) {
+    char *text = NULL;
+    size_t length = 0;
+    FILE *stream = open_memstream(&text, &length);
+    if (stream == NULL) return -1;
+    int failed = malloc_info(0, stream);
+    fclose(stream);
+    if (failed != 0 || text == NULL) { free(text); return -1; }
+    // The totals over every arena follow the last </heap>.
+    const char *totals = text, *next;
+    while ((next = strstr(totals, "</heap>")) != NULL) totals = next + 7;
+    long long fast = 0, rest = 0, mmapped = 0, current = 0, count = 0;
+    const char *at;
+    if ((at = strstr(totals, "<total type=\"fast\"")) != NULL) sscanf(at, "<total type=\"fast\" count=\"%lld\" size=\"%lld\"", &count, &fast);
+    if ((at = strstr(totals, "<total type=\"rest\"")) != NULL) sscanf(at, "<total type=\"rest\" count=\"%lld\" size=\"%lld\"", &count, &rest);
+    if ((at = strstr(totals, "<total type=\"mmap\"")) != NULL) sscanf(at, "<total type=\"mmap\" count=\"%lld\" size=\"%lld\"", &count, &mmapped);
+    int found = (at = strstr(totals, "<system type=\"current\"")) != NULL && sscanf(at, "<system type=\"current\" size=\"%lld\"", &current) == 1;
+    free(text);
+    return found ? current - fast - rest + mmapped : -1;
 }

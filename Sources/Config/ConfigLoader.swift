@@ -77,6 +77,7 @@ struct TableReader {
         "catalog": ["enabled", "publish_interval", "check_interval"],
         "tls": ["ca_file"],
         "metrics": ["listen"],
+        "web": TableReader.webKeys,
         "notify": ["webhook", "webhook_format", "command", "healthcheck_url", "healthcheck_interval", "repeat", "daily_summary"],
         "audit": ["max_size"],
         "credentials": ["refresh_before_expiry", "apple_check_interval"],
@@ -178,6 +179,7 @@ struct TableReader {
         }
         readStageSections(root, into: &s)
         readNotifySections(root, into: &s)
+        readWebSection(root, into: &s)
 
         let credentials = root["credentials"]?.table
         if let v = credentials?["refresh_before_expiry"], let d = duration("credentials.refresh_before_expiry", v,

@@ -45,6 +45,10 @@ package enum ControlRoute: String, Sendable, CaseIterable {
     case recoveryKey = "GET /v1/recovery-key"
     case recoveryKeyEnter = "POST /v1/recovery-key/enter"
     case recoveryKeyRotate = "POST /v1/recovery-key/rotate"
+    // The status page (web.md): a one-time link that opens a session, and ending every
+    // session. Root and the daemon's user only: a session may pause, sign in and out.
+    case webLink = "POST /v1/web/link"
+    case webRevoke = "POST /v1/web/revoke"
 
     /// `trail`: a read kept from the group, since it tells who did what (the audit trail).
     package enum Access: Sendable { case read, write, trail }

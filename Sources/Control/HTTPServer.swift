@@ -32,6 +32,16 @@ package final class HTTPServer: Sendable {
         /// Connections open at once before accepting pauses (a flood waits in the backlog).
         package var acceptCap: Int
         package var backlog: Int
+        /// `Name: value` lines every answer carries, the ones written before any handler
+        /// (a head too large) included: the status page's security headers (web.md).
+        package var headerLines: [String] = []
+
+        package init(maxHeaderBytes: Int, acceptCap: Int, backlog: Int, headerLines: [String] = []) {
+            self.maxHeaderBytes = maxHeaderBytes
+            self.acceptCap = acceptCap
+            self.backlog = backlog
+            self.headerLines = headerLines
+        }
     }
 
     private let channel: Channel
@@ -48,8 +58,11 @@ package final class HTTPServer: Sendable {
 
     /// Binds `address`; each accepted connection gets the head guard, the HTTP codec and
     /// the handler `connection` makes for it (on its event loop).
+    /// `secure` adds what comes before the HTTP codec on each connection (the status page's
+    /// TLS handler), so the head guard and the parser see the plaintext.
     package static func start(
         on address: Address, limits: Limits, eventLoopGroup: EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        secure: (@Sendable (ChannelPipeline.SynchronousOperations) throws -> Void)? = nil,
         connection: @escaping @Sendable () -> any ChannelInboundHandler
     ) async throws -> HTTPServer {
         let throttle = AcceptThrottle.State(cap: limits.acceptCap)
@@ -67,7 +80,8 @@ package final class HTTPServer: Sendable {
             .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {
                     let sync = child.pipeline.syncOperations
-                    try sync.addHandler(HeaderSizeGuard(limit: limits.maxHeaderBytes))
+                    try secure?(sync)
+                    try sync.addHandler(HeaderSizeGuard(limit: limits.maxHeaderBytes, headerLines: limits.headerLines))
                     try sync.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
                     try sync.addHandler(connection())
                 }
@@ -86,17 +100,18 @@ package final class HTTPServer: Sendable {
     /// Stops reading the connection: one request per connection, so a client that goes on
     /// sending (an endless second request, gigabytes of it) only fills its own socket
     /// buffer instead of keeping an event loop busy reading and discarding.
-    static func stopReading(_ context: ChannelHandlerContext) {
+    package static func stopReading(_ context: ChannelHandlerContext) {
         context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
     }
 
     /// Writes one answer and closes the connection once the client has taken it, or after
     /// `deadline` if it does not: a client that never reads must not hold a slot, and the
     /// answer's memory, for good. `taken` runs on the event loop when the write completes.
-    static func respond(_ context: ChannelHandlerContext, status: Int, contentType: String, body: [UInt8], headOnly: Bool = false,
-                        deadline: TimeAmount, taken: @escaping @Sendable () -> Void = {}) {
+    package static func respond(_ context: ChannelHandlerContext, status: Int, contentType: String, body: [UInt8], headOnly: Bool = false,
+                                extraHeaders: HTTPHeaders = HTTPHeaders(),
+                                deadline: TimeAmount, taken: @escaping @Sendable () -> Void = {}) {
         stopReading(context)
-        var headers = HTTPHeaders()
+        var headers = extraHeaders
         headers.add(name: "Content-Type", value: contentType)
         headers.add(name: "Content-Length", value: "\(body.count)")
         headers.add(name: "Connection", value: "close")
@@ -188,11 +203,15 @@ final class HeaderSizeGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     private let limit: Int
+    private let headerLines: [String]
     private var seen = 0
     private var headEnded = false
     private var tail: [UInt8] = []
 
-    init(limit: Int) { self.limit = limit }
+    init(limit: Int, headerLines: [String] = []) {
+        self.limit = limit
+        self.headerLines = headerLines
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
@@ -211,7 +230,8 @@ final class HeaderSizeGuard: ChannelInboundHandler, RemovableChannelHandler {
             if !headEnded && seen > limit {
                 let body = Array("{\"error\":\"request_too_large\",\"message\":\"request header too large\",\"ok\":false}".utf8)
                 var out = context.channel.allocator.buffer(capacity: 200)
-                out.writeString("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n")
+                let extra = headerLines.map { $0 + "\r\n" }.joined()
+                out.writeString("HTTP/1.1 431 Request Header Fields Too Large\r\n\(extra)Content-Type: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n")
                 out.writeBytes(body)
                 let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
                 context.writeAndFlush(NIOAny(out)).whenComplete { _ in bound.value.close(promise: nil) }

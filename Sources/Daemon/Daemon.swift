@@ -25,6 +25,7 @@ import Thumbnails
 import Upload
 import UnixSignals
 import Vault
+import Web
 
 /// Starts photolalad: state directory, database and control socket first (READY=1 only
 /// once all three work), then the stages and side services in one `ServiceGroup` until
@@ -112,8 +113,13 @@ package struct Daemon: Sendable {
         // Telling the owner when backups stop: reads the status, keeps what it told in the queue database.
         let notify = NotifyService(options: .init(settings), source: NotifyBridge(core: core), store: NotifyBridge(core: core),
                                    logger: logger, audit: audit)
+        // The status page (web.md): its changes go through the control socket's handler.
+        let handlerSlot = HandlerSlot()
+        let web = WebService(options: .init(settings), stateDir: settings.daemon.stateDir,
+                             backend: DaemonWeb(core: core, handler: handlerSlot), audit: audit, logger: logger,
+                             retryInterval: WebRetry.interval(ProcessInfo.processInfo.environment))
         for part in [account, keys, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
-                     notify] as [any StatusContributor] {
+                     notify, web] as [any StatusContributor] {
             await core.add(part)
         }
         await core.add(account as any AttentionWitness)
@@ -125,9 +131,10 @@ package struct Daemon: Sendable {
         // the group runs still stops it cleanly).
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        let server = try await startControlServer(DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory,
-                                                                restore: restore, metrics: scraper, notify: notify, audit: audit,
-                                                                keys: keys), audit: audit)
+        let control = DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory, restore: restore,
+                                    metrics: scraper, notify: notify, audit: audit, keys: keys, web: web)
+        handlerSlot.set(control)
+        let server = try await startControlServer(control, audit: audit)
 
         await core.markRunning()
         let status = await core.status()
@@ -145,6 +152,7 @@ package struct Daemon: Sendable {
             // Next, so it stops next to last: status answers while the others wind down.
             .init(service: ControlService(server: server), serviceName: "control"),
             .init(service: metricsListener, serviceName: "metrics"),
+            .init(service: web, serviceName: "web"),
             .init(service: account, serviceName: "account"),
             .init(service: keys, serviceName: "keys"),
             .init(service: ingest, serviceName: "ingest"),
@@ -159,7 +167,7 @@ package struct Daemon: Sendable {
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
                                          parts: [uploader, ingest, account, keys, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
-                                                 schedule, notify],
+                                                 schedule, notify, web],
                                          signals: hangups, audit: audit), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {

@@ -12,6 +12,7 @@ import Notify
 import PhotolalaCore
 import Queue
 import Restore
+import Web
 
 /// Answers the control socket's calls by asking the part each belongs to. Changes go
 /// through the queue (retry) or the part itself (rescan, sign-in); whatever a change
@@ -26,6 +27,7 @@ struct DaemonControl: ControlHandler {
     let notify: NotifyService
     let audit: AuditTrail
     let keys: KeyService
+    let web: WebService
 
     var database: QueueDatabase { core.database }
 
@@ -91,6 +93,18 @@ struct DaemonControl: ControlHandler {
             return .json(await audit.verify())
         case .recoveryKey, .recoveryKeyEnter, .recoveryKeyRotate:
             return await recoveryKey(request)
+        case .webLink:
+            do {
+                let view = try await web.link(uid: request.peer.uid)
+                audited(.webChange, request, .ok, ["action": "link", "remote": "control socket"])
+                return .json(view)
+            } catch {
+                return .error(409, "web_unavailable", "No link: \(error.description).")
+            }
+        case .webRevoke:
+            await web.revoke()
+            audited(.webChange, request, .ok, ["action": "revoke", "remote": "control socket"])
+            return .json(ControlReply(ok: true, message: "Every session of the status page has ended; `photolalactl web --link` opens a new one."))
         }
     }
 

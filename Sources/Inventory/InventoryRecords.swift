@@ -120,24 +120,25 @@ extension QueueDatabase {
             if let last = keys.last?.key {
                 let (low, _) = Self.keyRange(prefix)
                 let rows = try Row.fetchAll(db, sql: """
-                    SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key > ? AND key <= ?
+                    SELECT key, size, etag, storageClass, seenAt, lastModified FROM inventory WHERE key > ? AND key <= ?
                     """, arguments: [after ?? low, last])
                 held = Dictionary(rows.map { ($0["key"] as String, $0) }, uniquingKeysWith: { a, _ in a })
             }
             let upsert = try db.cachedStatement(sql: """
-                INSERT INTO inventory(key, size, etag, storageClass, seenAt) VALUES (?, ?, ?, ?, ?)
+                INSERT INTO inventory(key, size, etag, storageClass, seenAt, lastModified) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT(key) DO UPDATE SET size = excluded.size, etag = excluded.etag,
-                  storageClass = excluded.storageClass, seenAt = excluded.seenAt
+                  storageClass = excluded.storageClass, seenAt = excluded.seenAt,
+                  lastModified = coalesce(excluded.lastModified, inventory.lastModified)
                 """)
             let object = try db.cachedStatement(sql: "SELECT state, size, overwrite FROM object WHERE md5 = ?")
             let moves = Transitions(db, now: now)
             var marked = 0, changed = 0
             for k in keys {
                 if let row = held.removeValue(forKey: k.key), (row["size"] as Int64) == k.size, (row["etag"] as String) == k.etag,
-                   (row["storageClass"] as String) == k.storageClass {
+                   (row["storageClass"] as String) == k.storageClass, k.lastModified == nil || (row["lastModified"] as Double?) != nil {
                     // As the inventory holds it: nothing to write.
                 } else {
-                    try upsert.execute(arguments: [k.key, k.size, k.etag, k.storageClass, t])
+                    try upsert.execute(arguments: [k.key, k.size, k.etag, k.storageClass, t, k.lastModified?.timeIntervalSince1970])
                     changed += 1
                 }
                 guard matchObjects, let md5 = ListingReconciliation.md5(ofKey: k.key, prefix: prefix),

@@ -89,6 +89,8 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
             "Photolala backup: a folder is missing on \(device)"
         case .recoveryKeyNeeded, .recoveryKeyUnreadable:
             "Photolala backup: the manifest waits for the account key on \(device)"
+        case .webUnavailable:
+            "Photolala backup: the status page is not served on \(device)"
         }
     }
 
@@ -105,6 +107,7 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
         case .s3Failing: "S3 answers again: uploads resumed."
         case .certificateRefused: "The storage's certificate is trusted again: uploads resumed."
         case .recoveryKeyNeeded, .recoveryKeyUnreadable: "This NAS holds the account key again: its manifest is written again."
+        case .webUnavailable: "The status page is served again."
         }
     }
 }

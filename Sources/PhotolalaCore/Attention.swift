@@ -19,6 +19,8 @@ package struct AttentionItem: Codable, Sendable, Equatable {
         case recoveryKeyNeeded
         /// The account's key object is missing or does not check out (status `recovery`).
         case recoveryKeyUnreadable
+        /// `[web] listen`, set in the config, cannot be served (web.md).
+        case webUnavailable
     }
 
     package enum Severity: String, Codable, Sendable {
@@ -120,6 +122,11 @@ package struct AttentionRules: Sendable, Equatable {
                              action: "Uploads retry by themselves; check the storage service and this NAS's network."))
         }
         if let item = Self.recoveryItem(s.recovery) { out.append(item) }
+        if let web = s.web, web.listenSet, let why = web.lastError {
+            out.append(.init(reason: .webUnavailable, severity: .warning,
+                             message: "The status page is not served: \(why).",
+                             action: "Choose a free port or an address of this NAS in [web] listen (or \"off\"), then `systemctl reload photolalad`; the daemon tries again every minute."))
+        }
         for folder in s.watch.missingFolders {
             out.append(.init(reason: .folderMissing, severity: .warning,
                              message: "The watched folder \(folder) is missing or unreadable: nothing in it is backed up.",

@@ -17,6 +17,8 @@ package struct AuditEvent: Sendable, Equatable {
         case s3Delete = "s3.delete"
         case catalogReplaced = "catalog.replaced"
         case notifyFailed = "notify.failed"
+        /// A change made on the status page (web.md): the action and the session's remote address.
+        case webChange = "web.change"
     }
 
     package var kind: Kind

@@ -59,7 +59,9 @@ package final class ChangeFeed: Sendable {
         guard let deadline else { return await wait(since: since) }
         await withTaskGroup(of: Void.self) { race in
             race.addTask { await self.wait(since: since) }
-            race.addTask { try? await Task.sleep(until: deadline, clock: .continuous) }
+            // A cancelled `Sleep` frees its timer at once (Task.sleep would hold it until
+            // the deadline; see Sleep.swift), and most of these lose the race.
+            race.addTask { try? await Sleep.until(deadline) }
             await race.next()
             race.cancelAll()
         }

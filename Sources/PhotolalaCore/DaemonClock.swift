@@ -26,6 +26,8 @@ package struct SystemClock: DaemonClock {
     package func sleep(until deadline: Date) async throws {
         let seconds = deadline.timeIntervalSinceNow
         guard seconds > 0 else { return try Task.checkCancellation() }
-        try await Task.sleep(for: .milliseconds(Int64((seconds * 1000).rounded(.up))))
+        // Not Task.sleep: the stages cancel most of their sleeps (a wake comes first), and
+        // a cancelled Task.sleep keeps its memory until the deadline (Sleep.swift).
+        try await Sleep.for(.milliseconds(Int64((seconds * 1000).rounded(.up))))
     }
 }

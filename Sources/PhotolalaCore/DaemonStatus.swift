@@ -161,6 +161,8 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
     package var notify: Notify
     /// The upload rate in force (`upload.bandwidth_limit`, a rate or a timetable).
     package var bandwidth: Bandwidth
+    /// The status page (web.md); nil from a daemon without one.
+    @Null package var web: Web?
 
     package init(version: String = PhotolalaVersion.current, state: State = .starting) {
         self.version = version
@@ -185,6 +187,7 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
         self.attention = []
         self.notify = Notify()
         self.bandwidth = Bandwidth()
+        self.web = nil
     }
 
     // MARK: - After the upload: the apps' catalog and thumbnails, what the bucket is known
@@ -529,6 +532,37 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
             self.timetable = timetable
             self.until = until
             self.nextLimit = nextLimit
+        }
+    }
+}
+
+extension DaemonStatus {
+    /// The status page (web.md): where it is served, how, and why not.
+    package struct Web: Codable, Sendable, Equatable {
+        /// `[web] listen` as configured; null when it is "off".
+        @Null package var listen: String?
+        /// The page's address while it is served (`https://…` with TLS); null otherwise.
+        @Null package var url: String?
+        package var tls: Bool
+        /// Served over plain HTTP beyond loopback because `allow_plain_http = true`:
+        /// anyone on the network path can read the page and the session cookie.
+        package var plainHTTPBeyondLoopback: Bool
+        /// Why `listen` is not served (the address and why); tried again every minute.
+        @Null package var lastError: String?
+        /// `listen` was written in the config: then a failure needs the user.
+        package var listenSet: Bool
+        /// Sessions open now (from `photolalactl web --link`).
+        package var sessions: Int
+
+        package init(listen: String? = nil, url: String? = nil, tls: Bool = false, plainHTTPBeyondLoopback: Bool = false,
+                     lastError: String? = nil, listenSet: Bool = false, sessions: Int = 0) {
+            self.listen = listen
+            self.url = url
+            self.tls = tls
+            self.plainHTTPBeyondLoopback = plainHTTPBeyondLoopback
+            self.lastError = lastError
+            self.listenSet = listenSet
+            self.sessions = sessions
         }
     }
 }

@@ -59,6 +59,33 @@ package struct Settings: Sendable, Equatable {
         package init() {}
     }
 
+    /// `[web]`: the status page (web.md).
+    package struct Web: Sendable, Equatable {
+        package static let defaultListen = ListenAddress(host: "127.0.0.1", port: 8770)
+        /// Where the page is served; nil is "off".
+        package var listen: ListenAddress? = Web.defaultListen
+        /// Whether `listen` was written in the config (only then is an address that cannot
+        /// be bound an "Action needed" item; the default's failure is shown, not pressed).
+        package var listenSet = false
+        /// Extra `Host` names the page answers to (`nas.local`), with or without a port.
+        package var hosts: [String] = []
+        /// PEM files; both set, or neither.
+        package var tlsCert: String? = nil
+        package var tlsKey: String? = nil
+        package var allowPlainHTTP = false
+        package var sessionTTL: Duration = .seconds(12 * 3600)
+        package init() {}
+
+        package var tls: Bool { tlsCert != nil && tlsKey != nil }
+
+        /// Whether `listen` was written does not change what is served: `--check-config`'s
+        /// output (every key written) reads back as the same settings.
+        package static func == (a: Web, b: Web) -> Bool {
+            (a.listen, a.hosts, a.tlsCert, a.tlsKey, a.allowPlainHTTP, a.sessionTTL)
+                == (b.listen, b.hosts, b.tlsCert, b.tlsKey, b.allowPlainHTTP, b.sessionTTL)
+        }
+    }
+
     /// A TCP address to listen on: an IP literal (or `localhost`) and a port.
     package struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
         package var host: String
@@ -87,6 +114,11 @@ package struct Settings: Sendable, Equatable {
         }
 
         package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+        /// Only this machine can reach it: 127.0.0.0/8, ::1 or `localhost`.
+        package var isLoopback: Bool {
+            host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        }
     }
 
     /// `[notify]`: telling the owner when backups stop (config.md "Notifications").
@@ -146,6 +178,7 @@ package struct Settings: Sendable, Equatable {
     package var catalog = Catalog()
     package var tls = TLS()
     package var metrics = Metrics()
+    package var web = Web()
     package var notify = Notify()
     package var audit = Audit()
     package var credentials = Credentials()

@@ -239,7 +239,14 @@ enum QueueSchema {
                 ) WITHOUT ROWID;
                 """)
         }
-        m.registerMigration("v8-state-checks") { db in
+        m.registerMigration("v8-inventory-modified") { db in
+            // When each key was written to the bucket, as the listing says (S3's
+            // LastModified): the month a photo only the cloud holds (a phone's) falls in on
+            // the status page's chart (web.md `/api/history`). NULL until a listing sees
+            // the key again.
+            try db.execute(sql: "ALTER TABLE inventory ADD COLUMN lastModified REAL")
+        }
+        m.registerMigration("v9-state-checks") { db in
             // The states a row may be in, checked by SQLite (Queue's `FileState` and
             // `ObjectState`; `Transitions` moves them): a mistyped state is refused instead
             // of becoming a new one no stage takes. SQLite adds a CHECK only by rebuilding

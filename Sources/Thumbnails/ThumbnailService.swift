@@ -284,7 +284,7 @@ package actor ThumbnailService: Service {
             group.addTask { await renderer.read(fd: file.descriptor, request) }
             group.addTask {
                 // Sleeps until cancelled: by the stop, or below once the read is done.
-                try? await Task.sleep(for: .seconds(86_400 * 365))
+                try? await Sleep.for(.seconds(86_400 * 365))
                 await renderer.interrupt()
                 return nil
             }

@@ -31,6 +31,19 @@ import Testing
         return s
     }
 
+    /// The status page's line (web.md): its address, or why it is not served.
+    @Test func theStatusPageLine() {
+        var s = running()
+        s.web = .init(listen: "127.0.0.1:8770", url: "http://127.0.0.1:8770/", listenSet: true, sessions: 1)
+        #expect(lines(s).contains("Web        http://127.0.0.1:8770/; 1 session open"))
+        s.web = .init(listen: "0.0.0.0:8770", url: "http://192.168.1.20:8770/", plainHTTPBeyondLoopback: true)
+        #expect(lines(s).contains("Web        http://192.168.1.20:8770/ (plain HTTP beyond loopback: allow_plain_http)"))
+        s.web = .init(listen: "127.0.0.1:8770", lastError: "cannot listen on 127.0.0.1:8770: the port is in use")
+        #expect(lines(s).contains("! Web      not served on 127.0.0.1:8770: cannot listen on 127.0.0.1:8770: the port is in use (tried again every minute)"))
+        s.web = .init(listen: nil)
+        #expect(!render(s).contains("Web "))
+    }
+
     @Test func starting() {
         let out = lines(DaemonStatus(state: .starting))
         #expect(out[0] == "… Starting")

@@ -107,6 +107,19 @@ import Testing
         #expect(reasons(s, .init(databaseProblem: "disk full: x")) == [.appleRevoked, .stateDirectoryFull, .folderMissing])
     }
 
+    /// web.md: an address the page cannot be served on is "Action needed" only when
+    /// `[web] listen` was written; the default's failure is shown in `web` alone.
+    @Test func theStatusPageNeedsTheUserOnlyWhenItsAddressWasSet() {
+        var s = running()
+        s.web = .init(listen: "127.0.0.1:8770", lastError: "cannot listen on 127.0.0.1:8770: the port is in use", listenSet: false)
+        #expect(reasons(s).isEmpty)
+        s.web?.listenSet = true
+        #expect(reasons(s) == [.webUnavailable])
+        #expect(rules.items(for: s, facts: .init(), now: now)[0].message.contains("127.0.0.1:8770"))
+        s.web?.lastError = nil
+        #expect(reasons(s).isEmpty)
+    }
+
     @Test func itemsRoundTripInTheStatusJSON() throws {
         var s = running()
         s.attention = rules.items(for: DaemonStatus(state: .needsLogin), facts: .init(signedInBefore: true), now: now)

@@ -163,7 +163,7 @@ import Testing
     /// object's rowid too), index, trigger and foreign key stays.
     @Test func theStateChecksKeepEveryRowIndexTriggerAndForeignKey() async throws {
         let pool = try DatabasePool(path: path)
-        try QueueSchema.migrator.migrate(pool, upTo: "v7-manifest-format2")
+        try QueueSchema.migrator.migrate(pool, upTo: "v8-inventory-modified")
         try await pool.write { db in
             for n in 0..<40 {
                 let state = ObjectState.allCases[n % 4]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from support import images
 from support.notify_receivers import Receiver
+from support.run import free_port
 from support.state_watch import StateWatch, filesystem_type
 from support.world import settled, write_photo
 
@@ -41,6 +42,8 @@ def test_idle_signed_in_writes_nothing_to_the_state_directory(world):
             "credentials": {"apple_check_interval": MINUTE},
             "notify": {"webhook": hook.url("/topic"), "healthcheck_url": switch.url("/ping/idle"),
                        "healthcheck_interval": MINUTE, "repeat": MINUTE},
+            # The status page served, with no page open (issue 35): it must add no write.
+            "web": {"listen": f"127.0.0.1:{free_port()}"},
         }, env={"PHOTOLALAD_TRACE_WRITES": "1"})
         d.log_path = log_dir / "d.log"
         d.start()

@@ -56,6 +56,11 @@ static inline void photolala_trim_malloc(void) {
     malloc_trim(0);
 }
 
+// The bytes the heap holds for live allocations, over every arena (mallinfo2 sees the
+// main arena alone): malloc_info's totals, system memory less its free chunks, plus
+// mmapped chunks. -1 if they cannot be read. Tests use it to see memory given back.
+long long photolala_heap_in_use(void);
+
 // Unmaps the resident pages of the process's executable file mappings (its code and
 // its libraries' code). The kernel maps code around every fault, and with large folios
 // whole megabytes of it: after start-up most of a 40 MB text segment counts in RSS

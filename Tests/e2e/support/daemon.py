@@ -62,6 +62,9 @@ class Daemon:
             "watch": {"folders": [str(self.photos)], "settle": "1s"},
             "daemon": {"state_dir": str(self.state_dir), "socket": self.socket,
                        "socket_group": "users", "log_level": "debug"},
+            # The status page listens on 127.0.0.1:8770 by default: test daemons run side
+            # by side, so each that wants the page names a free port (test_web.py).
+            "web": {"listen": "off"},
         }
         for section, keys in (config or {}).items():
             self.sections.setdefault(section, {}).update(keys)
