@@ -164,7 +164,8 @@ let package = Package(
         // Who did what: the tamper-evident trail (cli.md "audit"); parts record through
         // PhotolalaCore's AuditRecorder and never import it.
         .target(name: "Audit", dependencies: [
-            "PhotolalaCore", "Digests", "Queue",
+            "PhotolalaCore", "Digests", "Queue", "Vault",
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -172,7 +173,7 @@ let package = Package(
         // types, client) and Prometheus metrics (the status snapshot and the parts'
         // counters as text, on the socket and over TCP).
         .target(name: "Control", dependencies: [
-            "PhotolalaCore",
+            "PhotolalaCore", "CLinux",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "Logging", package: "swift-log"),
@@ -187,7 +188,7 @@ let package = Package(
         // The account key and the recovery key on this NAS: made at an account's first sign-in,
         // asked for on every other NAS, rotated on demand (`KeyService`, a side service).
         .target(name: "Keys", dependencies: [
-            "PhotolalaCore", "Vault", "Bucket",
+            "PhotolalaCore", "Vault", "Bucket", "ManifestFormat", "Digests",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -197,6 +198,15 @@ let package = Package(
             "PhotolalaCore", "ManifestFormat", "Control", "Bucket", "Digests", "CLinux", "Vault",
             // `restore --by-date` names a file by its first bytes when nothing else says what it is.
             "Previews",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
+        // The mirror (mirror.md): the NAS's own verified, dated copy of every photo of the
+        // account; written as a restore writes (Restore's writer), named as an export names.
+        .target(name: "Mirror", dependencies: [
+            "PhotolalaCore", "Queue", "Bucket", "Digests", "ManifestFormat", "Restore", "Previews", "CLinux",
+            .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -233,14 +243,14 @@ let package = Package(
         ]),
         .target(name: "Daemon", dependencies: [
             "PhotolalaCore", "Bucket", "Config", "Queue", "Control", "Digests", "Account", "Upload", "Ingest", "Inventory", "Thumbnails", "Catalog", "CSystemd", "CLinux",
-            "Manifest", "Restore", "Notify", "Audit", "Keys", "Vault", "Web",
+            "Manifest", "ManifestFormat", "Restore", "Notify", "Audit", "Keys", "Vault", "Web", "Mirror",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CLI", dependencies: [
-            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Restore", "Digests", "Vault",
+            "PhotolalaCore", "Config", "Control", "Daemon", "Previews", "Restore", "Digests", "Vault", "Audit",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "photolalad", dependencies: ["CLI"]),
@@ -305,9 +315,14 @@ let package = Package(
             "Restore", "ManifestFormat", "Control", "Bucket", "BucketTesting", "PhotolalaCore", "Digests", "Vault",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "MirrorTests", dependencies: [
+            "Mirror", "Restore", "ManifestFormat", "Queue", "Ingest", "Bucket", "BucketTesting", "PhotolalaCore", "Digests",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "VaultTests", dependencies: ["Vault", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "KeysTests", dependencies: [
-            "Keys", "Vault", "Bucket", "BucketTesting", "PhotolalaCore", .product(name: "Logging", package: "swift-log"),
+            "Keys", "Vault", "Bucket", "BucketTesting", "PhotolalaCore", "ManifestFormat", .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "CatalogTests", dependencies: [
             "Catalog", "Queue", "Bucket", "BucketTesting", "Digests", "Account", "PhotolalaCore",
@@ -319,7 +334,7 @@ let package = Package(
         // Each stage actor in-process on a temporary database against the in-memory bucket.
         .testTarget(name: "StageTests", dependencies: [
             "Upload", "Inventory", "Thumbnails", "Catalog", "Ingest", "Bucket", "BucketTesting", "Queue", "Previews", "Digests",
-            "PhotolalaCore",
+            "PhotolalaCore", "Mirror", "Restore", "ManifestFormat",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ]),

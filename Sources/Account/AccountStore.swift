@@ -36,22 +36,8 @@ package struct AccountStore: Sendable {
     /// Overwrites the file with zeros, syncs, then unlinks: the tokens do not survive in the file's blocks
     /// as far as the filesystem lets us reach them.
     package func erase() {
-        Self.shred(path)
-        Self.shred(path + ".tmp")
-    }
-
-    static func shred(_ path: String) {
-        let fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
-        if fd >= 0 {
-            var st = stat()
-            if fstat(fd, &st) == 0, st.st_size > 0 {
-                let zeros = [UInt8](repeating: 0, count: Int(st.st_size))
-                _ = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-                fsync(fd)
-            }
-            close(fd)
-        }
-        unlink(path)
+        try? Shred.remove(path: path)
+        try? Shred.remove(path: path + ".tmp")
     }
 
     static func atomicWrite(_ bytes: [UInt8], to path: String) throws(Failure) {

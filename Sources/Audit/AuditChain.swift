@@ -65,7 +65,9 @@ package struct AuditChain: Sendable {
     }
 
     /// Feeds the next line (without its newline), `line` counted from 1 within `file`.
-    package mutating func add(_ bytes: some Collection<UInt8>, file: String, line: Int) {
+    /// Answers what the seals need of it: its number (nil: not a record) and its hash.
+    @discardableResult
+    package mutating func add(_ bytes: some Collection<UInt8>, file: String, line: Int) -> (seq: Int64?, hash: String) {
         if files.last != file { files.append(file) }
         lines += 1
         let head = AuditLine.head(bytes)
@@ -73,11 +75,13 @@ package struct AuditChain: Sendable {
             if firstSeq == nil { firstSeq = seq }
             lastSeq = seq
         }
-        guard problem == nil else { return }
-        window.append(Entry(seq: head?.seq, prev: head?.prev, hash: AuditLine.hash(bytes), file: file, line: line))
+        let hash = AuditLine.hash(bytes)
+        guard problem == nil else { return (head?.seq, hash) }
+        defer { if window.count > 4 { window.removeFirst() } }
+        window.append(Entry(seq: head?.seq, prev: head?.prev, hash: hash, file: file, line: line))
         // The entry before this one can be judged now that its follower is known.
         if window.count >= 3 { judge(at: window.count - 2, seal: nil) }
-        if window.count > 4 { window.removeFirst() }
+        return (head?.seq, hash)
     }
 
     /// The verdict, given the seal (the last record the queue database knows of; nil when

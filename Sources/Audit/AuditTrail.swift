@@ -56,6 +56,13 @@ package actor AuditTrail: AuditRecorder, Service {
     /// A drain or a query has the turn (`takeTurn`).
     private var busy = false
     private let turns = ChangeFeed()
+    private let seals: AuditSealStore
+    /// The sealing key of the current epoch (nil: it cannot be read or made; the records
+    /// are still chained, and `--verify` says they are not sealed).
+    private var sealing: AuditSealStore.KeyState?
+    /// The record the oldest kept file follows (the queue database's `audit.head`).
+    private var head = AuditMark.origin
+
     private var opened = false
     private var fd: Int32 = -1
     private var size: Int64 = 0
@@ -70,6 +77,7 @@ package actor AuditTrail: AuditRecorder, Service {
                  redactor: SecretRedactor = .shared, now: @escaping @Sendable () -> Date = { Date() },
                  userName: @escaping @Sendable (UInt32) -> String? = AuditTrail.systemUserName) {
         self.directory = directory
+        seals = AuditSealStore(directory: directory)
         self.database = database
         self.maxSize = max(1, maxSize)
         self.logger = logger
@@ -135,18 +143,76 @@ package actor AuditTrail: AuditRecorder, Service {
     }
 
     /// The whole chain, oldest file first, from the head to the seal.
+    /// Without the verification key: the chain, then the seals' places (the tags need the key,
+    /// which the command checks itself: `sealedMaterial`).
     package func verify() async -> AuditVerification {
         await takeTurn(evenIfCancelled: true)
         defer { endTurn() }
         await drainNow()
-        var chain = AuditChain(start: await mark(Self.headKey) ?? .origin)
+        let start = await mark(Self.headKey) ?? .origin
+        var chain = AuditChain(start: start)
+        let entries: [AuditSealCheck.Entry]
+        do {
+            entries = try seals.entries()
+        } catch {
+            return AuditVerification(records: 0, firstSeq: nil, lastSeq: nil, files: [], problem: .init(
+                kind: .sealMissing, seq: nil, file: AuditSealStore.sealsFile, line: nil, message: "\(error)"))
+        }
+        var check = AuditSealCheck(entries: entries, state: sealing?.visible, head: start, key: nil)
         for file in [2, 1, 0] {
             guard let bytes = read(path(file)) else { continue }
             for (i, line) in AuditChain.lines(of: bytes).enumerated() {
-                chain.add(line, file: Self.name(file), line: i + 1)
+                let (seq, hash) = chain.add(line, file: Self.name(file), line: i + 1)
+                check.add(seq: seq, hash: hash)
             }
         }
-        return chain.finish(seal: position)
+        var verdict = chain.finish(seal: position)
+        let (problem, summary) = check.finish()
+        if verdict.problem == nil { verdict.problem = problem }
+        verdict.sealing = summary
+        return verdict
+    }
+
+    /// What `audit --verify --verification-key` checks, for the command to check it itself
+    /// (the verification key never reaches the daemon, which may be the thing lied about):
+    /// the head, the seal, the key file's state, and the files opened now (their sizes now;
+    /// records written meanwhile are left out). docs/audit-seal.md has the layout.
+    package func sealedMaterial() async -> AuditMaterial {
+        await takeTurn(evenIfCancelled: true)
+        defer { endTurn() }
+        await drainNow()
+        return AuditMaterial(directory: directory, files: [AuditSealStore.sealsFile] + [2, 1, 0].map(Self.name),
+                             head: await mark(Self.headKey) ?? .origin, seal: position, state: sealing?.visible)
+    }
+
+    /// `audit --verification-key`: the key while it was not yet shown (then it stays until
+    /// `verificationKeyTaken`), or when it was shown.
+    package func verificationKey() async -> (key: VerificationKey?, fingerprint: String, createdAt: Int64, shownAt: Int64?)? {
+        await takeTurn(evenIfCancelled: true)
+        defer { endTurn() }
+        await openIfNeeded()
+        guard let sealing else { return nil }
+        let key = seals.waiting(for: sealing)
+        return (key, sealing.fingerprint, sealing.createdAt, key == nil ? sealing.shownAt : nil)
+    }
+
+    /// The command printed the key: the NAS forgets it (overwritten, then unlinked) and
+    /// remembers when. False when `fingerprint` is not the key waiting to be shown.
+    package func verificationKeyTaken(fingerprint: String, by caller: AuditActor) async -> Bool {
+        await takeTurn(evenIfCancelled: true)
+        defer { endTurn() }
+        await openIfNeeded()
+        guard let state = sealing, state.fingerprint == fingerprint, seals.waiting(for: state) != nil else { return false }
+        do {
+            sealing = try seals.forgetVerificationKey(state, at: Int64((now().timeIntervalSince1970 * 1000).rounded(.down)))
+        } catch {
+            problem("verification-key", "cannot forget the audit trail's verification key once shown: \(error)")
+            return false
+        }
+        logger.notice("the audit trail's verification key was shown to root and is no longer kept on this NAS",
+                      metadata: ["fingerprint": "\(fingerprint)"])
+        record(AuditEvent(.auditVerificationKeyShown, by: caller, .ok, ["fingerprint": .string(fingerprint)]))
+        return true
     }
 
     // MARK: writing
@@ -282,7 +348,31 @@ package actor AuditTrail: AuditRecorder, Service {
         } else {
             cleared("sync", nil)
         }
+        seal()
         await save(Self.sealKey, position)
+    }
+
+    /// Seals the records written since the last seal as one epoch, then moves the key on:
+    /// the seal is on disk before the key that made it is overwritten (docs/audit-seal.md).
+    private func seal() {
+        guard var state = sealing, position.seq > state.sealed || state.key.epoch == 0 else { return }
+        do {
+            try seals.append(AuditSeal(epoch: state.key.epoch, from: state.sealed, seq: position.seq, hash: position.hash, head: head,
+                                       at: AuditLine.timestamp(now()), key: state.fingerprint).sealed(with: state.key))
+        } catch {
+            // The records stay chained; the next batch's seal covers them too.
+            return problem("seal", "cannot seal the audit trail (\(error)): records wait to be sealed with the next one")
+        }
+        state.key = state.key.next()
+        state.sealed = position.seq
+        // Kept in memory whatever the disk says: the next epoch is sealed with the next key.
+        sealing = state
+        do {
+            try seals.saveState(state)
+            cleared("seal", nil)
+        } catch {
+            problem("seal", "cannot move the audit trail's sealing key on (\(error)): the key of a sealed epoch stays on disk until it can")
+        }
     }
 
     /// audit.log → .1 → .2 (the old .2 goes); the chain goes on in the new file.
@@ -306,8 +396,14 @@ package actor AuditTrail: AuditRecorder, Service {
         cleared("rotate", nil)
         syncDirectory()
         if dropping, let first = firstRecord(path(2)) {
-            // The oldest kept file now starts later: the head says where.
-            await save(Self.headKey, AuditMark(seq: first.seq - 1, hash: first.prev))
+            // The oldest kept file now starts later: the head says where (and the next seal binds it).
+            head = AuditMark(seq: first.seq - 1, hash: first.prev)
+            await save(Self.headKey, head)
+            do {
+                try seals.prune(before: head.seq)
+            } catch {
+                problem("seal-prune", "cannot drop the seals of rotated records from \(AuditSealStore.sealsFile): \(error)")
+            }
         }
         _ = openCurrent()
     }
@@ -342,7 +438,14 @@ package actor AuditTrail: AuditRecorder, Service {
     private func openIfNeeded() async {
         guard !opened else { return }
         opened = true
-        let seal = await mark(Self.sealKey)
+        var seal = await mark(Self.sealKey)
+        let forward = (try? seals.entries())?.last(where: { $0.seal != nil })?.seal
+        if seal == nil, let forward {
+            // A rebuilt queue database: the last seal in audit.seals says where the trail ends.
+            seal = forward.mark
+            await save(Self.sealKey, forward.mark)
+            logger.notice("the queue database held no seal of the audit trail: took it from \(AuditSealStore.sealsFile) (record \(forward.seq))")
+        }
         dropUnfinishedRecord()
         let last = lastLine()
         switch (seal, last) {
@@ -374,7 +477,37 @@ package actor AuditTrail: AuditRecorder, Service {
                 logger.warning("the audit trail does not end with the record the queue database sealed (record \(seal.seq)): it was cut or changed while photolalad was stopped. New records follow record \(seal.seq); `photolalactl audit --verify` names the break")
             }
         }
+        head = await mark(Self.headKey) ?? .origin
         _ = openCurrent()
+        openSealing()
+    }
+
+    /// The sealing key at start: made the first time (the verification key waits to be shown
+    /// to root), moved on if a stop came between a seal and the key's step, and what was
+    /// written but not sealed before a stop sealed now.
+    private func openSealing() {
+        do {
+            let (state, opening) = try seals.start(at: position, now: Int64((now().timeIntervalSince1970 * 1000).rounded(.down)))
+            switch opening {
+            case .kept: break
+            case .made:
+                logger.notice("made the audit trail's verification key: show it once with sudo photolalactl audit --verification-key and keep it off this NAS",
+                              metadata: ["fingerprint": "\(state.fingerprint)"])
+            case .remade:
+                logger.error("the audit trail's sealing key (\(AuditSealStore.keyFile)) is gone: photolalad seals from now on under a new verification key (show it with sudo photolalactl audit --verification-key); `audit --verify` shows the break")
+            }
+            sealing = state
+            cleared("seal-open", nil)
+        } catch {
+            problem("seal-open", "cannot open the audit trail's seals (\(error)): records are chained but not sealed until it can")
+            return
+        }
+        if position.seq > (sealing?.sealed ?? .max) || sealing?.key.epoch == 0 {
+            if let state = sealing, state.key.epoch > 0 {
+                logger.notice("sealed audit records \(state.sealed + 1)–\(position.seq), written before photolalad stopped")
+            }
+            seal()
+        }
     }
 
     /// A last line without its newline was being written when the process or the power

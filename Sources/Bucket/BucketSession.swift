@@ -54,6 +54,10 @@ package actor BucketSession {
         get async { await grants.deviceId }
     }
 
+    /// The time as S3 keeps it: the local clock corrected by the skew S3 reported (what a
+    /// sealed time is written in, so it can be held against an object's `LastModified`).
+    package var s3Now: Date { clock.now().addingTimeInterval(clockOffset) }
+
     /// Changes when the credentials in hand were dropped: stop what is under way.
     package nonisolated var credentialDrops: ChangeFeed { grants.credentialDrops }
 

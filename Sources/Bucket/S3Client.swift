@@ -69,6 +69,8 @@ package struct S3Client: Sendable {
         /// export names a file by when the catalog does not say).
         package var contentType: String?
         package var originalFormat: String?
+        /// `Last-Modified`: when the object was written (the date of a photo no catalog row dates).
+        package var lastModified: Date?
 
         package enum Restore: Sendable, Equatable {
             case inProgress
@@ -76,7 +78,9 @@ package struct S3Client: Sendable {
         }
 
         package init(size: Int64, etag: String, storageClass: String? = nil, restore: Restore? = nil,
-                     serverSideEncryption: String? = nil, contentType: String? = nil, originalFormat: String? = nil) {
+                     serverSideEncryption: String? = nil, contentType: String? = nil, originalFormat: String? = nil,
+                     lastModified: Date? = nil) {
+            self.lastModified = lastModified
             self.size = size
             self.etag = etag
             self.storageClass = storageClass
@@ -106,11 +110,16 @@ package struct S3Client: Sendable {
         package var contentLength: Int64
         /// The whole object's size (from `Content-Range` for a ranged GET).
         package var objectSize: Int64
+        /// `Content-Type` and `x-amz-meta-original-format`: what the object says it is.
+        package var contentType: String?
+        package var originalFormat: String?
 
-        package init(etag: String, contentLength: Int64, objectSize: Int64) {
+        package init(etag: String, contentLength: Int64, objectSize: Int64, contentType: String? = nil, originalFormat: String? = nil) {
             self.etag = etag
             self.contentLength = contentLength
             self.objectSize = objectSize
+            self.contentType = contentType
+            self.originalFormat = originalFormat
         }
     }
 
@@ -338,7 +347,8 @@ package struct S3Client: Sendable {
         do {
             if let onHead {
                 do {
-                    try await onHead(ObjectHead(etag: head.etag, contentLength: length, objectSize: size))
+                    try await onHead(ObjectHead(etag: head.etag, contentLength: length, objectSize: size, contentType: head.header("Content-Type"),
+                                                originalFormat: head.header("x-amz-meta-original-format")))
                 } catch {
                     throw ConsumerFailure(underlying: error)
                 }
@@ -360,7 +370,8 @@ package struct S3Client: Sendable {
             throw S3Error(kind: .transient, status: head.status, code: "IncompleteBody",
                           message: "the answer ended after \(received) of \(length) bytes", operation: operation, key: key)
         }
-        return ObjectHead(etag: head.etag, contentLength: received, objectSize: size)
+        return ObjectHead(etag: head.etag, contentLength: received, objectSize: size, contentType: head.header("Content-Type"),
+                          originalFormat: head.header("x-amz-meta-original-format"))
     }
 
     private struct ConsumerFailure: Error {

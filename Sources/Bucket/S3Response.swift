@@ -45,7 +45,8 @@ struct S3Response: Sendable {
             return S3Client.ObjectInfo(size: size, etag: etag, storageClass: header("x-amz-storage-class"),
                                        restore: header("x-amz-restore").map(Self.restoreState),
                                        serverSideEncryption: header("x-amz-server-side-encryption"),
-                                       contentType: header("Content-Type"), originalFormat: header("x-amz-meta-original-format"))
+                                       contentType: header("Content-Type"), originalFormat: header("x-amz-meta-original-format"),
+                                       lastModified: header("Last-Modified").flatMap(S3Error.parseHTTPDate))
         case 404:
             return nil
         default:

@@ -293,7 +293,8 @@ package final class InMemoryBucket: BucketTransport {
         state.withLock { s in
             s.objects[key].map {
                 S3Client.ObjectInfo(size: Int64($0.bytes.count), etag: $0.etag, storageClass: $0.storageClass,
-                                    restore: $0.restore, contentType: $0.contentType, originalFormat: $0.metadata["original-format"])
+                                    restore: $0.restore, contentType: $0.contentType, originalFormat: $0.metadata["original-format"],
+                                    lastModified: $0.lastModified)
             }
         }
     }
@@ -445,6 +446,10 @@ private struct View: Bucket {
         guard let object = store.read(key: key) else {
             throw InMemoryBucket.error(status: 404, code: "NoSuchKey", operation: operation, key: key)
         }
+        // As S3: an archived object is read only once a copy is back.
+        if let c = object.storageClass, ["GLACIER", "DEEP_ARCHIVE"].contains(c), object.restore != .available {
+            throw InMemoryBucket.error(status: 403, code: "InvalidObjectState", operation: operation, key: key)
+        }
         let size = Int64(object.bytes.count)
         var slice = object.bytes[...]
         if let range {
@@ -453,7 +458,8 @@ private struct View: Bucket {
             }
             slice = object.bytes[Int(range.lowerBound)...Int(min(range.upperBound, size - 1))]
         }
-        let head = S3Client.ObjectHead(etag: object.etag, contentLength: Int64(slice.count), objectSize: size)
+        let head = S3Client.ObjectHead(etag: object.etag, contentLength: Int64(slice.count), objectSize: size, contentType: object.contentType,
+                                       originalFormat: object.metadata["original-format"])
         do {
             try await onHead?(head)
             var start = slice.startIndex

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Audit
 import Control
 import Foundation
 import PhotolalaCore
@@ -14,8 +15,11 @@ struct AuditCommand: ParsableCommand {
         discussion: """
             Sign-ins, sign-outs, pauses, restores, refused calls and the other events photolalad records, \
             one a line: time, who, what, outcome, details. Each record carries the SHA-256 of the one before \
-            it; --verify checks the whole chain and names the first record that was edited, inserted, \
-            removed, reordered or cut.
+            it; --verify checks the whole chain and the trail's seals and names the first record that was edited, \
+            inserted, removed, reordered or cut. Each batch of records is also sealed with a key that moves \
+            forward and forgets the one before: --verification-key shows root, once, the key that checks every \
+            seal (keep it off this NAS), and --verify --verification-key - reads it from standard input and proves \
+            that nothing sealed was rewritten since, even by someone who became root later.
             """)
     @OptionGroup(title: "Global options") var options: CtlOptions
     @Option(name: .long, help: ArgumentHelp("Only records from this time on (ISO 8601, e.g. 2026-11-22T07:00:00Z) or this date (2026-11-22, local).",
@@ -24,6 +28,11 @@ struct AuditCommand: ParsableCommand {
     @Option(name: .long, help: "At most this many records (the newest).") var limit = AuditListing.defaultLimit
     @Flag(name: .long, help: "One JSON object {\"records\": [...]} (with --verify: the verdict).") var json = false
     @Flag(name: .long, help: "Check the chain: exit 0 if it is whole, 1 naming the first record that does not fit.") var verify = false
+    @Flag(name: .customLong("verification-key"),
+          help: "Alone: show (root only, once) the key that checks the trail's seals. With --verify: check them with it, read from standard input (-).")
+    var verificationKey = false
+    @Argument(help: ArgumentHelp("With --verify --verification-key: - to read the key from standard input.", valueName: "-"))
+    var keySource: String?
 
     func validate() throws {
         guard (1...AuditListing.maxLimit).contains(limit) else { throw ValidationError("--limit takes 1 to \(AuditListing.maxLimit)") }
@@ -33,10 +42,25 @@ struct AuditCommand: ParsableCommand {
         if verify && (since != nil || limit != AuditListing.defaultLimit) {
             throw ValidationError("--verify checks the whole trail: it takes neither --since nor --limit")
         }
+        if verificationKey && !verify && (since != nil || limit != AuditListing.defaultLimit || keySource != nil) {
+            throw ValidationError("--verification-key alone shows the key: it takes no other argument but --json")
+        }
+        if verify && verificationKey && keySource == nil {
+            throw ValidationError("--verify --verification-key reads the key from standard input: give - after it (never the key itself: every user sees a command line)")
+        }
+        if keySource != nil && !verificationKey { throw ValidationError("unexpected argument '\(keySource!)'") }
     }
 
     func run() throws {
         let client = options.client()
+        if verificationKey && !verify {
+            try showVerificationKey(client)
+            return
+        }
+        if verify && verificationKey {
+            try verifyWithKey(client)
+            return
+        }
         if verify {
             let verdict: AuditVerification
             do {
@@ -57,6 +81,101 @@ struct AuditCommand: ParsableCommand {
             throw CtlFailure.exit(error)
         }
         print(Self.render(listing, json: json), terminator: "")
+    }
+
+    /// `audit --verification-key`: printed once; the daemon forgets it once told it was.
+    private func showVerificationKey(_ client: ControlClient) throws {
+        let (status, body): (Int, [UInt8])
+        do {
+            (status, body) = try client.send(.auditVerificationKey)
+        } catch {
+            throw CtlFailure.exit(error)
+        }
+        let view = try RecoveryKeyCommand.answer(VerificationKeyView.self, status: status, body: body, client: client)
+        print(Self.render(view, json: json), terminator: "")
+        guard view.verificationKey != nil else { throw ExitCode(1) }
+        fflush(nil)
+        do {
+            let (taken, reply) = try client.send(.auditVerificationKeyTaken,
+                                                 body: try ControlJSON.encode(VerificationKeyTaken(fingerprint: view.fingerprint)))
+            if !(200..<300).contains(taken) {
+                let why = (try? ControlJSON.decode(ControlReply.self, from: reply))?.message ?? "HTTP \(taken)"
+                StandardError.print("photolalactl: the daemon still keeps the verification key (\(why)): run the command again")
+                throw ExitCode(1)
+            }
+        } catch let failure as ControlClient.Failure {
+            StandardError.print("photolalactl: the daemon still keeps the verification key (\(failure)): run the command again")
+            throw ExitCode(1)
+        }
+    }
+
+    static func render(_ view: VerificationKeyView, json: Bool) -> String {
+        if json {
+            return String(decoding: (try? ControlJSON.encode(view, pretty: true)) ?? [], as: UTF8.self) + "\n"
+        }
+        guard let key = view.verificationKey else {
+            return "The audit trail's verification key (fingerprint \(view.fingerprint), made \(view.createdAt)) was shown "
+                + "\(view.shownAt.map { "on \($0)" } ?? "before") and photolalad keeps no copy of it: use the one you kept.\n"
+        }
+        return [
+            "Verification key:  \(key)",
+            "Fingerprint:       \(view.fingerprint)",
+            "Made:              \(view.createdAt)",
+            "",
+            "This is shown once: photolalad forgets it now. Keep it somewhere other than this NAS. With it,",
+            "`sudo photolalactl audit --verify --verification-key -` proves that no record sealed before now was",
+            "changed, removed or added later, even by someone who becomes root on this NAS.",
+        ].joined(separator: "\n") + "\n"
+    }
+
+    /// `audit --verify --verification-key -`: the daemon sends the trail, its seals and its
+    /// key file's state; the check runs here, with the key, which never leaves this process.
+    private func verifyWithKey(_ client: ControlClient) throws {
+        let text: String?
+        if keySource == "-" {
+            text = SecretInput.line(asking: "the audit trail's verification key (8 groups of 8 characters)")
+        } else {
+            StandardError.print("photolalactl: warning: a verification key on the command line is visible to every user of this NAS (ps, shell history); give - and type or pipe it instead")
+            text = keySource
+        }
+        guard let text else {
+            StandardError.print("photolalactl: standard input held no verification key (--verification-key - reads it from there, one line)")
+            throw ExitCode(1)
+        }
+        let key: VerificationKey
+        do {
+            key = try VerificationKey.parse(text)
+        } catch {
+            StandardError.print("photolalactl: \(error)")
+            throw ExitCode(1)
+        }
+        var reader = AuditMaterialReader(key: key)
+        let answer: ControlClient.StreamAnswer
+        do {
+            answer = try client.stream(.auditSealed, timeout: 120) { bytes in try reader.feed(bytes) }
+        } catch let failure as ControlClient.Failure {
+            throw CtlFailure.exit(failure)
+        } catch {
+            StandardError.print("photolalactl: \(error)")
+            throw ExitCode(1)
+        }
+        guard (200..<300).contains(answer.status) else {
+            StandardError.print("photolalactl: \(answer.errorMessage ?? "unexpected answer from photolalad (HTTP \(answer.status))")")
+            throw ExitCode(1)
+        }
+        guard answer.complete else {
+            StandardError.print("photolalactl: the daemon's answer was cut short: nothing can be said of the trail; run it again")
+            throw ExitCode(1)
+        }
+        let verdict: AuditVerification
+        do {
+            verdict = try reader.finish()
+        } catch {
+            StandardError.print("photolalactl: \(error)")
+            throw ExitCode(1)
+        }
+        print(Self.render(verdict, json: json), terminator: "")
+        if !verdict.whole { throw ExitCode(1) }
     }
 
     /// A date means from its start (local time); a time is taken as AsOfTime reads it.
@@ -91,8 +210,24 @@ struct AuditCommand: ParsableCommand {
         if let problem = v.problem {
             return "The audit trail is broken: \(problem.message).\n"
         }
-        guard let first = v.firstSeq, let last = v.lastSeq else { return "The audit trail is empty: nothing was recorded yet.\n" }
+        guard let first = v.firstSeq, let last = v.lastSeq else {
+            return "The audit trail is empty: nothing was recorded yet.\n" + sealed(v.sealing)
+        }
         return "The audit trail is whole: \(v.records) record\(v.records == 1 ? "" : "s") (\(first)–\(last)) in \(v.files.joined(separator: ", ")), each following the one before it.\n"
+            + sealed(v.sealing)
+    }
+
+    /// What the seals add to a whole trail.
+    static func sealed(_ s: AuditVerification.Sealing?) -> String {
+        guard let s, let last = s.lastEpoch, let through = s.sealedThrough else { return "" }
+        var out = "Sealed through record \(through) (epoch \(last)\(s.sealedAt.map { ", \($0)" } ?? ""))"
+        out += s.checkedWithKey
+            ? ", every seal checked with the verification key (fingerprint \(s.fingerprint ?? "?")).\n"
+            : "; the seals are in place (`--verification-key -` proves them).\n"
+        if let before = s.unsealedBefore {
+            out += "Records up to \(before) were written before the trail was first sealed: only the chain speaks for them.\n"
+        }
+        return out
     }
 
     static func who(_ actor: AuditActor) -> String {

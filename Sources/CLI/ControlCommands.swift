@@ -12,10 +12,22 @@ extension ControlCommand {
     func run() throws { try CtlFailure.command(options, Self.route) }
 }
 
-struct LogoutCommand: ControlCommand {
-    static let configuration = CommandConfiguration(commandName: "logout", abstract: "Forget the sign-in; uploads stop.")
-    static let route = ControlRoute.logout
+struct LogoutCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "logout", abstract: "Forget the sign-in; uploads stop.",
+        discussion: """
+            Refused while this NAS holds the account's key and its recovery key was never shown (nor entered) \
+            here since it was made or last rotated: that copy may be the only way into the account's manifests. \
+            Show it first (sudo photolalactl recovery-key), or give --forget-key.
+            """)
     @OptionGroup(title: "Global options") var options: CtlOptions
+    @Flag(name: .long, help: "Log out even though this NAS's recovery key was never shown: its copy of the account key is lost.")
+    var forgetKey = false
+
+    func run() throws {
+        let body = forgetKey ? ((try? ControlJSON.encode(LogoutRequest(forgetKey: true))) ?? []) : []
+        try CtlFailure.command(options, .logout, body: body)
+    }
 }
 
 struct PauseCommand: ControlCommand {

@@ -17,7 +17,7 @@ struct Ctl: ParsableCommand {
         subcommands: [StatusCommand.self, LoginCommand.self, LogoutCommand.self, PauseCommand.self, ResumeCommand.self,
                       RescanCommand.self, QueueCommand.self, RetryCommand.self, FilesCommand.self, VerifyCommand.self,
                       DevicesCommand.self, RestoreCommand.self, RecoveryKeyCommand.self, NotifyCommand.self,
-                      AuditCommand.self, WebCommand.self])
+                      AuditCommand.self, WebCommand.self, MirrorCommand.self])
 
     @OptionGroup(title: "Global options") var options: CtlOptions
 }

@@ -4,7 +4,7 @@ import Control
 import Foundation
 import PhotolalaCore
 
-/// `--socket` and `--config`: global, taken by `photolalactl` and by every command.
+/// `--socket`, `--config` and `--instance`: global, taken by `photolalactl` and by every command.
 struct CtlOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The daemon's control socket.", valueName: "path"))
     var socket: String?
@@ -12,13 +12,37 @@ struct CtlOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The config file (to find the socket).", valueName: "path"))
     var config: String?
 
-    /// --socket, then $PHOTOLALA_SOCKET, then daemon.socket of the config, then the default (config.md).
+    @Option(name: .long, help: ArgumentHelp(
+        "The instance NAME (photolalad@NAME.service, /etc/photolala/NAME.toml); also $PHOTOLALA_INSTANCE.",
+        valueName: "name"))
+    var instance: String?
+
+    func validate() throws {
+        do {
+            _ = try ConfigLoader.resolveInstance(flag: instance)
+        } catch {
+            throw ValidationError(error.problems.map(\.description).joined(separator: "; "))
+        }
+    }
+
+    /// --socket, then $PHOTOLALA_SOCKET, then daemon.socket of the config, then the
+    /// default of the instance (config.md "Where the daemon looks", "Instances").
     func client(environment: [String: String] = ProcessInfo.processInfo.environment) -> ControlClient {
-        let configPath = ConfigLoader.resolvePath(explicit: config, environment: environment)
+        let chosen: (instance: Instance?, fromFlag: Bool) =
+            (try? ConfigLoader.resolveInstance(flag: instance, environment: environment)) ?? (nil, true)
+        let configPath = ConfigLoader.resolvePath(explicit: config, instance: chosen.instance, instanceFromFlag: chosen.fromFlag,
+                                                  environment: environment)
+        return Self.client(configPath: configPath, instance: chosen.instance, socket: socket, environment: environment)
+    }
+
+    /// The client for one instance's config file: `status --all` asks each in turn, where
+    /// the environment's socket would name only one of them.
+    static func client(configPath: String, instance: Instance?, socket: String? = nil, environment: [String: String] = [:]) -> ControlClient {
+        let defaults = Settings(instance: instance)
         let fromConfig = ConfigLoader.controlSettings(path: configPath)
-        let group = fromConfig.group ?? "photolala"
+        let group = fromConfig.group ?? defaults.daemon.socketGroup
         if let socket, !socket.isEmpty { return ControlClient(socketPath: socket, groupHint: group) }
         if let env = environment["PHOTOLALA_SOCKET"], !env.isEmpty { return ControlClient(socketPath: env, groupHint: group) }
-        return ControlClient(socketPath: fromConfig.socket ?? Settings.defaultSocket, groupHint: group)
+        return ControlClient(socketPath: fromConfig.socket ?? defaults.daemon.socket, groupHint: group)
     }
 }

@@ -23,10 +23,14 @@ struct RecoveryKeyCommand: ParsableCommand {
     @Flag(name: .long, help: "One JSON object {\"recoveryKey\", \"fingerprint\", \"createdAt\", \"outdated\"}.") var json = false
     @Flag(name: .long, help: "Read this account's recovery key from standard input, check it and keep it.") var enter = false
     @Flag(name: .long, help: "Make a new recovery key for the same account key; the old one opens nothing afterwards.") var rotate = false
+    @Flag(name: .customLong("new-account-key"),
+          help: "With --rotate: a new account key too; every manifest object of every device is sealed again under it.")
+    var newAccountKey = false
 
     func validate() throws {
         if enter && rotate { throw ValidationError("--enter and --rotate are two different things: give one") }
         if enter && json { throw ValidationError("--enter prints no key: it takes no --json") }
+        if newAccountKey && !rotate { throw ValidationError("--new-account-key goes with --rotate: recovery-key --rotate --new-account-key") }
     }
 
     func run() throws {
@@ -37,7 +41,15 @@ struct RecoveryKeyCommand: ParsableCommand {
         }
         let (status, body): (Int, [UInt8])
         do {
-            (status, body) = try client.send(rotate ? .recoveryKeyRotate : .recoveryKey)
+            if newAccountKey {
+                // Every object of the account is sealed again before the answer: minutes for
+                // a big account. The daemon goes on by itself if this command is stopped.
+                var long = client
+                long.timeout = 3600
+                (status, body) = try long.send(.recoveryKeyNewAccountKey)
+            } else {
+                (status, body) = try client.send(rotate ? .recoveryKeyRotate : .recoveryKey)
+            }
         } catch {
             throw CtlFailure.exit(error)
         }
@@ -82,6 +94,24 @@ struct RecoveryKeyCommand: ParsableCommand {
     static func render(_ view: RecoveryKeyView, rotated: Bool, json: Bool) -> String {
         if json {
             return String(decoding: (try? ControlJSON.encode(view, pretty: true)) ?? [], as: UTF8.self) + "\n"
+        }
+        if let previous = view.previousFingerprint {
+            var out = [
+                "New recovery key:  \(view.recoveryKey)",
+                "New account key:   fingerprint \(view.fingerprint) (it replaces \(previous))",
+                "Made:              \(view.createdAt)",
+                "",
+                "Every object of this account's manifests was sealed again under the new account key (\(view.sealed ?? 0) objects of "
+                    + "\(view.devices ?? 0) devices).",
+                "The previous recovery key, and any copy of the previous key object, open nothing written from now on.",
+                "Other NASes of this account now ask for the new recovery key: enter it there with",
+                "`sudo photolalactl recovery-key --enter`. Keep it somewhere other than this NAS.",
+            ]
+            if let unreadable = view.unreadable, !unreadable.isEmpty {
+                out.append("")
+                out.append("Left as they were (they opened under neither key): " + unreadable.joined(separator: ", "))
+            }
+            return out.joined(separator: "\n") + "\n"
         }
         var out = [
             rotated ? "New recovery key:  \(view.recoveryKey)" : "Recovery key:  \(view.recoveryKey)",

@@ -36,7 +36,7 @@ struct RestoreCommand: ParsableCommand {
     var numericOwner = false
     @Flag(name: .customLong("no-owners"), help: "Keep the restoring user as the owner of what is restored (modes are still given back).")
     var noOwners = false
-    @Flag(name: .customLong("allow-unencrypted"), help: "Restore from a device whose manifest is still in the old plaintext format, which nothing authenticates (every restore rule still applies).")
+    @Flag(name: .customLong("allow-unencrypted"), help: "With --to: restore from a device whose manifest is still in the old plaintext format, which nothing authenticates (every restore rule still applies; never for a device encrypted before).")
     var allowUnencrypted = false
     @Argument(help: ArgumentHelp("Files or folders to restore, as they were named on that device.", valueName: "path"))
     var paths: [String] = []
@@ -49,6 +49,11 @@ struct RestoreCommand: ParsableCommand {
             throw ValidationError("--as-of takes an ISO 8601 time (2026-11-22T07:00:00Z, or local without a zone) or a date (2026-11-22), not '\(asOf)'")
         }
         if let to, to.isEmpty { throw ValidationError("--to needs a folder") }
+        // privacy.md "No side doors": what nothing authenticates never goes back into the
+        // watched folders (an attacker's .ssh/authorized_keys); a dry run writes nothing.
+        if allowUnencrypted && to == nil && !dryRun {
+            throw ValidationError("--allow-unencrypted needs --to DIR: a plaintext manifest, which nothing authenticates, is never restored into the original folders")
+        }
         if numericOwner && noOwners { throw ValidationError("--numeric-owner and --no-owners cannot go together: pick how owners come back, or that they do not") }
     }
 

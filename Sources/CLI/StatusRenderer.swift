@@ -18,7 +18,7 @@ enum StatusRenderer {
         if let p = s.pairing {
             out.append("  Pairing in progress: on your phone open \(p.verificationUriComplete ?? p.verificationUri) and confirm the code \(bold(p.userCode))" + (p.expiresAt.map { " (expires \($0))" } ?? ""))
         } else if s.state == .needsLogin && !s.attention.contains(where: { $0.reason == .notSignedIn }) {
-            out.append("  Not signed in yet: run `photolalactl login` and confirm on your phone to start backing up.")
+            out.append("  Not signed in yet: run `\(s.ctl) login` and confirm on your phone to start backing up.")
         }
         // "Action needed" is the daemon's attention list, exactly: what notifications tell too.
         for item in s.attention {
@@ -53,7 +53,7 @@ enum StatusRenderer {
             out.append("To send    \(Units.humanBytes(q.pendingBytes))" + (q.hashRate > 0 && q.hashing > 0 ? ", reading at \(Units.humanBytes(Int64(q.hashRate)))/s" : ""))
         }
         if q.failed > 0 {
-            out.append("           see `photolalactl queue --failed`; `photolalactl retry` tries them again")
+            out.append("           see `\(s.ctl) queue --failed`; `\(s.ctl) retry` tries them again")
         }
         out += catalog(s.catalog).map { $0.hasPrefix("!") ? tint(String($0.dropFirst()), "33") : $0 }
         out.append("")
@@ -92,6 +92,7 @@ enum StatusRenderer {
             if m.format == 1 { line += "; still in plaintext, to be encrypted" }
             out.append(line)
         }
+        if let line = mirrorLine(s.mirror) { out.append(line) }
         if let r = s.restore {
             var line = "Restore    from \(r.device): \(r.filesDone)/\(r.filesTotal) files, \(Units.humanBytes(r.bytesDone))/\(Units.humanBytes(r.bytesTotal))"
             if r.rate > 0 { line += ", \(Units.humanBytes(Int64(r.rate)))/s" }
@@ -113,6 +114,32 @@ enum StatusRenderer {
         out.append("")
         out.append("photolalad \(s.version), state \(s.state.rawValue)" + (s.startedAt.map { ", up since \($0)" } ?? ""))
         return out.joined(separator: "\n") + "\n"
+    }
+
+    /// The mirror in one line (mirror.md): "Mirror: 40,210 of 40,222 photos on this NAS, 12
+    /// coming (46 MB)", with what stands out after it.
+    static func mirrorLine(_ m: DaemonStatus.Mirror) -> String? {
+        guard m.state != .off else { return nil }
+        func n(_ v: Int) -> String { v.formatted(.number.grouping(.automatic).locale(Locale(identifier: "en_US"))) }
+        var line = "Mirror: \(n(m.present)) of \(n(m.present + m.pending)) photo\(m.present + m.pending == 1 ? "" : "s") on this NAS"
+        if m.pending > 0 { line += ", \(n(m.pending)) coming (\(Units.humanBytes(m.pendingBytes)))" }
+        var notes: [String] = []
+        if m.state == .paused, let reason = m.pauseReason {
+            let why: String = switch reason {
+            case .account: "the account (sign-in, Apple ID)"
+            case .user: "paused by you (photolalactl resume)"
+            case .schedule: "the bandwidth timetable"
+            case .folder: m.lastError ?? "its folder is missing or not writable"
+            case .diskFull: "less free space than mirror.min_free in \(m.folder ?? "its folder")"
+            }
+            notes.append("waiting: " + why)
+        }
+        if m.archived > 0 { notes.append("\(n(m.archived)) in an archive class" + (m.thawing > 0 ? " (\(n(m.thawing)) asked back)" : "")) }
+        if m.onlyHere > 0 { notes.append("\(n(m.onlyHere)) only on this NAS") }
+        if m.removedHere > 0 { notes.append("\(n(m.removedHere)) removed here") }
+        if m.refused > 0 { notes.append("\(n(m.refused)) refused") }
+        if !notes.isEmpty { line += "; " + notes.joined(separator: ", ") }
+        return line
     }
 
     /// Whether this NAS holds the account key; what needs the user is in "Action needed".

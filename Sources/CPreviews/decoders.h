@@ -12,11 +12,20 @@
 #include <vips/vips.h>
 #include <vips/vector.h>
 
-// Debian 12's sonames and the packages that ship them (debian/control names the packages).
-#define PTM_VIPS_SONAME "libvips.so.42"
-#define PTM_VIPS_PACKAGE "libvips42"
-#define PTM_RAW_SONAME "libraw.so.20"
-#define PTM_RAW_PACKAGE "libraw20"
+// The sonames each Debian release ships, newest first, and the packages that ship them
+// there (debian/control names both as alternatives: one .deb for Debian 12 and 13).
+// Debian 13 renamed the packages (the 64-bit time_t transition: libvips42t64,
+// libraw23t64) and LibRaw moved to 0.21 (libraw.so.23). The worker loads the first
+// soname the system has; a missing library is named by this release's package.
+struct ptm_soname { const char *soname; const char *package_t64; const char *package; };
+#define PTM_VIPS_SONAMES { { "libvips.so.42", "libvips42t64", "libvips42" } }
+#define PTM_RAW_SONAMES { { "libraw.so.23", "libraw23t64", NULL }, { "libraw.so.20", NULL, "libraw20" } }
+
+// LibRaw's C API hands out one struct whose layout changed from 0.20 to 0.21 (fields were
+// added before `other`), so the worker reads the photo's time through
+// libraw_get_imgother() and only `sizes.flip` directly: its offset is the same in 0.20
+// (Debian 12) and 0.21 (Debian 13), measured and asserted in render.c.
+#define PTM_RAW_FLIP_OFFSET 40
 
 // libvips, and the GLib/GObject calls reached through it (its own dependencies).
 #define PTM_VIPS_FUNCTIONS(X) \
@@ -37,7 +46,7 @@
 
 #define PTM_RAW_FUNCTIONS(X) \
     X(libraw_init) X(libraw_open_buffer) X(libraw_unpack_thumb) X(libraw_dcraw_make_mem_thumb) \
-    X(libraw_dcraw_clear_mem) X(libraw_strerror) X(libraw_close)
+    X(libraw_dcraw_clear_mem) X(libraw_strerror) X(libraw_close) X(libraw_get_imgother)
 
 struct ptm_functions {
 #define PTM_POINTER(name) __typeof__(name) *name;
@@ -110,4 +119,5 @@ int ptm_libraries_load(char *error, size_t error_size);
 #define libraw_dcraw_clear_mem ptm_libraries.libraw_dcraw_clear_mem
 #define libraw_strerror ptm_libraries.libraw_strerror
 #define libraw_close ptm_libraries.libraw_close
+#define libraw_get_imgother ptm_libraries.libraw_get_imgother
 #endif

@@ -5,12 +5,18 @@
 #include "decoders.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+// The same binary runs against LibRaw 0.20 and 0.21 (decoders.h): these are the offsets
+// both have; headers that disagree fail the build instead of reading the wrong field.
+_Static_assert(offsetof(libraw_data_t, sizes.flip) == PTM_RAW_FLIP_OFFSET, "LibRaw moved sizes.flip");
+_Static_assert(offsetof(libraw_imgother_t, timestamp) == 16, "LibRaw moved imgother.timestamp");
 
 struct ptm_image {
     int kind;
@@ -100,7 +106,8 @@ static int open_raw(ptm_image *image, int fd, ptm_header *header, char *error, s
         return -1;
     }
     image->orientation = raw_orientation(image->raw->sizes.flip);
-    time_t taken = image->raw->other.timestamp;
+    libraw_imgother_t *other = libraw_get_imgother(image->raw);
+    time_t taken = other ? other->timestamp : 0;
     struct tm local;
     // LibRaw read the camera's wall-clock time as local time; written back the same way
     // (the time zone was loaded before the sandbox), the daemon reads it as local time.

@@ -7,14 +7,35 @@ import PhotolalaCore
 import TOMLKit
 
 package enum ConfigLoader {
-    /// `--config`, then `$PHOTOLALA_CONFIG`, then /etc/photolala/photolalad.toml (config.md).
-    package static func resolvePath(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    /// `--config`, then `--instance`'s file, then `$PHOTOLALA_CONFIG`, then `$PHOTOLALA_INSTANCE`'s
+    /// file, then /etc/photolala/photolalad.toml (config.md): what is typed beats what the
+    /// environment says. `instance` is the one `resolveInstance` chose.
+    package static func resolvePath(explicit: String?, instance: Instance? = nil, instanceFromFlag: Bool = true,
+                                    environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
+        if let instance, instanceFromFlag { return instance.configPath }
         if let env = environment["PHOTOLALA_CONFIG"], !env.isEmpty { return env }
+        if let instance { return instance.configPath }
         return Settings.defaultPath
     }
 
-    package static func load(path: String) throws(ConfigError) -> Settings {
+    /// `--instance NAME`, else `$PHOTOLALA_INSTANCE`, else none; a name that cannot be an
+    /// instance's is an error that says what a name may be.
+    package static func resolveInstance(flag: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(ConfigError) -> (instance: Instance?, fromFlag: Bool)
+    {
+        let (given, fromFlag, source): (String?, Bool, String) = if let flag { (flag, true, "--instance") } else {
+            (environment["PHOTOLALA_INSTANCE"].flatMap { $0.isEmpty ? nil : $0 }, false, "PHOTOLALA_INSTANCE")
+        }
+        guard let given else { return (nil, fromFlag) }
+        if let why = Instance.problem(given) {
+            throw ConfigError(path: fromFlag ? "the command line" : "the environment",
+                              problems: [.init(key: source, value: "\"\(given)\"", expected: "an instance name: \(why)")])
+        }
+        return (Instance(given), fromFlag)
+    }
+
+    package static func load(path: String, instance: Instance? = nil) throws(ConfigError) -> Settings {
         let text: String
         do {
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -27,10 +48,10 @@ package enum ConfigLoader {
         } catch {
             throw ConfigError(path: path, problems: [.init(key: "(file)", value: nil, expected: Self.unreadableReason(path))])
         }
-        return try parse(text, path: path)
+        return try parse(text, path: path, instance: instance)
     }
 
-    package static func parse(_ text: String, path: String = Settings.defaultPath) throws(ConfigError) -> Settings {
+    package static func parse(_ text: String, path: String = Settings.defaultPath, instance: Instance? = nil) throws(ConfigError) -> Settings {
         let table: TOMLTable
         do {
             table = try TOMLTable(string: text)
@@ -42,7 +63,7 @@ package enum ConfigLoader {
             throw ConfigError(path: path, problems: [.init(key: "(syntax)", value: nil, expected: "not valid TOML: \(error)")])
         }
         var reader = TableReader()
-        let settings = reader.read(table)
+        let settings = reader.read(table, defaults: Settings(instance: instance))
         if !reader.problems.isEmpty { throw ConfigError(path: path, problems: reader.problems) }
         return settings
     }
@@ -82,6 +103,7 @@ struct TableReader {
         "audit": ["max_size"],
         "credentials": ["refresh_before_expiry", "apple_check_interval"],
         "daemon": ["state_dir", "socket", "socket_group", "log_level"],
+        "mirror": mirrorKeys,
     ]
 
     static let storageClasses = [
@@ -89,8 +111,8 @@ struct TableReader {
         "GLACIER", "GLACIER_IR", "DEEP_ARCHIVE", "EXPRESS_ONEZONE",
     ]
 
-    mutating func read(_ root: TOMLTable) -> Settings {
-        var s = Settings()
+    mutating func read(_ root: TOMLTable, defaults: Settings = Settings()) -> Settings {
+        var s = defaults
         for key in root.keys.sorted() {
             guard let allowed = Self.sections[key] else {
                 problem(key, nil, "unknown section; known sections are [\(Self.sections.keys.sorted().joined(separator: "], ["))]")
@@ -178,6 +200,7 @@ struct TableReader {
             s.upload.inventoryInterval = d
         }
         readStageSections(root, into: &s)
+        readMirrorSection(root, into: &s)
         readNotifySections(root, into: &s)
         readWebSection(root, into: &s)
 
@@ -209,6 +232,7 @@ struct TableReader {
                 problem("daemon.log_level", quote(l), "one of \(Settings.LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
             }
         }
+        checkMirrorPlace(s)
         return s
     }
 

@@ -8,6 +8,10 @@ package enum EffectiveSettings {
             "\"" + v.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         }
         func list(_ v: [String]) -> String { "[" + v.map(q).joined(separator: ", ") + "]" }
+        func octal(_ mode: UInt32) -> String {
+            let digits = String(mode, radix: 8)
+            return digits.count >= 4 ? digits : String(repeating: "0", count: 4 - digits.count) + digits
+        }
         var lines: [String] = []
         lines.append("[account]")
         lines.append("api_url = \(q(s.account.apiURL))")
@@ -33,6 +37,19 @@ package enum EffectiveSettings {
         lines.append("enabled = \(s.catalog.enabled)")
         lines.append("publish_interval = \(q(Units.format(s.catalog.publishInterval)))")
         lines.append("check_interval = \(q(Units.format(s.catalog.checkInterval)))")
+        lines.append("")
+        lines.append("[mirror]")
+        lines.append("folder = \(q(s.mirror.folder ?? ""))")
+        lines.append("include = \(q(s.mirror.include.rawValue))")
+        lines.append("on_cloud_delete = \(q(s.mirror.onCloudDelete.rawValue))")
+        lines.append("min_free = \(q(s.mirror.minFree.description))")
+        lines.append("download_limit = \(q(s.mirror.downloadLimit.map { Units.formatSize($0) + "/s" } ?? "off"))")
+        lines.append("thaw_archived = \(s.mirror.thawArchived)")
+        lines.append("owner = \(q(s.mirror.owner?.description ?? ""))")
+        lines.append("file_mode = \(q(octal(s.mirror.fileMode)))")
+        lines.append("dir_mode = \(q(octal(s.mirror.dirMode)))")
+        lines.append("check_interval = \(q(Units.format(s.mirror.checkInterval)))")
+        lines.append("list_interval = \(q(Units.format(s.mirror.listInterval)))")
         lines.append("")
         lines.append("[notify]")
         lines.append("webhook = \(q(s.notify.webhook ?? ""))")

@@ -1,45 +1,48 @@
 import Synchronization
 
-/// Counts live connections, in total and per uid, so that a flood can exhaust neither the
-/// daemon's descriptors nor the slots of other users; and the bytes of answers not yet
-/// taken by unprivileged clients.
+/// The server's `ControlAdmission` behind a lock (connections are admitted on the event
+/// loop, answered from the handler's tasks), and the bytes of answers not yet taken by
+/// unprivileged clients.
 final class ConnectionCounter: Sendable {
     private struct State {
-        var total = 0
-        var byUser: [UInt32: Int] = [:]
+        var admission: ControlAdmission
         var pendingBytes = 0
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     let limits: ControlServer.Limits
 
     init(limits: ControlServer.Limits) {
         self.limits = limits
+        state = Mutex(State(admission: ControlAdmission(limits: limits.admission)))
+    }
+
+    /// A new connection: nil when taken (as a startup), else why not.
+    func connect(uid: UInt32, privileged: Bool) -> ControlAdmission.Refusal? {
+        state.withLock { $0.admission.connect(uid: uid, privileged: privileged) }
+    }
+
+    /// Its request arrived whole and is to be answered: nil when taken, else why not.
+    func request(uid: UInt32, privileged: Bool) -> ControlAdmission.Refusal? {
+        state.withLock { $0.admission.request(uid: uid, privileged: privileged) }
+    }
+
+    /// Its request arrived whole and is refused before the handler sees it.
+    func settle(uid: UInt32, privileged: Bool) {
+        state.withLock { $0.admission.settle(uid: uid, privileged: privileged) }
+    }
+
+    func closed(uid: UInt32, privileged: Bool, stage: ControlAdmission.Stage) {
+        state.withLock { $0.admission.closed(uid: uid, privileged: privileged, stage: stage) }
     }
 
     /// Root and the daemon's user may use every slot; anyone else the slots not reserved
     /// for them, and at most `maxConnectionsPerUser` of those.
     func tryAcquire(uid: UInt32, privileged: Bool) -> Bool {
-        state.withLock { s in
-            if privileged {
-                guard s.total < limits.maxConnections else { return false }
-            } else {
-                guard s.total < limits.maxConnections - limits.reservedForPrivileged,
-                      s.byUser[uid, default: 0] < limits.maxConnectionsPerUser else { return false }
-                s.byUser[uid, default: 0] += 1
-            }
-            s.total += 1
-            return true
-        }
+        connect(uid: uid, privileged: privileged) == nil
     }
 
     func release(uid: UInt32, privileged: Bool) {
-        state.withLock { s in
-            s.total -= 1
-            if !privileged {
-                let left = s.byUser[uid, default: 1] - 1
-                s.byUser[uid] = left > 0 ? left : nil
-            }
-        }
+        closed(uid: uid, privileged: privileged, stage: .startup)
     }
 
     func tryReserveResponse(_ bytes: Int) -> Bool {

@@ -40,26 +40,53 @@ package enum ControlRoute: String, Sendable, CaseIterable {
     // Who did what (cli.md "audit"): for root and the daemon's user alone.
     case audit = "GET /v1/audit"
     case auditVerify = "GET /v1/audit/verify"
+    /// What `audit --verify --verification-key` checks, sent to the command (`AuditMaterial`).
+    case auditSealed = "GET /v1/audit/sealed"
+    /// `audit --verification-key`: root alone is shown the key, once; the command says it
+    /// printed it (`taken`), and the NAS forgets it.
+    case auditVerificationKey = "GET /v1/audit/verification-key"
+    case auditVerificationKeyTaken = "POST /v1/audit/verification-key/taken"
     // The account's recovery key (privacy.md): shown, entered (the key in the body, never in
     // the query), replaced. Root and the daemon's user only, even to look.
     case recoveryKey = "GET /v1/recovery-key"
     case recoveryKeyEnter = "POST /v1/recovery-key/enter"
     case recoveryKeyRotate = "POST /v1/recovery-key/rotate"
+    /// `--rotate --new-account-key`: answers once every object is sealed again under it.
+    case recoveryKeyNewAccountKey = "POST /v1/recovery-key/new-account-key"
     // The status page (web.md): a one-time link that opens a session, and ending every
     // session. Root and the daemon's user only: a session may pause, sign in and out.
     case webLink = "POST /v1/web/link"
     case webRevoke = "POST /v1/web/revoke"
+    // The mirror (mirror.md): what it holds and waits for (the group may look; names of
+    // files only for root and the daemon's user), a pass now, the copies removed here
+    // fetched again.
+    case mirror = "GET /v1/mirror"
+    case mirrorPass = "POST /v1/mirror/pass"
+    case mirrorRefill = "POST /v1/mirror/refill"
 
-    /// `trail`: a read kept from the group, since it tells who did what (the audit trail).
-    package enum Access: Sendable { case read, write, trail }
+    /// `trail`: a read kept from the group, since it tells who did what (the audit trail);
+    /// `root`: root alone, not even the daemon's user (the trail's verification key, which
+    /// must not be in the hands of the user whose files it checks).
+    package enum Access: Sendable { case read, write, trail, root }
 
     package var access: Access {
         switch self {
-        case .status, .queue, .metrics, .verifyProgress, .files: .read
+        case .status, .queue, .metrics, .verifyProgress, .files, .mirror: .read
         // `restore --dry-run` is a read: the group may see what a restore would bring back.
         case .devices, .manifest, .restoreObjects, .restoreListing, .restoreExport: .read
-        case .audit, .auditVerify: .trail
+        case .audit, .auditVerify, .auditSealed: .trail
+        case .auditVerificationKey, .auditVerificationKeyTaken: .root
         default: .write
+        }
+    }
+
+    /// A call whose answer is read from the database or the bucket, possibly at length (a
+    /// listing, a manifest), rather than from what the daemon holds in memory: a member's
+    /// such calls take turns (`MemberLanes`).
+    package var readsMuch: Bool {
+        switch self {
+        case .status, .metrics, .verifyProgress, .loginDevicePoll: false
+        default: true
         }
     }
 
@@ -77,12 +104,16 @@ package struct ControlRequest: Sendable {
     package var query: [String: String]
     package var body: [UInt8]
     package var peer: PeerCredentials
+    /// Root or the daemon's user: sees every name. Anyone else is a member of the socket
+    /// group, shown only names below folders it could list (privacy.md "No side doors").
+    package var privileged: Bool
 
-    package init(route: ControlRoute, query: [String: String] = [:], body: [UInt8] = [], peer: PeerCredentials) {
+    package init(route: ControlRoute, query: [String: String] = [:], body: [UInt8] = [], peer: PeerCredentials, privileged: Bool = true) {
         self.route = route
         self.query = query
         self.body = body
         self.peer = peer
+        self.privileged = privileged
     }
 
     /// Who asked, as the audit trail names a caller (the uid the kernel gave the socket).
@@ -158,6 +189,15 @@ package struct QueueListing: Codable, Sendable, Equatable {
     package init(items: [Item], total: Int) {
         self.items = items
         self.total = total
+    }
+}
+
+/// `photolalactl logout [--forget-key]`: the body is optional (an empty one keeps the key rule).
+package struct LogoutRequest: Codable, Sendable, Equatable {
+    /// Log out even when this NAS holds the account key and its recovery key was never shown here.
+    package var forgetKey: Bool
+    package init(forgetKey: Bool = false) {
+        self.forgetKey = forgetKey
     }
 }
 

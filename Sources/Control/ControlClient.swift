@@ -18,11 +18,21 @@ package struct ControlClient: Sendable {
         package var description: String {
             switch self {
             case let .notRunning(path):
-                "photolalad is not running (no daemon at \(path)); start it with: systemctl start photolalad"
+                "photolalad is not running (no daemon at \(path)); start it with: systemctl start \(Self.unit(path))"
             case let .permissionDenied(hint): hint
             case let .protocolError(why): "unexpected answer from photolalad: \(why)"
-            case let .timedOut(path): "photolalad at \(path) did not answer in time; check: systemctl status photolalad"
+            case let .timedOut(path): "photolalad at \(path) did not answer in time; check: systemctl status \(Self.unit(path))"
             }
+        }
+
+        /// The unit that serves a socket: `photolalad@NAME` for an instance's
+        /// /run/photolala/NAME.sock (config.md "Instances"), else `photolalad`.
+        static func unit(_ socketPath: String) -> String {
+            let prefix = "/run/photolala/", suffix = ".sock"
+            guard socketPath.hasPrefix(prefix), socketPath.hasSuffix(suffix) else { return "photolalad" }
+            let name = String(socketPath.dropFirst(prefix.count).dropLast(suffix.count))
+            guard let instance = Instance(name) else { return "photolalad" }
+            return "photolalad@\(instance.name)"
         }
     }
 

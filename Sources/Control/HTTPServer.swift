@@ -35,12 +35,15 @@ package final class HTTPServer: Sendable {
         /// `Name: value` lines every answer carries, the ones written before any handler
         /// (a head too large) included: the status page's security headers (web.md).
         package var headerLines: [String] = []
+        /// Connections accepted each time the listening socket is read (NIO's default: 4).
+        package var acceptBatch: UInt = 4
 
-        package init(maxHeaderBytes: Int, acceptCap: Int, backlog: Int, headerLines: [String] = []) {
+        package init(maxHeaderBytes: Int, acceptCap: Int, backlog: Int, headerLines: [String] = [], acceptBatch: Int = 4) {
             self.maxHeaderBytes = maxHeaderBytes
             self.acceptCap = acceptCap
             self.backlog = backlog
             self.headerLines = headerLines
+            self.acceptBatch = UInt(max(1, acceptBatch))
         }
     }
 
@@ -68,6 +71,7 @@ package final class HTTPServer: Sendable {
         let throttle = AcceptThrottle.State(cap: limits.acceptCap)
         var bootstrap = ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.backlog, value: Int32(limits.backlog))
+            .serverChannelOption(.maxMessagesPerRead, value: limits.acceptBatch)
         if case .tcp = address {
             bootstrap = bootstrap.serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
         }

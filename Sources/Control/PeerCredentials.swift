@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import PhotolalaCore
 
 /// Who is on the other end of the socket, from SO_PEERCRED (the kernel's word, not the client's).
 package struct PeerCredentials: Sendable, Equatable {
@@ -38,6 +39,32 @@ package struct PeerCredentials: Sendable, Equatable {
 }
 
 extension PeerCredentials {
+    /// The peer as the kernel checks its permissions: its uid, and its primary and
+    /// supplementary groups (those of the process, else the group database's).
+    package var accessCaller: PathAccess.Caller {
+        var groups: Set<UInt32> = [gid]
+        if let own = Self.processGroups(pid: pid) {
+            groups.formUnion(own)
+        } else {
+            groups.formUnion(Self.databaseGroups(uid: uid, gid: gid))
+        }
+        return PathAccess.Caller(uid: uid, groups: groups)
+    }
+
+    static func databaseGroups(uid: UInt32, gid: UInt32) -> [UInt32] {
+        var pwd = passwd()
+        var result: UnsafeMutablePointer<passwd>? = nil
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &pwd, &buffer, buffer.count, &result) == 0, result != nil, let name = pwd.pw_name else { return [] }
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        if getgrouplist(name, gid, &groups, &count) == -1 {
+            groups = [gid_t](repeating: 0, count: Int(count))
+            guard getgrouplist(name, gid, &groups, &count) != -1 else { return [] }
+        }
+        return Array(groups.prefix(Int(count)))
+    }
+
     static func processGroups(pid: Int32) -> [UInt32]? {
         guard pid > 0, let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix("Groups:") {
@@ -66,9 +93,10 @@ package struct AccessPolicy: Sendable {
     }
 
     package func allows(_ access: ControlRoute.Access, peer: PeerCredentials) -> Bool {
+        if access == .root { return peer.uid == 0 }
         if isPrivileged(peer) { return true }
         switch access {
-        case .write, .trail: return false
+        case .write, .trail, .root: return false
         case .read:
             guard let readerGroup else { return false }
             return peer.isMember(ofGroup: readerGroup)
@@ -81,6 +109,7 @@ package struct AccessPolicy: Sendable {
         case .read: "permission denied: join the group '\(readerGroupName)' to read the daemon's status (sudo usermod -aG \(readerGroupName) $USER, then log in again)"
         case .write: "permission denied: changing photolalad needs root or the daemon's user (try sudo photolalactl ...)"
         case .trail: "permission denied: the audit trail is for root and the daemon's user only (try sudo photolalactl audit)"
+        case .root: "permission denied: the audit trail's verification key is shown to root only (try sudo photolalactl audit --verification-key)"
         }
     }
 }

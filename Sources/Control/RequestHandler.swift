@@ -18,24 +18,30 @@ final class RequestHandler: ChannelInboundHandler {
     private let connections: ConnectionCounter
     private let refusals: RefusalLog
     private let audit: (any AuditRecorder)?
+    /// The loop's task phases (nil on a loop the server does not own: the deadline is then plain).
+    private let ticks: LoopTicks?
+    private let lanes: MemberLanes
     private let logger: Logger
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var answered = false
-    private var acquired = false
+    /// Where this connection stands in the uid's counts (nil: not counted, refused at once).
+    private var stage: ControlAdmission.Stage?
     private var privileged = false
     private var deadline: Scheduled<Void>?
     private var reservedBytes = 0
     private var peer: PeerCredentials?
 
     init(policy: AccessPolicy, handler: any ControlHandler, limits: ControlServer.Limits, connections: ConnectionCounter,
-         refusals: RefusalLog, audit: (any AuditRecorder)? = nil, logger: Logger) {
+         refusals: RefusalLog, audit: (any AuditRecorder)? = nil, ticks: LoopTicks? = nil, lanes: MemberLanes? = nil, logger: Logger) {
         self.policy = policy
         self.handler = handler
         self.limits = limits
         self.connections = connections
         self.refusals = refusals
         self.audit = audit
+        self.ticks = ticks
+        self.lanes = lanes ?? MemberLanes(lanes: limits.memberLanes)
         self.logger = logger
     }
 
@@ -62,21 +68,33 @@ final class RequestHandler: ChannelInboundHandler {
             return
         }
         privileged = policy.isPrivileged(peer)
-        guard connections.tryAcquire(uid: peer.uid, privileged: privileged) else {
-            respond(context: context, .error(503, "busy", "too many connections; try again"))
+        if let refusal = connections.connect(uid: peer.uid, privileged: privileged) {
+            respond(context: context, .error(503, "busy", refusal.message))
             return
         }
-        acquired = true
+        stage = .startup
+        arm(context: context, in: limits.requestDeadline, since: ticks?.current)
+    }
+
+    /// The request must be whole by then. A deadline that comes due before the loop has
+    /// polled the sockets once since `tick` (the task phase that took the connection) is
+    /// the daemon's own backlog, not a slow client: it is put off until the loop has looked.
+    private func arm(context: ChannelHandlerContext, in delay: TimeAmount, since tick: UInt64?) {
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        deadline = context.eventLoop.scheduleTask(in: limits.requestDeadline) {
+        deadline = context.eventLoop.scheduleTask(in: delay) {
             let (handler, context) = loopBound.value
+            if let tick, let ticks = handler.ticks, ticks.current == tick {
+                handler.arm(context: context, in: .milliseconds(50), since: tick)
+                return
+            }
             handler.respond(context: context, .error(408, "timeout", "request not received in time"))
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         deadline?.cancel()
-        if acquired, let peer { connections.release(uid: peer.uid, privileged: privileged); acquired = false }
+        if let stage, let peer { connections.closed(uid: peer.uid, privileged: privileged, stage: stage) }
+        stage = nil
         if reservedBytes > 0 { connections.releaseResponse(reservedBytes); reservedBytes = 0 }
         context.fireChannelInactive()
     }
@@ -111,6 +129,7 @@ final class RequestHandler: ChannelInboundHandler {
         guard let head else { return }
         let (path, query) = Self.split(head.uri)
         guard let route = ControlRoute(method: "\(head.method)", path: path) else {
+            settle()
             let known = ControlRoute.allCases.contains { $0.path == path }
             respond(context: context, known
                 ? .error(405, "method_not_allowed", "\(head.method) is not allowed on \(path)")
@@ -122,6 +141,7 @@ final class RequestHandler: ChannelInboundHandler {
             return
         }
         guard policy.allows(route.access, peer: peer) else {
+            settle()
             let (log, suppressed) = refusals.shouldLog(uid: peer.uid)
             if log {
                 var metadata: Logger.Metadata = ["call": "\(route.path)", "uid": "\(peer.uid)"]
@@ -136,18 +156,41 @@ final class RequestHandler: ChannelInboundHandler {
             respond(context: context, .error(403, "forbidden", policy.refusal(route.access)))
             return
         }
+        if let refusal = connections.request(uid: peer.uid, privileged: privileged) {
+            stage = .idle
+            respond(context: context, .error(503, "busy", refusal.message))
+            return
+        }
+        stage = .request
         deadline?.cancel()
         answered = true
-        let request = ControlRequest(route: route, query: query, body: body, peer: peer)
+        let request = ControlRequest(route: route, query: query, body: body, peer: peer, privileged: privileged)
         let handler = self.handler
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let promise = context.eventLoop.makePromise(of: ControlResponse.self)
-        promise.completeWithTask { await handler.handle(request) }
+        // Root's and the daemon's user's calls ahead of the members' on the shared threads, so
+        // a member's big listings never keep root's status waiting; a member's calls that
+        // read much (listings, manifests) take the lanes in turn by uid (`MemberLanes`),
+        // while what is answered from memory (status) does not wait for them.
+        let (lanes, uid, privileged) = (self.lanes, peer.uid, self.privileged)
+        let queued = !privileged && route.readsMuch
+        Task(priority: privileged ? .high : .low) {
+            let response = queued ? await lanes.run(uid: uid) { await handler.handle(request) } : await handler.handle(request)
+            promise.succeed(response)
+        }
         promise.futureResult.whenSuccess { response in
             let (me, context) = loopBound.value
             me.answered = false
             me.respond(context: context, response)
         }
+    }
+
+    /// The request is whole but will not be answered by the handler: the connection stops
+    /// counting as a startup of its uid.
+    private func settle() {
+        guard stage == .startup, let peer else { return }
+        connections.settle(uid: peer.uid, privileged: privileged)
+        stage = .idle
     }
 
     private func respond(context: ChannelHandlerContext, _ response: ControlResponse) {

@@ -186,3 +186,29 @@ package struct RestoreSessionReply: Codable, Sendable, Equatable {
         self.id = id
     }
 }
+
+extension DeviceList {
+    /// The list as a member of the socket group sees it (privacy.md "No side doors"): this
+    /// NAS's folders only where it could list the folder holding them; another device's
+    /// name and folders not at all (root and the daemon's user see them).
+    package func seen(mayName: (String) -> Bool) -> DeviceList {
+        var out = self
+        var hid = false
+        out.devices = devices.map { device in
+            var d = device
+            if d.current {
+                d.folders = d.folders.filter(mayName)
+            } else if d.name != nil || !d.folders.isEmpty {
+                d.name = nil
+                d.folders = []
+                hid = true
+            }
+            return d
+        }
+        if hid {
+            let words = "Other devices' names and folders are shown to root and the daemon's user only."
+            out.note = out.note.map { "\($0) \(words)" } ?? words
+        }
+        return out
+    }
+}

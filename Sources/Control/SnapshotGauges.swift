@@ -53,6 +53,9 @@ package enum SnapshotGauges {
     static let notifyFailing = Family(name: "photolala_notify_channel_failing", help: "1 while a notification channel's last attempt failed (its events are retried for a day), by channel.")
     static let notifyPending = Family(name: "photolala_notify_pending", help: "Notifications waiting to be sent again, by channel.")
     static let bandwidthLimit = Family(name: "photolala_upload_bandwidth_limit_bytes", help: "Bytes per second uploads may use now (upload.bandwidth_limit, or its timetable's slot); 0 while the timetable pauses; absent without a limit.")
+    static let mirrorObjects = Family(name: "photolala_mirror_objects", help: "The mirror's objects (mirror.md) by state: present (copied or adopted), pending, archived, onlyHere, removedHere, refused, trashed; all 0 while the mirror is off.")
+    static let mirrorState = Family(name: "photolala_mirror_state", help: "The mirror's state: 1 for the current one (off, idle, pulling, paused).")
+    static let mirrorPaused = Family(name: "photolala_mirror_paused", help: "1 for the reason the mirror waits (account, user, schedule, folder, diskFull), all 0 when it does not.")
     static let verifyChecked = Family(name: "photolala_verify_checked_timestamp_seconds", help: "When the last verify ran, in Unix seconds (0: never).")
 
     /// Every family, for the documentation's list and the tests.
@@ -60,13 +63,14 @@ package enum SnapshotGauges {
         buildInfo, startTime, state, paused, signedIn, appleState, appleChecked, stsState, stsExpiresIn, s3Outage, s3Failures,
         files, filesBytes, oldestPending, lastUpload, watchedFolders, watchedDirectories, missingFolders, unwatched, watchLimit,
         scanning, lastScan, problems, catalogState, catalogRows, catalogPublished, thumbnails, inventoryObjects, inventoryListed,
-        verifyObjects, verifyChecked, attention, notifyFailing, notifyPending, bandwidthLimit,
+        verifyObjects, verifyChecked, attention, notifyFailing, notifyPending, bandwidthLimit, mirrorObjects, mirrorState, mirrorPaused,
     ]
 
     static let states: [DaemonStatus.State] = [.starting, .running, .paused, .needsLogin, .stopping]
     static let appleStates: [DaemonStatus.AppleCredential.State] = [.unknown, .authorized, .revoked, .notFound, .transferred]
     static let stsStates: [DaemonStatus.Credentials.State] = [.none, .fetching, .valid, .refreshing, .backoff, .failed]
     static let catalogStates: [DaemonStatus.Catalog.State] = [.off, .idle, .pending, .publishing, .published, .blocked]
+    static let mirrorStates: [DaemonStatus.Mirror.State] = [.off, .idle, .pulling, .paused]
 
     /// The snapshot as samples; `now` turns its times into ages.
     package static func samples(from s: DaemonStatus, now: Date) -> [Sample] {
@@ -135,6 +139,14 @@ package enum SnapshotGauges {
             add(notifyPending, channel?.pending ?? 0, [("channel", kind)])
         }
         if let limit = s.bandwidth.limit { add(bandwidthLimit, Double(limit)) }
+
+        let m = s.mirror
+        for (name, n) in [("present", m.present), ("pending", m.pending), ("archived", m.archived), ("onlyHere", m.onlyHere),
+                          ("removedHere", m.removedHere), ("refused", m.refused), ("trashed", m.trashed)] {
+            add(mirrorObjects, n, [("state", name)])
+        }
+        oneOf(mirrorState, "state", mirrorStates, m.state)
+        oneOf(mirrorPaused, "reason", DaemonStatus.Mirror.PauseReason.allCases, m.pauseReason)
         return out
     }
 

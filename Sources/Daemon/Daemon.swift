@@ -16,6 +16,8 @@ import Inventory
 import Keys
 import Logging
 import Manifest
+import ManifestFormat
+import Mirror
 import Notify
 import PhotolalaCore
 import Queue
@@ -33,12 +35,15 @@ import Web
 package struct Daemon: Sendable {
     let settings: Settings
     let configPath: String
+    /// The instance whose defaults a reload reads the file with (nil: photolalad.service).
+    let instance: Instance?
     let logger: Logger
     let notifier = SystemdNotifier()
 
-    package init(settings: Settings, configPath: String) {
+    package init(settings: Settings, configPath: String, instance: Instance? = nil) {
         self.settings = settings
         self.configPath = configPath
+        self.instance = instance
         self.logger = Logger(label: "photolalad")
     }
 
@@ -100,16 +105,23 @@ package struct Daemon: Sendable {
         // After the upload: this NAS's manifest in the bucket (paths, names, times).
         // Sealed with the account's key, from the key service: nothing is written without
         // it (the changes wait, and its change feed wakes the stage).
+        // Devices whose manifest this NAS refused (a downgrade, a rollback), in status.
+        let alarms = ManifestAlarms(audit: audit, statusChanges: core.statusChanges)
         let manifest = await ManifestService(database: database, bucket: bucket(2), keys: keys, options: .init(settings),
                                        wakes: [.stream(account.statusChanges.changes())], logger: logger,
-                                       statusChanges: core.statusChanges, audit: audit)
+                                       statusChanges: core.statusChanges, audit: audit, alarms: alarms)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`;
         // it opens encrypted manifests and remembers the newest head of each device it read.
         let restore = RestoreService(bucket: bucket(32), keys: keys, heads: ManifestHeads(database: database), options: .init(settings),
-                                     logger: logger, audit: audit)
+                                     logger: logger, audit: audit, alarms: alarms)
         // Photos the thumbnails left ready → rows in the apps' catalog.
         let catalog = CatalogService(database: database, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
                                      options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
+        // The NAS's own copy of the account (mirror.md), through a session of its own: its
+        // downloads never take the connections uploads need.
+        let mirror = MirrorService(database: database, bucket: bucket(8), account: AccountGate(account: account),
+                                   user: UserPauseGate(core: core), schedule: bandwidth, sha256: LocalSHA256Lookup(database: database),
+                                   options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
         // Telling the owner when backups stop: reads the status, keeps what it told in the queue database.
         let notify = NotifyService(options: .init(settings), source: NotifyBridge(core: core), store: NotifyBridge(core: core),
                                    logger: logger, audit: audit)
@@ -119,7 +131,7 @@ package struct Daemon: Sendable {
                              backend: DaemonWeb(core: core, handler: handlerSlot), audit: audit, logger: logger,
                              retryInterval: WebRetry.interval(ProcessInfo.processInfo.environment))
         for part in [account, keys, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
-                     notify, web] as [any StatusContributor] {
+                     notify, alarms, web, mirror] as [any StatusContributor] {
             await core.add(part)
         }
         await core.add(account as any AttentionWitness)
@@ -132,7 +144,7 @@ package struct Daemon: Sendable {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let stops = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let control = DaemonControl(core: core, account: account, ingest: ingest, inventory: inventory, restore: restore,
-                                    metrics: scraper, notify: notify, audit: audit, keys: keys, web: web)
+                                    metrics: scraper, notify: notify, audit: audit, keys: keys, web: web, mirror: mirror)
         handlerSlot.set(control)
         let server = try await startControlServer(control, audit: audit)
 
@@ -162,12 +174,13 @@ package struct Daemon: Sendable {
             .init(service: catalog, serviceName: "catalog"),
             .init(service: manifest, serviceName: "manifest"),
             .init(service: restore, serviceName: "restore"),
+            .init(service: mirror, serviceName: "mirror"),
             .init(service: schedule, serviceName: "bandwidth-schedule"),
             .init(service: notify, serviceName: "notify"),
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
-            .init(service: ReloadService(core: core, configPath: configPath, notifier: notifier, logger: logger,
+            .init(service: ReloadService(core: core, configPath: configPath, instance: instance, notifier: notifier, logger: logger,
                                          parts: [uploader, ingest, account, keys, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
-                                                 schedule, notify, web],
+                                                 schedule, notify, web, mirror],
                                          signals: hangups, audit: audit), serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {

@@ -8,6 +8,7 @@ import Foundation
 import Ingest
 import Inventory
 import Keys
+import Mirror
 import Notify
 import PhotolalaCore
 import Queue
@@ -28,13 +29,19 @@ struct DaemonControl: ControlHandler {
     let audit: AuditTrail
     let keys: KeyService
     let web: WebService
+    let mirror: MirrorService
 
     var database: QueueDatabase { core.database }
 
     func handle(_ request: ControlRequest) async -> ControlResponse {
         switch request.route {
         case .status:
-            return .json(await core.status())
+            let status = await core.status()
+            guard !request.privileged else { return .json(status) }
+            var check = ListingCheck(caller: request.peer.accessCaller)
+            let settings = await core.settings
+            let thisDevice = Set([settings.account.deviceName, HostName.current(), status.manifest?.deviceId].compactMap { $0 })
+            return .json(status.seen(canList: { check.canList($0) }, thisDevice: thisDevice))
         case .metrics:
             return ControlResponse(status: 200, body: await metrics.scrape(), contentType: MetricsExposition.contentType)
         case .pause:
@@ -65,6 +72,12 @@ struct DaemonControl: ControlHandler {
         case .retry:
             return await retry(request)
         case .logout:
+            let asked = request.body.isEmpty ? LogoutRequest() : (try? ControlJSON.decode(LogoutRequest.self, from: request.body))
+            guard let asked else { return .error(400, "bad_request", "expected {\"forgetKey\": true or false}") }
+            if !asked.forgetKey, let hold = await keys.logoutHold() {
+                audited(.logout, request, .refused, ["why": "recovery key never shown on this NAS"])
+                return .error(409, "recovery_key_not_shown", hold)
+            }
             let signedOut = await account.logout(by: request.caller)
             if let problem = await keys.forget() { return .error(500, "internal", "\(signedOut.message) But \(problem)") }
             return .json(ControlReply(ok: true, message: signedOut.message))
@@ -81,6 +94,11 @@ struct DaemonControl: ControlHandler {
             let response = await restore.answer(request)
             // A restore's report is what status shows of it.
             if request.route == .restoreSession { core.changed() }
+            if request.route == .devices, !request.privileged, response.status == 200,
+               let list = try? ControlJSON.decode(DeviceList.self, from: response.body) {
+                var check = ListingCheck(caller: request.peer.accessCaller)
+                return .json(list.seen(mayName: { check.mayName($0) }))
+            }
             return response
         case .notifyTest:
             return .json(await notify.test())
@@ -91,7 +109,24 @@ struct DaemonControl: ControlHandler {
             return .json(AuditListing(records: records, more: more))
         case .auditVerify:
             return .json(await audit.verify())
-        case .recoveryKey, .recoveryKeyEnter, .recoveryKeyRotate:
+        case .auditSealed:
+            return Self.stream(await audit.sealedMaterial())
+        case .auditVerificationKey:
+            guard let shown = await audit.verificationKey() else {
+                return .error(503, "unavailable", "the audit trail's sealing key cannot be read now: the journal says why (journalctl -u photolalad)")
+            }
+            return .json(VerificationKeyView(verificationKey: shown.key?.text, fingerprint: shown.fingerprint,
+                                             createdAt: Timestamp.string(Date(timeIntervalSince1970: Double(shown.createdAt) / 1000)),
+                                             shownAt: shown.shownAt.map { Timestamp.string(Date(timeIntervalSince1970: Double($0) / 1000)) }))
+        case .auditVerificationKeyTaken:
+            guard let body = try? ControlJSON.decode(VerificationKeyTaken.self, from: request.body) else {
+                return .error(400, "bad_request", "expected {\"fingerprint\": ...}")
+            }
+            guard await audit.verificationKeyTaken(fingerprint: body.fingerprint, by: request.caller) else {
+                return .error(409, "not_pending", "no verification key with fingerprint \(body.fingerprint) waits to be shown")
+            }
+            return .json(ControlReply(ok: true, message: "This NAS no longer keeps the verification key."))
+        case .recoveryKey, .recoveryKeyEnter, .recoveryKeyRotate, .recoveryKeyNewAccountKey:
             return await recoveryKey(request)
         case .webLink:
             do {
@@ -105,6 +140,54 @@ struct DaemonControl: ControlHandler {
             await web.revoke()
             audited(.webChange, request, .ok, ["action": "revoke", "remote": "control socket"])
             return .json(ControlReply(ok: true, message: "Every session of the status page has ended; `photolalactl web --link` opens a new one."))
+        case .mirror:
+            let limit = min(MirrorListing.maxLimit, max(1, Int(request.query["limit"] ?? "") ?? MirrorListing.defaultLimit))
+            // Names of files only for root and the daemon's user (privacy.md "Names only for
+            // those who may read them": an adopted file keeps the user's own name).
+            let names = request.peer.uid == 0 || request.peer.uid == getuid()
+            let (status, lists) = await mirror.listing(limit: limit, names: names)
+            func items(_ name: String) -> [MirrorListing.Item] {
+                (lists[name] ?? []).map { e in
+                    MirrorListing.Item(md5: e.md5.hex, size: e.size, path: e.path, storageClass: e.storageClass,
+                                       date: Timestamp.string(Date(timeIntervalSince1970: TimeInterval(MirrorPlan.date(of: e)))),
+                                       lastError: e.lastError, refusals: e.refusals)
+                }
+            }
+            return .json(MirrorListing(mirror: status, pending: items("pending"), archived: items("archived"), refused: items("refused"),
+                                       onlyHere: items("onlyHere"), limit: limit))
+        case .mirrorPass:
+            return .json(ControlReply(ok: true, message: await mirror.requestPass()))
+        case .mirrorRefill:
+            let (ok, message) = await mirror.refill(by: request.caller)
+            return ok ? .json(ControlReply(ok: true, message: message)) : .error(409, "mirror_off", message)
+        }
+    }
+
+    /// `GET /v1/audit/sealed`: the material's header, then each file as it was when opened.
+    static func stream(_ material: AuditMaterial) -> ControlResponse {
+        .stream { writer in
+            defer { material.close() }
+            let header = material.header
+            do {
+                try await writer.begin(contentType: "application/octet-stream",
+                                       contentLength: Int64(header.count) + material.parts.reduce(0) { $0 + $1.size })
+                try await writer.write(header)
+                var chunk = [UInt8](repeating: 0, count: 256 << 10)
+                for part in material.parts {
+                    var offset: Int64 = 0
+                    while offset < part.size {
+                        let want = Int(min(Int64(chunk.count), part.size - offset))
+                        let n = retryingInterrupts { chunk.withUnsafeMutableBytes { pread(part.fd, $0.baseAddress, want, off_t(offset)) } }
+                        // A file cut meanwhile: the answer ends short, and the command says so.
+                        guard n > 0 else { return }
+                        try await writer.write(Array(chunk[0..<n]))
+                        offset += Int64(n)
+                    }
+                }
+                try await writer.finish()
+            } catch {
+                return
+            }
         }
     }
 
@@ -138,7 +221,11 @@ struct DaemonControl: ControlHandler {
         let limit = min(10_000, max(1, Int(request.query["limit"] ?? "") ?? 100))
         let failedOnly = request.query["failed"].map { $0 == "1" || $0 == "true" } ?? false
         do {
-            let (items, total) = try await database.listing(failedOnly: failedOnly, limit: limit)
+            var (items, total) = try await database.listing(failedOnly: failedOnly, limit: limit)
+            if !request.privileged {
+                var check = ListingCheck(caller: request.peer.accessCaller)
+                items = items.filter { check.mayName($0.path) }
+            }
             return .json(QueueListing(items: items.map {
                 QueueListing.Item(path: $0.path, state: $0.state.publicName, size: $0.size, md5: $0.md5, attempts: $0.attempts,
                                   lastError: $0.lastError, updatedAt: Timestamp.string($0.updatedAt))
@@ -203,12 +290,20 @@ struct DaemonControl: ControlHandler {
                 return .json(ControlReply(ok: true, message: "Recovery key accepted: this NAS holds the account key (fingerprint \(fingerprint)); its manifest is written from now on."))
             case .recoveryKeyRotate:
                 return .json(Self.view(try await keys.rotate(by: caller)))
+            case .recoveryKeyNewAccountKey:
+                let done = try await keys.newAccountKey(by: caller)
+                var view = Self.view(done.shown)
+                view.previousFingerprint = done.previousFingerprint
+                view.sealed = done.sealed
+                view.devices = done.devices
+                view.unreadable = done.unreadable
+                return .json(view)
             default:
                 return .json(Self.view(try await keys.recoveryKey(by: caller)))
             }
         } catch {
             let status = switch error {
-            case .malformed, .wrongKey: 400
+            case .malformed, .wrongKey, .keyObjectReplaced, .superseded: 400
             case .bucket: 503
             case .local: 500
             default: 409
@@ -273,11 +368,40 @@ struct DaemonControl: ControlHandler {
             return .error(400, "outside", "\(asked.path) is not under a watched folder (\(list)): photolalad backs up only what is under watch.folders")
         }
         let limit = min(1000, max(1, asked.limit ?? 500))
-        let records: [FileRecord]
-        do {
-            records = try await database.files(at: path, after: asked.after, limit: limit)
-        } catch {
-            return .error(500, "internal", "cannot read the queue: \(error)")
+        var records: [FileRecord] = []
+        var next: String?
+        var hidden = false
+        if request.privileged {
+            do {
+                records = try await database.files(at: path, after: asked.after, limit: limit)
+            } catch {
+                return .error(500, "internal", "cannot read the queue: \(error)")
+            }
+            next = records.count == limit ? records.last?.path : nil
+        } else {
+            // A member of the group is told only of names below folders it could list.
+            var check = ListingCheck(caller: request.peer.accessCaller)
+            var isFolder: ObjCBool = false
+            let folder = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) && isFolder.boolValue
+            guard check.mayName(path), !folder || check.canList(path) else {
+                return .error(403, "forbidden", "permission denied: you cannot list \(folder ? path : PathAccess.parent(of: path)), so photolalad tells you nothing of what is in it (root and the daemon's user may ask)")
+            }
+            var after = asked.after
+            do {
+                // Pages of the queue, skipping what the member may not see, until a page is full.
+                while records.count < limit {
+                    let page = try await database.files(at: path, after: after, limit: limit)
+                    let shown = page.filter { check.mayName($0.path) }
+                    hidden = hidden || shown.count < page.count
+                    records += shown.prefix(limit - records.count)
+                    guard page.count == limit, let last = page.last?.path else { break }
+                    after = last
+                }
+            } catch {
+                return .error(500, "internal", "cannot read the queue: \(error)")
+            }
+            // The next page starts after the last name shown: never after a name the member may not see.
+            next = records.count == limit ? records.last?.path : nil
         }
         let userId = await account.userId
         let items = records.map { r in
@@ -286,8 +410,12 @@ struct DaemonControl: ControlHandler {
                              uploadedAt: r.uploadedAt.map(Timestamp.string), lastError: r.state == .uploaded ? nil : r.lastError)
         }
         var note: String?
-        if asked.after == nil && records.isEmpty { note = Self.untracked(path) }
-        return .json(FileListing(items: items, next: records.count == limit ? records.last?.path : nil, note: note))
+        if hidden {
+            note = "only files below folders you could list are shown (root and the daemon's user see them all)"
+        } else if asked.after == nil && records.isEmpty {
+            note = Self.untracked(path)
+        }
+        return .json(FileListing(items: items, next: next, note: note))
     }
 
     /// Why nothing is known at `path`, in words.

@@ -102,6 +102,7 @@ package actor DaemonCore {
         var facts = AttentionRules.Facts(databaseProblem: databaseProblem)
         for witness in witnesses { await witness.note(&facts) }
         s.attention = attentionRules.items(for: s, facts: facts, now: Date())
+        if let instance = settings.instance { s.address(to: instance) }
         return s
     }
 

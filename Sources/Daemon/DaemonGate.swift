@@ -37,3 +37,16 @@ struct AccountGate: StageGate {
         account.statusChanges.changes()
     }
 }
+
+/// The user's own pause alone (`photolalactl pause`): the mirror tells it from the account's.
+struct UserPauseGate: StageGate {
+    let core: DaemonCore
+
+    func blockReason() async -> String? {
+        await core.isUserPaused ? "paused by the user" : nil
+    }
+
+    func changes() -> AsyncStream<Void> {
+        core.changes()
+    }
+}

@@ -10,6 +10,7 @@ import UnixSignals
 struct ReloadService: Service {
     let core: DaemonCore
     let configPath: String
+    var instance: Instance? = nil
     let notifier: SystemdNotifier
     let logger: Logger
     /// Each takes the new settings through its own mapping (the one used at start).
@@ -28,7 +29,7 @@ struct ReloadService: Service {
     func reload() async {
         notifier.reloading()
         do {
-            let fresh = try ConfigLoader.load(path: configPath)
+            let fresh = try ConfigLoader.load(path: configPath, instance: instance)
             let old = await core.settings
             await core.apply(fresh)
             for part in parts { await part.apply(fresh) }

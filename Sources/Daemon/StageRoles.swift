@@ -7,6 +7,8 @@ import Ingest
 import Inventory
 import Keys
 import Manifest
+import ManifestFormat
+import Mirror
 import Notify
 import Restore
 import PhotolalaCore
@@ -85,5 +87,10 @@ extension RestoreService: StatusContributor, Reconfigurable {
 }
 
 extension CatalogService: StatusContributor, Reconfigurable {
+    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+}
+
+extension ManifestAlarms: StatusContributor {}
+extension MirrorService: StatusContributor, Reconfigurable {
     func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }

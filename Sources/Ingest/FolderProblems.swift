@@ -49,6 +49,13 @@ struct FolderProblems: Sendable {
             : "the daemon's user needs read access (see photolalad(8), Permissions)"
     }
 
+    /// The names `statusLines` shows, with the folders they are in: a member of the socket
+    /// group who could not list a folder is not shown its names.
+    var names: [StatusName] {
+        let invalid = invalidNames.keys.flatMap { dir in (invalidNames[dir]?.samples ?? []).map { StatusName(text: $0, folder: dir) } }
+        return unreadable.keys.map { StatusName(path: $0) } + invalid
+    }
+
     /// The lines for `status`'s problems.
     func statusLines() -> [String] {
         var lines: [String] = []

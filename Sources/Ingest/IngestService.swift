@@ -168,6 +168,7 @@ package actor IngestService: Service {
         s.queue.hashing = min(hashing, pool.busy)
         s.queue.hashRate = hashMeter.rate()
         s.problems += folderProblems.statusLines()
+        s.names += folderProblems.names
     }
 
     // MARK: events

@@ -1,4 +1,5 @@
 import Bucket
+import ManifestFormat
 import NIOCore
 import PhotolalaCore
 import Synchronization
@@ -25,16 +26,17 @@ struct KeyBucket: Sendable {
     }
 
     /// Writes the key object: over the one whose ETag is `ifMatch`, or (nil) only where
-    /// there is none (`If-None-Match: *`). Never unconditionally: another NAS may have
+    /// there is none (`If-None-Match: *`); answers its new ETag. Never unconditionally: another NAS may have
     /// written meanwhile, and its key must not be lost.
     ///
     /// Ceph Pacific answers 412 to the quoted ETag S3 itself returns although it holds, and
     /// honours the bare one (docs/decisions.md, "What Pacific does differently"). A 412 whose
     /// object still has the ETag read is the store, not a lost race: asked again, bare, so a
     /// writer in between still wins. Only here: the catalog takes such a 412 its own way.
-    func putKeyObject(_ object: [UInt8], uid: String, ifMatch: String?) async throws(S3Error) {
+    @discardableResult
+    func putKeyObject(_ object: [UInt8], uid: String, ifMatch: String?) async throws(S3Error) -> String {
         let key = KeyObject.objectKey(userId: uid)
-        _ = try await session.perform(under: Self.prefix(uid), budget: Self.budget) { bucket throws(S3Error) in
+        return try await session.perform(under: Self.prefix(uid), budget: Self.budget) { bucket throws(S3Error) in
             do throws(S3Error) {
                 return try await bucket.putObject(key: key, bytes: object, contentType: "application/octet-stream",
                                                   ifMatch: ifMatch, ifNoneMatch: ifMatch == nil)
@@ -44,6 +46,52 @@ struct KeyBucket: Sendable {
                 return try await bucket.putObject(key: key, bytes: object, contentType: "application/octet-stream",
                                                   ifMatch: ifMatch, bareIfMatch: true)
             }
+        }
+    }
+
+    /// The key object's ETag, nil when there is none: a cheap look before the manifest
+    /// writes (a changed one is looked at whole).
+    func keyObjectETag(_ uid: String) async throws(S3Error) -> String? {
+        try await session.perform(under: Self.prefix(uid), budget: Self.budget) { bucket throws(S3Error) in
+            try await bucket.headObject(key: KeyObject.objectKey(userId: uid))?.etag
+        }
+    }
+
+    /// One object's bytes, nil when there is none.
+    func object(_ key: String, uid: String) async throws(S3Error) -> [UInt8]? {
+        try await session.perform(under: Self.prefix(uid), budget: Self.budget) { bucket throws(S3Error) in
+            try await bucket.getObjectIfPresent(key: key)?.bytes
+        }
+    }
+
+    /// Every key under `prefix` (inside the user's metadata).
+    func keys(under prefix: String, uid: String) async throws(S3Error) -> [String] {
+        var keys: [String] = []
+        var token: String?
+        repeat {
+            let page = try await session.perform(under: Self.prefix(uid), budget: Self.budget) { [token] bucket throws(S3Error) in
+                try await bucket.listObjects(prefix: prefix, continuationToken: token, maxKeys: 1000)
+            }
+            keys += page.objects.map(\.key)
+            token = page.nextContinuationToken
+        } while token != nil
+        return keys
+    }
+
+    /// Every device record of the account, as the bucket holds it.
+    func deviceRecords(_ uid: String) async throws(S3Error) -> [KeyLifecycle.Record] {
+        var out: [KeyLifecycle.Record] = []
+        for key in try await keys(under: ManifestKeys.devicesPrefix(uid), uid: uid) {
+            guard ManifestKeys.deviceOf(key: key, userId: uid)?.isRecord == true, let bytes = try await object(key, uid: uid) else { continue }
+            out.append(KeyLifecycle.Record(objectKey: key, bytes: bytes))
+        }
+        return out
+    }
+
+    /// Writes an object of the account's metadata (the re-seal: sealed bytes only).
+    func put(_ key: String, _ bytes: [UInt8], uid: String) async throws(S3Error) {
+        _ = try await session.perform(under: Self.prefix(uid), budget: Self.budget) { bucket throws(S3Error) in
+            try await bucket.putObject(key: key, bytes: bytes, contentType: "application/octet-stream")
         }
     }
 
@@ -82,8 +130,18 @@ struct KeyBucket: Sendable {
             if error.kind == .notFound { return false }
             throw error
         }
-        return head.bytes.starts(with: SealedObject.magic)
+        return head.bytes.starts(with: SealedObject.magic) || head.bytes.starts(with: SealedRecord.magic)
     }
+}
+
+/// The re-seal's reads and writes, through the key service's session.
+struct ResealBucket: ResealStore {
+    let bucket: KeyBucket
+    let uid: String
+
+    func keys(under prefix: String) async throws -> [String] { try await bucket.keys(under: prefix, uid: uid) }
+    func bytes(_ key: String) async throws -> [UInt8]? { try await bucket.object(key, uid: uid) }
+    func put(_ key: String, _ bytes: [UInt8]) async throws { try await bucket.put(key, bytes, uid: uid) }
 }
 
 /// The first bytes of a ranged GET, gathered from the transport's buffers.

@@ -3,6 +3,7 @@
 import Bucket
 import Foundation
 import Logging
+import ManifestFormat
 import PhotolalaCore
 import ServiceLifecycle
 import Vault
@@ -52,6 +53,20 @@ package actor KeyService: Service, MetadataKeySource {
     private var nextLook: Date?
     private var busy = false
     private var waiting: [CheckedContinuation<Void, Never>] = []
+    /// The highest generation a key object proven under this account key showed (a lower
+    /// one coming back is an old copy put back).
+    private var seenGeneration: UInt64 = 0
+    /// Why the key is `needed` when this NAS held one that no longer serves.
+    private var neededWhy: String?
+    /// The last substitution of the key object found and written over (status attention
+    /// `keyObjectReplaced` until a look an hour later finds the object as it was put back).
+    private var replaced: (at: Date, why: String)?
+    /// The key object carries a previous account key: a new one is being put in place.
+    private var transition = false
+    /// The key object's ETag at the last whole look (nil: none there).
+    private var lastETag: String??
+    /// Objects sealed again so far by a new account key under way here.
+    private var resealed: Int?
 
     /// - Parameters:
     ///   - grants: who is signed in (the account service), and the session's credentials.
@@ -87,7 +102,40 @@ package actor KeyService: Service, MetadataKeySource {
     package func metadataKeyState() async -> MetadataKeyState {
         let current = await grants.userId
         guard let current, current == user else { return .none }
+        var replacing = false
+        if case .newAccountKey? = local?.pending { replacing = true }
+        if transition || resealed != nil || replacing, phase == .ready {
+            return .unreadable(Self.transitionSentence)
+        }
         return standing.metadataKey
+    }
+
+    static let transitionSentence = "a new account key is being put in place (recovery-key --rotate --new-account-key): "
+        + "everything under the account's metadata is being sealed again; try again once that is done"
+
+    /// A HEAD of the key object before the manifest writes: one that changed since the last
+    /// look (a new account key elsewhere, a substitution) is looked at whole first.
+    package func currentKeyState() async -> MetadataKeyState {
+        let current = await grants.userId
+        if let uid = current, uid == user, phase == .ready, resealed == nil, case .some(let known) = lastETag {
+            var now: String??
+            do throws(S3Error) {
+                now = .some(try await bucket.keyObjectETag(uid))
+            } catch {
+                // The write that follows meets the same trouble and is retried.
+                now = nil
+            }
+            if let now, now != known {
+                nextLook = nil
+                _ = await exclusive { await self.look() }
+            }
+        }
+        return await metadataKeyState()
+    }
+
+    package func recordWrap() async -> SealedRecord.Wrap? {
+        guard phase == .ready, !outdated, !transition, resealed == nil, let l = local, l.pending == nil else { return nil }
+        return SealedRecord.Wrap(recovery: l.recoveryKey, createdAt: l.recoveryCreatedAt)
     }
 
     // MARK: the loop
@@ -134,6 +182,11 @@ package actor KeyService: Service, MetadataKeySource {
         nextLook = nil
         retry.restart()
         lastError = nil
+        seenGeneration = 0
+        neededWhy = nil
+        replaced = nil
+        transition = false
+        lastETag = nil
         set(current == nil ? .none : .checking)
         keyChanges.changed()
         statusChanges.changed()
@@ -142,6 +195,8 @@ package actor KeyService: Service, MetadataKeySource {
     /// Reads the key file, asks the bucket, and performs `KeyLifecycle`'s answer.
     private func resolve(_ uid: String) async throws(KeyLookFailure) {
         if !loaded {
+            // A temporary file a killed write left: the file itself is whole, old or new.
+            store.removeTemporary()
             do {
                 local = try store.load()
             } catch {
@@ -162,23 +217,49 @@ package actor KeyService: Service, MetadataKeySource {
         // keeps the same account key).
         if let l = local, l.pending != .creating { set(.ready) }
         let object = try await keyObject(uid)
+        let held = KeyLifecycle.Local(local)
         var finding = object.map { KeyLifecycle.finding($0.bytes, holding: local, userId: uid) } ?? .missing(otherKeyMaterial: false)
-        if case .missing = finding, KeyLifecycle.Local(local) == .nothing || KeyLifecycle.Local(local) == .creating {
+        if case .missing = finding, held == .nothing || held == .creating {
             do throws(S3Error) {
                 finding = .missing(otherKeyMaterial: try await bucket.hasKeyMaterial(uid))
             } catch {
                 throw KeyLookFailure(error)
             }
         }
-        var decision = KeyLifecycle.decide(local: KeyLifecycle.Local(local), finding: finding)
+        if case .unproven(.unknown) = finding, let l = local, held == .confirmed || held == .rotating {
+            finding = .unproven(ownRecord: try await ownRecord(uid, key: l.accountKey))
+        }
+        if case .proven(let g) = finding { seenGeneration = max(seenGeneration, g) }
+        transition = finding == .opensWithCurrent(transition: true)
+        var decision = KeyLifecycle.decide(local: held, finding: finding, generation: local?.generation ?? 0, seen: seenGeneration)
         if decision.state == .create {
             try make(uid)
             decision = KeyLifecycle.decide(local: .creating, finding: .missing(otherKeyMaterial: false))
         }
-        try await perform(decision, uid: uid, etag: object?.etag)
+        lastETag = .some(object?.etag)
+        if replaced != nil, !decision.replaced, case .ready = decision.state, let r = replaced,
+           clock.now().timeIntervalSince(r.at) >= Self.recheck {
+            replaced = nil
+            statusChanges.changed()
+        }
+        try await perform(decision, uid: uid, etag: object?.etag, finding: finding)
     }
 
-    private func perform(_ decision: KeyLifecycle.Decision, uid: String, etag: String?) async throws(KeyLookFailure) {
+    /// Whether this NAS's own device record opens under `key` (absent: there is none).
+    private func ownRecord(_ uid: String, key: AccountKey) async throws(KeyLookFailure) -> KeyLifecycle.OwnRecord {
+        guard let device = await grants.deviceId else { return .absent }
+        let recordKey = ManifestKeys(userId: uid, deviceId: device).record
+        let bytes: [UInt8]?
+        do throws(S3Error) {
+            bytes = try await bucket.object(recordKey, uid: uid)
+        } catch {
+            throw KeyLookFailure(error)
+        }
+        guard let bytes, DeviceRecordBytes.isSealed(bytes) else { return .absent }
+        return (try? SealedObject.open(bytes, key: key.metadataKey, objectKey: recordKey)) != nil ? .opens : .doesNotOpen
+    }
+
+    private func perform(_ decision: KeyLifecycle.Decision, uid: String, etag: String?, finding: KeyLifecycle.Finding) async throws(KeyLookFailure) {
         guard var state = local else {
             reach(decision.state)
             return
@@ -186,39 +267,81 @@ package actor KeyService: Service, MetadataKeySource {
         let wasCreating = state.pending == .creating
         switch decision.local {
         case .revert:
-            if case .rotating(let previous, let at)? = state.pending {
+            switch state.pending {
+            case .rotating(let previous, let at)?:
                 logger.notice("a recovery key rotation was cut short: keeping the recovery key the bucket still holds")
-                state = AccountKeyState(userId: uid, accountKey: state.accountKey, recoveryKey: previous, recoveryCreatedAt: at)
+                state = AccountKeyState(userId: uid, accountKey: state.accountKey, recoveryKey: previous, recoveryCreatedAt: at,
+                                        generation: state.generation > 0 ? state.generation - 1 : 0)
                 try save(state)
+            case .newAccountKey(let old)?:
+                logger.notice("a new account key never reached the bucket: keeping the account key it would have replaced")
+                state = AccountKeyState(userId: uid, accountKey: old.accountKey, recoveryKey: old.recoveryKey,
+                                        recoveryCreatedAt: old.recoveryCreatedAt, generation: old.generation)
+                try save(state)
+            default:
+                break
             }
         case .erase:
             try erase()
-            logger.notice(decision.state == .needed
+            logger.notice(decision.state == .needed(nil)
                 ? "another NAS made this account's key first: this NAS dropped its own and asks for the recovery key"
                 : "the account already has encrypted objects: this NAS dropped the key it was making")
         case .keep, .confirm:
             break
         }
+        var current = etag
         if decision.upload != .none, let state = local {
-            let object = KeyObject.wrap(state.accountKey, recoveryCreatedAt: state.recoveryCreatedAt, recovery: state.recoveryKey,
-                                        userId: uid)
-            let replace = decision.upload == .repair ? etag : nil
+            let object: [UInt8]
+            let replace = decision.upload == .fresh ? nil : etag
+            if decision.upload == .transition {
+                guard case .newAccountKey(let old)? = state.pending else {
+                    reach(decision.state)
+                    return
+                }
+                object = KeyObject.wrap(state.accountKey, recoveryCreatedAt: state.recoveryCreatedAt, recovery: state.recoveryKey,
+                                        userId: uid, extras: .init(generation: state.generation, previous: old.accountKey,
+                                                                   endorsedBy: old.accountKey))
+            } else {
+                object = wrapped(state, uid: uid)
+            }
             do throws(S3Error) {
-                try await bucket.putKeyObject(object, uid: uid, ifMatch: replace)
+                current = try await bucket.putKeyObject(object, uid: uid, ifMatch: replace)
             } catch {
                 // Someone wrote the key object meanwhile (or our own write answered late):
                 // look again, and the lifecycle decides with what is there now.
                 if error.kind == .preconditionFailed || error.kind == .notFound { throw .again }
                 throw KeyLookFailure(error)
             }
-            if !wasCreating {
+            lastETag = .some(current)
+            if decision.replaced {
+                let why = Self.replacedSentence(finding)
+                replaced = (clock.now(), why)
+                logger.warning("\(why)", metadata: ["fingerprint": "\(state.fingerprint)"])
+                record(.keyObjectRepaired, .daemon, .ok, ["fingerprint": .string(state.fingerprint), "found": .string(Self.found(finding))])
+                statusChanges.changed()
+            } else if !wasCreating && decision.upload != .transition {
                 logger.notice(decision.upload == .repair ? "the key object in the bucket was damaged: written again"
                                                          : "the key object was missing from the bucket: written again")
             }
+            if decision.upload == .transition, case .newAccountKey(var old)? = state.pending {
+                old.resealing = true
+                var marked = state
+                marked.pending = .newAccountKey(old)
+                try save(marked)
+                transition = true
+            }
         }
         if decision.local == .confirm, var confirmed = local {
+            let replacing: AccountKeyState.Replaced? = if case .newAccountKey(let old)? = confirmed.pending { old } else { nil }
             confirmed.pending = nil
             try save(confirmed)
+            if let old = replacing {
+                // Killed after the final key object reached the bucket: done, said once.
+                transition = false
+                keyChanges.changed()
+                record(.recoveryKeyNewAccountKey, .daemon, .ok, ["fingerprint": .string(confirmed.fingerprint),
+                                                                  "previous": .string(old.accountKey.fingerprint)])
+            }
             if wasCreating {
                 created = uid
                 logger.notice("made this account's key; keep its recovery key somewhere other than this NAS (sudo photolalactl recovery-key)",
@@ -227,7 +350,36 @@ package actor KeyService: Service, MetadataKeySource {
                 logger.notice("the new recovery key is in place", metadata: ["fingerprint": "\(confirmed.fingerprint)"])
             }
         }
+        if decision.state == .reseal {
+            try await finishNewAccountKey(uid, etag: current, by: .daemon)
+            return
+        }
         reach(decision.state)
+    }
+
+    /// This NAS's key object: its account key under its recovery key, proven.
+    private func wrapped(_ state: AccountKeyState, uid: String) -> [UInt8] {
+        KeyObject.wrap(state.accountKey, recoveryCreatedAt: state.recoveryCreatedAt, recovery: state.recoveryKey, userId: uid,
+                       extras: .init(generation: state.generation))
+    }
+
+    static func replacedSentence(_ finding: KeyLifecycle.Finding) -> String {
+        let what = switch finding {
+        case .proven: "an older copy of the account's key object was put back in the bucket"
+        case .damaged: "the account's key object in the bucket was damaged or replaced by something that is not a key object"
+        default: "the account's key object in the bucket was replaced by one that was not written with this account's key"
+        }
+        return "\(what): this NAS wrote its own back (the account key and recovery key are unchanged). Someone with write access "
+            + "to the bucket did this: check who holds the storage credentials, and see `photolalactl audit`."
+    }
+
+    static func found(_ finding: KeyLifecycle.Finding) -> String {
+        switch finding {
+        case .proven: "older copy"
+        case .damaged: "damaged"
+        case .missing: "missing"
+        default: "not written with this account key"
+        }
     }
 
     private func reach(_ state: KeyLifecycle.Decision.State) {
@@ -238,15 +390,20 @@ package actor KeyService: Service, MetadataKeySource {
             }
             outdated = stale
             set(.ready)
-        case .needed:
-            if phase != .needed { logger.notice("this account already has a recovery key: enter it with sudo photolalactl recovery-key --enter") }
+        case .needed(let why):
+            if phase != .needed || neededWhy != why {
+                logger.notice("\(why ?? "this account already has a recovery key: enter it with sudo photolalactl recovery-key --enter")")
+            }
+            neededWhy = why
             set(.needed)
+            statusChanges.changed()
         case .unreadable(let why):
             if phase != .unreadable(why) { logger.error("\(why)") }
             set(.unreadable(why))
-        case .create:
+        case .create, .reseal:
             break
         }
+        if case .needed = state {} else { neededWhy = nil }
     }
 
     /// A new account key and recovery key, saved as `creating` before anything is sent.
@@ -289,12 +446,17 @@ package actor KeyService: Service, MetadataKeySource {
     /// Every form a secret could be printed in, known to the redactor before any use.
     private func remember(_ state: AccountKeyState) {
         var keys = [state.recoveryKey]
+        var accountKeys = [state.accountKey]
         if case .rotating(let previous, _)? = state.pending { keys.append(previous) }
+        if case .newAccountKey(let old)? = state.pending {
+            keys.append(old.recoveryKey)
+            accountKeys.append(old.accountKey)
+        }
         for key in keys {
             SecretRedactor.shared.register(key.formatted)
             SecretRedactor.shared.register(key.formatted.replacingOccurrences(of: "-", with: ""))
         }
-        SecretRedactor.shared.register(Data(state.accountKey.bytes).base64EncodedString())
+        for key in accountKeys { SecretRedactor.shared.register(Data(key.bytes).base64EncodedString()) }
     }
 
     // MARK: recovery-key (the control socket)
@@ -304,6 +466,7 @@ package actor KeyService: Service, MetadataKeySource {
         do throws(RecoveryKeyRefusal) {
             let state = try standing.held(signedIn: user != nil)
             record(.recoveryKeyShown, caller, .ok, ["fingerprint": .string(state.fingerprint), "outdated": .bool(outdated)])
+            noteShown(state)
             return ShownRecoveryKey(state, outdated: outdated)
         } catch {
             refused("show", caller, error)
@@ -338,25 +501,37 @@ package actor KeyService: Service, MetadataKeySource {
         let current = await grants.userId
         if current != user { follow(current) }
         guard let uid = current else { return .failure(.notSignedIn) }
-        let bytes: [UInt8]
+        if resealed != nil || (transition && phase == .ready) { return .failure(.busy(Self.transitionSentence)) }
+        let found: (bytes: [UInt8], etag: String)?
+        let records: [KeyLifecycle.Record]
         do throws(KeyLookFailure) {
-            guard let found = try await keyObject(uid) else { return .failure(.noKeyObject) }
-            bytes = found.bytes
+            found = try await keyObject(uid)
+            do throws(S3Error) {
+                records = try await bucket.deviceRecords(uid)
+            } catch {
+                throw KeyLookFailure(error)
+            }
         } catch .unavailable {
             return .failure(.notSignedIn)
         } catch {
             return .failure(.bucket("cannot read this account's key object from the bucket (\(error)); nothing was changed: try again"))
         }
-        let state: AccountKeyState
+        // A key this NAS uses: another one is refused (privacy.md "No side doors").
+        let holding = phase == .ready ? local : nil
+        let entered: KeyLifecycle.Entered
         do throws(RecoveryKeyRefusal) {
-            state = try KeyLifecycle.entered(recovery, opening: bytes, userId: uid)
+            entered = try KeyLifecycle.entered(recovery, keyObject: found?.bytes, records: records, holding: holding, userId: uid)
         } catch {
+            if case .otherAccountKey = error {
+                logger.warning("a recovery key that opens another account key was entered and refused: this NAS keeps its own",
+                               metadata: ["fingerprint": "\(holding?.fingerprint ?? "-")"])
+            }
             return .failure(error)
         }
-        if let held = local, held.accountKey != state.accountKey {
-            logger.warning("the entered recovery key opens another account key than the one this NAS held: taking the bucket's",
-                           metadata: ["was": "\(held.fingerprint)"])
-        }
+        var state = entered.state
+        if let held = local, held.accountKey == state.accountKey { state.generation = max(state.generation, held.generation) }
+        // Entered here: the person who typed it has it.
+        state.recoveryShownAt = Self.millis(clock.now())
         remember(state)
         do throws(KeyLookFailure) {
             try save(state)
@@ -364,11 +539,28 @@ package actor KeyService: Service, MetadataKeySource {
             return .failure(.local("\(error); nothing was changed"))
         }
         loaded = true
-        outdated = false
+        outdated = entered.outdated
+        neededWhy = nil
+        transition = false
         setError(nil)
         nextLook = clock.now().addingTimeInterval(Self.recheck)
         set(.ready)
         logger.notice("the recovery key was entered: this NAS holds the account key", metadata: ["fingerprint": "\(state.fingerprint)"])
+        if entered.repairKeyObject {
+            // The user's key opened a device record, not the key object: what stands there
+            // was not written with this account key. Ours goes back over it.
+            let finding: KeyLifecycle.Finding = found == nil ? .missing(otherKeyMaterial: true) : .unproven(ownRecord: .unknown)
+            do throws(KeyLookFailure) {
+                try await perform(KeyLifecycle.Decision(.ready(outdated: false), upload: found == nil ? .fresh : .repair,
+                                                        replaced: found != nil),
+                                  uid: uid, etag: found?.etag, finding: finding)
+            } catch {
+                nextLook = nil
+                await loop.wake()
+            }
+        } else {
+            lastETag = .some(found?.etag)
+        }
         return .success(state.fingerprint)
     }
 
@@ -394,6 +586,7 @@ package actor KeyService: Service, MetadataKeySource {
             return .failure(error)
         }
         let uid = before.userId
+        if transition { return .failure(.busy(Self.transitionSentence)) }
         let etag: String?
         do throws(KeyLookFailure) {
             etag = try await keyObject(uid)?.etag
@@ -403,16 +596,17 @@ package actor KeyService: Service, MetadataKeySource {
         let next = RecoveryKey.generate()
         let at = Self.millis(clock.now())
         var state = AccountKeyState(userId: uid, accountKey: before.accountKey, recoveryKey: next, recoveryCreatedAt: at,
-                                    pending: .rotating(previous: before.recoveryKey, previousCreatedAt: before.recoveryCreatedAt))
+                                    pending: .rotating(previous: before.recoveryKey, previousCreatedAt: before.recoveryCreatedAt),
+                                    generation: max(before.generation, seenGeneration) + 1)
         remember(state)
         do throws(KeyLookFailure) {
             try save(state)
         } catch {
             return .failure(.local("\(error); nothing was changed"))
         }
-        let object = KeyObject.wrap(before.accountKey, recoveryCreatedAt: at, recovery: next, userId: uid)
+        let object = wrapped(state, uid: uid)
         do throws(S3Error) {
-            try await bucket.putKeyObject(object, uid: uid, ifMatch: etag)
+            lastETag = .some(try await bucket.putKeyObject(object, uid: uid, ifMatch: etag))
         } catch {
             if error.kind == .preconditionFailed || error.kind == .notFound {
                 do throws(KeyLookFailure) { try save(before) } catch {
@@ -429,6 +623,8 @@ package actor KeyService: Service, MetadataKeySource {
                 + "recovery key the bucket's key object opens with; run `sudo photolalactl recovery-key` in a minute to see it"))
         }
         state.pending = nil
+        // The answer carries the new key to the command, which prints it.
+        state.recoveryShownAt = at
         do throws(KeyLookFailure) {
             try save(state)
         } catch {
@@ -442,6 +638,193 @@ package actor KeyService: Service, MetadataKeySource {
         logger.notice("the recovery key was replaced: the previous one opens nothing in the bucket any more",
                       metadata: ["fingerprint": "\(state.fingerprint)"])
         return .success(ShownRecoveryKey(state, outdated: false))
+    }
+
+    /// `logout`: why this NAS must not forget the account key now, in a sentence with the
+    /// command that shows its recovery key; nil when it may. It must not while it holds the
+    /// key and the recovery key was never shown nor entered here since it was made or
+    /// last rotated (privacy.md "No side doors"): that copy may be the only way into the
+    /// account's manifests. A key another NAS rotated since (`outdated`) is not held back:
+    /// the account's current recovery key was shown there.
+    package func logoutHold() async -> String? {
+        await exclusive { () async -> String? in
+            let held: AccountKeyState?
+            if self.loaded {
+                held = self.local
+            } else {
+                // Signed out (an expired sign-in keeps the file) or not looked at yet.
+                held = try? self.store.load()
+            }
+            guard let held, held.recoveryShownAt == nil, !(self.loaded && self.outdated) else { return nil }
+            let making = held.pending == .creating
+                ? " (it is still being made: run the command again in a few seconds)" : ""
+            return "This NAS holds the account's key (fingerprint \(held.fingerprint)), and its recovery key was never shown "
+                + "nor entered here: after a logout no NAS could read this account's manifests. Show it and keep it somewhere "
+                + "other than this NAS: sudo photolalactl recovery-key\(making); then log out again. To log out anyway and lose "
+                + "this copy: sudo photolalactl logout --forget-key"
+        }
+    }
+
+    // MARK: recovery-key --rotate --new-account-key
+
+    /// What `--new-account-key` did: the new recovery key shown, and how many objects of
+    /// how many devices were sealed again.
+    package struct NewAccountKey: Sendable, Equatable {
+        package var shown: ShownRecoveryKey
+        package var previousFingerprint: String
+        package var sealed: Int
+        package var devices: Int
+        /// Objects that opened under neither key, left as they were.
+        package var unreadable: [String]
+    }
+
+    /// `recovery-key --rotate --new-account-key` (privacy.md "No side doors"): a new account
+    /// key and recovery key; every object under the account's metadata, of every device,
+    /// sealed again under it; other NASes of the account then ask for the new recovery key.
+    ///
+    /// The steps, each safe to be killed after (the next start goes on from the key file
+    /// and the bucket): the key file keeps both keys (`newAccountKey`); the transitional
+    /// key object (the new key under the new recovery key, the previous key inside,
+    /// endorsed by it) replaces the old one, so the new recovery key opens everything from
+    /// then on; the key file says so (`resealing`); every object is sealed again; the final
+    /// key object (without the previous key) replaces the transitional one; the key file
+    /// keeps the new keys alone.
+    package func newAccountKey(by caller: AuditActor) async throws(RecoveryKeyRefusal) -> NewAccountKey {
+        let result: Result<NewAccountKey, RecoveryKeyRefusal> = await exclusive { await self.startNewAccountKey(by: caller) }
+        switch result {
+        case .success(let done):
+            return done
+        case .failure(let refusal):
+            refused("new-account-key", caller, refusal)
+            throw refusal
+        }
+    }
+
+    private func startNewAccountKey(by caller: AuditActor) async -> Result<NewAccountKey, RecoveryKeyRefusal> {
+        let before: AccountKeyState
+        do throws(RecoveryKeyRefusal) {
+            before = try standing.held(signedIn: user != nil)
+        } catch {
+            return .failure(error)
+        }
+        let uid = before.userId
+        if transition { return .failure(.busy(Self.transitionSentence)) }
+        let etag: String?
+        do throws(KeyLookFailure) {
+            etag = try await keyObject(uid)?.etag
+        } catch {
+            return .failure(.bucket("cannot read this account's key object from the bucket (\(error)); nothing was changed: try again"))
+        }
+        let old = AccountKeyState.Replaced(accountKey: before.accountKey, recoveryKey: before.recoveryKey,
+                                           recoveryCreatedAt: before.recoveryCreatedAt, generation: before.generation)
+        var state = AccountKeyState(userId: uid, accountKey: .generate(), recoveryKey: .generate(), recoveryCreatedAt: Self.millis(clock.now()),
+                                    pending: .newAccountKey(old), generation: max(before.generation, seenGeneration) + 1)
+        remember(state)
+        do throws(KeyLookFailure) {
+            try save(state)
+        } catch {
+            return .failure(.local("\(error); nothing was changed"))
+        }
+        logger.notice("making a new account key: every object under the account's metadata is sealed again",
+                      metadata: ["fingerprint": "\(state.fingerprint)", "previous": "\(before.fingerprint)"])
+        let object = KeyObject.wrap(state.accountKey, recoveryCreatedAt: state.recoveryCreatedAt, recovery: state.recoveryKey, userId: uid,
+                                    extras: .init(generation: state.generation, previous: old.accountKey, endorsedBy: old.accountKey))
+        let written: String
+        do throws(S3Error) {
+            written = try await bucket.putKeyObject(object, uid: uid, ifMatch: etag)
+        } catch {
+            if error.kind == .preconditionFailed || error.kind == .notFound {
+                do throws(KeyLookFailure) { try save(before) } catch { nextLook = nil }
+                return .failure(.changedMeanwhile)
+            }
+            // Whether the bucket took it is unknown: the loop looks, and goes on (the
+            // transitional object is there) or keeps the previous key (it is not).
+            nextLook = nil
+            await loop.wake()
+            return .failure(.bucket("the new account key may not have reached the bucket (\(error)): photolalad goes on with it if "
+                + "it did, or keeps the previous one; run `sudo photolalactl recovery-key` in a few minutes to see which"))
+        }
+        var marked = old
+        marked.resealing = true
+        state.pending = .newAccountKey(marked)
+        transition = true
+        keyChanges.changed()
+        do throws(KeyLookFailure) {
+            try save(state)
+            return .success(try await finishNewAccountKey(uid, etag: written, by: caller))
+        } catch {
+            nextLook = nil
+            await loop.wake()
+            return .failure(.bucket("the new account key is in place but not every object is sealed under it yet (\(error)): "
+                + "photolalad goes on by itself; run `sudo photolalactl recovery-key` once status says the key is ready"))
+        }
+    }
+
+    /// Seals every object again under the new key, then writes the final key object and
+    /// keeps the new keys alone. Run by the command, and by the loop after a restart.
+    @discardableResult
+    private func finishNewAccountKey(_ uid: String, etag: String?, by caller: AuditActor) async throws(KeyLookFailure) -> NewAccountKey {
+        guard var state = local, case .newAccountKey(let old)? = state.pending else { throw .local("no new account key is under way") }
+        transition = true
+        resealed = 0
+        statusChanges.changed()
+        defer {
+            resealed = nil
+            statusChanges.changed()
+        }
+        let reseal = AccountReseal(userId: uid, old: old.accountKey, new: state.accountKey,
+                                   wrap: SealedRecord.Wrap(recovery: state.recoveryKey, createdAt: state.recoveryCreatedAt))
+        var total = AccountReseal.Report()
+        // Another NAS may have sealed a segment under the old key while this one went by (it
+        // stops at its next write, once it sees the new key object): a pass that finds
+        // nothing left to seal ends it.
+        for _ in 0..<3 {
+            let report: AccountReseal.Report
+            do {
+                report = try await reseal.run(ResealBucket(bucket: bucket, uid: uid)) { [weak self] r in
+                    Task { await self?.progress(r.sealed) }
+                }
+            } catch let error as S3Error {
+                throw KeyLookFailure(error)
+            } catch {
+                throw .local("cannot seal the account's objects again: \(error)")
+            }
+            total.sealed += report.sealed
+            total.devices = report.devices
+            total.unreadable = report.unreadable
+            if report.sealed == 0 { break }
+        }
+        let final = KeyObject.wrap(state.accountKey, recoveryCreatedAt: state.recoveryCreatedAt, recovery: state.recoveryKey, userId: uid,
+                                   extras: .init(generation: state.generation, endorsedBy: old.accountKey))
+        do throws(S3Error) {
+            let current = try await bucket.keyObject(uid)
+            lastETag = .some(try await bucket.putKeyObject(final, uid: uid, ifMatch: current?.etag ?? etag))
+        } catch {
+            if error.kind == .preconditionFailed { throw .again }
+            throw KeyLookFailure(error)
+        }
+        state.pending = nil
+        // The command prints the new recovery key; a start that finished a killed one did not.
+        if caller != .daemon { state.recoveryShownAt = Self.millis(clock.now()) }
+        try save(state)
+        transition = false
+        outdated = false
+        set(.ready)
+        keyChanges.changed()
+        logger.notice("the new account key is in place: the previous recovery key and key object open nothing written since",
+                      metadata: ["fingerprint": "\(state.fingerprint)", "sealed": "\(total.sealed)", "devices": "\(total.devices)"])
+        var details: AuditDetails = ["fingerprint": .string(state.fingerprint), "previous": .string(old.accountKey.fingerprint),
+                                     "sealed": .int(Int64(total.sealed)), "devices": .int(Int64(total.devices))]
+        if !total.unreadable.isEmpty { details["unreadable"] = .int(Int64(total.unreadable.count)) }
+        record(.recoveryKeyNewAccountKey, caller, .ok, details)
+        return NewAccountKey(shown: ShownRecoveryKey(state, outdated: false), previousFingerprint: old.accountKey.fingerprint,
+                             sealed: total.sealed, devices: total.devices, unreadable: total.unreadable)
+    }
+
+    private func progress(_ sealed: Int) {
+        guard resealed != nil else { return }
+        resealed = sealed
+        statusChanges.changed()
     }
 
     /// `logout`: this NAS forgets the account key with the sign-in (the device id stays).
@@ -506,9 +889,25 @@ package actor KeyService: Service, MetadataKeySource {
 
     // MARK: helpers
 
+    /// The recovery key reached a person: noted in the key file once (a write only the
+    /// first time it is shown after being made or rotated).
+    private func noteShown(_ state: AccountKeyState) {
+        guard var current = local, current.recoveryKey == state.recoveryKey, current.recoveryShownAt == nil else { return }
+        current.recoveryShownAt = Self.millis(clock.now())
+        do throws(KeyLookFailure) {
+            try save(current)
+        } catch {
+            logger.error("\(error): logout will still ask to show the recovery key")
+        }
+    }
+
     /// What the phase and the key file mean to those who ask, as of now.
     private var standing: KeyStanding {
-        KeyStanding(phase: phase, local: local, outdated: outdated, lastError: lastError)
+        var replacing = false
+        if case .newAccountKey? = local?.pending { replacing = true }
+        return KeyStanding(phase: phase, local: local, outdated: outdated, lastError: lastError, neededWhy: neededWhy,
+                           replaced: replaced.map { (Timestamp.string($0.at), $0.why) }, transition: transition || resealed != nil,
+                           resealed: resealed ?? (replacing ? 0 : nil))
     }
 
     private func set(_ next: KeyStanding.Phase) {

@@ -29,6 +29,20 @@ struct KeyStanding: Sendable, Equatable {
     var outdated = false
     /// The last look's failure, while it is retried.
     var lastError: String?
+    /// Why the key is needed when this NAS held one that no longer serves (nil: the usual).
+    var neededWhy: String?
+    /// When the key object was last found replaced and written over, and the sentence.
+    var replaced: (at: String, why: String)?
+    /// A new account key is being put in place (here, or elsewhere).
+    var transition = false
+    /// Objects sealed again so far, while a new account key is put in place here.
+    var resealed: Int?
+
+    static func == (a: KeyStanding, b: KeyStanding) -> Bool {
+        a.phase == b.phase && a.local == b.local && a.outdated == b.outdated && a.lastError == b.lastError && a.neededWhy == b.neededWhy
+            && a.replaced?.at == b.replaced?.at && a.replaced?.why == b.replaced?.why && a.transition == b.transition
+            && a.resealed == b.resealed
+    }
 
     /// `.ready` only once the bucket confirmed the key (a key being made may still lose to
     /// another NAS's): until then `.none`, and the manifest waits as it does while signed out.
@@ -60,6 +74,9 @@ struct KeyStanding: Sendable, Equatable {
         case nil: return state
         case .creating?: throw .notYet("this account's key is being made: try again in a moment")
         case .rotating?: throw .notYet("a new recovery key is being put in place: try again in a moment")
+        case .newAccountKey?:
+            throw .notYet("a new account key is being put in place (every object of the account is sealed again): try again "
+                + "once `photolalactl status` says it is done; the new recovery key is shown then")
         }
     }
 
@@ -79,15 +96,24 @@ struct KeyStanding: Sendable, Equatable {
     /// every state that asks something of the user.
     var recovery: DaemonStatus.Recovery {
         var r = DaemonStatus.Recovery(state: phase.state, lastError: lastError)
+        r.keyObjectReplaced = replaced?.why
+        r.replacedAt = replaced?.at
         switch phase {
         case .ready:
             r.fingerprint = local?.fingerprint
             r.outdated = outdated
-            if outdated {
+            r.resealed = resealed
+            if let resealed {
+                r.message = "A new account key is being put in place: \(resealed) objects of the account's manifests sealed again so "
+                    + "far. The new recovery key is shown once it is done."
+            } else if transition {
+                r.message = "A new account key is being put in place on another NAS of this account: this NAS's manifest waits "
+                    + "until it is done."
+            } else if outdated {
                 r.message = KeyLifecycle.outdatedSentence
             }
         case .needed:
-            r.message = KeyLifecycle.neededSentence
+            r.message = neededWhy ?? KeyLifecycle.neededSentence
         case .unreadable(let why):
             r.message = why
         case .checking:

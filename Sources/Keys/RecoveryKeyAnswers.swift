@@ -42,6 +42,16 @@ package enum RecoveryKeyRefusal: Error, Sendable, Equatable, CustomStringConvert
     case noKeyObject
     /// The key object changed while a rotation was under way.
     case changedMeanwhile
+    /// This NAS holds the account key, and the key entered opens another one (its fingerprint
+    /// is this NAS's): `logout` first to take another.
+    case otherAccountKey(String)
+    /// The key opens the bucket's key object, but no device record of the account opens with
+    /// the key it holds: the key object was replaced.
+    case keyObjectReplaced
+    /// The key opens an account key that a new one replaced (`--new-account-key`).
+    case superseded
+    /// A new account key is being put in place: `--rotate` waits for it.
+    case busy(String)
     /// The bucket could not be reached; `pending`: a rotation whose outcome is unknown.
     case bucket(String)
     /// The key file could not be written.
@@ -57,6 +67,20 @@ package enum RecoveryKeyRefusal: Error, Sendable, Equatable, CustomStringConvert
         case .malformed: "malformed"
         case .wrongKey: "wrong_key"
         case .noKeyObject: "no_key_object"
+        case .otherAccountKey: "other_account_key"
+        case .keyObjectReplaced: "key_object_replaced"
+        case .superseded: "superseded"
+        case .busy: "busy"
+        case .otherAccountKey(let fingerprint):
+            "this NAS already holds the account's key (fingerprint \(fingerprint)); the key entered opens another one; nothing was "
+                + "changed. To take another account's key here, sign out first (sudo photolalactl logout), then sign in and enter it."
+        case .keyObjectReplaced:
+            "this recovery key opens the bucket's key object, but none of this account's device manifests opens with the key it "
+                + "holds: the key object was replaced by someone else. Enter the recovery key you were shown (sudo photolalactl "
+                + "recovery-key on a NAS of this account shows it). Nothing was changed."
+        case .superseded:
+            "this recovery key opens an account key that was replaced by a new one (recovery-key --rotate --new-account-key): "
+                + "enter the new recovery key (sudo photolalactl recovery-key on the NAS that made it shows it). Nothing was changed."
         case .changedMeanwhile: "changed"
         case .bucket: "bucket"
         case .local: "local"
@@ -67,7 +91,7 @@ package enum RecoveryKeyRefusal: Error, Sendable, Equatable, CustomStringConvert
         switch self {
         case .notSignedIn:
             "this NAS is not signed in: sign in first (sudo photolalactl login)"
-        case .notYet(let why), .notHeld(let why), .bucket(let why), .local(let why):
+        case .notYet(let why), .notHeld(let why), .bucket(let why), .local(let why), .busy(let why):
             why
         case .malformed(let why):
             why.description
@@ -79,6 +103,16 @@ package enum RecoveryKeyRefusal: Error, Sendable, Equatable, CustomStringConvert
             "the bucket holds no key object for this account, so there is nothing to check the key against: on a NAS "
                 + "that holds the account key, restart photolalad (it writes the key object again), then enter the key here. "
                 + "Nothing was changed."
+        case .otherAccountKey(let fingerprint):
+            "this NAS already holds the account's key (fingerprint \(fingerprint)); the key entered opens another one; nothing was "
+                + "changed. To take another account's key here, sign out first (sudo photolalactl logout), then sign in and enter it."
+        case .keyObjectReplaced:
+            "this recovery key opens the bucket's key object, but none of this account's device manifests opens with the key it "
+                + "holds: the key object was replaced by someone else. Enter the recovery key you were shown (sudo photolalactl "
+                + "recovery-key on a NAS of this account shows it). Nothing was changed."
+        case .superseded:
+            "this recovery key opens an account key that was replaced by a new one (recovery-key --rotate --new-account-key): "
+                + "enter the new recovery key (sudo photolalactl recovery-key on the NAS that made it shows it). Nothing was changed."
         case .changedMeanwhile:
             "the key object in the bucket changed while the new recovery key was being put in place (another NAS "
                 + "rotated it?): nothing was changed; run `sudo photolalactl recovery-key --rotate` again"

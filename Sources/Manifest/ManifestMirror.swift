@@ -188,6 +188,17 @@ extension QueueDatabase {
         }
     }
 
+    /// Every device of `userId` this NAS remembers a head of.
+    func manifestHeads(userId: String) async throws -> [String: RememberedHead] {
+        try await read { db in
+            var out: [String: RememberedHead] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT device, counter, seq, sha256 FROM manifest_head WHERE userId = ?", arguments: [userId]) {
+                out[row[0]] = RememberedHead(counter: row[1], head: ManifestHead(seq: row[2], sha256: row[3]))
+            }
+            return out
+        }
+    }
+
     /// Keeps `head` for `device` unless a newer one is kept already.
     func rememberManifestHead(userId: String, device: String, _ head: RememberedHead, now: Date) async throws {
         try await write { db in
@@ -242,6 +253,9 @@ struct ManifestLedger: Codable, Sendable, Equatable {
     var headSHA: String?
     /// How many times the device record was written (its `counter`).
     var counter: Int64?
+    /// The fingerprint of the account key the chain was last written under: another one
+    /// (a new account key sealed everything again) means the head's SHA-256 is read again.
+    var keyFingerprint: String?
 
     init(userId: String?, deviceId: String?, writer: String = UUID().uuidString.lowercased()) {
         self.userId = userId
@@ -403,5 +417,9 @@ package struct ManifestHeads: ManifestHeadMemory {
 
     package func remember(userId: String, device: String, _ head: RememberedHead) async {
         try? await database.rememberManifestHead(userId: userId, device: device, head, now: clock.now())
+    }
+
+    package func all(userId: String) async -> [String: RememberedHead] {
+        (try? await database.manifestHeads(userId: userId)) ?? [:]
     }
 }

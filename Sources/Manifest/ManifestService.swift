@@ -24,6 +24,9 @@ package actor ManifestService: Service {
         package var deviceName: String
         package var policy: ManifestPolicy
         package var trust: TLSTrust
+        /// How often this NAS's own manifest in the bucket is looked at for a downgrade or an
+        /// older record put back (`PHOTOLALAD_MANIFEST_CHECK_INTERVAL`, seconds, for tests).
+        package var ownCheckInterval: TimeInterval = 3600
 
         /// The one mapping from settings, at start and on reload.
         package init(_ settings: Settings, environment: [String: String] = ProcessInfo.processInfo.environment) {
@@ -35,6 +38,9 @@ package actor ManifestService: Service {
             // this many log segments (docs/manifest.md).
             if let n = environment["PHOTOLALAD_MANIFEST_COMPACT_SEGMENTS"].flatMap(Int.init), n > 0 {
                 policy.maxLogSegments = n
+            }
+            if let n = environment["PHOTOLALAD_MANIFEST_CHECK_INTERVAL"].flatMap(Double.init), n > 0 {
+                ownCheckInterval = n
             }
         }
     }
@@ -64,6 +70,18 @@ package actor ManifestService: Service {
     private var lastError: String?
     private var names = OwnerNames()
     private let statusChanges: ChangeFeed
+    /// Devices whose manifest was refused (this NAS's own, here), shown in status.
+    private let alarms: ManifestAlarms?
+    /// The account key of the step under way.
+    private var accountKey: AccountKey?
+    /// When the other devices' records were last read for what this NAS vouches for.
+    private var vouchedAt: Date?
+    /// When this NAS's own manifest in the bucket is looked at again (a downgrade, an older
+    /// record put back); nil: at the next step that has the key.
+    private var nextOwnCheck: Date?
+    /// The key was confirmed current in this step (one HEAD a step, not one a write).
+    private var keyConfirmed = false
+    static let vouchInterval: TimeInterval = 3600
 
     /// - Parameters:
     ///   - bucket: the stage's way to the bucket; the signed-in user and this NAS's device
@@ -73,8 +91,9 @@ package actor ManifestService: Service {
     ///   - wakes: what else makes the stage look (the daemon passes the account's changes).
     package init(database: QueueDatabase, bucket session: BucketSession, keys: any MetadataKeySource, options: Options,
                  clock: any DaemonClock = SystemClock(), wakes: [StageLoop.Source] = [], logger: Logger,
-                 statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil) async {
+                 statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil, alarms: ManifestAlarms? = nil) async {
         self.database = database
+        self.alarms = alarms
         self.session = session
         self.keySource = keys
         self.options = options
@@ -132,24 +151,34 @@ package actor ManifestService: Service {
         }
         let pending = (try? await database.hasManifestChanges()) ?? true
         let plaintext = ledger?.isPlaintext ?? false
-        guard pending || needsSnapshot || plaintext || !plaintextLeft.isEmpty || (recordStale && (ledger?.seq ?? 0) > 0) else {
+        let written = (ledger?.seq ?? 0) > 0
+        let ownCheck = written && !plaintext && (nextOwnCheck.map { $0 <= now } ?? true)
+        guard pending || needsSnapshot || plaintext || !plaintextLeft.isEmpty || (recordStale && written) || ownCheck else {
             setState(.idle)
             return nil
         }
         // Everything under metadata/ is sealed with the account's key: without it the
         // changes wait in the queue database, and the key's arrival wakes the stage.
         guard case .ready(let accountKey) = await keySource.metadataKeyState() else {
-            setState(.waitingForKey)
+            // Only the look at its own manifest was due: that waits for the key unseen.
+            let onlyOwnCheck = !(pending || needsSnapshot || plaintext || !plaintextLeft.isEmpty || (recordStale && written))
+            setState(onlyOwnCheck ? .idle : .waitingForKey)
             return nil
         }
         let key = accountKey.metadataKey
+        self.accountKey = accountKey
+        keyConfirmed = false
         do {
             let store = ManifestStore(session: session, userId: userId)
             let keys = ManifestKeys(userId: userId, deviceId: deviceId)
+            if let l = ledger, !l.isPlaintext, l.keyFingerprint != accountKey.fingerprint {
+                try await reanchor(store, keys, key, fingerprint: accountKey.fingerprint)
+            }
             if !synced {
                 try await sync(store, keys, key)
                 synced = true
             }
+            if ownCheck || nextOwnCheck == nil { try await checkOwn(store, keys, key) }
             if ledger?.isPlaintext ?? false { try await upgrade(store, keys, key) }
             if needsSnapshot { try await compact(store, keys, key) }
             let wait = try await writeDue(store, keys, key, now: now)
@@ -158,9 +187,104 @@ package actor ManifestService: Service {
             retry.reset()
             lastError = nil
             return wait
+        } catch is KeyNoLongerServes {
+            // A new account key or a substitution found before writing: nothing more is
+            // sealed under this key; the key's change wakes the stage.
+            synced = false
+            setState(.waitingForKey)
+            return nil
         } catch {
             return failed(error)
         }
+    }
+
+    /// The bucket's key object changed since the step began, and the key it holds is no
+    /// longer this one (or no longer ready).
+    private struct KeyNoLongerServes: Error {}
+
+    /// Before anything is sealed: the account key is still the one in force (a HEAD of the
+    /// key object; a changed one is looked at whole by the key service).
+    private func confirmKey() async throws {
+        guard !keyConfirmed else { return }
+        guard case .ready(let now) = await keySource.currentKeyState(), now == accountKey else { throw KeyNoLongerServes() }
+        keyConfirmed = true
+    }
+
+    /// A new account key sealed everything again (this NAS's objects too): the head's
+    /// SHA-256 is read again from the bucket, under the new key. Where it cannot be, a
+    /// snapshot of the mirror starts the chain again.
+    private func reanchor(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey, fingerprint: String) async throws {
+        guard var l = ledger else { return }
+        if l.keyFingerprint != nil && l.seq > 0 {
+            var sha: String?
+            if let bytes = try await store.bytes(keys.log(l.seq)),
+               let (segment, _) = try? ManifestSegment.open(bytes, key: key, objectKey: keys.log(l.seq)),
+               segment.header.kind == .log, segment.header.seq == l.seq {
+                sha = ManifestSegment.sealedDigestHex(of: bytes)
+            } else if l.snapshot == l.seq, let bytes = try await store.bytes(keys.snapshotIndex(l.seq)),
+                      let (index, _) = try? ManifestSegment.open(bytes, key: key, objectKey: keys.snapshotIndex(l.seq)),
+                      index.header.kind == .snapshotIndex, let prev = index.header.prev {
+                sha = prev
+            }
+            if let sha {
+                l.headSHA = sha
+            } else {
+                needsSnapshot = true
+            }
+            logger.notice("the account key changed: this NAS's manifest goes on under the new one",
+                          metadata: ["fingerprint": "\(fingerprint)", "seq": "\(l.seq)", "snapshot": "\(sha == nil)"])
+            recordStale = true
+            synced = false
+        }
+        l.keyFingerprint = fingerprint
+        try await database.saveManifestLedger(l)
+        ledger = l
+    }
+
+    /// This NAS's own manifest as the bucket holds it: a plaintext record or segment under a
+    /// device that is sealed for good is a downgrade (refused, said, deleted, the record
+    /// written again); an older sealed record put back is a rollback (written again).
+    private func checkOwn(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey) async throws {
+        nextOwnCheck = clock.now().addingTimeInterval(options.ownCheckInterval)
+        guard let l = ledger, !l.isPlaintext, l.seq > 0 else { return }
+        let plaintext = ManifestSync(listing: try await store.keys(under: keys.prefix), keys: keys).plaintext
+        let bytes = try await store.bytes(keys.record)
+        let action = "Someone with write access to the bucket did this: check who holds the storage credentials (see photolalactl audit)."
+        var what: String?
+        if let bytes, DeviceRecord.format(of: bytes) == ManifestSegment.formatVersion {
+            what = "its device.json was replaced by one in the old plaintext format"
+        } else if !plaintext.isEmpty {
+            what = "\(plaintext.count) object\(plaintext.count == 1 ? "" : "s") in the old plaintext format were put under it"
+        }
+        if let what {
+            plaintextLeft = plaintext
+            recordStale = true
+            logger.error("this NAS's own manifest was downgraded in the bucket: \(what); refused, never read, written again sealed",
+                         metadata: ["device": "\(keys.deviceId)"])
+            await alarms?.raise(device: keys.deviceId, kind: .downgrade,
+                                message: "The manifest of this NAS (device \(keys.deviceId)) was downgraded in the bucket: \(what). It is "
+                                    + "sealed for good, so the plaintext is refused, never read, and deleted, and the sealed record is "
+                                    + "written again.", action: action, details: ["own": true])
+            return
+        }
+        guard let bytes else {
+            recordStale = true
+            return
+        }
+        guard let record = try? DeviceRecord.open(bytes, key: key, objectKey: keys.record), record.deviceId == keys.deviceId else {
+            recordStale = true
+            await alarms?.record(device: keys.deviceId, why: "unauthenticated", message: "\(keys.record) does not authenticate under this account's key: written again")
+            return
+        }
+        if let counter = record.counter, let mine = l.counter, counter < mine {
+            recordStale = true
+            await alarms?.raise(device: keys.deviceId, kind: .rollback,
+                                message: "An older copy of this NAS's device record (device \(keys.deviceId), record \(counter); this NAS "
+                                    + "wrote record \(mine)) was put back in the bucket: it is written again.",
+                                action: action, details: ["own": true])
+            return
+        }
+        await alarms?.clear(device: keys.deviceId)
     }
 
     /// Writes the next segment if it is due; returns when to look again.
@@ -203,6 +327,7 @@ package actor ManifestService: Service {
                 return date
             }
             setState(.writing)
+            try await confirmKey()
             try await writeLog(records, through: batch.through, store, keys, key)
             waitingSince = nil
             if let l = ledger, options.policy.shouldCompact(logEntries: l.logEntries, logSegments: l.logSegments,
@@ -314,6 +439,7 @@ package actor ManifestService: Service {
     /// whose index is there, and nothing older is deleted before that. The parts and the
     /// index name the last log segment they cover (`prev`), so the log after them chains on.
     private func compact(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey) async throws {
+        try await confirmKey()
         guard var current = ledger else { return }
         let seq = current.seq
         guard seq > 0 else {
@@ -372,19 +498,48 @@ package actor ManifestService: Service {
     /// chain's head with a counter one higher than the last record's (saved first: a
     /// counter is never reused for another head).
     private func writeRecord(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey) async throws {
-        guard var l = ledger else { return }
+        guard var l = ledger, let accountKey else { return }
+        try await confirmKey()
+        let seen = await vouches(store, keys, key)
+        let wrap = await keySource.recordWrap()
         let counter = (l.counter ?? 0) + 1
         l.counter = counter
+        l.keyFingerprint = accountKey.fingerprint
         try await database.saveManifestLedger(l)
         ledger = l
+        // The time as S3 keeps it: a reader holds it against the object's LastModified.
         let record = DeviceRecord(
             deviceId: keys.deviceId, name: options.deviceName, folders: options.folders,
             lastBackupAt: l.lastChange.map { Timestamp.string(Date(timeIntervalSince1970: Double($0) / 1000)) },
-            files: l.files, bytes: l.bytes, logSeq: l.seq, snapshotSeq: l.snapshot, updatedAt: Timestamp.string(clock.now()),
-            software: "photolalad \(PhotolalaVersion.current)", counter: counter, head: l.head)
-        try await store.put(keys.record, record.sealed(key: key, objectKey: keys.record))
+            files: l.files, bytes: l.bytes, logSeq: l.seq, snapshotSeq: l.snapshot, updatedAt: Timestamp.string(await session.s3Now),
+            software: "photolalad \(PhotolalaVersion.current)", counter: counter, head: l.head, seen: seen)
+        try await store.put(keys.record, record.sealed(key: accountKey, wrap: wrap, userId: keys.userId, objectKey: keys.record))
         recordStale = false
         try await database.rememberManifestHead(userId: keys.userId, device: keys.deviceId, RememberedHead(counter: counter, head: l.head), now: clock.now())
+    }
+
+    /// What this NAS vouches for of the account's other devices (privacy.md "Freshness
+    /// without memory"): the newest record counter and segment it read or saw of each. Their
+    /// records are read again at most hourly, when this NAS writes its own.
+    private func vouches(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey) async -> [String: SeenHead] {
+        if vouchedAt.map({ clock.now().timeIntervalSince($0) >= Self.vouchInterval }) ?? true {
+            vouchedAt = clock.now()
+            if let listing = try? await store.keys(under: ManifestKeys.devicesPrefix(keys.userId)) {
+                for objectKey in listing {
+                    guard let (device, isRecord) = ManifestKeys.deviceOf(key: objectKey, userId: keys.userId), isRecord,
+                          device != keys.deviceId, let bytes = try? await store.bytes(objectKey),
+                          let record = try? DeviceRecord.open(bytes, key: key, objectKey: objectKey), record.deviceId == device,
+                          let counter = record.counter, let head = record.head else { continue }
+                    try? await database.rememberManifestHead(userId: keys.userId, device: device, RememberedHead(counter: counter, head: head),
+                                                       now: clock.now())
+                }
+            }
+        }
+        var seen: [String: SeenHead] = [:]
+        for (device, head) in (try? await database.manifestHeads(userId: keys.userId)) ?? [:] where device != keys.deviceId {
+            seen[device] = SeenHead(counter: head.counter, seq: head.head.seq)
+        }
+        return seen
     }
 
     // MARK: the upgrade from the plaintext format 1

@@ -27,9 +27,14 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
     package var counter: Int64?
     /// Format 2: the newest log segment, and the SHA-256 of its sealed bytes.
     package var head: ManifestHead?
+    /// The newest record counter and segment this NAS has seen of each other device of the
+    /// account, by device id (privacy.md "Freshness without memory"): a fresh NAS holds a
+    /// device's manifest against the newest any surviving record vouches for.
+    package var seen: [String: SeenHead]?
 
     package init(deviceId: String, name: String, folders: [String], lastBackupAt: String?, files: Int64, bytes: Int64,
-                logSeq: Int64, snapshotSeq: Int64, updatedAt: String, software: String, counter: Int64? = nil, head: ManifestHead? = nil) {
+                logSeq: Int64, snapshotSeq: Int64, updatedAt: String, software: String, counter: Int64? = nil, head: ManifestHead? = nil,
+                seen: [String: SeenHead]? = nil) {
         format = head == nil ? 1 : 2
         self.deviceId = deviceId
         self.name = name
@@ -43,6 +48,7 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
         self.software = software
         self.counter = counter
         self.head = head
+        self.seen = seen
     }
 
     /// Format 1's plaintext JSON, indented as earlier releases wrote it.
@@ -62,7 +68,14 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
     }
 
     /// The sealed record, for `objectKey` (the device's `device.json`): JSON without
-    /// indentation, deflated (`SealedJSON`), sealed.
+    /// indentation, deflated (`SealedJSON`), sealed; from this release with the account key
+    /// wrapped under the recovery key before the seal (`SealedRecord`, `PLMANIF` 0x03).
+    package func sealed(key: AccountKey, wrap: SealedRecord.Wrap?, userId: String, objectKey: String) -> [UInt8] {
+        SealedRecord.seal(sealedPlaintext(), key: key, wrap: wrap, userId: userId, objectKey: objectKey)
+    }
+
+    /// As the first format-2 releases sealed it (`PLMANIF` 0x02, no wrap): for the tests of
+    /// what this release does with an older NAS's record.
     package func sealed(key: MetadataKey, objectKey: String) -> [UInt8] {
         SealedObject.seal(sealedPlaintext(), key: key, objectKey: objectKey)
     }
@@ -88,6 +101,8 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
     /// Which format a `device.json` (or any manifest object) is in, from its first bytes
     /// alone: 2 sealed, 1 plaintext (JSON or a format-1 segment); nil for anything else.
     package static func format(of bytes: [UInt8]) -> Int? {
+        // 0x03 is format 2's device record with the wrapped account key.
+        if bytes.count >= 8 && bytes.starts(with: SealedRecord.magic) { return 2 }
         if bytes.count >= 8 && bytes.starts(with: SealedObject.magic.prefix(7)) { return Int(bytes[7]) }
         if bytes.first == UInt8(ascii: "{") { return 1 }
         return nil
@@ -104,6 +119,18 @@ package struct ManifestHead: Codable, Sendable, Equatable {
     package init(seq: Int64, sha256: String) {
         self.seq = seq
         self.sha256 = sha256
+    }
+}
+
+/// What a device record vouches for of another device: the newest record counter and log
+/// segment its NAS saw (read or written), and when.
+package struct SeenHead: Codable, Sendable, Equatable {
+    package var counter: Int64
+    package var seq: Int64
+
+    package init(counter: Int64, seq: Int64) {
+        self.counter = counter
+        self.seq = seq
     }
 }
 
@@ -124,4 +151,10 @@ package protocol ManifestHeadMemory: Sendable {
     func remembered(userId: String, device: String) async -> RememberedHead?
     /// Keeps `head` unless a newer one is already kept.
     func remember(userId: String, device: String, _ head: RememberedHead) async
+    /// Every device of the account remembered, by id.
+    func all(userId: String) async -> [String: RememberedHead]
+}
+
+extension ManifestHeadMemory {
+    package func all(userId: String) async -> [String: RememberedHead] { [:] }
 }

@@ -46,6 +46,10 @@ package struct ManifestHeader: Codable, Sendable, Equatable {
     /// parts and index, that of log segment `seq`, the last one it covers (so the log
     /// after it links to the snapshot once the logs it covers are gone).
     package var prev: String?
+    /// Sealed again under a new account key (`--new-account-key`): the SHA-256 of the sealed
+    /// bytes it had before. A link (`prev`, an index's part, a record's head) that names those
+    /// old bytes still holds: the next object may not have been sealed again yet.
+    package var resealedFrom: String?
     /// Format 2: the user and group names the records' owners refer to, by index + 1.
     package var users: [String]?
     package var groups: [String]?

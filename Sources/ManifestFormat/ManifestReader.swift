@@ -1,4 +1,5 @@
 import Foundation
+import PhotolalaCore
 import Vault
 
 /// Where a manifest's objects are read from: a listing and the objects' bytes, nothing
@@ -10,6 +11,29 @@ package protocol ManifestObjects: Sendable {
     func keys(under prefix: String, from token: String?) async throws -> (keys: [String], next: String?)
     /// The object's bytes, nil when there is no such key.
     func bytes(_ key: String) async throws -> [UInt8]?
+    /// One page of the objects under `prefix`, with their sizes and times where the store
+    /// says (the freshness checks hold a sealed time against `LastModified`).
+    func listing(under prefix: String, from token: String?) async throws -> (objects: [ListedObject], next: String?)
+}
+
+extension ManifestObjects {
+    /// Without times: what `keys` says.
+    package func listing(under prefix: String, from token: String?) async throws -> (objects: [ListedObject], next: String?) {
+        let page = try await keys(under: prefix, from: token)
+        return (page.keys.map { ListedObject(key: $0, size: 0, etag: "") }, page.next)
+    }
+
+    /// Every object under `prefix`, page after page.
+    package func listing(under prefix: String) async throws -> [ListedObject] {
+        var out: [ListedObject] = []
+        var token: String?
+        repeat {
+            let page = try await listing(under: prefix, from: token)
+            out += page.objects
+            token = page.next
+        } while token != nil
+        return out
+    }
 }
 
 extension ManifestObjects {
@@ -43,14 +67,19 @@ extension ManifestObjects {
     /// of the sealed bytes) must match when given (a snapshot part against its index).
     package func sealedSegment(_ objectKey: String, key: MetadataKey, digest: String? = nil) async throws -> (segment: ManifestSegment, sealed: [UInt8], plaintext: [UInt8]) {
         guard let bytes = try await bytes(objectKey) else { throw ManifestReadError.missing(objectKey) }
-        if let digest, ManifestSegment.sealedDigestHex(of: bytes) != digest {
-            throw ManifestReadError.damaged(objectKey, "it is not the part its index names")
-        }
+        let named = digest.map { ManifestSegment.sealedDigestHex(of: bytes) == $0 } ?? true
         do {
             let (segment, plaintext) = try ManifestSegment.open(bytes, key: key, objectKey: objectKey)
+            // A part sealed again under a new account key still answers to its old bytes.
+            guard named || (digest != nil && segment.header.resealedFrom == digest) else {
+                throw ManifestReadError.damaged(objectKey, "it is not the part its index names")
+            }
             return (segment, bytes, plaintext)
+        } catch let error as ManifestReadError {
+            throw error
         } catch {
-            throw ManifestReadError.damaged(objectKey, error.description)
+            guard named else { throw ManifestReadError.damaged(objectKey, "it is not the part its index names") }
+            throw ManifestReadError.damaged(objectKey, "\(error)")
         }
     }
 }
@@ -100,7 +129,37 @@ package struct ManifestReader: Sendable {
         /// Format 2, read whole: the head it reached and the record's counter (what the
         /// reader remembers).
         package var head: RememberedHead?
+        /// Format 2: the device record's sealed write time lies well before its object's
+        /// `LastModified` while its segments' do not: an older record was put back (privacy.md
+        /// "Freshness without memory").
+        package var replayed = false
+        /// Every object's time moved alike (the bucket was copied whole): not refused, but
+        /// the restore asks for `--as-of` or a confirmation.
+        package var copied = false
+        /// Below what another device's record vouches for (the newest segments gone, or an
+        /// older record put back).
+        package var belowFloor = false
         package init() {}
+    }
+
+    /// What a fresh NAS holds the manifest against, besides its own memory (privacy.md
+    /// "Freshness without memory").
+    package struct Freshness: Sendable, Equatable {
+        /// The newest record counter and segment any other device's record vouches for,
+        /// and that device.
+        package var floor: SeenHead?
+        package var floorBy: String?
+        /// How much later than its sealed write time an object may have been stored: S3
+        /// refuses a signature more than 15 minutes off, and a record is a small PUT.
+        package var tolerance: TimeInterval = 900
+        /// `--as-of` or a confirmation accepted a bucket whose objects all moved alike.
+        package var acceptCopied = false
+
+        package init(floor: SeenHead? = nil, floorBy: String? = nil, acceptCopied: Bool = false) {
+            self.floor = floor
+            self.floorBy = floorBy
+            self.acceptCopied = acceptCopied
+        }
     }
 
     package let store: any ManifestObjects
@@ -109,6 +168,7 @@ package struct ManifestReader: Sendable {
     package let key: MetadataKey?
     /// Format 2: the newest head this NAS saw of the device.
     package let remembered: RememberedHead?
+    package let freshness: Freshness
 
     /// A format-1 (plaintext) reader.
     package init(store: any ManifestObjects, keys: ManifestKeys) {
@@ -116,14 +176,17 @@ package struct ManifestReader: Sendable {
         self.keys = keys.isPlaintext ? keys : keys.plaintext
         key = nil
         remembered = nil
+        freshness = Freshness()
     }
 
     /// A format-2 reader.
-    package init(store: any ManifestObjects, keys: ManifestKeys, key: MetadataKey, remembered: RememberedHead?) {
+    package init(store: any ManifestObjects, keys: ManifestKeys, key: MetadataKey, remembered: RememberedHead?,
+                 freshness: Freshness = Freshness()) {
         self.store = store
         self.keys = keys
         self.key = key
         self.remembered = remembered
+        self.freshness = freshness
     }
 
     package func read(_ each: (ManifestSegment, [UInt8]) async throws -> Void) async throws -> Report {
@@ -183,16 +246,20 @@ package struct ManifestReader: Sendable {
     private func readSealed(key: MetadataKey, _ each: (ManifestSegment, [UInt8]) async throws -> Void) async throws -> Report {
         var report = Report()
         report.format = 2
-        let chain = ManifestChain(keys: try await store.keys(under: keys.prefix), layout: keys)
+        let listing = try await store.listing(under: keys.prefix)
+        let stored = Dictionary(listing.map { ($0.key, $0.lastModified) }, uniquingKeysWith: { a, _ in a })
+        let chain = ManifestChain(keys: listing.map(\.key), layout: keys)
         // What the chain must reach: the sealed record's head, or the newer one remembered.
         var expected: RememberedHead?
         var recordTrusted = false
+        var opened: DeviceRecord?
         if let bytes = try await store.bytes(keys.record) {
             do {
                 let record = try DeviceRecord.open(bytes, key: key, objectKey: keys.record)
                 if let counter = record.counter, let head = record.head, record.deviceId == keys.deviceId {
                     expected = RememberedHead(counter: counter, head: head)
                     recordTrusted = true
+                    opened = record
                 } else {
                     report.problems.append("\(keys.record) names another device: it cannot say how far the manifest goes")
                 }
@@ -212,6 +279,10 @@ package struct ManifestReader: Sendable {
         }
         var newest: Int64?
         var lastSHA = ManifestHeader.noPrevious
+        /// What the last segment's bytes were before a new account key sealed it again.
+        var lastFormer: String?
+        /// The last chained object read: its key and sealed write time.
+        var last: (key: String, createdAt: String)?
         func deliver(_ segment: ManifestSegment, _ plaintext: [UInt8]) async throws {
             try await each(segment, plaintext)
             report.segments += 1
@@ -227,6 +298,7 @@ package struct ManifestReader: Sendable {
                     throw ManifestReadError.damaged(indexKey, "it is not the index of snapshot \(seq)")
                 }
                 try await each(index, indexPlain)
+                last = (indexKey, index.header.createdAt)
                 for (i, part) in parts.enumerated() {
                     let partKey = keys.snapshotPart(seq, part: part.part)
                     let (segment, _, plaintext) = try await store.sealedSegment(partKey, key: key, digest: part.sha256)
@@ -244,12 +316,14 @@ package struct ManifestReader: Sendable {
                 guard segment.header.kind == .log, segment.header.seq == seq else {
                     throw ManifestReadError.damaged(logKey, "it is not log segment \(seq)")
                 }
-                guard segment.header.prev == lastSHA else {
+                guard segment.header.prev == lastSHA || (lastFormer != nil && segment.header.prev == lastFormer) else {
                     throw ManifestReadError.damaged(logKey, "it does not follow segment \(seq - 1) (an older or another copy of a segment)")
                 }
                 try await deliver(segment, plaintext)
                 report.lastSeq = seq
                 lastSHA = ManifestSegment.sealedDigestHex(of: sealed)
+                lastFormer = segment.header.resealedFrom
+                last = (logKey, segment.header.createdAt)
             }
             if let gap = chain.gapAt {
                 report.problems.append("log segment \(gap) of the manifest is missing: it was read up to segment \(gap - 1), later changes are not in this restore")
@@ -267,12 +341,45 @@ package struct ManifestReader: Sendable {
             if report.lastSeq < e.head.seq {
                 report.problems.append("the newest segments are missing: the device's record names segment \(e.head.seq), the bucket holds the manifest up to segment \(report.lastSeq)")
                 report.complete = false
-            } else if report.lastSeq == e.head.seq && lastSHA != e.head.sha256 {
+            } else if report.lastSeq == e.head.seq && lastSHA != e.head.sha256 && lastFormer != e.head.sha256 {
                 report.problems.append("segment \(e.head.seq) is not the one the device's record names (an older or another copy)")
                 report.complete = false
             }
         }
         if !recordTrusted && expected == nil { report.complete = false }
+        // Freshness without memory: a record put back is a new PUT of old bytes; the
+        // newest head another device vouches for is the floor.
+        if let record = opened, let storedAt = stored[keys.record] ?? nil, let written = Timestamp.parse(record.updatedAt),
+           storedAt.timeIntervalSince(written) > freshness.tolerance {
+            let moved = last.flatMap { l in (stored[l.key] ?? nil).flatMap { at in Timestamp.parse(l.createdAt).map { at.timeIntervalSince($0) } } }
+            if let moved, moved > freshness.tolerance {
+                report.copied = true
+                if !freshness.acceptCopied {
+                    report.problems.append("every object of device \(keys.deviceId) was stored well after it was written (its record written "
+                        + "\(record.updatedAt), stored \(Timestamp.string(storedAt))): the bucket was copied whole, or everything was put back; "
+                        + "restore with --as-of, or confirm that this bucket is a copy")
+                    report.complete = false
+                }
+            } else {
+                report.replayed = true
+                report.problems.append("the record of device \(keys.deviceId) was written \(record.updatedAt) but stored "
+                    + "\(Timestamp.string(storedAt)): an older record was put back (a replay); changes after \(record.updatedAt) may be missing")
+                report.complete = false
+                if let at = Timestamp.parse(record.updatedAt) {
+                    newest = min(newest ?? Int64.max, Int64((at.timeIntervalSince1970 * 1000).rounded(.down)))
+                }
+            }
+        }
+        if let floor = freshness.floor {
+            let counter = opened?.counter ?? 0
+            if report.lastSeq < floor.seq || counter < floor.counter {
+                report.belowFloor = true
+                report.problems.append("device \(freshness.floorBy ?? "another device") saw the manifest of device \(keys.deviceId) up to "
+                    + "segment \(floor.seq) (record \(floor.counter)); the bucket holds it up to segment \(report.lastSeq) (record \(counter)): "
+                    + "the newest segments were deleted or an older record was put back")
+                report.complete = false
+            }
+        }
         if report.complete, let e = expected {
             report.head = RememberedHead(counter: e.counter, head: ManifestHead(seq: report.lastSeq, sha256: lastSHA))
         } else {

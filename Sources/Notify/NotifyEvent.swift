@@ -89,8 +89,16 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
             "Photolala backup: a folder is missing on \(device)"
         case .recoveryKeyNeeded, .recoveryKeyUnreadable:
             "Photolala backup: the manifest waits for the account key on \(device)"
+        case .keyObjectReplaced:
+            "Photolala backup: the account's key object was replaced in the bucket, seen by \(device)"
+        case .manifestDowngrade, .manifestRollback:
+            "Photolala backup: a device's manifest was tampered with in the bucket, seen by \(device)"
         case .webUnavailable:
             "Photolala backup: the status page is not served on \(device)"
+        case .mirrorDiskFull, .mirrorFolder:
+            "Photolala mirror paused on \(device)"
+        case .mirrorRefused:
+            "Photolala mirror: objects refused on \(device)"
         }
     }
 
@@ -107,7 +115,12 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
         case .s3Failing: "S3 answers again: uploads resumed."
         case .certificateRefused: "The storage's certificate is trusted again: uploads resumed."
         case .recoveryKeyNeeded, .recoveryKeyUnreadable: "This NAS holds the account key again: its manifest is written again."
+        case .keyObjectReplaced: "The account's key object in the bucket is still the one this NAS put back."
+        case .manifestDowngrade, .manifestRollback: "The manifest of device \(subject ?? "") reads whole again."
         case .webUnavailable: "The status page is served again."
+        case .mirrorDiskFull: "The mirror's folder \(subject ?? "") has room again: photos are copied to this NAS again."
+        case .mirrorFolder: "The mirror's folder \(subject ?? "") is back: photos are copied to this NAS again."
+        case .mirrorRefused: "No object of the account is refused by the mirror any more."
         }
     }
 }

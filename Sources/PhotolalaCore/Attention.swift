@@ -19,8 +19,23 @@ package struct AttentionItem: Codable, Sendable, Equatable {
         case recoveryKeyNeeded
         /// The account's key object is missing or does not check out (status `recovery`).
         case recoveryKeyUnreadable
+        /// The key object was replaced by one not written with the account key (or an older
+        /// copy was put back): this NAS wrote its own over it (privacy.md "No side doors").
+        case keyObjectReplaced
+        /// A device's manifest was replaced by one in the old plaintext format although the
+        /// device is sealed for good: refused, never read (subject: the device id).
+        case manifestDowngrade
+        /// A device's manifest was found rolled back or cut short (a record put back, the
+        /// newest segments deleted, below what another NAS vouches for; subject: the device id).
+        case manifestRollback
         /// `[web] listen`, set in the config, cannot be served (web.md).
         case webUnavailable
+        /// The mirror's folder has less free space than `mirror.min_free`: it waits (mirror.md).
+        case mirrorDiskFull
+        /// The mirror's folder is missing, unmarked (a volume not mounted) or not writable.
+        case mirrorFolder
+        /// Objects the mirror refused again and again (a body that is not what its key says).
+        case mirrorRefused
     }
 
     package enum Severity: String, Codable, Sendable {
@@ -122,11 +137,20 @@ package struct AttentionRules: Sendable, Equatable {
                              action: "Uploads retry by themselves; check the storage service and this NAS's network."))
         }
         if let item = Self.recoveryItem(s.recovery) { out.append(item) }
+        if let why = s.recovery.keyObjectReplaced {
+            out.append(.init(reason: .keyObjectReplaced, severity: .warning, message: why,
+                             action: "See what happened: photolalactl audit", run: "photolalactl audit"))
+        }
+        for alarm in s.manifestAlarms {
+            out.append(.init(reason: alarm.kind == .downgrade ? .manifestDowngrade : .manifestRollback, severity: .warning,
+                             message: alarm.message, action: alarm.action, subject: alarm.device))
+        }
         if let web = s.web, web.listenSet, let why = web.lastError {
             out.append(.init(reason: .webUnavailable, severity: .warning,
                              message: "The status page is not served: \(why).",
                              action: "Choose a free port or an address of this NAS in [web] listen (or \"off\"), then `systemctl reload photolalad`; the daemon tries again every minute."))
         }
+        out += Self.mirrorItems(s.mirror)
         for folder in s.watch.missingFolders {
             out.append(.init(reason: .folderMissing, severity: .warning,
                              message: "The watched folder \(folder) is missing or unreadable: nothing in it is backed up.",
@@ -186,6 +210,35 @@ package struct AttentionRules: Sendable, Equatable {
             return .init(reason: .recoveryKeyUnreadable, severity: .warning,
                          message: r.message ?? "This account's key object in the bucket is missing or does not check out: this NAS's manifest waits.")
         }
+    }
+
+    /// Objects refused this many times in a row need the user (one refusal may be a store
+    /// caught mid-write; three, hours apart, are not).
+    package static let mirrorRefusalsForAttention = 3
+
+    /// The mirror's pause for a full disk or a folder problem, and objects refused again
+    /// and again; the mirror's other pauses (the account, the user, the timetable) are told
+    /// by the items of their own or need nothing.
+    package static func mirrorItems(_ m: DaemonStatus.Mirror) -> [AttentionItem] {
+        var out: [AttentionItem] = []
+        let folder = m.folder ?? "the mirror's folder"
+        if m.state == .paused, m.pauseReason == .diskFull {
+            out.append(.init(reason: .mirrorDiskFull, severity: .warning,
+                             message: "The mirror's folder \(folder) has less free space than mirror.min_free: no more photos are copied to this NAS.",
+                             action: "Free space there (or lower mirror.min_free and reload); the mirror resumes by itself.", subject: folder))
+        }
+        if m.state == .paused, m.pauseReason == .folder {
+            out.append(.init(reason: .mirrorFolder, severity: .warning,
+                             message: m.lastError.map { "The mirror waits: \($0)" } ?? "The mirror's folder \(folder) is missing, not mounted or not writable: no photos are copied to this NAS.",
+                             action: "Mount it (or fix its permissions); the mirror looks again by itself.", subject: folder))
+        }
+        if m.refusedRepeatedly > 0 {
+            let n = m.refusedRepeatedly
+            out.append(.init(reason: .mirrorRefused, severity: .warning,
+                             message: "\(n) object\(n == 1 ? "" : "s") of the account \(n == 1 ? "was" : "were") refused \(mirrorRefusalsForAttention) times or more: \(n == 1 ? "its" : "their") bytes are not what \(n == 1 ? "its key says" : "their keys say"), so no copy was made.",
+                             action: "See which with `photolalactl mirror`; the audit trail has each refusal (mirror.refused)."))
+        }
+        return out
     }
 
     /// The sentence a refused certificate left in any part's last error (TLSTrust.explain

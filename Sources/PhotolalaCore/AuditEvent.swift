@@ -17,8 +17,23 @@ package struct AuditEvent: Sendable, Equatable {
         case s3Delete = "s3.delete"
         case catalogReplaced = "catalog.replaced"
         case notifyFailed = "notify.failed"
+        /// A manifest object refused: a downgrade, a replay, a gap, or one that does not
+        /// authenticate (details: the device id and why).
+        case manifestRefused = "manifest.refused"
+        /// The key object was not written by a holder of the account key (or was an older
+        /// copy put back): this NAS wrote its own over it.
+        case keyObjectRepaired = "key-object.repaired"
+        case recoveryKeyNewAccountKey = "recovery-key.new-account-key"
         /// A change made on the status page (web.md): the action and the session's remote address.
         case webChange = "web.change"
+        /// Root was shown the audit trail's verification key (`audit --verification-key`).
+        case auditVerificationKeyShown = "audit.verification-key.shown"
+        /// The mirror moved copies into `.trash/` (details: count).
+        case mirrorTrash = "mirror.trash"
+        /// `photolalactl mirror --refill` (details: count).
+        case mirrorRefill = "mirror.refill"
+        /// The mirror refused an object (details: key, why).
+        case mirrorRefused = "mirror.refused"
     }
 
     package var kind: Kind

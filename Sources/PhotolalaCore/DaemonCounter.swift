@@ -30,6 +30,8 @@ package enum DaemonCounter: String, CaseIterable, Sendable {
     case hashedBytes = "photolala_hashed_bytes_total"
     case inotifyOverflows = "photolala_inotify_overflows_total"
     case notifications = "photolala_notifications_total"
+    case mirrorBytes = "photolala_mirror_bytes_total"
+    case mirrorRefused = "photolala_mirror_refused_total"
 
     package var name: String { rawValue }
 
@@ -69,6 +71,8 @@ package enum DaemonCounter: String, CaseIterable, Sendable {
         case .hashedBytes: "Bytes read and hashed."
         case .inotifyOverflows: "Times the kernel's inotify queue overflowed (events lost; the watched folders are rescanned)."
         case .notifications: "Notification attempts by channel (webhook, command, healthcheck) and result: sent, failed (retried), dropped (given up after a day)."
+        case .mirrorBytes: "Bytes of objects the mirror read from the bucket and wrote into its folder, checked (mirror.md)."
+        case .mirrorRefused: "Objects the mirror refused: a body whose MD5 (or SHA-256) is not the one its key and manifests name, or longer than listed."
         }
     }
 

@@ -154,6 +154,71 @@ package struct Settings: Sendable, Equatable {
         package init() {}
     }
 
+    /// `[mirror]`: the NAS's own copy of every photo of the account (mirror.md).
+    package struct Mirror: Sendable, Equatable {
+        /// Which objects are copied down.
+        package enum Include: String, Sendable, CaseIterable {
+            /// Objects whose MD5 no watched file of this NAS has (outside the mirror folder).
+            case others
+            /// Every object of the account.
+            case all
+        }
+        /// What becomes of a copy whose object the account no longer holds.
+        package enum OnCloudDelete: String, Sendable, CaseIterable {
+            /// It stays where it is, counted as "only on this NAS".
+            case keep
+            /// It is moved into `folder/.trash/`, at the same relative path (never deleted).
+            case trash
+        }
+        /// `min_free`: a size, or a share of the folder's filesystem.
+        package enum FreeSpace: Sendable, Equatable, CustomStringConvertible {
+            case bytes(Int64)
+            /// Percent, 0–100.
+            case percent(Double)
+
+            package var description: String {
+                switch self {
+                case .bytes(let n): Units.formatSize(n)
+                case .percent(let p): p == p.rounded() ? "\(Int(p))%" : "\(p)%"
+                }
+            }
+
+            /// The bytes this leaves free on a filesystem of `total` bytes.
+            package func bytes(ofTotal total: Int64) -> Int64 {
+                switch self {
+                case .bytes(let n): n
+                case .percent(let p): Int64((Double(total) * p / 100).rounded(.up))
+                }
+            }
+        }
+        /// Who owns what the mirror writes (`owner = "user:group"`); nil parts stay the daemon's.
+        package struct Owner: Sendable, Equatable, CustomStringConvertible {
+            package var user: String?
+            package var group: String?
+            package init(user: String?, group: String?) {
+                self.user = user
+                self.group = group
+            }
+            package var description: String { (user ?? "") + ":" + (group ?? "") }
+        }
+
+        /// An absolute path; nil when the mirror is off.
+        package var folder: String? = nil
+        package var include: Include = .others
+        package var onCloudDelete: OnCloudDelete = .keep
+        package var minFree: FreeSpace = .percent(5)
+        /// Bytes per second; nil is "off".
+        package var downloadLimit: Int64? = nil
+        package var thawArchived = false
+        /// nil: the daemon's user and group.
+        package var owner: Owner? = nil
+        package var fileMode: UInt32 = 0o640
+        package var dirMode: UInt32 = 0o750
+        package var checkInterval: Duration = .seconds(15 * 60)
+        package var listInterval: Duration = .seconds(24 * 3600)
+        package init() {}
+    }
+
     package struct Credentials: Sendable, Equatable {
         package var refreshBeforeExpiry: Duration = .seconds(300)
         package var appleCheckInterval: Duration = .seconds(6 * 3600)
@@ -181,8 +246,12 @@ package struct Settings: Sendable, Equatable {
     package var web = Web()
     package var notify = Notify()
     package var audit = Audit()
+    package var mirror = Mirror()
     package var credentials = Credentials()
     package var daemon = Daemon()
+    /// Which instance these settings are for (config.md "Instances"); nil: photolalad.service.
+    /// Not a key of the file: `--instance` or `$PHOTOLALA_INSTANCE` says it.
+    package var instance: Instance? = nil
 
     package init() {}
 

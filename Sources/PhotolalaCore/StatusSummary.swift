@@ -13,7 +13,7 @@ package enum StatusSummary {
             if let p = s.pairing {
                 return "Pairing: confirm code \(p.userCode) at \(p.verificationUri) — \(backlog), \(q.uploaded) backed up\(failed)"
             }
-            return "Not signed in: run photolalactl login — \(backlog), \(q.uploaded) backed up\(failed)"
+            return "Not signed in: run \(s.ctl) login — \(backlog), \(q.uploaded) backed up\(failed)"
         case .paused:
             let why = s.pauseReason.map { "\($0.rawValue)" } ?? "paused"
             return "Paused (\(why)) — \(backlog), \(q.uploaded) backed up\(failed)"

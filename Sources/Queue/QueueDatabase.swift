@@ -336,6 +336,30 @@ package final class QueueDatabase: Sendable {
         return files
     }
 
+    // MARK: - Where the mirror meets ingest: which objects a watched file of this NAS holds
+    // (`mirror.include = "others"` copies the rest down).
+
+    /// Of `md5s`, those a file under the watched folders holds (seen, not gone), leaving out
+    /// the files below `folder` (the mirror's own copies, when it is inside a watched folder),
+    /// with the size of those files.
+    package func heldByWatchedFiles(_ md5s: [String], outside folder: String?) async throws -> [String: Int64] {
+        guard !md5s.isEmpty else { return [:] }
+        let (low, high) = folder.map { Self.keyRange($0 + "/") } ?? ("", "")
+        return try await read { db in
+            var found: [String: Int64] = [:]
+            for chunk in stride(from: 0, to: md5s.count, by: 500).map({ Array(md5s[$0..<min(md5s.count, $0 + 500)]) }) {
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                for row in try Row.fetchAll(db, sql: """
+                    SELECT md5, max(size) AS size FROM file WHERE md5 IN (\(marks)) AND state != ? AND NOT (path >= ? AND path < ?)
+                    GROUP BY md5
+                    """, arguments: StatementArguments(chunk) + [FileState.gone, low, high]) {
+                    found[row["md5"]] = row["size"]
+                }
+            }
+            return found
+        }
+    }
+
     // MARK: - Where the inventory meets the other stages: they ask `inventoryPresence(key:)`
     // ("is thumbnails/U/M.jpg there?") and `inventoryListing(prefix:)` (is there a
     // complete listing to trust?), and say what they wrote (`recordStored`). The

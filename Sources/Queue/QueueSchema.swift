@@ -246,7 +246,40 @@ enum QueueSchema {
             // the key again.
             try db.execute(sql: "ALTER TABLE inventory ADD COLUMN lastModified REAL")
         }
-        m.registerMigration("v9-state-checks") { db in
+        m.registerMigration("v9-mirror") { db in
+            // The mirror (mirror.md): every object of the account the mirror knows, by MD5,
+            // and where its copy stands on this NAS (`Mirror.MirrorRecords` owns the rows).
+            // `path` is below the mirror's folder, given once before the first byte is
+            // fetched and never changed by the daemon except when it follows a file the user
+            // moved; `gone` says the account no longer holds the object. A state with a file
+            // has a path, and no two rows name one path.
+            try db.execute(sql: """
+                CREATE TABLE mirror_object (
+                    md5 TEXT PRIMARY KEY NOT NULL CHECK (length(md5) = 32 AND md5 NOT GLOB '*[^0-9a-f]*'),
+                    size INTEGER NOT NULL CHECK (size >= 0),
+                    storageClass TEXT NOT NULL DEFAULT 'STANDARD',
+                    modified INTEGER,
+                    catalogDate INTEGER,
+                    ext TEXT,
+                    path TEXT,
+                    state TEXT NOT NULL CHECK (state IN ('pending', 'own', 'archived', 'thawing', 'copied', 'adopted', 'removed',
+                                                         'trashed', 'refused')),
+                    gone INTEGER NOT NULL DEFAULT 0 CHECK (gone IN (0, 1)),
+                    device INTEGER,
+                    inode INTEGER,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    refusals INTEGER NOT NULL DEFAULT 0,
+                    nextAttemptAt REAL,
+                    thawAskedAt REAL,
+                    lastError TEXT,
+                    updatedAt REAL NOT NULL,
+                    CHECK (state NOT IN ('copied', 'adopted', 'removed', 'trashed') OR path IS NOT NULL)
+                ) WITHOUT ROWID;
+                CREATE INDEX mirror_state ON mirror_object(state, nextAttemptAt);
+                CREATE UNIQUE INDEX mirror_path ON mirror_object(path) WHERE path IS NOT NULL;
+                """)
+        }
+        m.registerMigration("v10-state-checks") { db in
             // The states a row may be in, checked by SQLite (Queue's `FileState` and
             // `ObjectState`; `Transitions` moves them): a mistyped state is refused instead
             // of becoming a new one no stage takes. SQLite adds a CHECK only by rebuilding

@@ -6,7 +6,7 @@ import PhotolalaCore
 /// an object calls one of these inside its own write transaction (`QueueDatabase.write`),
 /// beside the rest of its step, so a crash leaves the rows before or after the whole step.
 /// The states are the enums of `RowStates.swift`, bound as values; the schema's `CHECK`s
-/// refuse any other (migration "v9-state-checks"). Reads stay with the stages.
+/// refuse any other (migration "v10-state-checks"). Reads stay with the stages.
 ///
 /// The statements a scan runs once per file (a file seen, hashed, gone) go through
 /// `RawStatement`; the rest through GRDB's statement cache.

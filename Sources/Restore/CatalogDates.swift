@@ -12,11 +12,19 @@ import Synchronization
 /// in runs of `runLength`, each sorted in memory and written out, then merged; a lookup
 /// reads one block of it. Memory stays flat whatever the catalog's size.
 package final class CatalogDates: Sendable {
-    /// What a row gave: its date (whole seconds, nil when the column is not a number)
-    /// and the extension its `format` names (nil when it names none).
+    /// What a row gave: its date (whole seconds, nil when the column is not a number),
+    /// the extension its `format` names (nil when it names none) and its `file_size` (nil
+    /// when the column is not a whole number): an export bounds the object by it.
     package struct Entry: Sendable, Equatable {
         package var date: Int64?
         package var ext: String?
+        package var size: Int64?
+
+        package init(date: Int64?, ext: String?, size: Int64? = nil) {
+            self.date = date
+            self.ext = ext
+            self.size = size
+        }
     }
 
     package struct Counts: Sendable, Equatable {
@@ -26,8 +34,9 @@ package final class CatalogDates: Sendable {
         package var malformed = 0
     }
 
-    /// 16 bytes of MD5, the date (big-endian; `Int64.min`: none), the extension's number.
-    static let recordSize = 25
+    /// 16 bytes of MD5, the date (big-endian; `Int64.min`: none), the extension's number,
+    /// the size (big-endian; -1: none).
+    static let recordSize = 33
     static let blockRecords = 1024
 
     private let file: ScratchFile
@@ -72,6 +81,18 @@ package final class CatalogDates: Sendable {
         return nil
     }
 
+    /// How many MD5s the table holds (each once).
+    package var distinct: Int { count }
+
+    /// Every MD5 the catalog lists, with its row, in MD5 order: one read of the table, a
+    /// block at a time. `body` returns false to stop.
+    package func forEach(_ body: (MD5Value, Entry) throws -> Bool) throws {
+        var reader = RunReader(file: file, start: 0, count: count, bufferRecords: Self.blockRecords)
+        while let r = try reader.next() {
+            guard try body(r.md5, r.entry) else { return }
+        }
+    }
+
     // MARK: building the table from a downloaded snapshot
 
     /// Reads the snapshot in `snapshot` (from its start) into a new table whose files go
@@ -103,7 +124,7 @@ package final class CatalogDates: Sendable {
                 counts.malformed += 1
                 continue
             }
-            let fields = bytes.withUnsafeBufferPointer { line -> (md5: MD5Value?, date: Int64?, format: String?)? in
+            let fields = bytes.withUnsafeBufferPointer { line -> CatalogRowFields.Fields? in
                 if first && CatalogRowFields.isHeader(line) { return nil }
                 if CatalogRowFields.isBlank(line) { return nil }
                 return CatalogRowFields.parse(line)
@@ -117,7 +138,7 @@ package final class CatalogDates: Sendable {
             }
             let ext = fields.format.flatMap(ExportFormat.ext(word:))
             run.append(Record(md5: md5, date: fields.date, extCode: ext.flatMap { e in ExportFormat.extensions.firstIndex(of: e).map { UInt8($0 + 1) } } ?? 0,
-                              seq: UInt32(truncatingIfNeeded: counts.rows)))
+                              size: fields.size, seq: UInt32(truncatingIfNeeded: counts.rows)))
             if run.count == runLength { try flush() }
         }
         try flush()
@@ -198,10 +219,12 @@ package final class CatalogDates: Sendable {
         var md5: MD5Value
         var date: Int64?
         var extCode: UInt8
+        var size: Int64?
         var seq: UInt32 = 0
 
         var entry: Entry {
-            Entry(date: date, ext: extCode == 0 || Int(extCode) > ExportFormat.extensions.count ? nil : ExportFormat.extensions[Int(extCode) - 1])
+            Entry(date: date, ext: extCode == 0 || Int(extCode) > ExportFormat.extensions.count ? nil : ExportFormat.extensions[Int(extCode) - 1],
+                  size: size)
         }
 
         func append(to bytes: inout [UInt8]) {
@@ -210,6 +233,8 @@ package final class CatalogDates: Sendable {
             let d = UInt64(bitPattern: date ?? Int64.min)
             for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: d >> UInt64(shift))) }
             bytes.append(extCode)
+            let n = UInt64(bitPattern: size ?? -1)
+            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: n >> UInt64(shift))) }
         }
 
         static func md5(_ bytes: [UInt8], _ at: Int) -> MD5Value {
@@ -218,7 +243,8 @@ package final class CatalogDates: Sendable {
 
         static func decode(_ bytes: [UInt8], _ at: Int) -> Record {
             let d = Int64(bitPattern: word(bytes, at + 16))
-            return Record(md5: md5(bytes, at), date: d == Int64.min ? nil : d, extCode: bytes[at + 24])
+            let n = Int64(bitPattern: word(bytes, at + 25))
+            return Record(md5: md5(bytes, at), date: d == Int64.min ? nil : d, extCode: bytes[at + 24], size: n < 0 ? nil : n)
         }
 
         private static func word(_ bytes: [UInt8], _ at: Int) -> UInt64 {
@@ -324,20 +350,24 @@ package final class CatalogDates: Sendable {
 /// A catalog line read the way the apps read one (app-catalog.md): columns split at
 /// commas, spaces and tabs around them ignored; the MD5 (third column, either case), the
 /// date (fourth, Unix seconds, a decimal number the apps' `TimeInterval(String)` takes;
-/// taken down to the whole second) and the format (fifth).
+/// taken down to the whole second), the format (fifth) and the file's size (second, a
+/// whole number of bytes).
 package enum CatalogRowFields {
-    package static func parse(_ text: String) -> (md5: MD5Value?, date: Int64?, format: String?) {
+    package typealias Fields = (md5: MD5Value?, date: Int64?, format: String?, size: Int64?)
+
+    package static func parse(_ text: String) -> Fields {
         var bytes = Array(text.utf8)
         return bytes.withUnsafeMutableBufferPointer { parse(UnsafeBufferPointer($0)) }
     }
 
-    package static func parse(_ line: UnsafeBufferPointer<UInt8>) -> (md5: MD5Value?, date: Int64?, format: String?) {
-        var out: (md5: MD5Value?, date: Int64?, format: String?) = (nil, nil, nil)
+    package static func parse(_ line: UnsafeBufferPointer<UInt8>) -> Fields {
+        var out: Fields = (nil, nil, nil, nil)
         var column = 0
         var start = 0
         for index in 0...line.count where index == line.count || line[index] == UInt8(ascii: ",") {
             let field = trimmed(line, start, index)
             switch column {
+            case 1: out.size = size(line, field)
             case 2: out.md5 = md5(line, field)
             case 3: out.date = date(line, field)
             case 4: out.format = field.count <= 16 ? String(decoding: UnsafeBufferPointer(rebasing: line[field]), as: UTF8.self) : nil
@@ -365,6 +395,18 @@ package enum CatalogRowFields {
         while lower < upper, line[lower] == 0x20 || line[lower] == 0x09 { lower += 1 }
         while upper > lower, line[upper - 1] == 0x20 || line[upper - 1] == 0x09 || line[upper - 1] == 0x0D { upper -= 1 }
         return lower..<upper
+    }
+
+    /// Decimal digits only, at most 18 of them (an exabyte): anything else is no size.
+    private static func size(_ line: UnsafeBufferPointer<UInt8>, _ field: Range<Int>) -> Int64? {
+        guard !field.isEmpty, field.count <= 18 else { return nil }
+        var n: Int64 = 0
+        for i in field {
+            let b = line[i]
+            guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") else { return nil }
+            n = n * 10 + Int64(b - UInt8(ascii: "0"))
+        }
+        return n
     }
 
     private static func md5(_ line: UnsafeBufferPointer<UInt8>, _ field: Range<Int>) -> MD5Value? {

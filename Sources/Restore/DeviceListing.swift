@@ -72,6 +72,23 @@ struct DeviceListing: Sendable, Equatable {
         return (device, counter)
     }
 
+    /// A device sealed for good (`trace`) whose record or segments are now plaintext: a
+    /// downgrade. Shown by its id only (the plaintext record's name is the attacker's).
+    static func downgraded(_ id: String, _ seen: Seen, current: Bool, trace: String) -> DeviceList.Device {
+        var device = DeviceList.Device(id: id, name: nil, folders: [], lastBackupAt: nil, files: 0, bytes: 0, current: current,
+                                       updatedAt: nil, changedAt: Timestamp.string(seen.changed))
+        device.format = ManifestSegment.sealedFormat
+        device.access = .unreadable
+        device.problem = downgradedSentence(id, trace: trace)
+        return device
+    }
+
+    static func downgradedSentence(_ id: String, trace: String) -> String {
+        "the manifest of device \(id) was downgraded in the bucket: it is encrypted for good (\(trace)), and a plaintext record or "
+            + "segment was put in its place by someone without the key; refused and never read, --allow-unencrypted or not. Restore from "
+            + "another device, or let that device's NAS run: it writes its sealed manifest again"
+    }
+
     static let rolledBack = "its device record is older than one this NAS read before: the bucket was rolled back"
 
     /// This NAS first, then the most recently backed up (or changed) first.

@@ -63,8 +63,9 @@ package final class ExportRun: Sendable {
             case .none: summary.dated.none += 1
             }
         }
-        let items = planned.map(\.item)
-        summary.files = items.count
+        var items = planned.map(\.item)
+        if !request.dryRun { items = try checked(items, into: &summary) }
+        summary.files = items.count + summary.refused
         summary.bytes = items.reduce(0) { $0 + $1.version.size }
         say("\(request.dryRun ? "Would export" : "Exporting") \(items.count) photo\(items.count == 1 ? "" : "s") and video\(items.count == 1 ? "" : "s") "
             + "(\(Units.humanBytes(summary.bytes))) of this account into \(request.to), named by date")
@@ -76,7 +77,7 @@ package final class ExportRun: Sendable {
             transfer.write(items, statuses: statuses, writer: writer, report: { self.report(finished: false) }, into: &summary)
             report(finished: true)
             tell(ExportReport(step: .finished, to: request.to, objects: summary.files, bytes: summary.bytes, written: summary.restored,
-                              alreadyThere: summary.alreadyThere, kept: summary.kept, failed: summary.failed, skipped: summary.skipped,
+                              alreadyThere: summary.alreadyThere, kept: summary.kept, failed: summary.failed + summary.refused, skipped: summary.skipped,
                               waitingArchived: summary.waitingArchived, interrupted: summary.interrupted))
         }
         return summary
@@ -116,6 +117,42 @@ package final class ExportRun: Sendable {
         if let failure { throw .plan(RestorePlan.shown(failure)) }
         guard answer.complete, ended else { throw .plan("the bucket's listing arrived cut short; run the command again") }
         return listing
+    }
+
+    // MARK: what the manifests this NAS can open say (privacy.md "No side doors")
+
+    /// Each item given the SHA-256 a sealed manifest of the account records for its MD5,
+    /// and bounded by the size it records: an object of another size than that is not
+    /// read at all (counted `refused`, named in the problems). Counts how many are left
+    /// to their MD5 alone.
+    private func checked(_ items: [RestoreItem], into summary: inout ExportSummary) throws(RestoreRun.Stop) -> [RestoreItem] {
+        let devices: DeviceList
+        do {
+            var streaming = client
+            streaming.timeout = 120
+            devices = try streaming.call(.devices, as: DeviceList.self)
+        } catch {
+            throw .control(error)
+        }
+        let digests = try ExportDigests.read(client: client, devices: devices, wanted: Set(items.map(\.version.md5)))
+        var out: [RestoreItem] = []
+        var (bySHA, byMD5) = (0, 0)
+        for var item in items {
+            let known = digests.known[item.version.md5]
+            if let size = known?.size, size != item.version.size {
+                summary.refused += 1
+                summary.problems.append(.init(kind: "refused", path: item.displayPath, message: "\(item.displayPath): its object photos/…/\(item.version.md5.hex).dat "
+                    + "holds \(item.version.size) bytes in the bucket, but a manifest of this account records \(size) for this MD5: it was replaced in the bucket; not exported"))
+                continue
+            }
+            item.version.sha256 = known?.sha256
+            if item.version.sha256 == nil { byMD5 += 1 } else { bySHA += 1 }
+            out.append(item)
+        }
+        summary.checkedBySHA256 = bySHA
+        summary.checkedByMD5Alone = byMD5
+        summary.manifestsUnread = digests.unread.isEmpty ? nil : digests.unread
+        return out
     }
 
     // MARK: archive classes: asked after (and, for a real run, asked back) before any is read

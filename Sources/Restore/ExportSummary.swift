@@ -45,6 +45,16 @@ package struct ExportSummary: Codable, Sendable, Equatable {
     /// what they are: not written.
     package var skipped = 0
     package var waitingArchived = 0
+    /// Objects not read at all: a manifest this NAS can open records another size for
+    /// their MD5 than the bucket's (privacy.md "No side doors").
+    package var refused = 0
+    /// Of the files to write (a real run): how many are checked by the SHA-256 a manifest
+    /// of the account records as well as their MD5, and how many by their MD5 alone (no
+    /// manifest this NAS can open records one; all of them on a NAS without the key).
+    package var checkedBySHA256: Int?
+    package var checkedByMD5Alone: Int?
+    /// Readable devices whose manifest could not be read whole for this.
+    package var manifestsUnread: [String]?
     package var dated = Dated()
     package var problems: [RestoreSummary.Problem] = []
     package var items: [Item]?
@@ -61,7 +71,8 @@ package struct ExportSummary: Codable, Sendable, Equatable {
     /// 1 otherwise — a key left alone included, since its bytes did not come back.
     package var exitCode: Int32 {
         if dryRun { return kept == 0 && failed == 0 && skipped == 0 ? 0 : 1 }
-        let whole = kept == 0 && failed == 0 && skipped == 0 && waitingArchived == 0 && !interrupted && restored + alreadyThere == files
+        let whole = kept == 0 && failed == 0 && skipped == 0 && refused == 0 && waitingArchived == 0 && !interrupted
+            && restored + alreadyThere == files
         return whole ? 0 : 1
     }
 
@@ -92,7 +103,14 @@ package struct ExportSummary: Codable, Sendable, Equatable {
             }
             out.append(line + ". Nothing was written.")
         } else {
+            if let byMD5 = checkedByMD5Alone, let bySHA = checkedBySHA256 {
+                var line = "\(byMD5) photo\(byMD5 == 1 ? " was" : "s were") checked by MD5 alone (no manifest this NAS can open records \(byMD5 == 1 ? "its" : "their") SHA-256), "
+                    + "\(bySHA) by SHA-256 as well"
+                if let unread = manifestsUnread { line += "; the manifest\(unread.count == 1 ? "" : "s") of \(unread.joined(separator: ", ")) could not be read whole" }
+                out.append(line + ".")
+            }
             var line = "Exported \(restored) file\(restored == 1 ? "" : "s") of \(files) into \(to), \(alreadyThere) already there, \(kept) kept, \(failed) failed"
+            if refused > 0 { line += ", \(refused) refused (another size than a manifest records)" }
             if skipped > 0 { line += ", \(skipped) key\(skipped == 1 ? "" : "s") in the bucket left alone" }
             if waitingArchived > 0 { line += ", \(waitingArchived) still waiting in an archive class (run the command again later)" }
             if interrupted { line += "; interrupted: run the same command again to resume" }

@@ -6,24 +6,34 @@ import Digests
 import Foundation
 import ManifestFormat
 import PhotolalaCore
+import Synchronization
 
 /// One file's bytes on their way in: written to the temporary file, read back by
 /// `OpenFileLanes` (many files' MD5s at once cost a fraction of one stream each, so
 /// nothing is hashed on the way in), then checked against those digests and put in place,
 /// or thrown away.
-package final class IncomingFile {
+///
+/// One owner at a time writes, checks and commits it; the ranges of one object may be
+/// written at once from several tasks (`write(_:at:)`, each at its own offset), so the
+/// descriptor and the count are atomics.
+package final class IncomingFile: Sendable {
     let parent: RestoreWriter.Parent
     let temp: [UInt8]
-    private var fd: Int32
+    private let file: Atomic<Int32>
     private let takesSHA: Bool
-    package private(set) var written: Int64 = 0
+    private let count = Atomic<Int64>(0)
 
     init(parent: RestoreWriter.Parent, temp: [UInt8], fd: Int32, sha256: Bool) {
         self.parent = parent
         self.temp = temp
-        self.fd = fd
+        self.file = Atomic(fd)
         takesSHA = sha256
     }
+
+    private var fd: Int32 { file.load(ordering: .acquiring) }
+
+    /// Bytes written so far.
+    package var written: Int64 { count.load(ordering: .acquiring) }
 
     /// The open temporary file, for reading it back (`OpenFileLanes`); -1 once committed or discarded.
     package var descriptor: Int32 { fd }
@@ -36,12 +46,25 @@ package final class IncomingFile {
 
     package func append(_ bytes: UnsafeRawBufferPointer) throws(RestoreWriter.Failure) {
         var offset = 0
+        let fd = self.fd
         while offset < bytes.count {
-            let n = retryingInterrupts { write(fd, bytes.baseAddress! + offset, bytes.count - offset) }
-            guard n >= 0 else { throw RestoreWriter.Failure("cannot write in \(parent.path): \(RestoreWriter.errno())") }
+            let n = retryingInterrupts { Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset) }
+            guard n >= 0 else { throw RestoreWriter.Failure("cannot write in \(parent.path): \(RestoreWriter.errno())", errno: Glibc.errno) }
             offset += n
         }
-        written += Int64(bytes.count)
+        count.add(Int64(bytes.count), ordering: .releasing)
+    }
+
+    /// `bytes` at `offset` (a range of the object, written beside the others).
+    package func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(RestoreWriter.Failure) {
+        var done = 0
+        let fd = self.fd
+        while done < bytes.count {
+            let n = retryingInterrupts { pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }
+            guard n >= 0 else { throw RestoreWriter.Failure("cannot write in \(parent.path): \(RestoreWriter.errno())", errno: Glibc.errno) }
+            done += n
+        }
+        count.add(Int64(bytes.count), ordering: .releasing)
     }
 
     /// Checks the bytes against `version`, gives the file its owner, mode and modification
@@ -49,7 +72,10 @@ package final class IncomingFile {
     /// (replacing what is there only when `replace`). Returns false when a file appeared at
     /// the name meanwhile and was left alone. `readBack`: the digests `OpenFileLanes` took
     /// of the written file.
-    package func commit(_ version: FileVersion, replace: Bool, readBack: OpenFileDigests) throws(RestoreWriter.Failure) -> Bool {
+    /// `name`: another name in the same folder than the parent's (the mirror names a copy
+    /// once its bytes say what it is).
+    package func commit(_ version: FileVersion, replace: Bool, readBack: OpenFileDigests, name: [UInt8]? = nil) throws(RestoreWriter.Failure) -> Bool {
+        let fd = self.fd
         let digest = MD5Value(bytes: readBack.md5)
         guard written == version.size, digest == version.md5 else {
             discard()
@@ -82,14 +108,14 @@ package final class IncomingFile {
             throw RestoreWriter.Failure("cannot set the modification time in \(parent.path): \(why)")
         }
         guard fdatasync(fd) == 0 else {
+            let code = Glibc.errno
             let why = RestoreWriter.errno()
             discard()
-            throw RestoreWriter.Failure("cannot write in \(parent.path): \(why)")
+            throw RestoreWriter.Failure("cannot write in \(parent.path): \(why)", errno: code)
         }
-        close(fd)
-        fd = -1
+        close(file.exchange(-1, ordering: .acquiringAndReleasing))
         let renamed: Int32 = RestoreWriter.withCString(temp) { t in
-            RestoreWriter.withCString(parent.name) { n in
+            RestoreWriter.withCString(name ?? parent.name) { n in
                 if replace { return renameat(parent.fd, t, parent.fd, n) }
                 let r = photolala_rename_noreplace(parent.fd, t, parent.fd, n)
                 // A filesystem without RENAME_NOREPLACE: a hard link cannot replace either.
@@ -113,10 +139,8 @@ package final class IncomingFile {
 
     /// Closes and removes the temporary file.
     package func discard() {
-        if fd >= 0 {
-            close(fd)
-            fd = -1
-        }
+        let fd = file.exchange(-1, ordering: .acquiringAndReleasing)
+        if fd >= 0 { close(fd) }
         _ = RestoreWriter.withCString(temp) { unlinkat(parent.fd, $0, 0) }
     }
 }

@@ -67,22 +67,19 @@ struct PhotoExport: Sendable {
     }
 
     /// Why the export cannot go on (the bucket could not be read): the command says so.
-    struct Failure: Error {
-        var why: String
-    }
+    typealias Failure = AppCatalogCopy.Failure
 
     /// Why the catalog is of no use: the export goes on, dated by the objects' times.
-    struct Unreadable: Error {
-        var why: String
-    }
+    typealias Unreadable = AppCatalogCopy.Unreadable
 
     // MARK: the apps' catalog
 
     /// The table of the catalog's rows (nil: the account has none), or why it is unreadable.
     private func catalog(_ writer: ControlStreamWriter) async throws -> Result<CatalogDates?, Unreadable> {
         let keepAlive = self.keepAlive
+        let copy = AppCatalogCopy(session: session, userId: userId, budget: budget, directory: directory, maxCatalogBytes: maxCatalogBytes)
         return try await withThrowingTaskGroup(of: Result<CatalogDates?, Unreadable>?.self) { group in
-            group.addTask { try await self.readCatalog() }
+            group.addTask { try await copy.read().map { $0?.dates } }
             // The command reads with a time-out; a big catalog on a slow uplink takes longer.
             group.addTask {
                 while true {
@@ -96,107 +93,6 @@ struct PhotoExport: Sendable {
             }
             throw CancellationError()
         }
-    }
-
-    private func readCatalog() async throws(Failure) -> Result<CatalogDates?, Unreadable> {
-        let pointerKey = catalogs + ".photolala.md5"
-        let pointer: [UInt8]?
-        do {
-            pointer = try await session.perform(under: catalogs, budget: budget) { bucket throws(S3Error) in
-                try await bucket.getObjectIfPresent(key: pointerKey)?.bytes
-            }
-        } catch {
-            throw Failure(why: "the apps' catalog could not be read (\(pointerKey)): \(error); run the command again")
-        }
-        guard let pointer else { return .success(nil) }
-        guard let md5 = Self.pointerMD5(pointer) else {
-            return .failure(Unreadable(why: "the catalog's pointer (\(pointerKey)) does not hold an MD5"))
-        }
-        let key = catalogs + ".photolala.\(md5).csv"
-        let copy: (file: ScratchFile, md5: String)?
-        do {
-            copy = try await download(key)
-        } catch let error as Unreadable {
-            return .failure(error)
-        } catch let error as Failure {
-            throw error
-        } catch {
-            throw Failure(why: "\(error)")
-        }
-        guard let copy else { return .failure(Unreadable(why: "the catalog's pointer names \(key), which is not in the bucket")) }
-        guard copy.md5 == md5.lowercased() else {
-            return .failure(Unreadable(why: "\(key) holds other bytes than its name says (MD5 \(copy.md5))"))
-        }
-        let directory = self.directory
-        do {
-            return .success(try await Self.blocking { cancelled throws(ScratchFile.Failure) in
-                try CatalogDates.build(snapshot: copy.file, directory: directory, cancelled: cancelled)
-            })
-        } catch {
-            throw Failure(why: "the apps' catalog could not be read into \(directory): \(error)")
-        }
-    }
-
-    /// The snapshot into a scratch file, its MD5 taken on the way; nil when it is not there.
-    private func download(_ key: String) async throws -> (file: ScratchFile, md5: String)? {
-        let info: S3Client.ObjectInfo?
-        do {
-            info = try await session.perform(under: catalogs, budget: budget) { bucket throws(S3Error) in try await bucket.headObject(key: key) }
-        } catch {
-            throw Failure(why: "the apps' catalog could not be read (\(key)): \(error); run the command again")
-        }
-        guard let info else { return nil }
-        guard info.size <= maxCatalogBytes else {
-            throw Unreadable(why: "\(key) is \(info.size) bytes, more than a catalog of \(maxCatalogBytes >> 30) GiB can be")
-        }
-        let directory = self.directory
-        do throws(S3Error) {
-            return try await session.perform(under: catalogs, budget: budget) { bucket throws(S3Error) in
-                // Each try starts over in a new file.
-                let sink: Sink
-                do throws(ScratchFile.Failure) {
-                    sink = Sink(file: try ScratchFile(directory: directory))
-                } catch {
-                    throw S3Error(kind: .localFile, code: "LocalFileError", message: error.description, operation: "GetObject", key: key)
-                }
-                _ = try await bucket.getObject(key: key, range: nil, expectedBytes: info.size, onHead: nil) { buffer in try sink.write(buffer) }
-                return (sink.file, sink.md5())
-            }
-        } catch where error.kind == .notFound {
-            return nil
-        } catch {
-            throw Failure(why: "the apps' catalog could not be read (\(key)): \(error); run the command again")
-        }
-    }
-
-    /// What a pointer holds: 32 hex digits, whitespace around them ignored (app-catalog.md).
-    static func pointerMD5(_ body: [UInt8]) -> String? {
-        let text = String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard text.utf8.count == 32, text.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) || (65...70).contains($0) }) else {
-            return nil
-        }
-        return text
-    }
-
-    /// A streamed GET into a scratch file, with its MD5.
-    private final class Sink: Sendable {
-        let file: ScratchFile
-        private let hash = Mutex(MD5())
-
-        init(file: ScratchFile) {
-            self.file = file
-        }
-
-        func write(_ buffer: ByteBuffer) throws {
-            try hash.withLock { (md5: inout MD5) throws in
-                try buffer.withUnsafeReadableBytes { raw in
-                    md5.update(raw)
-                    try file.append(raw)
-                }
-            }
-        }
-
-        func md5() -> String { hash.withLock { Hex.string($0.finalize()) } }
     }
 
     // MARK: the objects
@@ -227,6 +123,14 @@ struct PhotoExport: Sendable {
                     entry = try dates?.lookup(md5)
                 } catch {
                     throw Failure(why: "the apps' catalog could not be read back: \(error)")
+                }
+                // Sizes before bytes: an object the catalog gives another size than the
+                // listing's was replaced in the bucket (the row is the photo the apps
+                // uploaded); it is not read at all.
+                if let size = entry?.size, size != listed.size {
+                    lines[i] = .skipped(key: listed.key, why: "holds \(listed.size) bytes in the bucket, but the apps' catalog says the photo "
+                                        + "of this MD5 has \(size): it was replaced in the bucket; not exported")
+                    continue
                 }
                 let object = ExportName.Object(md5: md5, size: listed.size, storageClass: listed.storageClass,
                                                modified: listed.lastModified.flatMap(Self.seconds), catalogDate: entry?.date, ext: entry?.ext ?? "bin")
@@ -332,30 +236,4 @@ struct PhotoExport: Sendable {
         audit?.record(AuditEvent(.restore, by: .caller(uid: request.peer.uid), outcome, details))
         return .json(ControlReply(ok: true, message: "recorded"))
     }
-
-    // MARK: blocking work
-
-    private static let queue = DispatchQueue(label: "photolala.export.catalog", qos: .utility)
-
-    /// Runs the catalog's sorting off Swift's cooperative pool (a million rows take seconds
-    /// of file work); cancellation is passed on as a flag the work looks at.
-    private static func blocking<T: Sendable>(_ work: @escaping @Sendable (_ cancelled: () -> Bool) throws(ScratchFile.Failure) -> T)
-        async throws(ScratchFile.Failure) -> T
-    {
-        let flag = StopFlag()
-        let result: Result<T, ScratchFile.Failure> = await withTaskCancellationHandler {
-            await withCheckedContinuation { c in
-                queue.async { c.resume(returning: Result { () throws(ScratchFile.Failure) in try work { flag.isSet } }) }
-            }
-        } onCancel: {
-            flag.set()
-        }
-        return try result.get()
-    }
-}
-
-private final class StopFlag: Sendable {
-    private let flag = Atomic<Bool>(false)
-    var isSet: Bool { flag.load(ordering: .relaxed) }
-    func set() { flag.store(true, ordering: .relaxed) }
 }

@@ -62,13 +62,18 @@ package actor RestoreService: Service {
     private var sessions = RestoreSessions()
     /// Who restored what, where to, and how it ended (cli.md "audit": `restore`).
     private let audit: (any AuditRecorder)?
+    /// Devices whose manifest was refused (a downgrade, a rollback): status, the trail, a
+    /// notification (shared with the manifest stage).
+    private let alarms: ManifestAlarms?
 
     /// - Parameter bucket: the way to the bucket; the signed-in user and this NAS's device
     ///   id come from its grant source.
     package init(bucket session: BucketSession, keys: (any MetadataKeySource)? = nil, heads: (any ManifestHeadMemory)? = nil,
-                 options: Options, clock: any DaemonClock = SystemClock(), logger: Logger, audit: (any AuditRecorder)? = nil) {
+                 options: Options, clock: any DaemonClock = SystemClock(), logger: Logger, audit: (any AuditRecorder)? = nil,
+                 alarms: ManifestAlarms? = nil) {
         self.session = session
         self.audit = audit
+        self.alarms = alarms
         self.keySource = keys
         self.heads = heads
         self.options = options
@@ -95,7 +100,17 @@ package actor RestoreService: Service {
         case .devices:
             return await devices()
         case .manifest:
-            return await manifest(device: request.query["device"] ?? "", allowUnencrypted: request.query["allowUnencrypted"] == "1")
+            let device = request.query["device"] ?? ""
+            var names: SharedListingCheck?
+            if !request.privileged {
+                // A member of the socket group: this NAS's manifest only, and only the names
+                // below folders it could list (privacy.md "No side doors").
+                guard device == (await session.deviceId) else {
+                    return .error(403, "forbidden", "permission denied: other devices' manifests (their names and folders) are for root and the daemon's user only (try sudo photolalactl restore --dry-run)")
+                }
+                names = SharedListingCheck(caller: request.peer.accessCaller)
+            }
+            return await manifest(device: device, allowUnencrypted: request.query["allowUnencrypted"] == "1", names: names)
         case .restoreObjects, .restoreThaw:
             guard let query = try? ControlJSON.decode(ObjectQuery.self, from: request.body) else {
                 return .error(400, "bad_request", "expected {\"md5s\": [...]}")
@@ -104,7 +119,7 @@ package actor RestoreService: Service {
         case .restoreListing:
             return await listing()
         case .restoreObject:
-            return await object(md5: request.query["md5"] ?? "", expectedSize: request.query["size"].flatMap { Int64($0) })
+            return await object(md5: request.query["md5"] ?? "", expectedSize: request.query["size"].flatMap { Int64($0) }, by: request.caller)
         case .restoreSession:
             guard let report = try? ControlJSON.decode(RestoreReport.self, from: request.body) else {
                 return .error(400, "bad_request", "expected a restore report")
@@ -136,15 +151,26 @@ package actor RestoreService: Service {
         }
         do {
             let store = ManifestReads(session: session, userId: userId, budget: options.budget)
-            let found = DeviceListing(try await store.listing(under: ManifestKeys.devicesPrefix(userId)), userId: userId)
+            let listed = try await store.listing(under: ManifestKeys.devicesPrefix(userId))
+            let found = DeviceListing(listed, userId: userId)
             let current = await session.deviceId
             let keyState = await keySource?.metadataKeyState() ?? .needed
+            let vouches = await Self.vouches(store, userId: userId, listing: listed.map(\.key), keyState: keyState)
             var list: [DeviceList.Device] = []
             for (id, seen) in found.seen {
                 let layout = ManifestKeys(userId: userId, deviceId: id)
                 let bytes = seen.record ? try await store.bytes(layout.record) : nil
                 let row = DeviceListing.row(id, seen, current: id == current, record: bytes, recordKey: layout.record, keyState: keyState)
                 var device = row.device
+                if device.access == .unencrypted,
+                   let trace = vouches.formatTwoTrace(of: id, listing: listed.map(\.key), remembered: await heads?.remembered(userId: userId, device: id), userId: userId) {
+                    // Not under the attacker's name: only the id, and why it is refused.
+                    device = DeviceListing.downgraded(id, seen, current: id == current, trace: trace)
+                    await raiseDowngrade(id, trace: trace)
+                } else if device.access == .readable {
+                    // Its sealed record opens again (its NAS wrote it back): no longer a downgrade.
+                    await alarms?.clear(device: id, kind: .downgrade)
+                }
                 if let counter = row.counter, let seenBefore = await heads?.remembered(userId: userId, device: id), seenBefore.counter > counter {
                     device.problem = DeviceListing.rolledBack
                 }
@@ -160,7 +186,9 @@ package actor RestoreService: Service {
     /// `GET /v1/manifest?device=ID[&allowUnencrypted=1]`: the device's manifest segments,
     /// checked, then a report (see `ManifestFrames`). An encrypted manifest needs the
     /// account's key; a plaintext one is sent only when the user allowed it.
-    package func manifest(device: String, allowUnencrypted: Bool = false) async -> ControlResponse {
+    /// `names`: for a member of the socket group, which names it may be sent; each segment
+    /// then goes without the records of the others (decoded, filtered, encoded again).
+    package func manifest(device: String, allowUnencrypted: Bool = false, names: SharedListingCheck? = nil) async -> ControlResponse {
         guard !device.isEmpty, device.utf8.count <= 64, device.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x41 && $0 <= 0x5a) }) else {
             return .error(400, "bad_request", "device must be a device id (photolalactl devices lists them)")
         }
@@ -202,8 +230,31 @@ package actor RestoreService: Service {
             if let recordBytes, (try? DeviceRecord.open(recordBytes, key: key, objectKey: layout.record)) == nil {
                 return .error(409, "unreadable", DeviceListing.notReadable(device))
             }
-            reader = ManifestReader(store: store, keys: layout, key: key, remembered: await heads?.remembered(userId: userId, device: device))
+            // Freshness without memory: the newest head any other device's record vouches for.
+            var freshness = ManifestReader.Freshness()
+            do {
+                let listing = try await store.listing(under: ManifestKeys.devicesPrefix(userId)).map(\.key)
+                if let floor = await ManifestVouches.read(store, userId: userId, listing: listing, key: key).floor(for: device) {
+                    freshness = ManifestReader.Freshness(floor: floor.head, floorBy: floor.by)
+                }
+            } catch {
+                return Refusal(error)?.response ?? .error(502, "storage_error", "could not read the manifest of \(device): \(error)")
+            }
+            reader = ManifestReader(store: store, keys: layout, key: key, remembered: await heads?.remembered(userId: userId, device: device),
+                                    freshness: freshness)
         case ManifestSegment.formatVersion:
+            // A device sealed for good is never read in plaintext, --allow-unencrypted or not.
+            do {
+                let listing = try await store.listing(under: ManifestKeys.devicesPrefix(userId)).map(\.key)
+                let vouches = await Self.vouches(store, userId: userId, listing: listing, keyState: await keySource?.metadataKeyState() ?? .needed)
+                if let trace = vouches.formatTwoTrace(of: device, listing: listing, remembered: await heads?.remembered(userId: userId, device: device),
+                                                      userId: userId) {
+                    await raiseDowngrade(device, trace: trace)
+                    return .error(409, "downgraded", DeviceListing.downgradedSentence(device, trace: trace))
+                }
+            } catch {
+                return Refusal(error)?.response ?? .error(502, "storage_error", "could not read the manifest of \(device): \(error)")
+            }
             guard allowUnencrypted else {
                 return .error(409, "unencrypted",
                               "the manifest of device \(device) is in the old plaintext format, which nothing authenticates: restore from it only with --allow-unencrypted (every restore rule still applies)")
@@ -213,13 +264,20 @@ package actor RestoreService: Service {
             return .error(409, "newer_format", "the manifest of device \(device) is in format \(format), newer than this photolalad reads: update photolalad")
         }
         let (logger, heads) = (self.logger, self.heads)
+        let sealed = format == ManifestSegment.sealedFormat
         return .stream { writer in
             do {
                 try await writer.begin(contentType: "application/octet-stream", contentLength: nil)
                 var report = try await reader.read { _, bytes in
-                    try await writer.write(format == ManifestSegment.sealedFormat ? ManifestFrames.plaintext(bytes) : ManifestFrames.segment(bytes))
+                    let shown = names.map { Self.only(bytes, sealed: sealed, mayName: $0.mayName) } ?? bytes
+                    try await writer.write(sealed ? ManifestFrames.plaintext(shown) : ManifestFrames.segment(shown))
                 }
                 if report.segments == 0 && report.problems.isEmpty { report.problems.append("no manifest for device \(device)") }
+                if report.replayed || report.belowFloor, let why = report.problems.last {
+                    await self.raiseRollback(device, why: why)
+                } else if sealed, report.complete {
+                    await self.alarms?.clear(device: device)
+                }
                 if let head = report.head { await heads?.remember(userId: userId, device: device, head) }
                 try await writer.write(ManifestFrames.report(report))
                 try await writer.finish()
@@ -228,6 +286,41 @@ package actor RestoreService: Service {
                 logger.warning("a manifest could not be sent whole: \(error)")
             }
         }
+    }
+
+    /// What the account's device records say of one another (the floor, format-2 traces):
+    /// read when this NAS holds the key; without it, only the listing and this NAS's memory
+    /// can tell a device is sealed for good.
+    private static func vouches(_ store: ManifestReads, userId: String, listing: [String], keyState: MetadataKeyState) async -> ManifestVouches {
+        guard case .ready(let accountKey) = keyState else { return ManifestVouches(records: [:]) }
+        return await ManifestVouches.read(store, userId: userId, listing: listing, key: accountKey.metadataKey)
+    }
+
+    private func raiseDowngrade(_ device: String, trace: String) async {
+        logger.error("a downgraded manifest was refused", metadata: ["device": "\(device)", "trace": "\(trace)"])
+        await alarms?.raise(device: device, kind: .downgrade, message: DeviceListing.downgradedSentence(device, trace: trace),
+                            action: "restore from another device, or let the NAS of device \(device) run: it writes its sealed manifest again")
+    }
+
+    private func raiseRollback(_ device: String, why: String) async {
+        logger.error("a manifest below what the account vouches for", metadata: ["device": "\(device)", "why": "\(why)"])
+        await alarms?.raise(device: device, kind: .rollback, message: "The manifest of device \(device) was rolled back in the bucket: \(why)",
+                            action: "restore with --as-of before the gap, or from another device")
+    }
+
+    /// A segment (format 2's plaintext, or a format-1 object) without the records whose
+    /// names `mayName` refuses; one that does not decode goes as it came (the command
+    /// refuses it, as it would have).
+    static func only(_ bytes: [UInt8], sealed: Bool, mayName: (String) -> Bool) -> [UInt8] {
+        let decoded = sealed ? try? ManifestSegment.decode(plaintext: bytes) : try? ManifestSegment.decode(bytes)
+        guard let segment = decoded else { return bytes }
+        let kept = segment.entries.filter { entry in
+            entry.path.isEmpty ? mayName(entry.folder) : mayName(entry.folder + "/" + String(decoding: entry.path, as: UTF8.self))
+        }
+        guard kept.count < segment.entries.count else { return bytes }
+        var encoder = ManifestSegmentEncoder(header: segment.header, format: sealed ? ManifestSegment.sealedFormat : ManifestSegment.formatVersion)
+        for entry in kept { encoder.append(entry) }
+        return sealed ? encoder.plaintext() : encoder.finish()
     }
 
     // MARK: where objects stand (HEAD), and asking archived ones back (`RestoreObject`)
@@ -350,8 +443,11 @@ package actor RestoreService: Service {
     // a time and sent in order. Whatever goes wrong before the first byte is answered as
     // an error the command can show; after it, the body is cut short, which the command sees.
 
-    /// `GET /v1/restore/object?md5=M&size=N` (N: the size the manifest gives).
-    package func object(md5: String, expectedSize: Int64?) async -> ControlResponse {
+    /// `GET /v1/restore/object?md5=M&size=N` (N: the size the manifest gives, or for an
+    /// export the listing's). An object of another size is refused before a byte of it is
+    /// relayed (privacy.md "No side doors": sizes before bytes): a 50 KB entry whose
+    /// object was swapped for 40 GB must not stream 40 GB into the NAS's data volume.
+    package func object(md5: String, expectedSize: Int64?, by actor: AuditActor = .daemon) async -> ControlResponse {
         guard Self.isMD5(md5) else { return .error(400, "bad_request", "md5 must be 32 lowercase hex digits") }
         let userId: String
         switch await access() {
@@ -360,18 +456,35 @@ package actor RestoreService: Service {
         }
         let key = "photos/\(userId)/\(md5).dat"
         let ranged = RangePlan(size: expectedSize ?? 0, threshold: options.rangeThreshold, rangeSize: options.rangeSize).isRanged
+        let refuse: @Sendable (Int64) async -> ControlResponse = { found in
+            await self.sizeRefused(md5: md5, found: found, expected: expectedSize ?? 0, by: actor)
+        }
         return .stream { writer in
             if ranged {
-                await self.relayRanges(key: key, prefix: Self.photos(userId), writer: writer)
+                await self.relayRanges(key: key, prefix: Self.photos(userId), expectedSize: expectedSize, refuse: refuse, writer: writer)
             } else {
-                await self.relayWhole(key: key, prefix: Self.photos(userId), writer: writer)
+                await self.relayWhole(key: key, prefix: Self.photos(userId), expectedSize: expectedSize, refuse: refuse, writer: writer)
             }
         }
     }
 
+    /// The answer to an object whose size is not the one asked for: 422, one sentence
+    /// naming the object, and a `restore` record `refused` in the trail.
+    private func sizeRefused(md5: String, found: Int64, expected: Int64, by actor: AuditActor) -> ControlResponse {
+        logger.warning("an object's size is not the manifest's: refused before a byte was relayed",
+                       metadata: ["md5": "\(md5)", "size": "\(found)", "expected": "\(expected)"])
+        audit?.record(AuditEvent(.restore, by: actor, .refused, ["step": "object", "md5": .string(md5), "size": .int(found),
+                                                                 "expected": .int(expected), "why": "size"]))
+        let size = found < 0 ? "an unknown number of" : "\(found)"
+        return .error(422, "size_mismatch",
+                      "its object photos/…/\(md5).dat holds \(size) bytes in the bucket, not the \(expected) expected: it was replaced or cut in the bucket; not read")
+    }
+
     /// One GET streamed to the command; a transient failure resumes from the byte where
-    /// it broke off (the session tries the operation again, which asks for the rest).
-    private func relayWhole(key: String, prefix: String, writer: ControlStreamWriter) async {
+    /// it broke off (the session tries the operation again, which asks for the rest). The
+    /// answer's head is checked against `expectedSize` before its body is read.
+    private func relayWhole(key: String, prefix: String, expectedSize: Int64?, refuse: @Sendable (Int64) async -> ControlResponse,
+                            writer: ControlStreamWriter) async {
         let relayed = Relayed()
         let (bandwidth, meter) = (self.bandwidth, self.meter)
         do throws(S3Error) {
@@ -380,6 +493,10 @@ package actor RestoreService: Service {
                 guard !(relayed.begun && from >= relayed.total) else { return }
                 let range: ClosedRange<Int64>? = relayed.begun && from > 0 ? from...(relayed.total - 1) : nil
                 _ = try await bucket.getObject(key: key, range: range, expectedBytes: relayed.total - from, onHead: { head in
+                    if let expectedSize, head.objectSize != expectedSize {
+                        relayed.refuse(head.objectSize)
+                        throw SizeRefusal()
+                    }
                     guard !relayed.begun else { return }
                     relayed.begin(head.objectSize)
                     try await writer.begin(contentType: "application/octet-stream", contentLength: head.objectSize)
@@ -391,6 +508,12 @@ package actor RestoreService: Service {
                 })
             }
         } catch {
+            if let found = relayed.refused {
+                // Before the first byte: the command is told why. (A resumed GET finding
+                // another size: the body is cut short, which the command sees.)
+                if !relayed.begun { await writer.respond(await refuse(found)) }
+                return
+            }
             guard !(relayed.begun && relayed.sent >= relayed.total) else { return await Self.finish(writer, begun: true) }
             if error.kind == .localFile { return }   // the command went away
             if !relayed.begun, let refusal = Refusal(error, key: key) { return await writer.respond(refusal.response) }
@@ -409,13 +532,19 @@ package actor RestoreService: Service {
     /// The first range says how big the object is; then the rest, `parallelRanges` ahead,
     /// each a child task, sent in order. A range's bytes count against the shared budget
     /// from before it is fetched until they are written to the command.
-    private func relayRanges(key: String, prefix: String, writer: ControlStreamWriter) async {
+    private func relayRanges(key: String, prefix: String, expectedSize: Int64?, refuse: @Sendable (Int64) async -> ControlResponse,
+                             writer: ControlStreamWriter) async {
         var held: [Int: Int64] = [0: await budget.acquire(options.rangeSize)]
         let first = await fetchRange(key: key, prefix: prefix, range: 0...(options.rangeSize - 1))
         guard case .success(let (head, firstBytes)) = first else {
             if case .failure(let error) = first {
                 await writer.respond(Refusal(error, key: key)?.response ?? .error(502, "storage_error", "could not read \(key): \(error)"))
             }
+            await budget.release(held.values.reduce(0, +))
+            return
+        }
+        if let expectedSize, head.objectSize != expectedSize {
+            await writer.respond(await refuse(head.objectSize))
             await budget.release(held.values.reduce(0, +))
             return
         }
@@ -538,12 +667,18 @@ package actor RestoreService: Service {
     }
 }
 
-/// What a relay has sent, shared with the S3 client's callbacks.
+/// What a relay has sent, shared with the S3 client's callbacks; and the size that made
+/// it refuse the object, if one did.
 private final class Relayed: Sendable {
-    private let state = Mutex<(begun: Bool, total: Int64, sent: Int64)>((false, 0, 0))
+    private let state = Mutex<(begun: Bool, total: Int64, sent: Int64, refused: Int64?)>((false, 0, 0, nil))
     var begun: Bool { state.withLock { $0.begun } }
     var sent: Int64 { state.withLock { $0.sent } }
     var total: Int64 { state.withLock { $0.total } }
-    func begin(_ total: Int64) { state.withLock { $0 = (true, total, $0.sent) } }
+    var refused: Int64? { state.withLock { $0.refused } }
+    func begin(_ total: Int64) { state.withLock { $0 = (true, total, $0.sent, nil) } }
     func add(_ n: Int) { state.withLock { $0.sent += Int64(n) } }
+    func refuse(_ size: Int64) { state.withLock { $0.refused = size } }
 }
+
+/// Thrown from a GET's head: the object is not the size asked for.
+private struct SizeRefusal: Error {}

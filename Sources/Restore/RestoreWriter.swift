@@ -22,9 +22,12 @@ package struct RestoreWriter: Sendable {
         package var message: String
         /// A folder on the way is not there (and was not to be created).
         package var missing = false
-        package init(_ message: String, missing: Bool = false) {
+        /// The errno of a failed write (ENOSPC: the mirror waits for space), when one said.
+        package var errno: Int32?
+        package init(_ message: String, missing: Bool = false, errno: Int32? = nil) {
             self.message = message
             self.missing = missing
+            self.errno = errno
         }
         package var description: String { message }
     }
@@ -37,6 +40,15 @@ package struct RestoreWriter: Sendable {
     let book = Book()
     /// Walk name by name with O_NOFOLLOW even where openat2 exists (tests of the fallback).
     let walkOnly: Bool
+    /// Every file's owner and mode, whatever its item records (the mirror's `owner` and
+    /// `file_mode`); nil: from the item, by `rule`.
+    let fileAttributes: Attributes?
+    /// Every folder this writer creates and has no record for (the mirror's `owner` and
+    /// `dir_mode`); nil: the writing user's, 0777 less the umask.
+    let folderAttributes: Attributes?
+    /// Whether a missing root is made (`--to DIR`); the mirror's never is: a folder gone
+    /// is a volume not mounted, and filling the disk underneath is what it must not do.
+    let createsRoot: Bool
 
     package init(overwrite: Bool, owners: OwnerRule.Owners = .byName, folderOwners: [String: [[UInt8]: Ownership]] = [:],
                  mayChown: Bool = geteuid() == 0) {
@@ -44,17 +56,34 @@ package struct RestoreWriter: Sendable {
                   folderOwners: folderOwners, walkOnly: false)
     }
 
-    init(overwrite: Bool, rule: OwnerRule, folderOwners: [String: [[UInt8]: Ownership]], walkOnly: Bool) {
+    init(overwrite: Bool, rule: OwnerRule, folderOwners: [String: [[UInt8]: Ownership]], walkOnly: Bool,
+         fileAttributes: Attributes? = nil, folderAttributes: Attributes? = nil, createsRoot: Bool = true) {
         self.overwrite = overwrite
         self.rule = rule
         self.folderOwners = folderOwners
         self.walkOnly = walkOnly
+        self.fileAttributes = fileAttributes
+        self.folderAttributes = folderAttributes
+        self.createsRoot = createsRoot
     }
 
-    /// What a file gets before its rename: its owner (nil: stays the restoring user's) and mode.
-    struct Attributes: Sendable {
-        var owner: (uid: UInt32, gid: UInt32)?
-        var mode: UInt32
+    /// A writer that gives every file and every folder it creates the same owner and mode
+    /// (the mirror: config.md `[mirror]` `owner`, `file_mode`, `dir_mode`), never replacing a file.
+    package init(files: Attributes, folders: Attributes) {
+        self.init(overwrite: false, rule: OwnerRule(owners: .keep, mayChown: false, umask: 0o077), folderOwners: [:], walkOnly: false,
+                  fileAttributes: files, folderAttributes: folders, createsRoot: false)
+    }
+
+    /// What a file gets before its rename: its owner (nil: stays the restoring user's; either
+    /// id `UInt32.max`: that one unchanged, as `fchown` takes it) and mode.
+    package struct Attributes: Sendable {
+        package var owner: (uid: UInt32, gid: UInt32)?
+        package var mode: UInt32
+
+        package init(owner: (uid: UInt32, gid: UInt32)?, mode: UInt32) {
+            self.owner = owner
+            self.mode = mode
+        }
     }
 
     /// The open folder an item goes into, and its file name there.
@@ -92,6 +121,14 @@ package struct RestoreWriter: Sendable {
         func created(_ f: Folder) { state.withLock { _ = $0.created.insert(f) } }
         func touched(_ f: Folder) { state.withLock { _ = $0.touched.insert(f) } }
         var all: (created: Set<Folder>, touched: Set<Folder>) { state.withLock { $0 } }
+        /// Everything booked so far, forgotten here: a writer that lives on (the mirror's)
+        /// finishes batch after batch.
+        func take() -> (created: Set<Folder>, touched: Set<Folder>) {
+            state.withLock { s in
+                defer { s = ([], []) }
+                return s
+            }
+        }
     }
 
     // MARK: folders
@@ -102,17 +139,17 @@ package struct RestoreWriter: Sendable {
         guard let name = components.last, components.allSatisfy(RestorePlan.isSafeName) else {
             throw Failure("the manifest names an unsafe path (an empty, '.' or '..' part): not restored")
         }
-        let root = try openRoot(item.root, create: true)
+        let root = try openRoot(item.root, create: createsRoot)
         defer { close(root) }
         let folder = Self.join(components.dropLast())
         let fd = try openBelow(root, rootPath: item.root, folder: components.dropLast(), create: true)
-        let attributes = Attributes(owner: item.owner.flatMap { rule.ids($0, user: identities.user, group: identities.group) },
-                                    mode: rule.fileMode(item.owner))
+        let attributes = fileAttributes ?? Attributes(owner: item.owner.flatMap { rule.ids($0, user: identities.user, group: identities.group) },
+                                                      mode: rule.fileMode(item.owner))
         return Parent(fd: fd, name: name, path: Self.display(item.root, folder), root: item.root, folder: folder, attributes: attributes, book: book)
     }
 
     /// The root as the user named it (it may be reached through links: it is theirs).
-    func openRoot(_ root: String, create: Bool) throws(Failure) -> Int32 {
+    package func openRoot(_ root: String, create: Bool) throws(Failure) -> Int32 {
         if create {
             do {
                 try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -127,7 +164,7 @@ package struct RestoreWriter: Sendable {
 
     /// The folder `folder` below the open `root`, never through a link; created (and
     /// booked) where missing when `create`.
-    func openBelow(_ root: Int32, rootPath: String, folder: ArraySlice<[UInt8]>, create: Bool) throws(Failure) -> Int32 {
+    package func openBelow(_ root: Int32, rootPath: String, folder: ArraySlice<[UInt8]>, create: Bool) throws(Failure) -> Int32 {
         if folder.isEmpty { return dup(root) }
         // Most folders exist already: one call for the whole path.
         if !walkOnly && !Self.openat2Missing.load(ordering: .relaxed) {
@@ -161,7 +198,8 @@ package struct RestoreWriter: Sendable {
             if next < 0 && err == ENOENT && create {
                 let record = folderOwners[rootPath]?[Self.join(path)]
                 // A folder with a recorded owner stays private until it gets it, after its contents.
-                let (made, mkdirErr) = Self.call(component) { mkdirat(fd, $0, record == nil ? 0o777 : 0o700) }
+                let restricted = record != nil || folderAttributes != nil
+                let (made, mkdirErr) = Self.call(component) { mkdirat(fd, $0, restricted ? 0o700 : 0o777) }
                 if made == 0 {
                     book.created(.init(root: rootPath, path: Self.join(path)))
                     book.touched(.init(root: rootPath, path: Self.join(path.dropLast())))
@@ -175,7 +213,7 @@ package struct RestoreWriter: Sendable {
                 let shown = Self.display(rootPath, Self.join(path))
                 if err == ENOENT && !create { throw Failure("\(shown) does not exist", missing: true) }
                 throw Failure(what.map { "\(shown) is \($0) where a folder should be: not followed, not restored" }
-                              ?? "cannot open or create the folder \(shown): \(String(cString: strerror(err)))")
+                              ?? "cannot open or create the folder \(shown): \(String(cString: strerror(err)))", errno: err)
             }
             close(fd)
             fd = next
@@ -261,8 +299,9 @@ package struct RestoreWriter: Sendable {
 
     /// A hidden temporary file next to the destination, for its bytes: created new
     /// (O_EXCL, O_NOFOLLOW), mode 0600 until it is complete; readable, for `OpenFileLanes`.
-    package func incoming(in parent: Parent, sha256: Bool = false) throws(Failure) -> IncomingFile {
-        let temp = Self.temporaryName(for: parent.name)
+    /// `temporaryName`: the mirror's own (named by the object, so a restart reuses it).
+    package func incoming(in parent: Parent, sha256: Bool = false, temporaryName: [UInt8]? = nil) throws(Failure) -> IncomingFile {
+        let temp = temporaryName ?? Self.temporaryName(for: parent.name)
         let flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
         var fd = Self.withCString(temp) { openat(parent.fd, $0, flags, 0o600) }
         if fd < 0 && Glibc.errno == EEXIST {
@@ -270,7 +309,10 @@ package struct RestoreWriter: Sendable {
             _ = Self.withCString(temp) { unlinkat(parent.fd, $0, 0) }
             fd = Self.withCString(temp) { openat(parent.fd, $0, flags, 0o600) }
         }
-        guard fd >= 0 else { throw Failure("cannot create a temporary file in \(parent.path): \(Self.errno())") }
+        guard fd >= 0 else {
+            let code = Glibc.errno
+            throw Failure("cannot create a temporary file in \(parent.path): \(Self.errno())", errno: code)
+        }
         return IncomingFile(parent: parent, temp: temp, fd: fd, sha256: sha256)
     }
 
@@ -287,7 +329,7 @@ package struct RestoreWriter: Sendable {
     /// every folder whose entries changed so the renames survive a power cut. Returns what
     /// could not be done, as sentences.
     package func finish() -> [String] {
-        let (created, touched) = book.all
+        let (created, touched) = book.take()
         var problems: [String] = []
         var roots: [String: Int32] = [:]
         defer { for fd in roots.values { close(fd) } }
@@ -305,6 +347,14 @@ package struct RestoreWriter: Sendable {
                     problems.append("\(shown): cannot give it to \(ids.uid):\(ids.gid): \(Self.errno())")
                 }
                 if fchmod(fd, mode_t(rule.folderMode(record))) != 0 {
+                    problems.append("\(shown): cannot set its mode: \(Self.errno())")
+                }
+            } else if created.contains(folder), let given = folderAttributes {
+                let shown = Self.display(folder.root, folder.path)
+                if let ids = given.owner, fchown(fd, ids.uid, ids.gid) != 0 {
+                    problems.append("\(shown): cannot give it to \(Self.ids(ids)): \(Self.errno())")
+                }
+                if fchmod(fd, mode_t(given.mode)) != 0 {
                     problems.append("\(shown): cannot set its mode: \(Self.errno())")
                 }
             }
@@ -342,6 +392,11 @@ package struct RestoreWriter: Sendable {
     }
 
     static func errno() -> String { String(cString: strerror(Glibc.errno)) }
+
+    /// `uid:gid` as `fchown` takes them, an unchanged one as `-`.
+    static func ids(_ ids: (uid: UInt32, gid: UInt32)) -> String {
+        (ids.uid == UInt32.max ? "-" : "\(ids.uid)") + ":" + (ids.gid == UInt32.max ? "-" : "\(ids.gid)")
+    }
 }
 
 extension RestoreWriter {

@@ -45,7 +45,7 @@ final class TransferWorkers: Sendable {
     /// A file downloaded whole into its temporary file, on its way to `OpenFileLanes` and
     /// back: one thread at a time holds it (the worker that wrote it, the hashing thread,
     /// which only reads its descriptor, then the worker that puts it in place).
-    private struct Downloaded: @unchecked Sendable {
+    private struct Downloaded: Sendable {
         let item: RestoreItem
         let incoming: IncomingFile
         let parent: RestoreWriter.Parent
@@ -329,6 +329,12 @@ final class TransferWorkers: Sendable {
                 var streaming = client
                 streaming.timeout = 120
                 answer = try streaming.stream(.restoreObject, query: ["md5": item.version.md5.hex, "size": "\(item.version.size)"]) { bytes in
+                    // Never a byte past the size the manifest (an export: the listing)
+                    // gives, whatever the daemon sends: the bucket is untrusted, and the
+                    // daemon may be of another release.
+                    guard incoming.written + Int64(bytes.count) <= item.version.size else {
+                        throw RestoreWriter.Failure("its object photos/…/\(item.version.md5.hex).dat holds more than the \(item.version.size) bytes expected: it was replaced in the bucket; not \(self.rules.noun == "export" ? "exported" : "restored")")
+                    }
                     try incoming.append(bytes)
                     self.state.withLock { $0.tally.progress.moved(Int64(bytes.count), now: Date()) }
                 }

@@ -7,6 +7,12 @@ package struct AccountKey: Sendable, Equatable, CustomStringConvertible {
     package static let size = 32
     static let fingerprintInfo = Array("photolala account key fingerprint v1".utf8)
     static let metadataInfo = Array("photolala metadata v2".utf8)
+    /// The key object's own keys (docs/manifest.md "The key object"): its proof that a holder
+    /// of K wrote it, the previous account key it carries while a new one is put in place, and
+    /// the endorsement of the account key that replaces this one.
+    static let proofInfo = Array("photolala key object proof v1".utf8)
+    static let previousInfo = Array("photolala key object previous key v1".utf8)
+    static let successorInfo = Array("photolala key object successor v1".utf8)
 
     package let bytes: [UInt8]
 
@@ -30,6 +36,14 @@ package struct AccountKey: Sendable, Equatable, CustomStringConvertible {
 
     /// M = HKDF-SHA256(K, no salt, "photolala metadata v2", 32 bytes): the key of every sealed object.
     package var metadataKey: MetadataKey { MetadataKey(key: derive(Self.metadataInfo, count: 32)) }
+
+    /// P: seals the key object's proof (its generation), so a holder of K tells an object
+    /// written by a holder of K from anything else.
+    var proofKey: SymmetricKey { derive(Self.proofInfo, count: 32) }
+    /// T: seals the previous account key inside the key object while a new one is put in place.
+    var previousKey: SymmetricKey { derive(Self.previousInfo, count: 32) }
+    /// E: the HMAC key with which this account key endorses the one that replaces it.
+    var successorKey: SymmetricKey { derive(Self.successorInfo, count: 32) }
 
     /// Never the key itself.
     package var description: String { "AccountKey(fingerprint \(fingerprint))" }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import PhotolalaCore
 
 /// What a NAS keeps about the account key (privacy.md), in `state_dir/account-key`.
 package struct AccountKeyState: Sendable, Equatable, CustomStringConvertible {
@@ -13,6 +14,32 @@ package struct AccountKeyState: Sendable, Equatable, CustomStringConvertible {
         /// confirms the new key object, so the account stays readable with a key the user
         /// was shown whatever happens).
         case rotating(previous: RecoveryKey, previousCreatedAt: Int64)
+        /// A new account key (and recovery key) being put in place of `previous` by
+        /// `recovery-key --rotate --new-account-key`: every object under the account's
+        /// metadata is sealed again under it. Both stay until the bucket holds the new key
+        /// object alone, so whatever a kill -9 interrupts, the account stays readable with
+        /// a recovery key the user was shown or `recovery-key` shows.
+        case newAccountKey(Replaced)
+    }
+
+    /// The account key (and its recovery key) a new account key replaces, kept until the
+    /// bucket's key object holds the new key alone.
+    package struct Replaced: Sendable, Equatable {
+        package var accountKey: AccountKey
+        package var recoveryKey: RecoveryKey
+        package var recoveryCreatedAt: Int64
+        package var generation: UInt64
+        /// The transitional key object reached the bucket: objects are being sealed again
+        /// under the new key, and the step is never undone.
+        package var resealing: Bool
+
+        package init(accountKey: AccountKey, recoveryKey: RecoveryKey, recoveryCreatedAt: Int64, generation: UInt64, resealing: Bool = false) {
+            self.accountKey = accountKey
+            self.recoveryKey = recoveryKey
+            self.recoveryCreatedAt = recoveryCreatedAt
+            self.generation = generation
+            self.resealing = resealing
+        }
     }
 
     /// The account this key belongs to: another account's state is never used.
@@ -22,13 +49,23 @@ package struct AccountKeyState: Sendable, Equatable, CustomStringConvertible {
     /// When the recovery key was made, Unix milliseconds (also sealed in the key object).
     package var recoveryCreatedAt: Int64
     package var pending: Pending?
+    /// When the recovery key was last shown (`recovery-key`, `--rotate`) or entered on this
+    /// NAS, Unix milliseconds; nil: never since it was made or last rotated. `logout` keeps
+    /// the key while it is nil (privacy.md "No side doors": it may be the only copy).
+    package var recoveryShownAt: Int64?
+    /// The key object's generation this recovery key was written with (0 before there were
+    /// generations): an older one coming back is an old copy put back.
+    package var generation: UInt64
 
-    package init(userId: String, accountKey: AccountKey, recoveryKey: RecoveryKey, recoveryCreatedAt: Int64, pending: Pending? = nil) {
+    package init(userId: String, accountKey: AccountKey, recoveryKey: RecoveryKey, recoveryCreatedAt: Int64, pending: Pending? = nil,
+                 recoveryShownAt: Int64? = nil, generation: UInt64 = 0) {
         self.userId = userId
         self.accountKey = accountKey
         self.recoveryKey = recoveryKey
         self.recoveryCreatedAt = recoveryCreatedAt
         self.pending = pending
+        self.recoveryShownAt = recoveryShownAt
+        self.generation = generation
     }
 
     package var fingerprint: String { accountKey.fingerprint }
@@ -45,6 +82,9 @@ package struct AccountKeyState: Sendable, Equatable, CustomStringConvertible {
 package struct AccountKeyStore: Sendable {
     package static let fileName = "account-key"
     static let temporaryName = "account-key.tmp"
+    /// The version being replaced, kept by a second link until the new one is in place,
+    /// then overwritten: no version of the key file is unlinked with its bytes intact.
+    static let previousName = "account-key.old"
     /// The file is a few hundred bytes; anything much larger is not ours.
     static let maxSize = 16 * 1024
 
@@ -103,27 +143,50 @@ package struct AccountKeyStore: Sendable {
         }
         if failure == nil && fsync(fd) != 0 { failure = Self.errorText() }
         close(fd)
+        // A previous version left by a kill -9 is overwritten first; then the current one
+        // gets a second name, so that once the rename has replaced it its bytes can still
+        // be reached, and overwritten.
+        if failure == nil {
+            do throws(Shred.Failure) {
+                try Shred.remove(Self.previousName, at: dir, shown: directory + "/" + Self.previousName)
+            } catch {
+                failure = error.message
+            }
+        }
+        if failure == nil && linkat(dir, Self.fileName, dir, Self.previousName, 0) != 0 && errno != ENOENT { failure = Self.errorText() }
         if failure == nil && renameat(dir, Self.temporaryName, dir, Self.fileName) != 0 { failure = Self.errorText() }
         guard failure == nil else {
-            unlinkat(dir, Self.temporaryName, 0)
+            _ = try? Shred.remove(Self.temporaryName, at: dir, shown: directory + "/" + Self.temporaryName)
+            unlinkat(dir, Self.previousName, 0)
             throw Failure("cannot write \(path): \(failure!)")
+        }
+        guard fsync(dir) == 0 else { throw Failure("cannot sync \(directory): \(Self.errorText())") }
+        do throws(Shred.Failure) {
+            try Shred.remove(Self.previousName, at: dir, shown: directory + "/" + Self.previousName)
+        } catch {
+            throw Failure("the new key file is in place, but its previous version could not be overwritten: \(error)")
         }
         guard fsync(dir) == 0 else { throw Failure("cannot sync \(directory): \(Self.errorText())") }
     }
 
-    /// Removes the state (logout); nothing to remove is fine.
-    package func erase() throws(Failure) {
+    /// Removes a temporary file a killed `save` left (never followed: unlink does not).
+    package func removeTemporary() {
         let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dir >= 0 else {
-            if errno == ENOENT { return }
-            throw Failure("cannot open \(directory): \(Self.errorText())")
-        }
-        defer { close(dir) }
+        guard dir >= 0 else { return }
         unlinkat(dir, Self.temporaryName, 0)
-        if unlinkat(dir, Self.fileName, 0) != 0 && errno != ENOENT {
-            throw Failure("cannot remove \(path): \(Self.errorText())")
+        close(dir)
+    }
+
+    /// Removes the state (logout): every version of the file is overwritten with zeros and
+    /// synced before it is unlinked. Nothing to remove is fine.
+    package func erase() throws(Failure) {
+        do throws(Shred.Failure) {
+            for name in [Self.temporaryName, Self.previousName, Self.fileName] {
+                try Shred.remove(name, in: directory)
+            }
+        } catch {
+            throw Failure(error.message)
         }
-        guard fsync(dir) == 0 else { throw Failure("cannot sync \(directory): \(Self.errorText())") }
     }
 
     // MARK: the file's format
@@ -135,6 +198,9 @@ package struct AccountKeyStore: Sendable {
             var step: String
             var previousRecoveryKey: String?
             var previousRecoveryKeyCreatedAt: Int64?
+            var previousAccountKey: String?
+            var previousGeneration: UInt64?
+            var resealing: Bool?
         }
 
         var format: Int
@@ -144,6 +210,9 @@ package struct AccountKeyStore: Sendable {
         var recoveryKey: String
         var recoveryKeyCreatedAt: Int64
         var pending: Pending?
+        /// Absent in files written before it existed: never shown, as far as this NAS knows.
+        var recoveryKeyShownAt: Int64?
+        var generation: UInt64?
     }
 
     static func encode(_ s: AccountKeyState) -> [UInt8] {
@@ -152,9 +221,14 @@ package struct AccountKeyStore: Sendable {
         case nil: pending = nil
         case .creating?: pending = .init(step: "create")
         case .rotating(let previous, let at)?: pending = .init(step: "rotate", previousRecoveryKey: previous.formatted, previousRecoveryKeyCreatedAt: at)
+        case .newAccountKey(let old)?:
+            pending = .init(step: "new-account-key", previousRecoveryKey: old.recoveryKey.formatted, previousRecoveryKeyCreatedAt: old.recoveryCreatedAt,
+                            previousAccountKey: Data(old.accountKey.bytes).base64EncodedString(), previousGeneration: old.generation,
+                            resealing: old.resealing)
         }
         let file = File(format: 1, userId: s.userId, accountKey: Data(s.accountKey.bytes).base64EncodedString(), fingerprint: s.fingerprint,
-                        recoveryKey: s.recoveryKey.formatted, recoveryKeyCreatedAt: s.recoveryCreatedAt, pending: pending)
+                        recoveryKey: s.recoveryKey.formatted, recoveryKeyCreatedAt: s.recoveryCreatedAt, pending: pending,
+                        recoveryKeyShownAt: s.recoveryShownAt, generation: s.generation == 0 ? nil : s.generation)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
         // Cannot fail: strings and integers only.
@@ -168,13 +242,19 @@ package struct AccountKeyStore: Sendable {
         guard let key = Data(base64Encoded: file.accountKey), key.count == AccountKey.size else { throw Failure(damaged) }
         let accountKey = AccountKey(bytes: Array(key))
         guard accountKey.fingerprint == file.fingerprint, let recovery = try? RecoveryKey.parse(file.recoveryKey) else { throw Failure(damaged) }
-        var state = AccountKeyState(userId: file.userId, accountKey: accountKey, recoveryKey: recovery, recoveryCreatedAt: file.recoveryKeyCreatedAt)
+        var state = AccountKeyState(userId: file.userId, accountKey: accountKey, recoveryKey: recovery, recoveryCreatedAt: file.recoveryKeyCreatedAt,
+                                    recoveryShownAt: file.recoveryKeyShownAt, generation: file.generation ?? 0)
         switch (file.pending?.step, file.pending?.previousRecoveryKey, file.pending?.previousRecoveryKeyCreatedAt) {
         case (nil, _, _): break
         case ("create"?, _, _): state.pending = .creating
         case ("rotate"?, let previous?, let at?):
             guard let old = try? RecoveryKey.parse(previous) else { throw Failure(damaged) }
             state.pending = .rotating(previous: old, previousCreatedAt: at)
+        case ("new-account-key"?, let previous?, let at?):
+            guard let old = try? RecoveryKey.parse(previous), let text = file.pending?.previousAccountKey,
+                  let key = Data(base64Encoded: text), key.count == AccountKey.size else { throw Failure(damaged) }
+            state.pending = .newAccountKey(.init(accountKey: AccountKey(bytes: Array(key)), recoveryKey: old, recoveryCreatedAt: at,
+                                                 generation: file.pending?.previousGeneration ?? 0, resealing: file.pending?.resealing ?? false))
         default: throw Failure(damaged)
         }
         return state

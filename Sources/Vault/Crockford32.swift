@@ -1,12 +1,13 @@
 /// Crockford's base32 (https://www.crockford.com/base32.html) for the recovery key: digits
 /// and letters without I, L, O and U, so that nothing read aloud or copied by hand is
-/// ambiguous. Bits are taken most significant first, 5 a character.
-enum Crockford32 {
-    static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
+/// ambiguous. Bits are taken most significant first, 5 a character. The audit trail's
+/// verification key is written with it too.
+package enum Crockford32 {
+    package static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
 
     /// The value of a typed character: case-insensitive, `I`/`L` read as 1 and `O` as 0
     /// (Crockford's rule for look-alikes); nil for anything else.
-    static func value(of c: UInt8) -> UInt8? {
+    package static func value(of c: UInt8) -> UInt8? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "z"): return value(of: c - 32)
@@ -17,7 +18,7 @@ enum Crockford32 {
     }
 
     /// `bytes.count * 8` must be a multiple of 5 (the recovery key's 20 bytes are 32 characters).
-    static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         precondition(bytes.count * 8 % 5 == 0)
         var out: [UInt8] = []
         var buffer: UInt32 = 0
@@ -34,7 +35,7 @@ enum Crockford32 {
     }
 
     /// The inverse of `encode` for values already checked by `value(of:)`.
-    static func decode(_ values: [UInt8]) -> [UInt8] {
+    package static func decode(_ values: [UInt8]) -> [UInt8] {
         precondition(values.count * 5 % 8 == 0)
         var out: [UInt8] = []
         var buffer: UInt32 = 0

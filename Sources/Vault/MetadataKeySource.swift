@@ -8,6 +8,19 @@ package protocol MetadataKeySource: Sendable {
     /// Says when the state may have changed (signed in or out, a key entered, made or
     /// rotated): the manifest waits on it while the key is `needed`.
     var keyChanges: ChangeFeed { get }
+    /// `metadataKeyState`, after a cheap look (a HEAD) at whether the bucket's key object
+    /// changed since it was last looked at whole; a changed one is looked at whole first. The
+    /// manifest asks before it writes, so a new account key or a substitution made elsewhere
+    /// stops it before it seals anything more under a key that no longer serves.
+    func currentKeyState() async -> MetadataKeyState
+    /// What a device record wraps the account key under: this NAS's recovery key while it
+    /// is the current one (nil: none, or outdated; the record then carries no wrap).
+    func recordWrap() async -> SealedRecord.Wrap?
+}
+
+extension MetadataKeySource {
+    package func currentKeyState() async -> MetadataKeyState { await metadataKeyState() }
+    package func recordWrap() async -> SealedRecord.Wrap? { nil }
 }
 
 /// status `recovery.state` (cli.md), with the key itself when it is ready.

@@ -13,6 +13,8 @@ package enum VaultFailure: Error, Equatable, CustomStringConvertible {
     case newerFormat(String, version: UInt8)
     /// A sealed object that does not authenticate under this account key.
     case doesNotOpen(String)
+    /// A version-2 key object whose wrap opens but whose proof does not: altered.
+    case unproven(String)
 
     package var description: String {
         switch self {
@@ -26,6 +28,8 @@ package enum VaultFailure: Error, Equatable, CustomStringConvertible {
             "\(key) is in the old plaintext format (1), which nothing authenticates"
         case .newerFormat(let key, let version):
             "\(key) is in format \(version), newer than this photolalad reads: update photolalad"
+        case .unproven(let key):
+            "\(key) opens with this recovery key but does not prove it was written with the account key it holds: it was altered; a NAS that holds the account key writes it again"
         case .doesNotOpen(let key):
             "\(key) does not authenticate under this account's key: it was written with another key, altered, or copied from another object"
         }

@@ -29,16 +29,29 @@ enum InotifyLimit: String {
         return """
             cannot create an inotify instance (\(errnoText(err)); fs.inotify.max_user_instances = \(limit)): \
             all folders are scanned every \(human(rescan)) instead of watched. \
-            Raise it: sysctl -w fs.inotify.max_user_instances=1024 (and persist in /etc/sysctl.d/)
+            \(raise) sysctl -w fs.inotify.max_user_instances=1024 (and persist in /etc/sysctl.d/)
             """
     }
+
+    /// Who can raise a limit: in a container the kernel's limits are the host's, and only
+    /// the host can change them (a NAS's own settings; Synology's are low). Until then the
+    /// scans on a schedule are the safety net, and the line says so.
+    static var raise: String {
+        inContainer ? "Raise it on the host (a container cannot change it; until then the scans are the safety net):" : "Raise it:"
+    }
+
+    /// Docker leaves /.dockerenv, Podman /run/.containerenv; systemd-nspawn and others set $container.
+    static let inContainer: Bool = {
+        if access("/.dockerenv", F_OK) == 0 || access("/run/.containerenv", F_OK) == 0 { return true }
+        return getenv("container").map { String(cString: $0) }.map { !$0.isEmpty } ?? false
+    }()
 
     /// The watch limit (`limit`) left `unwatched` directories to be scanned every `rescan`.
     static func watchesReached(limit: Int, unwatched: Int, rescan: Duration) -> String {
         """
         inotify watch limit reached (fs.inotify.max_user_watches = \(limit)): \(unwatched) directories are scanned \
         every \(human(rescan)) instead of watched. \
-        Raise it: sysctl -w fs.inotify.max_user_watches=\(max(524_288, limit * 2)) (and persist in /etc/sysctl.d/)
+        \(raise) sysctl -w fs.inotify.max_user_watches=\(max(524_288, limit * 2)) (and persist in /etc/sysctl.d/)
         """
     }
 

@@ -25,6 +25,13 @@ import Testing
         #expect(policy.refusal(.trail).contains("root and the daemon's user"))
     }
 
+    @Test func theVerificationKeyIsRootsAlone() {
+        #expect(policy.allows(.root, peer: PeerCredentials(pid: 0, uid: 0, gid: 0)))
+        #expect(!policy.allows(.root, peer: PeerCredentials(pid: 0, uid: 998, gid: 998)), "not the daemon's user, whose files it checks")
+        #expect(!policy.allows(.root, peer: PeerCredentials(pid: 0, uid: 1000, gid: 997)))
+        #expect(policy.refusal(.root).contains("root only"))
+    }
+
     @Test func othersMayNotRead() {
         let other = PeerCredentials(pid: 0, uid: 1000, gid: 1000)
         #expect(!policy.allows(.read, peer: other))
@@ -44,11 +51,14 @@ import Testing
         // --dry-run` needs. Everything else changes something: verify puts objects back in the
         // queue; restoring itself (a session, the bytes, asking archived objects back) is a write.
         let reads: Set<ControlRoute> = [.status, .queue, .metrics, .files, .verifyProgress,
-                                        .devices, .manifest, .restoreObjects, .restoreListing, .restoreExport]
+                                        .devices, .manifest, .restoreObjects, .restoreListing, .restoreExport, .mirror]
         // The audit trail tells who did what: root and the daemon's user only.
-        let trails: Set<ControlRoute> = [.audit, .auditVerify]
+        let trails: Set<ControlRoute> = [.audit, .auditVerify, .auditSealed]
+        // The trail's verification key: root alone.
+        let rootOnly: Set<ControlRoute> = [.auditVerificationKey, .auditVerificationKeyTaken]
         for route in ControlRoute.allCases {
-            #expect(route.access == (reads.contains(route) ? .read : trails.contains(route) ? .trail : .write), "\(route)")
+            #expect(route.access == (reads.contains(route) ? .read : trails.contains(route) ? .trail : rootOnly.contains(route) ? .root : .write),
+                    "\(route)")
         }
         #expect(ControlRoute(method: "POST", path: "/v1/verify") == .verify && ControlRoute.verify.access == .write)
         for route in ControlRoute.allCases { #expect(route.path.hasPrefix("/v1/")) }

@@ -427,7 +427,7 @@ import Vault
             let secrets = [key.formatted, key.formatted.replacingOccurrences(of: "-", with: "")]
             #expect(!texts.contains { line in secrets.contains { line.contains($0) } })
         }
-        // Nor in the bucket: only the key object, 76 bytes, no key in it.
+        // Nor in the bucket: only the key object (113 bytes), no key in it.
         #expect(world.bucket.keys == [world.keyObjectKey] && world.keyObject?.count == KeyObject.size)
     }
 }

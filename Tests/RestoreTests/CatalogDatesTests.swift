@@ -35,16 +35,16 @@ import Testing
             \(md5(0)),1,\(md5(7)),1700000000
             """)
         #expect(t.counts == .init(rows: 8, malformed: 0))
-        #expect(try lookup(t, md5(1)) == .init(date: 1_700_000_000, ext: "heic"))
+        #expect(try lookup(t, md5(1)) == .init(date: 1_700_000_000, ext: "heic", size: 1000))
         // Either case, spaces and a carriage return around the columns, a fraction taken down.
-        #expect(try lookup(t, upper.lowercased()) == .init(date: 1_600_000_000, ext: "jpg"))
-        #expect(try lookup(t, md5(2)) == .init(date: nil, ext: "png"))
+        #expect(try lookup(t, upper.lowercased()) == .init(date: 1_600_000_000, ext: "jpg", size: 10))
+        #expect(try lookup(t, md5(2)) == .init(date: nil, ext: "png", size: 1))
         // Out of 1970–2099 is kept as written: the name decides (ExportName).
-        #expect(try lookup(t, md5(3)) == .init(date: -86_400, ext: "cr2"))
-        #expect(try lookup(t, md5(4)) == .init(date: 1_000_000_000, ext: nil))
-        #expect(try lookup(t, md5(5)) == .init(date: nil, ext: "webp"))
-        #expect(try lookup(t, md5(6)) == .init(date: nil, ext: "tif"))
-        #expect(try lookup(t, md5(7)) == .init(date: 1_700_000_000, ext: nil))
+        #expect(try lookup(t, md5(3)) == .init(date: -86_400, ext: "cr2", size: 1))
+        #expect(try lookup(t, md5(4)) == .init(date: 1_000_000_000, ext: nil, size: 1))
+        #expect(try lookup(t, md5(5)) == .init(date: nil, ext: "webp", size: 1))
+        #expect(try lookup(t, md5(6)) == .init(date: nil, ext: "tif", size: 1))
+        #expect(try lookup(t, md5(7)) == .init(date: 1_700_000_000, ext: nil, size: 1))
         #expect(try lookup(t, md5(8)) == nil)
     }
 
@@ -63,7 +63,7 @@ import Testing
         #expect(t.counts == .init(rows: 6, malformed: 4))
         #expect(try lookup(t, md5(1))?.date == 1_700_000_000)
         #expect(try lookup(t, md5(2)) == nil)
-        #expect(try lookup(t, md5(3)) == .init(date: 1_700_000_001, ext: "png"))
+        #expect(try lookup(t, md5(3)) == .init(date: 1_700_000_001, ext: "png", size: 1))
     }
 
     @Test func aPhotoListedTwiceKeepsItsFirstRowAcrossRuns() throws {
@@ -75,7 +75,7 @@ import Testing
         for runLength in [3, 1000] {
             let t = try table(lines.joined(separator: "\n") + "\n", runLength: runLength)
             #expect(t.counts.rows == 102)
-            for i in 0..<100 { #expect(try lookup(t, md5(i)) == .init(date: 1_600_000_000 + Int64(i), ext: "jpg"), "\(i) runs of \(runLength)") }
+            for i in 0..<100 { #expect(try lookup(t, md5(i)) == .init(date: 1_600_000_000 + Int64(i), ext: "jpg", size: 1), "\(i) runs of \(runLength)") }
             #expect(try lookup(t, md5(100)) == nil)
             #expect(try lookup(t, "00000000000000000000000000000000") == nil)
             #expect(try lookup(t, "ffffffffffffffffffffffffffffffff") == nil)

@@ -55,9 +55,10 @@ import Vault
         let moved = row(sealed, record("x", counter: 4).sealed(key: key.metadataKey, objectKey: "elsewhere"), .ready(key))
         #expect(moved.device.access == .unreadable && moved.device.problem == DeviceListing.notReadable("nas") && moved.counter == nil)
 
-        let newer = row(sealed, Array(SealedObject.magic.prefix(7)) + [3, 0, 0], .ready(key))
-        #expect(newer.device.access == .unreadable && newer.device.format == 3)
-        #expect(newer.device.problem == "its manifest is in format 3, newer than this photolalad reads: update photolalad")
+        // 0x03 is format 2's record with the wrapped key (issue 31): 0x04 is the first unknown.
+        let newer = row(sealed, Array(SealedObject.magic.prefix(7)) + [4, 0, 0], .ready(key))
+        #expect(newer.device.access == .unreadable && newer.device.format == 4)
+        #expect(newer.device.problem == "its manifest is in format 4, newer than this photolalad reads: update photolalad")
     }
 
     @Test func thisNASComesFirstThenTheNewestAndTheNoteOnlyWhenAKeyIsNeeded() {

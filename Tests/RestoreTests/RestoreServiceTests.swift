@@ -153,6 +153,83 @@ import Vault
         try? FileManager.default.removeItem(atPath: dir)
     }
 
+    // MARK: sizes before bytes (privacy.md "No side doors")
+
+    /// A restore of this NAS's manifest into `dir/out` through a real control socket, the
+    /// command on a thread of its own; `handler` answers the socket.
+    func restoreThroughTheSocket(_ dir: String, handler: any ControlHandler) async throws -> RestoreSummary {
+        let socket = dir + "/s.sock"
+        let server = try await ControlServer.start(path: socket, group: "photolala",
+                                                   policy: AccessPolicy(daemonUID: getuid(), readerGroup: nil, readerGroupName: "photolala"),
+                                                   handler: handler, logger: Logger(label: "restore-tests"))
+        let request = RestoreRun.Request(device: nil, asOf: nil, asOfText: nil, to: dir + "/out", paths: [], overwrite: false,
+                                         dryRun: false, json: true, workers: 2)
+        let result: Result<RestoreSummary, RestoreRun.Stop> = await withCheckedContinuation { done in
+            Thread.detachNewThread {
+                do throws(RestoreRun.Stop) {
+                    done.resume(returning: .success(try RestoreRun(client: ControlClient(socketPath: socket), request: request,
+                                                                   interrupted: { false }).run()))
+                } catch {
+                    done.resume(returning: .failure(error))
+                }
+            }
+        }
+        await server.stop()
+        return try result.get()
+    }
+
+    /// Every file below `dir` (temporary ones included) and their bytes together.
+    func filesBelow(_ dir: String) -> (names: [String], bytes: Int64) {
+        var names: [String] = []
+        var bytes: Int64 = 0
+        let e = FileManager.default.enumerator(atPath: dir)
+        while let name = e?.nextObject() as? String {
+            var st = stat()
+            guard lstat(dir + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            names.append(name)
+            bytes += Int64(st.st_size)
+        }
+        return (names.sorted(), bytes)
+    }
+
+    @Test func anObjectOfAnotherSizeIsRefusedByTheDaemonBeforeAByteIsRelayed() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("restore-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // The small photo's object swapped for 3 MB, and the big one's for a bigger one:
+        // one relayed whole, one in ranges; neither must reach the command.
+        let swapped = [UInt8](repeating: 0x41, count: 3 << 20)
+        bucket.store("photos/U/\(md5(small)).dat", bytes: swapped)
+        bucket.store("photos/U/\(md5(big)).dat", bytes: big + swapped)
+        let summary = try await restoreThroughTheSocket(dir, handler: Routes(restore: restore))
+        #expect(summary.restored == 0 && summary.failed == 2 && summary.exitCode != 0)
+        let problems = Dictionary(uniqueKeysWithValues: summary.problems.map { ($0.path, $0.message) })
+        #expect(problems[dir + "/out/photos/2024/a.jpg"]?.contains("holds \(3 << 20) bytes in the bucket, not the \(small.count) expected") == true,
+                "\(summary.problems)")
+        #expect(problems[dir + "/out/photos/big.mov"]?.contains("holds \(big.count + (3 << 20)) bytes in the bucket, not the \(big.count) expected") == true,
+                "\(summary.problems)")
+        let written = filesBelow(dir + "/out")
+        #expect(written.bytes == 0, "\(written.names)")
+        // One record each in the trail, with who asked.
+        let refused = audit.all.filter { $0.kind == .restore && $0.outcome == .refused }
+        #expect(refused.count == 2)
+        #expect(refused.contains(AuditEvent(.restore, by: .caller(uid: getuid()), .refused,
+                                            ["step": "object", "md5": .string(md5(small)), "size": .int(3 << 20), "expected": .int(Int64(small.count)), "why": "size"])))
+    }
+
+    @Test func theCommandNeverWritesPastTheManifestsSizeWhateverTheDaemonSends() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("restore-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let swapped = [UInt8](repeating: 0x41, count: 3 << 20)
+        bucket.store("photos/U/\(md5(small)).dat", bytes: swapped)
+        // A daemon that does not check (another release): it is not told the size.
+        let summary = try await restoreThroughTheSocket(dir, handler: Unchecking(restore: restore))
+        #expect(summary.restored == 1 && summary.failed == 1 && summary.exitCode != 0)
+        let message = summary.problems.first { $0.path == dir + "/out/photos/2024/a.jpg" }?.message ?? ""
+        #expect(message.contains("holds more than the \(small.count) bytes expected"), "\(summary.problems)")
+        // Nothing of it stays: the temporary file held at most the manifest's size and is gone.
+        #expect(filesBelow(dir + "/out").names == ["photos/big.mov"])
+    }
+
     // MARK: format 2: the daemon opens, the command checks
 
     @Test func withoutTheKeyDevicesShowIdsAndTimesAndTheManifestIsRefusedWithTheHint() async throws {
@@ -185,6 +262,29 @@ import Vault
         #expect(await restore.manifest(device: "old-plain").status == 409)
         #expect(await restore.manifest(device: "old-plain", allowUnencrypted: true).status == 200)
     }
+
+    @Test func aPlaintextRecordForASealedDeviceIsADowngradeRefusedAndRaised() async throws {
+        let alarms = ManifestAlarms(audit: audit)
+        let restore = RestoreService(bucket: BucketSession(grants: grants, transport: bucket, clock: clock, logger: Logger(label: "restore-tests")),
+                                     keys: accountKeys, heads: heads, options: RestoreService.Options(Settings()), clock: clock,
+                                     logger: Logger(label: "restore-tests"), audit: audit, alarms: alarms)
+        // 0ld-device's sealed segment stays; its record becomes plaintext under another name.
+        let keys = ManifestKeys(userId: "U", deviceId: "0ld-device")
+        let forged = DeviceRecord(deviceId: "0ld-device", name: "attacker", folders: ["/root"], lastBackupAt: "2026-01-01T00:00:00Z",
+                                  files: 1, bytes: 1, logSeq: 1, snapshotSeq: 0, updatedAt: "2026-01-01T00:00:00Z", software: "forger")
+        bucket.store(keys.record, bytes: forged.encoded(), contentType: "application/json")
+        let list = try ControlJSON.decode(DeviceList.self, from: await restore.devices().body)
+        let row = try #require(list.devices.first { $0.id == "0ld-device" })
+        #expect(row.access == .unreadable && row.name == nil && row.folders.isEmpty)
+        #expect(row.problem?.contains("the manifest of device 0ld-device was downgraded in the bucket") == true)
+        for allowed in [false, true] {
+            let answer = await restore.manifest(device: "0ld-device", allowUnencrypted: allowed)
+            #expect(answer.status == 409 && String(decoding: answer.body, as: UTF8.self).contains("downgraded"))
+        }
+        let raised = await alarms.current
+        #expect(raised.map(\.device) == ["0ld-device"] && raised.first?.kind == .downgrade)
+        #expect(audit.all.filter { $0.kind == .manifestRefused }.count == 1)
+    }
 }
 
 /// The restore's calls on the control socket, as the daemon routes them.
@@ -193,6 +293,18 @@ private struct Routes: ControlHandler {
 
     func handle(_ request: ControlRequest) async -> ControlResponse {
         await restore.answer(request)
+    }
+}
+
+/// A daemon that relays an object without being told its size (one of an older release,
+/// or one that does not check): the command's own bound is all that is left.
+private struct Unchecking: ControlHandler {
+    let restore: RestoreService
+
+    func handle(_ request: ControlRequest) async -> ControlResponse {
+        var request = request
+        if request.route == .restoreObject { request.query["size"] = nil }
+        return await restore.answer(request)
     }
 }
 

@@ -37,6 +37,12 @@ import Testing
         let rotating = state(.rotating(previous: .generate(), previousCreatedAt: 5))
         try store.save(rotating)
         #expect(try store.load() == rotating)
+        // A new account key under way keeps the previous account key and recovery key too.
+        var replacing = state(.newAccountKey(.init(accountKey: .generate(), recoveryKey: .generate(), recoveryCreatedAt: 3, generation: 4,
+                                                    resealing: true)))
+        replacing.generation = 5
+        try store.save(replacing)
+        #expect(try store.load() == replacing)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["account-key"])
         try store.erase()
         #expect(try store.load() == nil)
@@ -79,6 +85,45 @@ import Testing
         try FileManager.default.removeItem(atPath: store.path)
         #expect(mkfifo(store.path, 0o600) == 0)
         #expect(throws: AccountKeyStore.Failure.self) { try store.load() }
+    }
+
+    /// A second name kept on the file (as anyone reading the disk later would find its
+    /// blocks) holds only zeros once the key file was replaced or erased.
+    @Test func everyVersionIsOverwrittenBeforeItsNameGoes() throws {
+        let first = state()
+        try store.save(first)
+        let kept = dir + "/kept-by-a-link"
+        #expect(link(store.path, kept) == 0)
+        let size = try Data(contentsOf: URL(fileURLWithPath: kept)).count
+        var rotated = first
+        rotated.recoveryKey = .generate()
+        try store.save(rotated)
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: kept))
+        #expect(bytes.count == size && bytes.allSatisfy { $0 == 0 }, "the replaced version was overwritten")
+        #expect(try store.load() == rotated)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == ["account-key", "kept-by-a-link"])
+        unlink(kept)
+        #expect(link(store.path, kept) == 0)
+        try store.erase()
+        bytes = try Data(contentsOf: URL(fileURLWithPath: kept))
+        #expect(!bytes.isEmpty && bytes.allSatisfy { $0 == 0 }, "the erased file was overwritten")
+        #expect(!String(decoding: bytes, as: UTF8.self).contains(rotated.recoveryKey.formatted))
+        #expect(try store.load() == nil)
+    }
+
+    @Test func whenTheRecoveryKeyWasShownIsKept() throws {
+        var s = state()
+        try store.save(s)
+        #expect(try store.load()?.recoveryShownAt == nil)
+        s.recoveryShownAt = 1_763_794_900_000
+        try store.save(s)
+        #expect(try store.load()?.recoveryShownAt == 1_763_794_900_000)
+        // A file of the release before has no such field: never shown, as far as this NAS knows.
+        let text = try String(contentsOfFile: store.path, encoding: .utf8)
+        let older = text.split(separator: "\n").filter { !$0.contains("recoveryKeyShownAt") }.joined(separator: "\n")
+        // (sorted keys: `userId` follows, so the lines left still make one JSON object)
+        try older.write(toFile: store.path, atomically: false, encoding: .utf8)
+        #expect(try store.load()?.recoveryShownAt == nil)
     }
 
     @Test func noSecretInItsDescription() {

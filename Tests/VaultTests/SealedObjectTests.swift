@@ -33,8 +33,11 @@ import Testing
     @Test func formatOneAndLaterFormatsAreToldApart() {
         let plaintext: [UInt8] = Array("PLMANIF".utf8) + [1] + Array(repeating: 0, count: 60)
         #expect(throws: VaultFailure.plaintext(key)) { try SealedObject.open(plaintext, key: account.metadataKey, objectKey: key) }
-        let later: [UInt8] = Array("PLMANIF".utf8) + [3] + Array(repeating: 0, count: 60)
-        #expect(throws: VaultFailure.newerFormat(key, version: 3)) { try SealedObject.open(later, key: account.metadataKey, objectKey: key) }
+        // 0x03 is this release's device record (`SealedRecord`); 0x04 and up are later formats.
+        let later: [UInt8] = Array("PLMANIF".utf8) + [4] + Array(repeating: 0, count: 60)
+        #expect(throws: VaultFailure.newerFormat(key, version: 4)) { try SealedObject.open(later, key: account.metadataKey, objectKey: key) }
+        let record: [UInt8] = Array("PLMANIF".utf8) + [3, 0] + Array(repeating: 0, count: 60)
+        #expect(throws: VaultFailure.doesNotOpen(key)) { try SealedObject.open(record, key: account.metadataKey, objectKey: key) }
         #expect(throws: VaultFailure.notSealed(key)) { try SealedObject.open(Array("{\"format\":1}".utf8), key: account.metadataKey, objectKey: key) }
     }
 

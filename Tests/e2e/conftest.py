@@ -120,9 +120,10 @@ def pytest_configure(config):
         config._output_dir = run.start_run()
 
 
-# The suites that need the .deb: it is built in the background from the start of the run
-# (support/nspawn.py) and they are run last, so the build overlaps everything else.
-DEB_MODULES = ("test_systemd_nspawn.py", "test_packaging.py")
+# The suites that need the .deb (and the image, the Debian roots): they are built in the
+# background from the start of the run (support/nspawn.py) and these suites run last, so
+# the builds overlap everything else.
+DEB_MODULES = ("test_systemd_nspawn.py", "test_debian13.py", "test_image.py", "test_packaging.py")
 
 
 def _deb_rank(nodeid: str) -> int:

@@ -297,7 +297,8 @@ def test_a_scripted_day_lists_who_did_what_in_order(world, daemon_as_user, tmp_p
     del d.sections["upload"]
     d.write_config()
     held = json.loads((d.state_dir / "account.json").read_text())["refreshToken"]
-    r = d.ctl("logout", check=True)
+    # The account's key was made here and its recovery key never shown: --forget-key.
+    r = d.ctl("logout", "--forget-key", check=True)
     assert "Signed out" in r.stdout and "revoked" in r.stdout, r.stdout
 
     got = records(d)
@@ -418,7 +419,7 @@ def test_logout_with_the_backend_up_revokes_the_sign_in(world):
     d.wait_for(lambda s: s["state"] == "running", what="signed in")
     saved = json.loads((d.state_dir / "account.json").read_text())
     device = (d.state_dir / "device-id").read_text().strip()
-    r = d.ctl("logout", check=True)
+    r = d.ctl("logout", "--forget-key", check=True)
     assert "Signed out. The backend revoked this NAS's sign-in" in r.stdout, r.stdout
     assert not (d.state_dir / "account.json").exists()
     revoked = world.backend.revocations()
@@ -447,7 +448,7 @@ def test_logout_with_the_backend_down_still_forgets_and_says_so(world, down):
     else:
         world.backend.fail("revoke", drop=True)   # connection closed without an answer
     began = time.monotonic()
-    r = d.ctl("logout")
+    r = d.ctl("logout", "--forget-key")
     took = time.monotonic() - began
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "this NAS forgot its sign-in; the backend could not be told" in r.stdout and len(r.stdout.splitlines()) == 1, r.stdout

@@ -20,6 +20,9 @@ GOOD = [
     ('[watch]\nfolders = ["/a"]\n[daemon]\nlog_level = "warning"\nstate_dir = "/tmp/x"\n', 'log_level = "warning"'),
     ('[watch]\nfolders = ["/a"]\n[upload]\nbandwidth_limit = "18:00,0 08:00,2MiB/s 23:00,off"\n', 'bandwidth_limit = "08:00,2MiB/s 18:00,0 23:00,off"'),
     ('[watch]\nfolders = ["/a"]\n[notify]\nwebhook = "https://ntfy.sh/nas"\nwebhook_format = "ntfy"\nrepeat = "6h"\n[audit]\nmax_size = "4MiB"\n', 'repeat = "6h"'),
+    # The mirror (mirror.md): inside a watched folder is fine.
+    ('[watch]\nfolders = ["/srv/photos"]\n[mirror]\nfolder = "/srv/photos/Photolala/"\non_cloud_delete = "trash"\nmin_free = "20GiB"\n',
+     'folder = "/srv/photos/Photolala"'),
 ]
 
 BAD = [
@@ -57,6 +60,12 @@ BAD = [
     ('[watch]\nfolders = ["/a"]\n[notify]\ncommand = "notify.sh"\n', "notify.command", "absolute"),
     ('[watch]\nfolders = ["/a"]\n[notify]\nrepeat = "60d"\n', "notify.repeat", "30d"),
     ('[watch]\nfolders = ["/a"]\n[audit]\nmax_size = "2GiB"\n', "audit.max_size", "1GiB"),
+    ('[watch]\nfolders = ["/a"]\n[mirror]\nfolder = "mirror"\n', "mirror.folder", "absolute"),
+    ('[watch]\nfolders = ["/a"]\n[mirror]\nfolder = "/"\n', "mirror.folder", "below /"),
+    ('[watch]\nfolders = ["/a"]\n[daemon]\nstate_dir = "/var/lib/photolala"\n[mirror]\nfolder = "/var/lib/photolala/m"\n', "mirror.folder", "state_dir"),
+    ('[watch]\nfolders = ["/srv/photos/2024"]\n[mirror]\nfolder = "/srv/photos"\n', "mirror.folder", "holds no watched folder"),
+    ('[watch]\nfolders = ["/a"]\n[mirror]\nfolder = "/m"\nmin_free = "lots"\n', "mirror.min_free", "share"),
+    ('[watch]\nfolders = ["/a"]\n[mirror]\nfolder = "/m"\nfile_mode = 640\n', "mirror.file_mode", "octal"),
 ]
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from support import images
+from support.app_catalog import md5_hex, publish_as_app
 from support.notify_receivers import Receiver
 from support.run import free_port
 from support.state_watch import StateWatch, filesystem_type
@@ -46,15 +47,25 @@ def test_idle_signed_in_writes_nothing_to_the_state_directory(world):
             "web": {"listen": f"127.0.0.1:{free_port()}"},
         }, env={"PHOTOLALAD_TRACE_WRITES": "1"})
         d.log_path = log_dir / "d.log"
+        # The mirror too (issue 32): a full pass and a look at the catalog's pointer each
+        # minute, a photo from a phone already copied.
+        mirror = d.root / "Photolala"
+        d.sections["mirror"] = {"folder": str(mirror), "check_interval": MINUTE, "list_interval": MINUTE}
+        d.write_config()
         d.start()
         assert filesystem_type(d.state_dir) not in ("tmpfs", "ramfs"), "write_bytes counts nothing on a RAM filesystem"
         uid = world.login(d)
+        s3 = world.moto.s3_admin()
+        phone = images.encode(images.bands(240, 160, vertical=True, size=12), "JPEG")
+        s3.put_object(Bucket=world.moto.bucket, Key=f"photos/{uid}/{md5_hex(phone)}.dat", Body=phone, ContentType="image/jpeg",
+                      Metadata={"original-format": "JPEG"})
+        publish_as_app(s3, world.moto.bucket, uid, [f"{md5_hex(phone[:4096])},{len(phone)},{md5_hex(phone)},1700000000,JPEG"])
         bodies = [write_photo(d.photos / f"IMG_{i}.jpg", 0, images.encode(images.bands(320 + i, 200, vertical=bool(i), size=20), "JPEG"))
                   for i in range(2)]
         d.wait_for(lambda s: settled(2)(s) and s["catalog"]["state"] == "published" and s["catalog"]["rows"] == 2
-                   and s["thumbnails"]["pending"] == 0 and not s["watch"]["scanning"],
-                   timeout=120, what="two photos backed up and in the catalog")
-        assert sorted(world.objects(uid)) == sorted(world.key(uid, b) for b in bodies)
+                   and s["thumbnails"]["pending"] == 0 and not s["watch"]["scanning"] and s["mirror"]["present"] == 1,
+                   timeout=120, what="two photos backed up and in the catalog, the phone's mirrored")
+        assert sorted(world.objects(uid)) == sorted(world.key(uid, b) for b in bodies + [phone])
         # Each chore's first round after the uploads may learn something (the listing finds the
         # two photos, the manifest logs them): let every one of them run once before watching.
         time.sleep(75)
@@ -84,6 +95,9 @@ def test_idle_signed_in_writes_nothing_to_the_state_directory(world):
         assert listings >= 8, f"{listings} listings (photos and thumbnails) in {WATCH_SECONDS} s with a one-minute interval"
         catalog_reads = len([r for r in ops if r["op"] == "GetObject" and "/catalogs/" in r["path"]])
         assert catalog_reads >= 4, f"{catalog_reads} catalog checks in {WATCH_SECONDS} s with a one-minute interval"
+        pointer_reads = len([r for r in ops if r["op"] == "GetObject" and r["path"].endswith("/.photolala.md5")])
+        assert pointer_reads >= 12, f"{pointer_reads} pointer reads (the catalog's and the mirror's) in {WATCH_SECONDS} s"
+        assert not [r for r in ops if r["op"] == "GetObject" and f"/photos/{uid}/" in r["path"]], "nothing copied again"
         apple = world.backend.stats()["calls"].get("credential-state", {}).get("count", 0) - apple_before
         assert apple >= 4, f"{apple} Apple checks in {WATCH_SECONDS} s"
         pings = switch.pings()[pings_before:]
@@ -92,6 +106,7 @@ def test_idle_signed_in_writes_nothing_to_the_state_directory(world):
         assert told == [], "nothing happened meanwhile, so nothing was told"
         s = d.status()
         assert settled(2)(s) and s["state"] == "running" and s["queue"]["failed"] == 0
+        assert s["mirror"]["state"] == "idle" and s["mirror"]["present"] == 1 and s["mirror"]["lastError"] is None
     finally:
         hook.stop()
         switch.stop()

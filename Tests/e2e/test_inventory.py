@@ -8,9 +8,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
 
 from support.fake_backend import user_id_for
 from support.world import LISTING, apple_subject, md5_hex, settled, write_photo
@@ -209,10 +214,21 @@ def test_verify_deep_reads_back_and_what_was_wrong_is_sent_again(world):
 
 # ---- files -----------------------------------------------------------------------------------
 
-def test_files_answers_for_an_uploaded_a_pending_a_failed_file_and_a_folder(world):
-    d = world.daemon()
+@pytest.fixture
+def listable():
+    """A watched folder a member of the socket's group can list: since issue 31 (names only
+    for those who may read them) `files` answers a member only there, and pytest's own
+    temporary folders are root's alone."""
+    base = Path(tempfile.mkdtemp(prefix="pl-files-"))
+    os.chmod(base, 0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_files_answers_for_an_uploaded_a_pending_a_failed_file_and_a_folder(world, listable):
+    d = world.daemon(config={"watch": {"folders": [str(listable)]}})
     uid = world.login(d)
-    folder = d.photos / "2024"
+    folder = listable / "2024"
     up = write_photo(folder / "up.jpg", 11_000)
     d.wait_for(settled(1), timeout=30)
     bad = os.urandom(12_000)

@@ -17,6 +17,8 @@ from support.nspawn import REPO, built_deb
 pytestmark = pytest.mark.packaging
 
 UNIT = REPO / "packaging" / "photolalad.service"
+TEMPLATE = REPO / "packaging" / "photolalad@.service"
+GROUP_UNIT = REPO / "packaging" / "photolalad-group@.service"
 MAX_EXPOSURE = 2.0
 
 # Every path in the package; "->" marks a symbolic link and its target.
@@ -28,7 +30,9 @@ EXPECTED_CONTENTS = {
     "./lib/",
     "./lib/systemd/",
     "./lib/systemd/system/",
+    "./lib/systemd/system/photolalad-group@.service",
     "./lib/systemd/system/photolalad.service",
+    "./lib/systemd/system/photolalad@.service",
     "./usr/",
     "./usr/bin/",
     "./usr/bin/photolalad",
@@ -128,6 +132,8 @@ def test_control_fields(control):
     # dlopen, so dpkg-shlibdeps cannot see them. Its sandbox (libseccomp2) is linked.
     for lib in ("libvips42", "libraw20", "libseccomp2"):
         assert re.search(rf"\b{re.escape(lib)}\b", depends), f"{lib} missing from Depends: {depends}"
+    # One .deb for Debian 12 and 13: Debian 13's decoders first, Debian 12's as the alternative.
+    assert "libraw23t64 | libraw20" in depends and "libvips42t64 (>= 8.13) | libvips42 (>= 8.13)" in depends, depends
     # dh_installsysusers: systemd-sysusers must be there to create the user.
     assert "systemd" in depends, depends
 
@@ -184,6 +190,8 @@ def test_shipped_config_is_commented_and_valid_once_a_folder_is_set(extracted, t
 
 def test_unit_in_the_package_is_the_one_in_packaging(extracted):
     assert (extracted / "lib/systemd/system/photolalad.service").read_text() == UNIT.read_text()
+    assert (extracted / "lib/systemd/system/photolalad@.service").read_text() == TEMPLATE.read_text()
+    assert (extracted / "lib/systemd/system/photolalad-group@.service").read_text() == GROUP_UNIT.read_text()
     sysusers = (extracted / "usr/lib/sysusers.d/photolalad.conf").read_text()
     assert re.search(r"^u photolala - .* /var/lib/photolala /usr/sbin/nologin$", sysusers, re.M), sysusers
 
@@ -269,28 +277,34 @@ def test_systemd_analyze_verify_is_clean(extracted, tmp_path):
         assert (extracted / f"usr/share/man/man{section}/{page}.{section}.gz").is_file(), page
 
 
-def test_security_exposure_is_at_most_2(deb):
+@pytest.mark.parametrize("unit", ["photolalad.service", "photolalad@.service"])
+def test_security_exposure_is_at_most_2(deb, unit, tmp_path):
+    # The template as one of its instances (systemd-analyze wants a unit it could start).
+    path = UNIT if unit == "photolalad.service" else tmp_path / "photolalad@alice.service"
+    if path != UNIT:
+        path.write_text(TEMPLATE.read_text())
     proc = run(["systemd-analyze", "security", "--offline=true", f"--threshold={int(MAX_EXPOSURE * 10)}",
-                "--no-pager", str(UNIT)], cwd=REPO, timeout=120)
-    m = re.search(r"Overall exposure level for photolalad\.service: (\d+\.\d+)", proc.stdout)
+                "--no-pager", str(path)], cwd=REPO, timeout=120)
+    m = re.search(rf"Overall exposure level for {re.escape(path.name)}: (\d+\.\d+)", proc.stdout)
     assert m, proc.stdout + proc.stderr
     exposure = float(m.group(1))
-    print(f"\nsystemd-analyze security exposure: {exposure}")
+    print(f"\nsystemd-analyze security exposure of {path.name}: {exposure}")
     assert exposure <= MAX_EXPOSURE, proc.stdout
     assert proc.returncode == 0, proc.stderr
 
 
-def unit_settings() -> dict[str, list[str]]:
+def unit_settings(unit: Path = UNIT) -> dict[str, list[str]]:
     settings: dict[str, list[str]] = {}
-    for line in UNIT.read_text().splitlines():
+    for line in unit.read_text().splitlines():
         if "=" in line and not line.startswith(("#", "[")):
             k, v = line.split("=", 1)
             settings.setdefault(k.strip(), []).append(v.strip())
     return settings
 
 
-def test_unit_has_the_required_settings():
-    s = unit_settings()
+@pytest.mark.parametrize("unit", [UNIT, TEMPLATE], ids=["photolalad.service", "photolalad@.service"])
+def test_unit_has_the_required_settings(unit):
+    s = unit_settings(unit)
     one = {k: v[-1] for k, v in s.items()}
     assert one["Type"] == "notify"
     assert one["Restart"] == "on-failure"
@@ -298,14 +312,18 @@ def test_unit_has_the_required_settings():
     assert "WatchdogSec" in one and "LimitCORE" in one and one["LimitCORE"] == "0"
     assert any("kill -HUP $MAINPID" in v for v in s["ExecReload"])
     assert one["User"] == "photolala"
-    assert one["StateDirectory"] == "photolala" and one["StateDirectoryMode"] == "0700"
-    assert one["RuntimeDirectory"] == "photolala" and one["RuntimeDirectoryMode"] == "0750"
+    assert one["StateDirectory"] == ("photolala" if unit == UNIT else "photolala/%i") and one["StateDirectoryMode"] == "0700"
+    # /run/photolala holds every instance's socket: kept when one stops, passable but not listable.
+    assert one["RuntimeDirectory"] == "photolala" and one["RuntimeDirectoryMode"] == "0711"
+    assert one["RuntimeDirectoryPreserve"] == "yes"
     assert one["ConfigurationDirectory"] == "photolala"
     assert one["UMask"] == "0077"
     assert one["CapabilityBoundingSet"] == ""
     assert one["RestrictAddressFamilies"] == "AF_UNIX AF_INET AF_INET6"
     assert one["ProtectSystem"] == "strict" and one["ProtectHome"] == "read-only"
     assert s["SystemCallFilter"][0] == "@system-service"
+    # ~@privileged takes chown too; the socket's group (socket_group, photolala-NAME) needs it back.
+    assert s["SystemCallFilter"].index("@chown") > s["SystemCallFilter"].index("~@privileged")
     for key in ("PrivateTmp", "PrivateDevices", "NoNewPrivileges", "ProtectKernelTunables",
                 "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectClock",
                 "ProtectHostname", "RestrictNamespaces", "RestrictRealtime", "RestrictSUIDSGID",
@@ -313,6 +331,21 @@ def test_unit_has_the_required_settings():
         assert one.get(key) == "yes", key
     assert one["SystemCallArchitectures"] == "native"
     assert s["Documentation"]
+    if unit == TEMPLATE:
+        # Everything of photolalad.service but what makes an instance its own.
+        assert one["ExecStart"] == "/usr/bin/photolalad --instance %i"
+        assert one["SupplementaryGroups"] == "photolala-%i"
+        # The group is made by a unit of its own that runs first: systemd resolves
+        # SupplementaryGroups= before any command of this unit, even a "+" ExecStartPre=.
+        assert "ExecStartPre" not in s
+        assert s["Requires"] == ["photolalad-group@%i.service"] and "photolalad-group@%i.service" in s["After"]
+        group = unit_settings(GROUP_UNIT)
+        assert group["Type"] == ["oneshot"] and group["RemainAfterExit"] == ["yes"]
+        assert group["ExecStart"] == ['/bin/systemd-sysusers --inline "g photolala-%i -"']
+        assert "Install" not in GROUP_UNIT.read_text(), "pulled in by the instance, never enabled"
+        differs = {k for k in set(s) | set(unit_settings(UNIT)) if s.get(k) != unit_settings(UNIT).get(k)}
+        assert differs == {"Description", "ExecStart", "Requires", "After", "ExecReload", "SupplementaryGroups",
+                           "StateDirectory"}, differs
 
 
 # -- the man pages -----------------------------------------------------------

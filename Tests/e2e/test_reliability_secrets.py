@@ -117,7 +117,8 @@ def test_no_secret_leaves_the_daemon_across_a_whole_account_lifecycle(world, rel
     assert in_files == [], in_files
 
     # 5. Logout erases every secret from disk.
-    r = d.ctl("logout")
+    # (--forget-key: the recovery key was never shown, and showing it would print a secret here.)
+    r = d.ctl("logout", "--forget-key")
     outputs["logout"] = (r.stdout + r.stderr).encode()
     assert r.returncode == 0
     snapshot("logged out")

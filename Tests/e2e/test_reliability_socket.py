@@ -175,6 +175,9 @@ def test_abuse_from_a_member_leaves_others_served_within_memory(world, reliabili
             "flood": attacker(d, "flood", seconds, connections=2000, uid=60004),
             "unread": attacker(d, "unread", seconds, connections=64, uid=60005),
             "stream": attacker(d, "stream", seconds, connections=8, uid=60006),
+            # Valid requests for the largest answer, 32 at once, read and asked again:
+            # the requests a uid may have in flight are capped (issue 31 item 9).
+            "busy": attacker(d, "busy", seconds, connections=32, uid=60007),
         }
         results = {k: finish(p, timeout=seconds + 120) for k, p in attacks.items()}
     assert d.proc.poll() is None, "the daemon died"
@@ -183,9 +186,15 @@ def test_abuse_from_a_member_leaves_others_served_within_memory(world, reliabili
     peak_fds = mon.peak("fds")
     hwm = proc_status(d.proc.pid)["VmHWM"]
 
-    # Legitimate clients were served throughout.
+    # Legitimate clients were served throughout: every request of theirs (issue 31 item 9:
+    # no uid crowds out another; the bound was 95%, and root once got 29 of 31).
     fails = [w for ok, _, w in root.results + member.results if not ok]
-    assert root.success >= 0.95 and member.success >= 0.95, (root.success, member.success, Counter(fails).most_common(3))
+    assert root.success == 1.0 and member.success == 1.0, (
+        f"root {sum(ok for ok, _, _ in root.results)} of {len(root.results)}, "
+        f"member {sum(ok for ok, _, _ in member.results)} of {len(member.results)}", Counter(fails).most_common(3))
+    # The busy member was answered, and told to wait past its share.
+    busy = results["busy"]
+    assert busy.get("busy 200", 0) > 0 and busy.get("busy 503", 0) > 0, busy
     assert root.p95 < 3 and member.p95 < 3, (root.p95, member.p95)
     # Memory and descriptors bounded while under attack, and given back afterwards.
     assert hwm - base["VmHWM"] < 64 * 1024, f"VmHWM grew {base['VmHWM']} -> {hwm} kB"
@@ -205,12 +214,14 @@ def test_abuse_from_a_member_leaves_others_served_within_memory(world, reliabili
     total = sum(sum(v for k, v in r.items() if k not in ("held at the end", "bytes taken", "send blocked"))
                 for r in results.values())
     reliability.describe(
-        injected=f"for {seconds:.0f} s from six members' uids, all at once: random bytes and 26 kinds of malformed "
+        injected=f"for {seconds:.0f} s from seven members' uids, all at once: random bytes and 26 kinds of malformed "
                  "request (4 threads); 2 MB request lines, 100,000 headers, 20 MB bodies after a declared 1 GB; "
                  "400 slowloris connections; 2,000 silent connections; 64 clients asking for a 4,000-item queue "
-                 "listing and never reading it; 8 that then send an endless second request as fast as it is taken",
+                 "listing and never reading it; 8 that then send an endless second request as fast as it is taken; "
+                 "32 asking for that listing again and again, reading each",
         times=f"{total} connections or requests",
-        checked="root and another member asking for status every 0.5 s: ≥ 95% answered, p95 < 3 s; VmHWM growth "
+        checked="root and another member asking for status every 0.5 s: every request answered, p95 < 3 s; "
+                "the busy member answered and refused past its share (503); VmHWM growth "
                 "< 64 MiB; with systemd's 1024-descriptor limit: < baseline + 424 during (the accept throttle holds at 384), none refused for want of "
                 "one, back to baseline after; the daemon alive, still "
                 "paused and signed in, queue unchanged; afterwards every photo uploaded")

@@ -345,3 +345,114 @@ def test_recovery_key_rotates_on_pacific_through_its_if_match(world, rgw):
         vault.unwrap(held, vault.parse_key(old["recoveryKey"]), uid)
     puts = s3_lines(d.log(), "PutObject")
     assert any("status=412" in l and "keys/account-key" in l for l in puts), "Pacific took the quoted ETag: nothing to show"
+
+
+def test_a_substituted_key_object_is_put_back_on_pacific(world, rgw):
+    """Issue 31 item 2 on a second real S3: one PUT of a key object of the attacker's own
+    key under their own recovery key. The NAS that holds the key finds it at its next
+    write and puts its own back over the ETag it read (Pacific's If-Match, the bare form
+    after its 412 to the quoted one), says so, and refuses the attacker's key."""
+    import json
+    from support import vault
+    d = world.daemon()
+    uid = world.login(d)
+    d.wait_for(lambda s: s["recovery"]["state"] == "ready", timeout=60, what="the account key made")
+    key = json.loads(d.ctl("recovery-key", "--json", check=True).stdout)
+    write_photo(d.photos / "one.jpg", 20_000)
+    d.wait_for(lambda s: (s.get("manifest") or {}).get("files") == 1 and s["manifest"]["state"] == "idle", timeout=120,
+               what="the manifest written")
+    s3 = rgw.s3_admin()
+    evil_secret = os.urandom(16)
+    evil = vault.wrap_key_object(os.urandom(32), int(time.time() * 1000), evil_secret, uid, 99)
+    s3.put_object(Bucket=rgw.bucket, Key=vault.key_object_key(uid), Body=evil)
+    write_photo(d.photos / "two.jpg", 21_000)
+    rec = d.wait_for(lambda s: s["recovery"].get("keyObjectReplaced"), timeout=120, what="the substitution found")["recovery"]
+    assert rec["state"] == "ready" and rec["fingerprint"] == key["fingerprint"]
+    held = s3.get_object(Bucket=rgw.bucket, Key=vault.key_object_key(uid))["Body"].read()
+    assert vault.fingerprint(vault.unwrap(held, vault.parse_key(key["recoveryKey"]), uid)[0]) == key["fingerprint"]
+    assert [x["reason"] for x in d.status()["attention"]] == ["keyObjectReplaced"]
+    # Put there again, the attacker's key entered: refused, the NAS keeps its own.
+    s3.put_object(Bucket=rgw.bucket, Key=vault.key_object_key(uid), Body=evil)
+    r = d.ctl("recovery-key", "--enter", input=vault.format_key(evil_secret) + "\n")
+    assert r.returncode == 1 and "already holds the account's key" in r.stderr, (r.stdout, r.stderr)
+    assert json.loads(d.ctl("recovery-key", "--json", check=True).stdout)["fingerprint"] == key["fingerprint"]
+    events = [e["event"] for e in json.loads(d.ctl("audit", "--json", check=True).stdout)["records"]]
+    assert "key-object.repaired" in events and "recovery-key.refused" in events
+
+
+def test_the_mirror_reads_the_users_prefix_and_nothing_else(world, rgw, tmp_path):
+    """The mirror (issue 32) against a store that enforces the backend's session policy:
+    a phone's photos of this account arrive, checked; another account's objects in the
+    same bucket stay out of reach (the policy would refuse them, and the mirror never asks:
+    not one request of the daemon is refused)."""
+    from support.app_catalog import publish_as_app
+    folder = tmp_path / "Photolala"
+    d = world.daemon(config={"mirror": {"folder": str(folder), "check_interval": "10s", "list_interval": "1h", "min_free": "0"}})
+    uid = world.login(d)
+    other = user_id_for(apple_subject("mirror-someone-else"))
+    admin = rgw.s3_admin()
+    bodies = [os.urandom(50_000 + 977 * i) for i in range(6)] + [os.urandom(17 * MiB + 11)]   # one read as ranges
+    rows = []
+    for i, body in enumerate(bodies):
+        m = md5_hex(body)
+        admin.put_object(Bucket=rgw.bucket, Key=f"photos/{uid}/{m}.dat", Body=body, ContentType="image/jpeg",
+                         Metadata={"original-format": "JPEG"})
+        rows.append(f"{md5_hex(body[:4096])},{len(body)},{m},{1_650_000_000 + i * 60},JPEG")
+        admin.put_object(Bucket=rgw.bucket, Key=f"photos/{other}/{md5_hex(body + b'x')}.dat", Body=body + b"x")
+    publish_as_app(admin, rgw.bucket, uid, rows)
+    d.wait_for(lambda s: s["mirror"]["present"] == len(bodies) and s["mirror"]["state"] == "idle", timeout=120,
+               what="the phone's photos mirrored from RGW")
+    found = {md5_hex(p.read_bytes()) for p in folder.rglob("*.jpg")}
+    assert found == {md5_hex(b) for b in bodies}
+    s = d.status()
+    assert s["mirror"]["refused"] == 0 and s["mirror"]["lastError"] is None and s["mirror"]["inAccount"] == len(bodies)
+    lines = [l for l in d.log().splitlines() if "S3 request" in l]
+    assert lines and not [l for l in lines if "status=403" in l], [l for l in lines if "status=403" in l][:3]
+    assert not [l for l in lines if f"/{other}/" in l]
+
+
+def test_a_downgraded_manifest_is_refused_and_written_again_on_pacific(world, rgw):
+    """Issue 31 item 1 on a second real S3: a plaintext device.json naming the attacker and
+    a forged format-1 segment put over a sealed device. Its NAS refuses both, says so, and
+    writes its record again sealed, deleting the forgery; the attacker's name reaches no
+    status, notification or file."""
+    import json
+    from support import manifest_reader
+    d = world.daemon(env={"PHOTOLALAD_MANIFEST_CHECK_INTERVAL": "3"})
+    uid = world.login(d)
+    d.wait_for(lambda s: s["recovery"]["state"] == "ready", timeout=60, what="the account key made")
+    key = json.loads(d.ctl("recovery-key", "--json", check=True).stdout)
+    write_photo(d.photos / "one.jpg", 20_000)
+    s = d.wait_for(lambda s: (s.get("manifest") or {}).get("files") == 1 and s["manifest"]["state"] == "idle"
+                   and s["manifest"].get("format") == 2, timeout=120, what="the sealed manifest written")
+    device = s["manifest"]["deviceId"]
+    prefix = manifest_reader.device_prefix(uid, device)
+    s3 = rgw.s3_admin()
+    marker = "PWNED-" + os.urandom(4).hex()
+    s3.put_object(Bucket=rgw.bucket, Key=prefix + "device.json", Body=json.dumps({
+        "format": 1, "deviceId": device, "name": marker, "folders": ["/root"], "lastBackupAt": "2026-11-22T07:00:00Z",
+        "files": 1, "bytes": 10, "logSeq": 1, "snapshotSeq": 0, "updatedAt": "2026-11-22T07:00:00Z",
+        "software": "forger"}).encode())
+    header = json.dumps({"format": 1, "kind": "log", "device": device, "seq": 1, "entries": 0, "folders": ["/root"],
+                         "createdAt": "2026-11-22T07:00:00Z"}).encode()
+    rest = len(header).to_bytes(4, "big") + header
+    s3.put_object(Bucket=rgw.bucket, Key=prefix + "log/000000000001.plm",
+                  Body=manifest_reader.MAGIC + hashlib.sha256(rest).digest() + rest)
+
+    s = d.wait_for(lambda s: any(x["device"] == device and x["kind"] == "downgrade" for x in s["manifestAlarms"]),
+                   timeout=90, what="the downgrade found")
+    alarm = [x for x in s["attention"] if x["reason"] == "manifestDowngrade"]
+    assert len(alarm) == 1 and alarm[0]["subject"] == device and marker not in json.dumps(s), alarm
+
+    def sealed_again(_s) -> bool:
+        keys = manifest_reader.list_keys(s3, rgw.bucket, prefix)
+        body = s3.get_object(Bucket=rgw.bucket, Key=prefix + "device.json")["Body"].read()
+        return not any(k.endswith(".plm") for k in keys) and body[:7] == b"PLMANIF"
+    d.wait_for(sealed_again, timeout=90, what="the record written again sealed and the plaintext deleted")
+    account = manifest_reader.account_key(s3, rgw.bucket, uid, key["recoveryKey"])
+    m = manifest_reader.read(s3, rgw.bucket, uid, device, key=account)
+    assert m["record"]["name"] != marker and len(manifest_reader.replay(m["records"])) == 1
+    events = [e for e in json.loads(d.ctl("audit", "--json", check=True).stdout)["records"] if e["event"] == "manifest.refused"]
+    assert events and events[0]["details"]["device"] == device and events[0]["details"]["why"] == "downgrade"
+    # Not one of the daemon's requests was refused by the gateway's policy on the way.
+    assert not [l for l in d.log().splitlines() if "S3 request" in l and "status=403" in l]

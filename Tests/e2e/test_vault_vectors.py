@@ -106,3 +106,79 @@ def test_sealed_object(v):
             vault.open_sealed(bytes(flipped), k, v["objectKey"])
     with pytest.raises(vault.Refused):
         vault.open_sealed(data, bytes(32), v["objectKey"])
+
+
+@pytest.mark.parametrize("v", VECTORS["accountKeys"], ids=lambda v: v["fingerprint"])
+def test_key_object_keys(v):
+    k = bytes.fromhex(v["accountKey"])
+    assert vault.proof_key(k).hex() == v["proofKey"]
+    assert vault.previous_key(k).hex() == v["previousKey"]
+    assert vault.successor_key(k).hex() == v["successorKey"]
+
+
+@pytest.mark.parametrize("v", VECTORS["keyObjectsV2"], ids=lambda v: v["what"])
+def test_key_object_version_2(v):
+    """The version-2 key object rebuilt from its parts (docs/manifest.md "The key object"):
+    the wrap of version 1 under the version byte 2, the sections byte, the previous account
+    key (sealed under T), the endorsement (HMAC under E of the previous key), the proof (the
+    generation sealed under P), each section's associated data every byte before it."""
+    data = bytes.fromhex(v["bytes"])
+    secret = vault.parse_key(v["recoveryKey"])
+    k = bytes.fromhex(v["accountKey"])
+    okey = v["objectKey"].encode()
+    n0, n1, n2 = (bytes.fromhex(n) for n in v["nonces"])
+    magic = b"PLAKEY\x00\x02"
+    out = magic + n0 + AESGCM(vault.wrapping_key(secret, v["userId"])).encrypt(
+        n0, k + v["recoveryCreatedAt"].to_bytes(8, "big"), magic + okey)
+    previous, endorsed = v.get("previous"), v.get("endorsedBy")
+    out += bytes([(1 if previous else 0) | (2 if endorsed else 0)])
+    if previous:
+        out += n1 + AESGCM(vault.previous_key(k)).encrypt(n1, bytes.fromhex(previous), out + okey)
+    if endorsed:
+        import hashlib, hmac
+        out += hmac.new(vault.successor_key(bytes.fromhex(endorsed)), out[:76] + okey, hashlib.sha256).digest()
+    out += n2 + AESGCM(vault.proof_key(k)).encrypt(n2, v["generation"].to_bytes(8, "big"), out + okey)
+    assert data == out
+    opened = vault.open_key_object(data, secret, v["userId"])
+    assert (opened["key"], opened["created"], opened["generation"]) == (k, v["recoveryCreatedAt"], v["generation"])
+    assert opened["previous"] == (bytes.fromhex(previous) if previous else None)
+    # A holder of K checks the proof without the recovery key; the previous key its endorsement.
+    assert vault.proof(data, k, v["userId"]) == v["generation"]
+    assert vault.proof(data, bytes(32) if k != bytes(32) else b"\x01" * 32, v["userId"]) is None
+    if endorsed:
+        assert vault.endorsed_by(data, bytes.fromhex(endorsed), v["userId"])
+        assert not vault.endorsed_by(data, k, v["userId"])
+    # Any byte flipped: the wrap or the proof refuses it.
+    for i in range(len(data)):
+        flipped = bytearray(data)
+        flipped[i] ^= 0x01
+        with pytest.raises(vault.Refused):
+            vault.open_key_object(bytes(flipped), secret, v["userId"])
+
+
+@pytest.mark.parametrize("v", VECTORS["sealedRecords"], ids=lambda v: v["what"])
+def test_sealed_record(v):
+    """A device record `PLMANIF` 0x03: the wrap length, the account key wrapped under the
+    recovery key (as in the key object), the seal over everything before it."""
+    data = bytes.fromhex(v["bytes"])
+    k = bytes.fromhex(v["accountKey"])
+    okey = v["objectKey"].encode()
+    n0, n1 = (bytes.fromhex(n) for n in v["nonces"])
+    plain = bytes.fromhex(v["plaintext"])
+    if "recoveryKey" in v:
+        secret = vault.parse_key(v["recoveryKey"])
+        head = b"PLMANIF\x03" + bytes([68])
+        out = head + n0 + AESGCM(vault.wrapping_key(secret, v["userId"])).encrypt(n0, k + v["recoveryCreatedAt"].to_bytes(8, "big"),
+                                                                                 head + okey)
+        assert vault.record_wrap(data, secret, v["userId"], v["objectKey"]) == (k, v["recoveryCreatedAt"])
+        assert vault.record_wrap(data, vault.parse_key(VECTORS["recoveryKeys"][3]["text"]), v["userId"], v["objectKey"]) is None
+    else:
+        out = b"PLMANIF\x03\x00"
+    out += n1 + AESGCM(vault.metadata_key(k)).encrypt(n1, plain, out + okey)
+    assert data == out
+    assert vault.open_sealed(data, k, v["objectKey"]) == plain
+    for i in (0, 8, 9, 20, len(data) - 1):
+        flipped = bytearray(data)
+        flipped[i] ^= 0x80
+        with pytest.raises(vault.Refused):
+            vault.open_sealed(bytes(flipped), k, v["objectKey"])

@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <sys/types.h>
+#include <sys/xattr.h>
 
 // No core dump may hold a token. The Swift runtime's crash handler goes too: it prints
 // the bytes around every register (which may be a token's) to the journal, and on a
@@ -23,6 +24,13 @@ static inline int photolala_disable_core_dumps(void) {
 // file that appeared meanwhile. EINVAL where the filesystem cannot do it.
 static inline int photolala_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
     return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, 1u);
+}
+
+// Starts writing `count` bytes from `offset` of `fd` back to disk without waiting
+// (sync_file_range with SYNC_FILE_RANGE_WRITE, hidden behind _GNU_SOURCE): the mirror
+// calls it as a copy arrives, so the fdatasync before its rename finds little left to do.
+static inline int photolala_start_writeback(int fd, long long offset, long long count) {
+    return (int)syscall(SYS_sync_file_range, fd, offset, count, 2u);
 }
 
 static inline long photolala_gettid(void) {
@@ -94,4 +102,10 @@ static inline int photolala_openat2_beneath(int dirfd, const char *path, int fla
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+// Whether a folder carries a POSIX ACL (its access ACL is an extended attribute): the
+// control socket then shows its names to its owner only (PathAccess).
+static inline int photolala_has_acl(const char *path) {
+    return getxattr(path, "system.posix_acl_access", NULL, 0) >= 0;
 }

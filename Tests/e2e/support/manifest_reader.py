@@ -186,6 +186,36 @@ def account_key(s3, bucket: str, user_id: str, recovery_text: str) -> bytes:
     return key
 
 
+def account_keys(s3, bucket: str, user_id: str, recovery_text: str) -> list[bytes]:
+    """Every account key the recovery key opens in the bucket (docs/manifest.md): the key
+    object's, and the previous one it carries while a new account key is put in place;
+    when the key object does not open with it, the key any device record keeps wrapped
+    under it. Raises vault.Refused when nothing opens."""
+    secret = vault.parse_key(recovery_text)
+    try:
+        data = s3.get_object(Bucket=bucket, Key=vault.key_object_key(user_id))["Body"].read()
+        opened = vault.open_key_object(data, secret, user_id)
+        return [opened["key"]] + ([opened["previous"]] if opened["previous"] else [])
+    except (vault.Refused, s3.exceptions.NoSuchKey):
+        pass
+    for k in list_keys(s3, bucket, f"metadata/{user_id}/devices/"):
+        if k.endswith("/device.json"):
+            found = vault.record_wrap(s3.get_object(Bucket=bucket, Key=k)["Body"].read(), secret, user_id, k)
+            if found:
+                return [found[0]]
+    raise vault.Refused("key", "the recovery key opens neither the key object nor any device record")
+
+
+def open_any(data: bytes, keys: list[bytes], object_key: str) -> bytes:
+    """The plaintext under the first of `keys` that opens it."""
+    for k in keys[:-1]:
+        try:
+            return vault.open_sealed(data, k, object_key)
+        except vault.Refused:
+            pass
+    return vault.open_sealed(data, keys[-1], object_key)
+
+
 def device_prefix(user_id: str, device_id: str) -> str:
     return f"metadata/{user_id}/devices/{device_id}/"
 
@@ -197,7 +227,7 @@ def list_keys(s3, bucket: str, prefix: str) -> list[str]:
     return keys
 
 
-def read(s3, bucket: str, user_id: str, device_id: str, key: bytes | None = None) -> dict:
+def read(s3, bucket: str, user_id: str, device_id: str, key: bytes | list[bytes] | None = None) -> dict:
     """The manifest as a reader sees it: {snapshot, logs, records (in replay order),
     segments (headers), format}. With the account key `key` a format-2 manifest is read
     (and its device record returned as `record`); without, format 1. Raises Damaged for a
@@ -245,15 +275,17 @@ def read(s3, bucket: str, user_id: str, device_id: str, key: bytes | None = None
             "covered": sorted(n for n in logs if snapshot is not None and n <= snapshot)}
 
 
-def read_sealed(s3, bucket: str, user_id: str, device_id: str, key: bytes) -> dict:
+def read_sealed(s3, bucket: str, user_id: str, device_id: str, key: bytes | list[bytes]) -> dict:
     """Format 2 (docs/manifest.md): every object opened with the metadata key for its own
     key, the index's parts checked by the SHA-256 of their sealed bytes, every log's `prev`
     the SHA-256 of the one before (or the index's `prev` after a snapshot), and the chain
-    reaching the head the sealed device record names."""
+    reaching the head the sealed device record names. `key` may be a list (the account
+    key, then the previous one while a new one is put in place): each object opens under one."""
+    account = key if isinstance(key, list) else [key]
     prefix = device_prefix(user_id, device_id)
     keys = list_keys(s3, bucket, prefix)
     get = lambda k: s3.get_object(Bucket=bucket, Key=k)["Body"].read()
-    record = sealed_json(vault.open_sealed(get(prefix + "device.json"), key, prefix + "device.json"))
+    record = sealed_json(open_any(get(prefix + "device.json"), account, prefix + "device.json"))
     if record.get("format") != 2 or record.get("deviceId") != device_id:
         raise Damaged("not this device's format-2 record")
     logs, indexed = {}, set()
@@ -266,11 +298,11 @@ def read_sealed(s3, bucket: str, user_id: str, device_id: str, key: bytes) -> di
         if m:
             indexed.add(int(m.group(1)))
     snapshot = max(indexed) if indexed else None
-    records, headers, last_seq, last_sha = [], [], 0, ZEROS
+    records, headers, last_seq, last_sha, last_former = [], [], 0, ZEROS, None
 
     def opened(k: str) -> tuple[bytes, dict, list[dict]]:
         data = get(k)
-        h, r = decode_plaintext(vault.open_sealed(data, key, k))
+        h, r = decode_plaintext(open_any(data, account, k))
         return data, h, r
 
     if snapshot is not None:
@@ -281,9 +313,10 @@ def read_sealed(s3, bucket: str, user_id: str, device_id: str, key: bytes) -> di
         for n, part in enumerate(index["parts"], 1):
             k = f"{prefix}snapshot/{snapshot:012d}/{part['part']:06d}.pls"
             data = get(k)
-            if part["part"] != n or hashlib.sha256(data).hexdigest() != part["sha256"]:
+            h, r = decode_plaintext(open_any(data, account, k))
+            # A part sealed again under a new account key still answers to its old bytes.
+            if part["part"] != n or part["sha256"] not in (hashlib.sha256(data).hexdigest(), h.get("resealedFrom")):
                 raise Damaged(f"snapshot part {part['part']} is not the one its index names")
-            h, r = decode_plaintext(vault.open_sealed(data, key, k))
             if h["kind"] != "snapshot" or h["seq"] != snapshot or h.get("part") != n:
                 raise Damaged(f"part {n} says it is {h['kind']} {h['seq']}")
             headers.append(h)
@@ -294,18 +327,18 @@ def read_sealed(s3, bucket: str, user_id: str, device_id: str, key: bytes) -> di
         data, h, r = opened(logs[seq])
         if h["kind"] != "log" or h["seq"] != seq:
             raise Damaged(f"log {seq} says it is {h['kind']} {h['seq']}")
-        if h["prev"] != last_sha:
+        if h["prev"] != last_sha and (last_former is None or h["prev"] != last_former):
             raise Damaged(f"log {seq} does not follow segment {seq - 1}")
         headers.append(h)
         records += r
         chain.append(seq)
-        last_seq, last_sha = seq, hashlib.sha256(data).hexdigest()
+        last_seq, last_sha, last_former = seq, hashlib.sha256(data).hexdigest(), h.get("resealedFrom")
         seq += 1
     beyond = sorted(n for n in logs if n >= seq)
     if beyond:
         raise Damaged(f"log segment {seq} is missing but {beyond} exist")
     head = record["head"]
-    if last_seq < head["seq"] or (last_seq == head["seq"] and last_sha != head["sha256"]):
+    if last_seq < head["seq"] or (last_seq == head["seq"] and head["sha256"] not in (last_sha, last_former)):
         raise Damaged(f"the chain ends at {last_seq}, the record names {head}")
     return {"snapshot": snapshot, "logs": chain, "records": records, "headers": headers, "format": 2, "record": record,
             "covered": sorted(n for n in logs if snapshot is not None and n <= snapshot)}
@@ -327,4 +360,53 @@ def folders(records: list[dict], as_of_ms: int | None = None) -> dict[tuple[str,
     for r in records:
         if r["kind"] == "folder" and (as_of_ms is None or r["time"] <= as_of_ms):
             out[(r["folder"], r["path"])] = r
+    return out
+
+
+TOLERANCE = 15 * 60   # seconds a sealed write time may lie before its object's LastModified
+
+
+def _iso(text: str) -> float:
+    """An ISO 8601 UTC time as the daemon writes it ("2026-11-22T07:00:03Z"), in seconds."""
+    import datetime as dt
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def freshness(s3, bucket: str, user_id: str, device_id: str, key: bytes | list[bytes]) -> list[str]:
+    """What "Freshness without memory" (docs/manifest.md, "Reading it" 7 and 8) says of a
+    device's manifest, for a reader that never saw it: `replayed` (its record stored well
+    after it was written, its newest segment not), `copied` (both moved alike: the bucket
+    was copied whole), `below floor` (another device's record vouches for a newer counter or
+    segment than the bucket holds). Empty when fresh."""
+    account = key if isinstance(key, list) else [key]
+    prefix = device_prefix(user_id, device_id)
+    m = read_sealed(s3, bucket, user_id, device_id, account)
+    record = m["record"]
+    stored = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            stored[o["Key"]] = o["LastModified"].timestamp()
+    out = []
+    if stored[prefix + "device.json"] - _iso(record["updatedAt"]) > TOLERANCE:
+        last = m["headers"][-1] if m["headers"] else None
+        last_key = None
+        if m["logs"]:
+            last_key = f"{prefix}log/{m['logs'][-1]:012d}.pls"
+        elif m["snapshot"] is not None:
+            last_key = f"{prefix}snapshot/{m['snapshot']:012d}/index.pls"
+        moved = last_key and last and stored.get(last_key, 0) - _iso(last["createdAt"]) > TOLERANCE
+        out.append("copied" if moved else "replayed")
+    # The floor: what every other device's record vouches for of this one.
+    last_seq = m["logs"][-1] if m["logs"] else (m["snapshot"] or 0)
+    for k in list_keys(s3, bucket, f"metadata/{user_id}/devices/"):
+        if not k.endswith("/device.json") or k == prefix + "device.json":
+            continue
+        try:
+            other = sealed_json(open_any(s3.get_object(Bucket=bucket, Key=k)["Body"].read(), account, k))
+        except (vault.Refused, Damaged):
+            continue
+        seen = (other.get("seen") or {}).get(device_id)
+        if seen and (last_seq < seen["seq"] or record["counter"] < seen["counter"]):
+            out.append("below floor")
+            break
     return out

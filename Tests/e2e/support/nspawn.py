@@ -1,30 +1,40 @@
-"""The packaging test harness: builds the .deb once per test session, and boots a
-minimal Debian 12 under a real systemd with systemd-nspawn to install it into.
+"""The packaging test harness: builds the .deb and the container image once per test
+session, and runs them in root file systems made with mmdebstrap under systemd-nspawn:
+Debian 12 and 13 booted with a real systemd to install the .deb into, and the image's own
+root file system run as a container engine would run it.
 
     deb = built_deb()                     # scripts/build-deb, once per run
-    with Container.boot(tmp_dir) as ct:   # a fresh copy of the cached root, booted
+    with Container.boot(tmp_dir, deb=deb.path, suite="trixie") as ct:
         ct.install_deb(deb.path)
         ct.run("systemctl is-enabled photolalad")           # -> CompletedProcess
         ct.run(["photolalactl", "status"], user="alice")
         ct.run_in_container("...")                          # the same as run()
+
+    image = built_image()                 # scripts/build-image, once per run
+    with ImageContainer.start(tmp_dir, image, binds={...}, env={...}) as c:
+        c.run(["photolalactl", "status"])  # inside, through nsenter
+        c.terminate()                      # SIGTERM to PID 1, as docker stop
 
 The container shares the host's network namespace, so a server on the host's
 loopback (moto, the fake backend) is reachable from inside at 127.0.0.1.
 Commands run through nsenter as root (or, with user=, through setpriv with that
 user's groups) with a clean environment; their output comes back as the result.
 
-The debootstrapped root is cached outside the repo (PHOTOLALA_NSPAWN_CACHE,
-default /var/cache/photolala-test-root), keyed by suite and package list, so
-only the first run on a machine pays for debootstrap (about a minute).
+The roots are cached outside the repo (PHOTOLALA_NSPAWN_CACHE, default
+/var/cache/photolala-test-root), keyed by release and package list, so only the first
+run on a machine pays for mmdebstrap (one to three minutes each); the packages it
+downloads are kept in ~/.cache/photolala/apt-archives/ for the next key.
 The .deb is built outside the checkout (a test run leaves the checkout as it found
 it): into PHOTOLALA_DEB_OUT, default ~/.cache/photolala/build-deb/<checkout's hash>,
 which keeps the staging tree's incremental Swift build between runs; its log goes to
-the run's output directory. Once per run, not per xdist worker: the first worker to
-ask builds under a lock, the others take its result.
+the run's output directory. The image goes to ~/.cache/photolala/build-image/<checkout's
+hash>, its Debian layer cached by scripts/build-image. Once per run, not per xdist
+worker: the first worker to ask builds under a lock, the others take its result.
 Environment:
     PHOTOLALA_DEB            use this .deb instead of building one (iterating)
+    PHOTOLALA_IMAGE          use this OCI archive instead of building one
     PHOTOLALA_DEB_OUT        where scripts/build-deb puts the .debs and its staging tree
-    PHOTOLALA_DEBIAN_MIRROR  the mirror for debootstrap (default: deb.debian.org)
+    PHOTOLALA_DEBIAN_MIRROR  the mirror for mmdebstrap (default: deb.debian.org)
 """
 from __future__ import annotations
 
@@ -48,6 +58,7 @@ from .run import OUT_ENV, output_dir, spawn_build
 
 REPO = Path(__file__).resolve().parents[3]
 SUITE = "bookworm"
+SUITES = {"bookworm": "Debian 12", "trixie": "Debian 13"}
 # systemd to boot, and acl and procps for the tests; cached_root(deb) adds what the
 # .deb's Depends name, so that installing it needs no network.
 ROOT_PACKAGES = ["systemd", "systemd-sysv", "dbus", "acl", "procps"]
@@ -134,14 +145,22 @@ def built_deb() -> BuiltDeb:
 
 
 def start_background_build() -> subprocess.Popen | None:
-    """Starts built_deb() in a process of its own, so the .deb (a release build: minutes)
-    is built while the other suites run; the first test that needs it then waits only
-    for what is left (built_deb() takes the same lock). Called once per run by the
-    controlling process; `stop_background_build()` ends it. The build is its own process
-    group, which dies with the controller (PR_SET_PDEATHSIG)."""
-    if os.environ.get("PHOTOLALA_DEB"):
-        return None
-    return spawn_build("nspawn", "built_deb", "build-deb-background.log")
+    """Starts build_artefacts() in a process of its own, so the .deb (a release build:
+    minutes), the image and the Debian roots are made while the other suites run; the
+    first test that needs one then waits only for what is left (each takes the same lock
+    as here). Called once per run by the controlling process; `stop_background_build()`
+    ends it. The build is its own process group, which dies with the controller
+    (PR_SET_PDEATHSIG)."""
+    return spawn_build("nspawn", "build_artefacts", "build-deb-background.log")
+
+
+def build_artefacts() -> None:
+    """The .deb, then the Debian 12 root the first suite boots, the image, and the Debian
+    13 root: in the order the suites ask for them."""
+    deb = built_deb()
+    cached_root(deb.path, "bookworm")
+    built_image()
+    cached_root(deb.path, "trixie")
 
 
 def stop_background_build(proc: subprocess.Popen | None) -> None:
@@ -153,6 +172,78 @@ def stop_background_build(proc: subprocess.Popen | None) -> None:
 
 
 # ---------------------------------------------------------------------------
+# The container image
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    oci: Path
+    docker: Path
+    seconds: float
+    log: Path
+
+
+def image_out_dir() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "photolala" / "build-image" / hashlib.sha256(str(REPO).encode()).hexdigest()[:12]
+
+
+@functools.cache
+def built_image() -> BuiltImage:
+    """scripts/build-image of this run's .deb, once per run (on any worker)."""
+    given = os.environ.get("PHOTOLALA_IMAGE")
+    if given:
+        path = Path(given).resolve()
+        return BuiltImage(path, path.with_name(path.name.replace(".oci.tar", ".docker.tar")), 0.0, path.parent / "build.log")
+    deb = built_deb()
+    out = image_out_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    run_id = os.environ.get(OUT_ENV, "")
+    with open(out / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = out / "built.json"
+        try:
+            last = json.loads(done.read_text())
+        except (FileNotFoundError, ValueError):
+            last = {}
+        if run_id and last.get("run") == run_id and Path(last.get("oci", "")).is_file():
+            return BuiltImage(Path(last["oci"]), Path(last["docker"]), last["seconds"], Path(last["log"]))
+        done.unlink(missing_ok=True)
+        log = output_dir() / "build-image.log"
+        start = time.monotonic()
+        with open(log, "w") as f:
+            proc = subprocess.run([str(REPO / "scripts" / "build-image"), "--deb", str(deb.path), "--out", str(out)],
+                                  stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        seconds = time.monotonic() - start
+        text = log.read_text(errors="replace")
+        if proc.returncode != 0:
+            tail = "\n".join(text.splitlines()[-60:])
+            raise RuntimeError(f"scripts/build-image failed (exit {proc.returncode}); {log}:\n{tail}")
+        oci = Path(text.strip().splitlines()[-1])
+        image = BuiltImage(oci, oci.with_name(oci.name.replace(".oci.tar", ".docker.tar")), seconds, log)
+        done.write_text(json.dumps({"run": run_id, "oci": str(image.oci), "docker": str(image.docker),
+                                    "seconds": seconds, "log": str(log)}))
+        return image
+
+
+def unpack_image(archive: Path, dest: Path) -> tuple[Path, dict]:
+    """The image's root file system (its layers applied in order, as a container engine
+    does) and its OCI configuration, from the archive, with umoci."""
+    dest = Path(dest)
+    layout = dest / "layout"
+    bundle = dest / "bundle"
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    subprocess.run(["skopeo", "copy", "--quiet", f"oci-archive:{archive}", f"oci:{layout}:image"], check=True)
+    subprocess.run(["umoci", "unpack", "--image", f"{layout}:image", str(bundle)], check=True,
+                   capture_output=True, text=True)
+    config = json.loads(subprocess.run(["skopeo", "inspect", "--config", f"oci-archive:{archive}"],
+                                       check=True, capture_output=True, text=True).stdout)
+    shutil.rmtree(layout, ignore_errors=True)
+    return bundle / "rootfs", config
+
+
+# ---------------------------------------------------------------------------
 # The cached Debian root
 
 
@@ -161,22 +252,42 @@ def _mirror() -> str:
 
 
 def deb_depends(deb: Path) -> list[str]:
-    """The first alternative of each of the .deb's Depends, without versions."""
+    """The .deb's Depends as packages mmdebstrap can include on any release: a name, or
+    for alternatives an apt pattern that takes whichever of them the release has
+    (Debian 13's t64 libraries or Debian 12's), versions left out."""
     out = subprocess.run(["dpkg-deb", "-f", str(deb), "Depends"], capture_output=True, text=True, check=True).stdout
-    return [re.sub(r"\s*\(.*\)", "", dep.split("|")[0]).strip() for dep in out.split(",") if dep.strip()]
+    packages = []
+    for dep in out.split(","):
+        names = [re.sub(r"\s*\(.*\)", "", alt).strip() for alt in dep.split("|") if alt.strip()]
+        if len(names) == 1:
+            packages.append(names[0])
+        elif set(names) & set(ROOT_PACKAGES):
+            continue   # `systemd | systemd-standalone-sysusers`: the root has systemd (the pattern would take both)
+        elif names:
+            packages.append("?or(" + ",".join(f"?exact-name({n})" for n in names) + ")")
+    return packages
 
 
-def cached_root(deb: Path | None = None) -> Path:
-    """A debootstrapped Debian 12 with systemd (and the .deb's dependencies), built once
-    per machine and package list, and reused."""
+def apt_archives(suite: str) -> Path:
+    """Where the packages mmdebstrap downloaded for `suite` are kept for the next root."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = cache / "photolala" / "apt-archives" / suite
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cached_root(deb: Path | None = None, suite: str = SUITE) -> Path:
+    """A Debian root with systemd (and the .deb's dependencies) made by mmdebstrap, once
+    per machine, release and package list, and reused."""
+    if suite not in SUITES:
+        raise ValueError(f"unknown suite {suite}: one of {', '.join(SUITES)}")
     packages = sorted(set(ROOT_PACKAGES + (deb_depends(deb) if deb else [])))
-    key = hashlib.sha256(f"{SUITE} minbase {' '.join(packages)}".encode()).hexdigest()[:12]
-    root = CACHE / f"{SUITE}-{key}"
+    key = hashlib.sha256(f"{suite} mmdebstrap minbase {' '.join(packages)}".encode()).hexdigest()[:12]
+    root = CACHE / f"{suite}-{key}"
     if (root / ".complete").exists():
         return root
-    for tool in ("debootstrap",):
-        if not shutil.which(tool):
-            raise Unavailable(f"{tool} is not installed (scripts/setup installs it)")
+    if not shutil.which("mmdebstrap"):
+        raise Unavailable("mmdebstrap is not installed (scripts/setup installs it)")
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be building the same root
@@ -184,18 +295,25 @@ def cached_root(deb: Path | None = None) -> Path:
             return root
         partial = CACHE / f".partial-{key}-{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
-        cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}",
-               SUITE, str(partial), _mirror()]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+        archives = apt_archives(suite)
+        # One --include each: mmdebstrap takes a value holding an apt pattern whole.
+        cmd = ["mmdebstrap", "--variant=minbase", *[f"--include={p}" for p in packages],
+               "--skip=essential/unlink",
+               "--setup-hook=mkdir -p \"$1/var/cache/apt/archives\"",
+               f"--setup-hook=sync-in '{archives}' /var/cache/apt/archives",
+               f"--customize-hook=sync-out /var/cache/apt/archives '{archives}'",
+               "--customize-hook=rm -f \"$1\"/var/cache/apt/archives/*.deb",
+               suite, str(partial), _mirror()]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             shutil.rmtree(partial, ignore_errors=True)
-            raise RuntimeError(f"debootstrap failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            raise RuntimeError(f"mmdebstrap failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         (partial / "etc" / "hostname").write_text("photolala-test\n")
         (partial / ".complete").write_text(" ".join(cmd) + "\n")
         shutil.rmtree(root, ignore_errors=True)
         partial.rename(root)
-        # Roots for older package lists: keep the three newest.
-        for old in sorted(CACHE.glob(f"{SUITE}-*"), key=lambda p: p.stat().st_mtime, reverse=True)[3:]:
+        # Roots for older package lists: keep the two newest of each release.
+        for old in sorted(CACHE.glob(f"{suite}-*"), key=lambda p: p.stat().st_mtime, reverse=True)[2:]:
             shutil.rmtree(old, ignore_errors=True)
     return root
 
@@ -203,15 +321,51 @@ def cached_root(deb: Path | None = None) -> Path:
 def prerequisites() -> str | None:
     """Why the container tests cannot run here, or None."""
     if os.geteuid() != 0:
-        return "systemd-nspawn and debootstrap need root"
-    for tool in ("systemd-nspawn", "nsenter", "debootstrap"):
+        return "systemd-nspawn and mmdebstrap need root"
+    for tool in ("systemd-nspawn", "nsenter", "mmdebstrap"):
         if not shutil.which(tool):
-            return f"{tool} is not installed (scripts/setup installs systemd-container, util-linux and debootstrap)"
+            return f"{tool} is not installed (scripts/setup installs systemd-container, util-linux and mmdebstrap)"
     return None
 
 
 # ---------------------------------------------------------------------------
 # The container
+
+
+def _cgroup_roots() -> list[Path]:
+    """The cgroup hierarchies systemd-nspawn places a container in: the unified one, and
+    on a hybrid host also the named systemd one."""
+    base = Path("/sys/fs/cgroup")
+    if (base / "cgroup.controllers").exists():
+        return [base]
+    return [p for p in (base / "systemd", base / "unified") if (p / "cgroup.procs").exists()]
+
+
+def _own_cgroup() -> None:
+    """preexec_fn of every systemd-nspawn: a cgroup of its own.
+
+    With --keep-unit, nspawn puts the container under the caller's cgroup (payload/ and
+    supervisor/ beside each other). Two containers started from one test session then share
+    payload/system.slice/photolalad.service, and one container's `systemctl kill` also
+    signals the other's daemon, which its PID namespace cannot see (EIO, "auxiliary
+    processes"), while its stop sees a foreign SIGKILL. Seen when test_debian13.py and
+    test_systemd_nspawn.py ran on two workers at once."""
+    name = f"photolala-e2e-{os.getpid()}"
+    for root in _cgroup_roots():
+        own = root / name
+        own.mkdir(exist_ok=True)
+        (own / "cgroup.procs").write_text(str(os.getpid()))
+
+
+def _remove_cgroup(pid: int) -> None:
+    """The empty cgroups a stopped container leaves, deepest first."""
+    for root in _cgroup_roots():
+        own = root / f"photolala-e2e-{pid}"
+        if not own.is_dir():
+            continue
+        for path, _, _ in sorted(os.walk(own), key=lambda w: -w[0].count("/")):
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
 
 
 class Container:
@@ -230,9 +384,9 @@ class Container:
     # -- lifecycle ----------------------------------------------------------
 
     @classmethod
-    def boot(cls, workdir: Path, deb: Path | None = None) -> "Container":
-        """Boots a fresh copy of the cached root (with deb's dependencies, if given)."""
-        base = cached_root(deb)
+    def boot(cls, workdir: Path, deb: Path | None = None, suite: str = SUITE) -> "Container":
+        """Boots a fresh copy of the cached root of `suite` (with deb's dependencies, if given)."""
+        base = cached_root(deb, suite)
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         root = workdir / "root"
@@ -248,7 +402,8 @@ class Container:
                "--console=pipe", "-D", str(self.root), "-b"]
         self._console = open(self.console, "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._console,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=_own_cgroup)
         deadline = time.monotonic() + self.BOOT_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -308,6 +463,7 @@ class Container:
                     os.killpg(self.proc.pid, 9)
                     self.proc.wait()
         self._console.close()
+        _remove_cgroup(self.proc.pid)
         self.proc = None
 
     def cleanup(self):
@@ -404,3 +560,110 @@ class Container:
 
     def journal(self, *args: str) -> str:
         return self.run(["journalctl", "--no-pager", "-o", "short-monotonic", *args]).stdout
+
+
+class ImageContainer(Container):
+    """The image's root file system run as a container engine runs it: its entrypoint and
+    command as PID 1 (tini), its environment, user and working directory from the image's
+    configuration, the volumes bound from folders of the host, the host's network, and
+    systemd-nspawn's sandbox. `prefix` goes before the entrypoint (for example setpriv to
+    stand in for `docker run --user`, or to load Docker's seccomp profile). Its output, the
+    container's log, is `self.log`."""
+
+    STOP_TIMEOUT = 10   # docker stop's grace before SIGKILL
+
+    def __init__(self, root: Path, workdir: Path, config: dict, argv: list[str], binds: dict, env: dict,
+                 nspawn_args: list[str]):
+        super().__init__(root, workdir)
+        self.config = config
+        self.argv = argv
+        self.binds = binds
+        self.env = env
+        self.nspawn_args = nspawn_args
+        self.log = workdir / "container.log"
+        self.exit_code: int | None = None
+
+    @classmethod
+    def start(cls, workdir: Path, root: Path, config: dict, binds: dict[str, tuple[Path, bool]] | None = None,
+              env: dict[str, str] | None = None, prefix: list[str] | None = None, args: list[str] | None = None,
+              nspawn_args: list[str] | None = None, wait: bool = True) -> "ImageContainer":
+        """Starts the image at `root` with `binds` {container path: (host path, read_only)}
+        and `env` over the image's own. The root is shared: what the container writes
+        (the entrypoint's /etc/passwd) goes to a tmpfs over it (nspawn's
+        --volatile=overlay), as an engine's writable layer, gone with the container."""
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        own = Path(root)
+        image = config.get("config", {})
+        environment = dict(e.split("=", 1) for e in image.get("Env", []))
+        environment.update(env or {})
+        argv = (prefix or []) + list(image.get("Entrypoint") or []) + list(args if args is not None else image.get("Cmd") or [])
+        ct = cls(own, workdir, config, argv, binds or {}, environment, nspawn_args or [])
+        ct.launch(wait)
+        return ct
+
+    def launch(self, wait: bool = True):
+        image = self.config.get("config", {})
+        cmd = ["systemd-nspawn", "--register=no", "--keep-unit", "--quiet", "--console=pipe", "--volatile=overlay",
+               "-D", str(self.root), f"--chdir={image.get('WorkingDir') or '/'}", "--kill-signal=SIGTERM"]
+        if image.get("User"):
+            cmd.append(f"--user={image['User']}")
+        for inside, (host, read_only) in self.binds.items():
+            cmd.append(f"--bind{'-ro' if read_only else ''}={host}:{inside}")
+        for key, value in self.env.items():
+            cmd.append(f"--setenv={key}={value}")
+        cmd += self.nspawn_args
+        cmd += ["--"] + self.argv
+        self._console = open(self.log, "wb")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._console, stderr=subprocess.STDOUT,
+                                     start_new_session=True, preexec_fn=_own_cgroup)
+        if not wait:
+            return
+        deadline = time.monotonic() + self.BOOT_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.exit_code = self.proc.returncode
+                raise AssertionError(f"the container exited {self.proc.returncode} at once: "
+                                     f"{self.log.read_text(errors='replace')[-3000:]}")
+            self.leader = self._find_leader()
+            if self.leader:
+                return
+            time.sleep(0.1)
+        raise Unavailable(f"systemd-nspawn did not start the image within {self.BOOT_TIMEOUT}s")
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_exit(self, timeout: float) -> int:
+        """For a container expected to end by itself: its exit code."""
+        self.exit_code = self.proc.wait(timeout=timeout)
+        self._console.close()
+        _remove_cgroup(self.proc.pid)
+        self.proc = None
+        return self.exit_code
+
+    def terminate(self, timeout: float = STOP_TIMEOUT) -> float:
+        """What `docker stop` does: SIGTERM to PID 1, then SIGKILL after `timeout`.
+        Returns how long it took; `exit_code` is PID 1's."""
+        start = time.monotonic()
+        os.kill(self.leader, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        took = time.monotonic() - start
+        self.exit_code = self.proc.returncode
+        self._console.close()
+        _remove_cgroup(self.proc.pid)
+        self.proc = None
+        self.leader = None
+        return took
+
+    def stop(self, timeout: float = 30):
+        if self.proc is not None:
+            self.terminate(timeout)
+
+    def cleanup(self):
+        """Stops it; the image's root is shared and left as it was."""
+        self.stop()

@@ -15,6 +15,8 @@ Modes (each keeps going until the time is up and prints one JSON line of counts)
     unread     N clients asking for the largest answer (the queue listing) and never reading it
     stream     N clients that send one request, never read the answer and then keep sending
                a never-ending second request head as fast as the daemon takes it
+    busy       N clients that each ask for the largest answer (the queue listing), read it
+               whole and ask again at once: valid requests, as many in flight as it can
 """
 from __future__ import annotations
 
@@ -274,6 +276,18 @@ def run_stream(path: str, n: int, counts: Counter, stop: threading.Event):
         t.join()
 
 
+def run_busy(path: str, n: int, counts: Counter, stop: threading.Event):
+    def one():
+        while not stop.is_set():
+            counts["busy " + exchange(path, b"GET /v1/queue?limit=10000 HTTP/1.1\r\nHost: x\r\n\r\n", read_timeout=30)] += 1
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def run(path: str, mode: str, seconds: float, connections: int = 100, seed: int = 1,
         token: str | None = None) -> dict:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -294,6 +308,8 @@ def run(path: str, mode: str, seconds: float, connections: int = 100, seed: int 
         targets = [lambda: run_stream(path, connections, counts, stop)]
     elif mode == "unread":
         targets = [lambda: run_unread(path, connections, counts, stop)]
+    elif mode == "busy":
+        targets = [lambda: run_busy(path, connections, counts, stop)]
     else:
         raise ValueError(mode)
     threads = [threading.Thread(target=t, daemon=True) for t in targets]

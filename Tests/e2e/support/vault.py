@@ -6,6 +6,7 @@ object. The tests read the bucket with it given only the recovery key."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -15,8 +16,14 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 CHECK_LABEL = b"photolala recovery key check v1"
 KEY_MAGIC = b"PLAKEY\x00\x01"
+KEY_MAGIC_V2 = b"PLAKEY\x00\x02"
 SEALED_MAGIC = b"PLMANIF\x02"
+RECORD_MAGIC = b"PLMANIF\x03"
 NONCE = 12
+WRAP = NONCE + 40 + 16          # a wrap of the account key: nonce, K and createdAt, tag
+PREVIOUS = NONCE + 32 + 16      # the previous account key, sealed under T
+SUCCESSOR = 32                  # an HMAC-SHA256 by the previous account key
+PROOF = NONCE + 8 + 16          # the generation, sealed under P
 
 
 class Refused(Exception):
@@ -78,6 +85,18 @@ def metadata_key(account_key: bytes) -> bytes:
     return hkdf(account_key, b"photolala metadata v2", 32)
 
 
+def proof_key(account_key: bytes) -> bytes:
+    return hkdf(account_key, b"photolala key object proof v1", 32)
+
+
+def previous_key(account_key: bytes) -> bytes:
+    return hkdf(account_key, b"photolala key object previous key v1", 32)
+
+
+def successor_key(account_key: bytes) -> bytes:
+    return hkdf(account_key, b"photolala key object successor v1", 32)
+
+
 def wrapping_key(recovery_secret: bytes, user_id: str) -> bytes:
     return hkdf(recovery_secret, b"photolala recovery wrap v1", 32, salt=user_id.encode())
 
@@ -88,23 +107,152 @@ def key_object_key(user_id: str) -> str:
 
 # ---- the objects -----------------------------------------------------------------------
 
-def unwrap(data: bytes, recovery_secret: bytes, user_id: str) -> tuple[bytes, int]:
-    """(account key, the recovery key's createdAt in Unix ms) from the key object."""
-    if len(data) != 8 + NONCE + 40 + 16 or data[:8] != KEY_MAGIC:
+def layout(data: bytes) -> dict:
+    """Where a key object's parts are (docs/manifest.md "The key object"): version 1 is the
+    wrap alone; version 2 the wrap, a sections byte, the previous account key (bit 0), the
+    endorsement by it (bit 1), and the proof last."""
+    if data[:7] != KEY_MAGIC[:7] or len(data) < 8:
         raise Refused("layout", "not a key object")
-    aad = KEY_MAGIC + key_object_key(user_id).encode()
+    if data[7] == 1:
+        if len(data) != 8 + WRAP:
+            raise Refused("layout", "not a key object")
+        return {"version": 1}
+    if data[7] != 2 or len(data) <= 8 + WRAP:
+        raise Refused("layout", f"key object version {data[7]}")
+    sections = data[8 + WRAP]
+    if sections & ~3:
+        raise Refused("layout", "unknown sections")
+    at, out = 8 + WRAP + 1, {"version": 2}
+    if sections & 1:
+        out["previous"], at = at, at + PREVIOUS
+    if sections & 2:
+        out["successor"], at = at, at + SUCCESSOR
+    out["proof"] = at
+    if len(data) != at + PROOF:
+        raise Refused("layout", "not a key object")
+    return out
+
+
+def open_wrap(wrap: bytes, recovery_secret: bytes, user_id: str, header: bytes, object_key: str) -> tuple[bytes, int]:
+    """(account key, createdAt) from a wrap whose associated data is `header` ‖ the object key."""
     try:
-        plain = AESGCM(wrapping_key(recovery_secret, user_id)).decrypt(data[8:8 + NONCE], data[8 + NONCE:], aad)
+        plain = AESGCM(wrapping_key(recovery_secret, user_id)).decrypt(wrap[:NONCE], wrap[NONCE:], header + object_key.encode())
     except InvalidTag:
-        raise Refused("key", "the recovery key does not open the key object") from None
+        raise Refused("key", "the recovery key does not open it") from None
     return plain[:32], int.from_bytes(plain[32:40], "big", signed=True)
 
 
-def open_sealed(data: bytes, account_key: bytes, object_key: str) -> bytes:
-    """The plaintext of a sealed object stored at `object_key`."""
-    if len(data) < 8 + NONCE + 16 or data[:8] != SEALED_MAGIC:
-        raise Refused("layout", f"{object_key} is not a sealed object")
+def proof(data: bytes, account_key: bytes, user_id: str) -> int | None:
+    """The generation, if the version-2 object's proof opens under `account_key`."""
+    lay = layout(data)
+    if lay["version"] != 2:
+        return None
+    at = lay["proof"]
     try:
-        return AESGCM(metadata_key(account_key)).decrypt(data[8:8 + NONCE], data[8 + NONCE:], SEALED_MAGIC + object_key.encode())
+        plain = AESGCM(proof_key(account_key)).decrypt(data[at:at + NONCE], data[at + NONCE:],
+                                                       data[:at] + key_object_key(user_id).encode())
+    except InvalidTag:
+        return None
+    return int.from_bytes(plain, "big")
+
+
+def endorsed_by(data: bytes, previous_account_key: bytes, user_id: str) -> bool:
+    """Whether the object carries an endorsement by `previous_account_key` (a new account key)."""
+    lay = layout(data)
+    if "successor" not in lay:
+        return False
+    at = lay["successor"]
+    want = hmac.new(successor_key(previous_account_key), data[:8 + WRAP] + key_object_key(user_id).encode(), hashlib.sha256).digest()
+    return hmac.compare_digest(want, data[at:at + SUCCESSOR])
+
+
+def open_key_object(data: bytes, recovery_secret: bytes, user_id: str) -> dict:
+    """{key, created, version, generation, previous}: what a recovery key opens of a key
+    object; a version-2 object whose proof does not open under the key it holds is refused."""
+    lay = layout(data)
+    key, created = open_wrap(data[8:8 + WRAP], recovery_secret, user_id, data[:8], key_object_key(user_id))
+    out = {"key": key, "created": created, "version": lay["version"], "generation": 0, "previous": None}
+    if lay["version"] == 2:
+        g = proof(data, key, user_id)
+        if g is None:
+            raise Refused("proof", "the key object's proof does not open under the key it holds")
+        out["generation"] = g
+        if "previous" in lay:
+            at = lay["previous"]
+            try:
+                out["previous"] = AESGCM(previous_key(key)).decrypt(data[at:at + NONCE], data[at + NONCE:at + PREVIOUS],
+                                                                    data[:at] + key_object_key(user_id).encode())
+            except InvalidTag:
+                raise Refused("proof", "the previous key does not open") from None
+    return out
+
+
+def wrap_key_object(account_key: bytes, created: int, recovery_secret: bytes, user_id: str, generation: int,
+                    previous: bytes | None = None, endorsed_by_key: bytes | None = None,
+                    nonces: tuple[bytes, bytes, bytes] | None = None) -> bytes:
+    """A version-2 key object (the layout above); fixed nonces for the vectors."""
+    import os
+    n = nonces or (os.urandom(NONCE), os.urandom(NONCE), os.urandom(NONCE))
+    okey = key_object_key(user_id).encode()
+    out = KEY_MAGIC_V2 + n[0] + AESGCM(wrapping_key(recovery_secret, user_id)).encrypt(
+        n[0], account_key + created.to_bytes(8, "big", signed=True), KEY_MAGIC_V2 + okey)
+    out += bytes([(1 if previous else 0) | (2 if endorsed_by_key else 0)])
+    if previous:
+        out += n[1] + AESGCM(previous_key(account_key)).encrypt(n[1], previous, out + okey)
+    if endorsed_by_key:
+        out += hmac.new(successor_key(endorsed_by_key), out[:8 + WRAP] + okey, hashlib.sha256).digest()
+    return out + n[2] + AESGCM(proof_key(account_key)).encrypt(n[2], generation.to_bytes(8, "big"), out + okey)
+
+
+def unwrap(data: bytes, recovery_secret: bytes, user_id: str) -> tuple[bytes, int]:
+    """(account key, the recovery key's createdAt in Unix ms) from the key object (version 1
+    or 2)."""
+    opened = open_key_object(data, recovery_secret, user_id)
+    return opened["key"], opened["created"]
+
+
+def open_sealed(data: bytes, account_key: bytes, object_key: str) -> bytes:
+    """The plaintext of a sealed object stored at `object_key`: `PLMANIF` 0x02, or a device
+    record `PLMANIF` 0x03 (a wrap length byte, the wrap, then the seal over everything before)."""
+    if data[:8] == RECORD_MAGIC:
+        if len(data) < 9 or data[8] not in (0, WRAP):
+            raise Refused("layout", f"{object_key} is not a sealed record")
+        at = 9 + data[8]
+    elif data[:8] == SEALED_MAGIC:
+        at = 8
+    else:
+        raise Refused("layout", f"{object_key} is not a sealed object")
+    if len(data) < at + NONCE + 16:
+        raise Refused("layout", f"{object_key} is too short")
+    try:
+        return AESGCM(metadata_key(account_key)).decrypt(data[at:at + NONCE], data[at + NONCE:], data[:at] + object_key.encode())
     except InvalidTag:
         raise Refused("key", f"{object_key} does not open with this account key") from None
+
+
+def record_wrap(data: bytes, recovery_secret: bytes, user_id: str, object_key: str) -> tuple[bytes, int] | None:
+    """The account key a device record keeps wrapped under the recovery key (if it has a
+    wrap and the record then opens under that key)."""
+    if data[:8] != RECORD_MAGIC or len(data) < 9 + WRAP or data[8] != WRAP:
+        return None
+    try:
+        key, created = open_wrap(data[9:9 + WRAP], recovery_secret, user_id, data[:9], object_key)
+        open_sealed(data, key, object_key)
+    except Refused:
+        return None
+    return key, created
+
+
+def seal_record(plaintext: bytes, account_key: bytes, object_key: str, wrap: tuple[bytes, int, str] | None,
+                nonces: tuple[bytes, bytes] | None = None) -> bytes:
+    """A device record `PLMANIF` 0x03; `wrap`: (recovery secret, createdAt, userId) or None."""
+    import os
+    n = nonces or (os.urandom(NONCE), os.urandom(NONCE))
+    if wrap:
+        secret, created, user = wrap
+        head = RECORD_MAGIC + bytes([WRAP])
+        out = head + n[0] + AESGCM(wrapping_key(secret, user)).encrypt(n[0], account_key + created.to_bytes(8, "big", signed=True),
+                                                                      head + object_key.encode())
+    else:
+        out = RECORD_MAGIC + b"\x00"
+    return out + n[1] + AESGCM(metadata_key(account_key)).encrypt(n[1], plaintext, out + object_key.encode())
