@@ -80,7 +80,7 @@ package struct MirrorCopy: Sendable {
         // A name given before a kill: the copy may be there already, or someone else's file.
         if let path = e.path {
             if let found = paths.identity(of: path) {
-                if found.size == e.size, let d = paths.digest(of: path, sha256: sha256 != nil), d.md5 == e.md5,
+                if found.size == e.size, let d = await Self.digest(paths, path, sha256: sha256 != nil), d.md5 == e.md5,
                    sha256 == nil || d.sha256 == sha256 {
                     e.state = .copied
                     e.device = found.device
@@ -134,7 +134,7 @@ package struct MirrorCopy: Sendable {
                     break
                 }
                 // A file with these very bytes is there (a restore --by-date, a copy of the user's): adopted.
-                if there.size == e.size, let d = paths.digest(of: candidate, sha256: sha256 != nil), d.md5 == e.md5,
+                if there.size == e.size, let d = await Self.digest(paths, candidate, sha256: sha256 != nil), d.md5 == e.md5,
                    sha256 == nil || d.sha256 == sha256 {
                     incoming.discard()
                     e.path = candidate
@@ -176,6 +176,13 @@ package struct MirrorCopy: Sendable {
         e.nextAttemptAt = nil
         e.lastError = nil
         return await record(e, now: now(), problems: problems)
+    }
+
+    /// A file's digests read on `Blocking`'s threads: a copy may be gigabytes, and the
+    /// cooperative pool has a thread per core.
+    private static func digest(_ paths: MirrorPaths, _ path: String, sha256: Bool) async
+        -> (md5: MD5Value, sha256: SHA256Value?, size: Int64, device: UInt64, inode: UInt64)? {
+        await Blocking.run { paths.digest(of: path, sha256: sha256) }
     }
 
     /// What a transfer's outcome is for the stage.
