@@ -195,8 +195,6 @@ package final class QueueDatabase: Sendable {
         return UInt64(fs.f_bavail) * UInt64(fs.f_frsize) < Self.freeSpaceToClearDiskFull
     }
 
-    /// Frees the connections' page caches and closes idle readers (they reopen on use):
-    /// for when the daemon has nothing to do for a while.
     /// For a first scan, which writes tens of megabytes: checkpointing every 4 MB (SQLite's
     /// default) took a third of its time, so it checkpoints every 40 MB while `on`, and
     /// once off copies what it can at once (PASSIVE: never waits for readers). Only then:
@@ -217,12 +215,20 @@ package final class QueueDatabase: Sendable {
         await writeWithoutTransaction { db in try db.checkpoint(.passive) }
     }
 
+    /// Frees the connections' page caches (the readers stay open): for when the daemon has
+    /// nothing to do for a while.
     package func releaseMemory() async {
         // PASSIVE never waits for readers; what it cannot copy now the next one does.
         await writeWithoutTransaction { db in try db.checkpoint(.passive) }
-        // Waits for each connection in turn: off the cooperative pool.
-        let pool = self.pool
-        await Blocking.run { pool.releaseMemory() }
+        // Not GRDB's `releaseMemory()`: it holds the reader list's lock while it waits for
+        // each reader in turn, and a read begun with `asyncRead` (every `read` here) hands
+        // its reader back on that reader's own queue under the same lock, so a read under
+        // way hung the release, that read and every read after it for good (issue 30's
+        // stalled stages; QueueDatabaseTests). Each connection frees its caches once its
+        // current work ends; the writer's turn comes before the empty write awaited here,
+        // and an idle reader's at once.
+        pool.releaseMemoryEventually()
+        await writeWithoutTransaction { _ in }
     }
 
     /// The last write failure that needs the user (disk full, read-only, I/O error), until a write succeeds.
