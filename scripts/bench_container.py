@@ -87,6 +87,24 @@ def queue_done(state: Path, count: int) -> bool:
         return False
 
 
+def daemon_pid(nspawn: int, timeout: float = 60) -> int:
+    """The daemon's PID as the host sees it: the descendant of systemd-nspawn named
+    photolalad (the image has no pgrep, and the host reads /proc without entering)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        todo = [nspawn]
+        while todo:
+            pid = todo.pop()
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "photolalad":
+                    return pid
+                todo += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+            except OSError:
+                continue
+        time.sleep(0.5)
+    raise RuntimeError("no photolalad process in the container")
+
+
 def measure(read_status, read_stat, state: Path, count: int, idle: float) -> dict:
     deadline = time.monotonic() + 900
     while not queue_done(state, count):
@@ -167,9 +185,9 @@ def main():
                                  binds={"/config": (vols["config"], False), "/state": (vols["state"], False),
                                         "/photos": (photos, True), "/run/photolala": (vols["run"], False)})
         try:
-            pid = c.sh("pgrep -x photolalad").split()[0]
-            inside = measure(lambda: c.sh(f"cat /proc/{pid}/status"), lambda: c.sh(f"cat /proc/{pid}/stat"),
-                             vols["state"], args.photos, args.idle_seconds)
+            pid = daemon_pid(c.proc.pid)
+            inside = measure(lambda: Path(f"/proc/{pid}/status").read_text(),
+                             lambda: Path(f"/proc/{pid}/stat").read_text(), vols["state"], args.photos, args.idle_seconds)
         finally:
             c.cleanup()
         figures["host"], figures["container"] = host, inside
