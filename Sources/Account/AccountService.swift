@@ -523,8 +523,7 @@ package actor AccountService: Service, GrantSource {
 
     private func rescheduleTimer() {
         guard !stopped, !firing else { return }
-        let timers = self.timers
-        spawn { await timers.wake() }
+        timers.wake()
     }
 
     /// The timers' step: performs what is due, answers when to look again.

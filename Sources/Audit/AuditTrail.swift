@@ -53,6 +53,9 @@ package actor AuditTrail: AuditRecorder, Service {
     private let wake: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
 
+    /// A drain or a query has the turn (`takeTurn`).
+    private var busy = false
+    private let turns = ChangeFeed()
     private let seals: AuditSealStore
     /// The sealing key of the current epoch (nil: it cannot be read or made; the records
     /// are still chained, and `--verify` says they are not sealed).
@@ -100,15 +103,18 @@ package actor AuditTrail: AuditRecorder, Service {
     }
 
     package func run() async throws {
-        drain()
-        for await _ in wakes.cancelOnGracefulShutdown() { drain() }
-        drain()
-        closeFile()
+        await drain()
+        for await _ in wakes.cancelOnGracefulShutdown() { await drain() }
+        // The last turn, taken even by a cancelled task: what happened until now is kept.
+        await takeTurn(evenIfCancelled: true)
+        defer { endTurn() }
+        await drainNow()
+        await closeFile()
     }
 
     /// Writes what waits now (tests; the queries do it themselves).
-    package func flush() {
-        drain()
+    package func flush() async {
+        await drain()
     }
 
     /// `audit.max_size` changed (a reload): the next rotation uses it.
@@ -118,8 +124,10 @@ package actor AuditTrail: AuditRecorder, Service {
 
     /// The newest `limit` records at or after `since`, oldest first; `more` when older ones
     /// were left out by the limit. Lines that are not records are skipped (`verify` names them).
-    package func records(since: Date?, limit: Int) -> (records: [AuditRecord], more: Bool) {
-        drain()
+    package func records(since: Date?, limit: Int) async -> (records: [AuditRecord], more: Bool) {
+        await takeTurn(evenIfCancelled: true)
+        defer { endTurn() }
+        await drainNow()
         var newestFirst: [AuditRecord] = []
         let decoder = JSONDecoder()
         for file in 0...2 {
@@ -137,9 +145,11 @@ package actor AuditTrail: AuditRecorder, Service {
     /// The whole chain, oldest file first, from the head to the seal.
     /// Without the verification key: the chain, then the seals' places (the tags need the key,
     /// which the command checks itself: `sealedMaterial`).
-    package func verify() -> AuditVerification {
-        drain()
-        let start = mark(Self.headKey) ?? .origin
+    package func verify() async -> AuditVerification {
+        await takeTurn(evenIfCancelled: true)
+        defer { endTurn() }
+        await drainNow()
+        let start = await mark(Self.headKey) ?? .origin
         var chain = AuditChain(start: start)
         let entries: [AuditSealCheck.Entry]
         do {
@@ -167,16 +177,20 @@ package actor AuditTrail: AuditRecorder, Service {
     /// (the verification key never reaches the daemon, which may be the thing lied about):
     /// the head, the seal, the key file's state, and the files opened now (their sizes now;
     /// records written meanwhile are left out). docs/audit-seal.md has the layout.
-    package func sealedMaterial() -> AuditMaterial {
-        drain()
+    package func sealedMaterial() async -> AuditMaterial {
+        await takeTurn(evenIfCancelled: true)
+        defer { endTurn() }
+        await drainNow()
         return AuditMaterial(directory: directory, files: [AuditSealStore.sealsFile] + [2, 1, 0].map(Self.name),
-                             head: mark(Self.headKey) ?? .origin, seal: position, state: sealing?.visible)
+                             head: await mark(Self.headKey) ?? .origin, seal: position, state: sealing?.visible)
     }
 
     /// `audit --verification-key`: the key while it was not yet shown (then it stays until
     /// `verificationKeyTaken`), or when it was shown.
-    package func verificationKey() -> (key: VerificationKey?, fingerprint: String, createdAt: Int64, shownAt: Int64?)? {
-        openIfNeeded()
+    package func verificationKey() async -> (key: VerificationKey?, fingerprint: String, createdAt: Int64, shownAt: Int64?)? {
+        await takeTurn(evenIfCancelled: true)
+        defer { endTurn() }
+        await openIfNeeded()
         guard let sealing else { return nil }
         let key = seals.waiting(for: sealing)
         return (key, sealing.fingerprint, sealing.createdAt, key == nil ? sealing.shownAt : nil)
@@ -184,8 +198,10 @@ package actor AuditTrail: AuditRecorder, Service {
 
     /// The command printed the key: the NAS forgets it (overwritten, then unlinked) and
     /// remembers when. False when `fingerprint` is not the key waiting to be shown.
-    package func verificationKeyTaken(fingerprint: String, by caller: AuditActor) -> Bool {
-        openIfNeeded()
+    package func verificationKeyTaken(fingerprint: String, by caller: AuditActor) async -> Bool {
+        await takeTurn(evenIfCancelled: true)
+        defer { endTurn() }
+        await openIfNeeded()
         guard let state = sealing, state.fingerprint == fingerprint, seals.waiting(for: state) != nil else { return false }
         do {
             sealing = try seals.forgetVerificationKey(state, at: Int64((now().timeIntervalSince1970 * 1000).rounded(.down)))
@@ -201,8 +217,37 @@ package actor AuditTrail: AuditRecorder, Service {
 
     // MARK: writing
 
-    private func drain() {
-        openIfNeeded()
+    /// Writing the trail waits on the queue database (the seal, the head), and the actor
+    /// takes other calls meanwhile: one drain or query at a time keeps records, rotations
+    /// and seals in order. Waits for the turn; with `evenIfCancelled` false, a task
+    /// cancelled while waiting gets none (false).
+    @discardableResult
+    private func takeTurn(evenIfCancelled: Bool = false) async -> Bool {
+        while busy {
+            for await _ in turns.changes() where !busy { break }
+            if busy && Task.isCancelled && !evenIfCancelled { return false }
+            if busy && Task.isCancelled {
+                // Cancelled: the stream ended at once. Wait without it, a turn is short.
+                await Task.yield()
+            }
+        }
+        busy = true
+        return true
+    }
+
+    private func endTurn() {
+        busy = false
+        turns.changed()
+    }
+
+    private func drain() async {
+        guard await takeTurn() else { return }
+        defer { endTurn() }
+        await drainNow()
+    }
+
+    private func drainNow() async {
+        await openIfNeeded()
         let (batch, dropped) = inbox.withLock { box in
             defer { box = Inbox() }
             return (box.pending, box.dropped)
@@ -213,7 +258,7 @@ package actor AuditTrail: AuditRecorder, Service {
         var done = 0
         while done < batch.count {
             if let line = render(batch[done]) {
-                if size > 0, size + Int64(line.utf8.count) + 1 > maxSize { rotate() }
+                if size > 0, size + Int64(line.utf8.count) + 1 > maxSize { await rotate() }
                 guard append(line) else { break }
             }
             done += 1
@@ -229,7 +274,7 @@ package actor AuditTrail: AuditRecorder, Service {
                 }
             }
         }
-        sync()
+        await sync()
     }
 
     /// The record's line, or nil when even without its secret-bearing details it would
@@ -295,7 +340,7 @@ package actor AuditTrail: AuditRecorder, Service {
     /// a stage's rare decision, so this is a few syncs an hour, each on a disk the event's
     /// own work already woke; batching them further would need a timer, and a record lost
     /// in a power cut is the one an audit is for.
-    private func sync() {
+    private func sync() async {
         guard unsynced, fd >= 0 else { return }
         unsynced = false
         if fdatasync(fd) != 0 {
@@ -304,7 +349,7 @@ package actor AuditTrail: AuditRecorder, Service {
             cleared("sync", nil)
         }
         seal()
-        save(Self.sealKey, position)
+        await save(Self.sealKey, position)
     }
 
     /// Seals the records written since the last seal as one epoch, then moves the key on:
@@ -331,9 +376,9 @@ package actor AuditTrail: AuditRecorder, Service {
     }
 
     /// audit.log → .1 → .2 (the old .2 goes); the chain goes on in the new file.
-    private func rotate() {
-        sync()
-        closeFile()
+    private func rotate() async {
+        await sync()
+        await closeFile()
         var dropping = false
         if access(path(1), F_OK) == 0 {
             dropping = access(path(2), F_OK) == 0
@@ -353,7 +398,7 @@ package actor AuditTrail: AuditRecorder, Service {
         if dropping, let first = firstRecord(path(2)) {
             // The oldest kept file now starts later: the head says where (and the next seal binds it).
             head = AuditMark(seq: first.seq - 1, hash: first.prev)
-            save(Self.headKey, head)
+            await save(Self.headKey, head)
             do {
                 try seals.prune(before: head.seq)
             } catch {
@@ -379,8 +424,8 @@ package actor AuditTrail: AuditRecorder, Service {
         return true
     }
 
-    private func closeFile() {
-        sync()
+    private func closeFile() async {
+        await sync()
         if fd >= 0 { _ = Glibc.close(fd) }
         fd = -1
     }
@@ -390,15 +435,15 @@ package actor AuditTrail: AuditRecorder, Service {
     /// Once, before the first write or query: the last record in the files against the
     /// seal. A torn last line (a power cut mid-write, never sealed) is cut off; any other
     /// mismatch is a break, logged once, and the trail goes on after the sealed record.
-    private func openIfNeeded() {
+    private func openIfNeeded() async {
         guard !opened else { return }
         opened = true
-        var seal = mark(Self.sealKey)
+        var seal = await mark(Self.sealKey)
         let forward = (try? seals.entries())?.last(where: { $0.seal != nil })?.seal
         if seal == nil, let forward {
             // A rebuilt queue database: the last seal in audit.seals says where the trail ends.
             seal = forward.mark
-            save(Self.sealKey, forward.mark)
+            await save(Self.sealKey, forward.mark)
             logger.notice("the queue database held no seal of the audit trail: took it from \(AuditSealStore.sealsFile) (record \(forward.seq))")
         }
         dropUnfinishedRecord()
@@ -409,9 +454,9 @@ package actor AuditTrail: AuditRecorder, Service {
         case let (nil, last?):
             // A new or rebuilt queue database: the trail's end is taken as it stands.
             position = AuditMark(seq: last.seq ?? 0, hash: last.hash)
-            save(Self.sealKey, position)
-            if mark(Self.headKey) == nil, let first = oldestFirstRecord(), first.seq > 1 || first.prev != AuditMark.origin.hash {
-                save(Self.headKey, AuditMark(seq: first.seq - 1, hash: first.prev))
+            await save(Self.sealKey, position)
+            if await mark(Self.headKey) == nil, let first = oldestFirstRecord(), first.seq > 1 || first.prev != AuditMark.origin.hash {
+                await save(Self.headKey, AuditMark(seq: first.seq - 1, hash: first.prev))
             }
             logger.notice("the queue database held no seal of the audit trail (a new or rebuilt database): sealed it at record \(position.seq) as it stands; a cut before now cannot be caught")
         case let (seal?, nil):
@@ -426,13 +471,13 @@ package actor AuditTrail: AuditRecorder, Service {
                 // Written and synced, but the seal's commit was lost (a crash or power cut
                 // between the two): the records are ours.
                 position = AuditMark(seq: seq, hash: last.hash)
-                save(Self.sealKey, position)
+                await save(Self.sealKey, position)
                 logger.notice("sealed audit records \(seal.seq + 1)–\(seq), written just before photolalad stopped")
             } else {
                 logger.warning("the audit trail does not end with the record the queue database sealed (record \(seal.seq)): it was cut or changed while photolalad was stopped. New records follow record \(seal.seq); `photolalactl audit --verify` names the break")
             }
         }
-        head = mark(Self.headKey) ?? .origin
+        head = await mark(Self.headKey) ?? .origin
         _ = openCurrent()
         openSealing()
     }
@@ -561,18 +606,18 @@ package actor AuditTrail: AuditRecorder, Service {
         _ = Glibc.close(dirFD)
     }
 
-    private func mark(_ key: String) -> AuditMark? {
+    private func mark(_ key: String) async -> AuditMark? {
         do {
-            return try database.setting(key).flatMap(AuditMark.init)
+            return try await database.setting(key).flatMap(AuditMark.init)
         } catch {
             problem("seal-read", "cannot read the audit trail's \(key) from the queue database: \(error)")
             return nil
         }
     }
 
-    private func save(_ key: String, _ mark: AuditMark) {
+    private func save(_ key: String, _ mark: AuditMark) async {
         do {
-            try database.setSetting(key, mark.description)
+            try await database.setSetting(key, mark.description)
             cleared("seal", nil)
         } catch {
             problem("seal", "cannot keep the audit trail's \(key) in the queue database (\(error)): a cut tail cannot be caught until it can")

@@ -13,7 +13,7 @@ struct BucketCatalogStore: CatalogStore {
     let partSize: Int64
     /// Told "key uploadId" when a multipart upload of a snapshot starts and nil when it
     /// ends, so one a crash abandoned can be aborted at the next start.
-    let journal: @Sendable (String?) -> Void
+    let journal: @Sendable (String?) async -> Void
     let logger: Logger
 
     private var catalogs: String { CatalogFormat.prefix(userId: userId) }
@@ -60,7 +60,7 @@ struct BucketCatalogStore: CatalogStore {
         let uploadId = try await bucket.perform(under: catalogs) { bucket throws(S3Error) in
             try await bucket.createMultipartUpload(key: key, contentType: "text/csv")
         }
-        journal("\(key) \(uploadId)")
+        await journal("\(key) \(uploadId)")
         do {
             var parts: [S3Client.Part] = []
             for number in 1...plan.partCount {
@@ -76,7 +76,7 @@ struct BucketCatalogStore: CatalogStore {
             _ = try await bucket.perform(under: catalogs) { bucket throws(S3Error) in
                 try await bucket.completeMultipartUpload(key: key, uploadId: uploadId, parts: done)
             }
-            journal(nil)
+            await journal(nil)
         } catch {
             await abort(key: key, uploadId: uploadId)
             throw error
@@ -91,7 +91,7 @@ struct BucketCatalogStore: CatalogStore {
             try await bucket.perform(under: catalogs) { bucket throws(S3Error) in
                 try await bucket.abortMultipartUpload(key: key, uploadId: uploadId)
             }
-            journal(nil)
+            await journal(nil)
         } catch {
             logger.notice("could not abort an unfinished catalog upload; S3 discards it by its lifecycle rule",
                           metadata: ["key": "\(key)", "error": "\(error)"])

@@ -1,5 +1,6 @@
 import Bucket
 import Foundation
+import PhotolalaCore
 import GRDB
 import Logging
 import Queue
@@ -130,42 +131,43 @@ struct CatalogPublisher {
         return .contended(rounds: maximumRounds)
     }
 
-    /// What this sync learnt, in the queue (seconds for half a million rows: off the
-    /// cooperative pool; a stop ends it between two transactions, and the next start
-    /// reads the catalog again).
+    /// What this sync learnt, in the queue (seconds for half a million rows, the scratch
+    /// reads off the cooperative pool; a stop ends it between two transactions, and the
+    /// next start reads the catalog again).
     private func record(_ ledger: CatalogLedger, from scratch: DatabaseQueue) async throws {
         let (database, settings) = (database, ledger.settings)
-        try await Blocking.run { stop in
-            // A kill among the transactions below leaves marks the ledger does not
-            // count: this says so to the next start, which reads the catalog again.
-            try database.setSetting(CatalogLedger.recordingKey, "1")
-            // Listed ones in the queue's rowid order, a batch of 2,048 a transaction: the
-            // batches rewrite neighbouring pages, each page once (in the catalog's or MD5
-            // order every batch rewrote pages all over the table: 1.2 GB of WAL for 300,000).
-            var after: Int64 = 0
-            while true {
-                let batch = try scratch.read {
+        // A kill among the transactions below leaves marks the ledger does not
+        // count: this says so to the next start, which reads the catalog again.
+        try await database.setSetting(CatalogLedger.recordingKey, "1")
+        // Listed ones in the queue's rowid order, a batch of 2,048 a transaction: the
+        // batches rewrite neighbouring pages, each page once (in the catalog's or MD5
+        // order every batch rewrote pages all over the table: 1.2 GB of WAL for 300,000).
+        var after: Int64 = 0
+        while true {
+            let from = after
+            let batch = try await Blocking.run {
+                try scratch.read {
                     try Row.fetchAll($0, sql: """
                         SELECT p.rowid, p.md5 FROM q.photo p
                         WHERE p.rowid > ? AND p.catalog IS NOT 'listed'
                           AND (EXISTS (SELECT 1 FROM present x WHERE x.md5 = p.md5) OR EXISTS (SELECT 1 FROM added x WHERE x.photo = p.rowid))
                         ORDER BY p.rowid LIMIT 2048
-                        """, arguments: [after])
-                }
-                guard let last = batch.last else { break }
-                try database.markCatalog(batch.map { $0[1] }, as: "listed")
-                after = last[0]
-                try stop.check()
+                        """, arguments: [from])
+                }.map { (rowid: $0[0] as Int64, md5: $0[1] as String) }
             }
-            // Few, usually none.
-            for (table, value) in [("withdrawn", "withdrawn"), ("rejected", "rejected")] {
-                let md5s = try scratch.read { try String.fetchAll($0, sql: "SELECT md5 FROM \(table)") }
-                for start in stride(from: 0, to: md5s.count, by: 2048) {
-                    try database.markCatalog(Array(md5s[start..<min(start + 2048, md5s.count)]), as: value)
-                }
-            }
-            try database.setSettings(settings)
+            guard let last = batch.last else { break }
+            try await database.markCatalog(batch.map(\.md5), as: "listed")
+            after = last.rowid
+            try Task.checkCancellation()
         }
+        // Few, usually none.
+        for (table, value) in [("withdrawn", "withdrawn"), ("rejected", "rejected")] {
+            let md5s = try await Blocking.run { try scratch.read { try String.fetchAll($0, sql: "SELECT md5 FROM \(table)") } }
+            for start in stride(from: 0, to: md5s.count, by: 2048) {
+                try await database.markCatalog(Array(md5s[start..<min(start + 2048, md5s.count)]), as: value)
+            }
+        }
+        try await database.setSettings(settings)
     }
 
     static let notPublishing = "photolalad publishes nothing over a catalog it cannot read and tries again later (publishing from a Photolala app repairs it)"

@@ -9,22 +9,23 @@ import Queue
 /// a few thousand rows a transaction.
 extension QueueDatabase {
     /// Photos ready for the apps whose rows are not in the catalog yet.
-    package func catalogPending() throws -> Int {
-        try read { db in
+    package func catalogPending() async throws -> Int {
+        try await read { db in
             // The partial index holds only these rows; the planner would rather walk every
-            // ready photo through the catalog-order index (a million at every wake).
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM photo INDEXED BY photo_unlisted WHERE state = 'ready' AND catalog IS NULL") ?? 0
+            // ready photo through the catalog-order index (a million at every wake). It
+            // answers only when it sees the index's own constant, so the state is not bound.
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM photo INDEXED BY photo_unlisted WHERE state = \(PhotoState.ready.sqlLiteral) AND catalog IS NULL") ?? 0
         }
     }
 
     /// Nothing left to read, upload or preview: the moment to publish without waiting for
     /// `catalog.publish_interval`.
-    package func catalogQueueDrained() throws -> Bool {
-        try read { db in
+    package func catalogQueueDrained() async throws -> Bool {
+        try await read { db in
             try Bool.fetchOne(db, sql: """
-                SELECT NOT EXISTS (SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))
-                   AND NOT EXISTS (SELECT 1 FROM photo WHERE state = 'pending')
-                """) ?? false
+                SELECT NOT EXISTS (SELECT 1 FROM file WHERE state IN (?, ?, ?))
+                   AND NOT EXISTS (SELECT 1 FROM photo WHERE state = ?)
+                """, arguments: [FileState.pending, FileState.queued, FileState.uploading, PhotoState.pending]) ?? false
         }
     }
 
@@ -36,16 +37,16 @@ extension QueueDatabase {
     /// queue's only writer for seconds, with every stage (and the status that asks them)
     /// waiting behind it. Each mark is a fact about the published catalog, so a crash
     /// between two only leaves the rest for the next sync.
-    package func markCatalog(_ md5s: [String], as value: String) throws {
-        try write { db in
+    package func markCatalog(_ md5s: [String], as value: String) async throws {
+        try await write { db in
             let update = try db.makeStatement(sql: "UPDATE photo SET catalog = ? WHERE md5 = ? AND catalog IS NOT ?")
             for md5 in md5s { try update.execute(arguments: [value, md5, value]) }
         }
     }
 
     /// Signed in as another user: nothing of ours is in their catalog yet.
-    package func forgetCatalog(settings: [String: String?]) throws {
-        try write { db in
+    package func forgetCatalog(settings: [String: String?]) async throws {
+        try await write { db in
             try db.execute(sql: "UPDATE photo SET catalog = NULL WHERE catalog IS NOT NULL")
             try Self.store(settings, in: db)
         }

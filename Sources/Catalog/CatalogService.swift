@@ -92,11 +92,11 @@ package actor CatalogService: Service {
         schedule.reconfigure(publishInterval: Units.seconds(new.publishInterval), checkInterval: Units.seconds(new.checkInterval))
         await bucket.apply(trust: new.trust)
         statusChanges.changed()
-        await loop?.wake()
+        loop?.wake()
     }
 
     package func run() async throws {
-        restore()
+        await restore()
         // Rows becoming ready, and uploads (which end the drain), wake the loop; so does the
         // gate (a sign-in, a pause lifted).
         let loop = StageLoop(clock: clock, wakes: [.signal(database.signals.photosReady), .signal(database.signals.uploaded),
@@ -110,7 +110,7 @@ package actor CatalogService: Service {
 
     private func step() async -> StageLoop.Next {
         guard options.enabled else { return .wake }
-        refreshCounts()
+        await refreshCounts()
         guard await gate.blockReason() == nil, let userId = await bucket.userId else { return .wake }
         let now = clock.now()
         switch schedule.next(now: now, pending: pending, listed: ledger.rows, drained: drained) {
@@ -128,8 +128,8 @@ package actor CatalogService: Service {
 
     /// The bookkeeping of the previous run: what status shows at once, and the publish
     /// interval kept across restarts (a crash loop must not publish in a loop).
-    private func restore() {
-        ledger = CatalogLedger(settings: (try? database.settings(prefix: CatalogLedger.prefix)) ?? [:])
+    private func restore() async {
+        ledger = CatalogLedger(settings: (try? await database.settings(prefix: CatalogLedger.prefix)) ?? [:])
         schedule = CatalogSchedule(publishInterval: schedule.publishInterval, checkInterval: schedule.checkInterval,
                                    lastPublishAt: ledger.publishedAt)
         if ledger.unsettled {
@@ -137,14 +137,14 @@ package actor CatalogService: Service {
             schedule.recordingCut()
         }
         workspace.clear()
-        refreshCounts()
+        await refreshCounts()
     }
 
-    private func refreshCounts() {
+    private func refreshCounts() async {
         do {
             let before = pending
-            pending = try database.catalogPending()
-            drained = try database.catalogQueueDrained()
+            pending = try await database.catalogPending()
+            drained = try await database.catalogQueueDrained()
             if pending != before { statusChanges.changed() }
         } catch {
             logger.warning("cannot read the queue for the catalog: \(error)")
@@ -159,7 +159,7 @@ package actor CatalogService: Service {
             if ledger.userId != nil { logger.notice("signed in as another user: their catalog is read from scratch") }
             ledger.forget(newUser: userId)
             do {
-                try database.forgetCatalog(settings: ledger.settings)
+                try await database.forgetCatalog(settings: ledger.settings)
             } catch {
                 failed("cannot record the catalog's state in the queue: \(error)")
                 return
@@ -167,7 +167,7 @@ package actor CatalogService: Service {
         }
         let store = BucketCatalogStore(userId: userId, bucket: bucket, multipartThreshold: options.multipartThreshold,
                                        partSize: options.partSize, journal: { [database] upload in
-                                           try? database.setSetting(CatalogLedger.prefix + "openUpload", upload)
+                                           try? await database.setSetting(CatalogLedger.prefix + "openUpload", upload)
                                        }, logger: logger)
         if let open = ledger.openUpload {
             let parts = open.split(separator: " ", maxSplits: 1).map(String.init)
@@ -176,12 +176,15 @@ package actor CatalogService: Service {
         }
         syncing = true
         statusChanges.changed()
-        defer {
-            syncing = false
-            workspace.clear()
-            refreshCounts()
-            statusChanges.changed()
-        }
+        await publish(through: store)
+        syncing = false
+        workspace.clear()
+        await refreshCounts()
+        statusChanges.changed()
+    }
+
+    /// The sync proper, once the bookkeeping is this user's.
+    private func publish(through store: BucketCatalogStore) async {
         var publisher = CatalogPublisher(store: store, workspace: workspace, database: database, logger: logger,
                                          conditionalWrites: conditionalWrites)
         var seen = ledger

@@ -1,5 +1,7 @@
 import Foundation
+import PhotolalaCore
 import GRDB
+import Queue
 
 /// The merge proper (app-catalog.md step 3): every row already in the catalog, byte for
 /// byte, and each of our ready photos it lacks by `photo_md5`, both newest first, written
@@ -18,10 +20,11 @@ enum SnapshotBuilder {
         var firstRejection: String?
     }
 
-    /// Our ready photos the catalog lacks, newest first; not those an app withdrew.
+    /// Our ready photos the catalog lacks, newest first; not those an app withdrew. The
+    /// state is written in (not bound): the planner picks the catalog-order index by it.
     static let oursToAdd = """
         FROM q.photo p
-        WHERE p.state = 'ready' AND (p.catalog IS NULL OR p.catalog = 'listed')
+        WHERE p.state = \(PhotoState.ready.sqlLiteral) AND (p.catalog IS NULL OR p.catalog = 'listed')
           AND NOT EXISTS (SELECT 1 FROM present WHERE present.md5 = p.md5)
           AND NOT EXISTS (SELECT 1 FROM withdrawn WHERE withdrawn.md5 = p.md5)
         """

@@ -1,4 +1,5 @@
 import Foundation
+import PhotolalaCore
 import GRDB
 
 /// The first pass over the snapshot read from the bucket: counts its rows, notes in the

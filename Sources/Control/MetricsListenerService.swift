@@ -15,7 +15,7 @@ package actor MetricsListenerService: Service {
     private let render: @Sendable () async -> [UInt8]
     private let limits: MetricsListener.Limits
     private let logger: Logger
-    private let wake = WakeSignal()
+    private let wake = ChangeFeed()
     private let retryInterval: Duration
 
     package init(address: Settings.ListenAddress?, limits: MetricsListener.Limits = MetricsListener.Limits(),
@@ -31,7 +31,7 @@ package actor MetricsListenerService: Service {
     package func apply(_ new: Settings.ListenAddress?) async {
         guard new != address else { return }
         address = new
-        await wake.notify()
+        wake.changed()
     }
 
     /// Why the configured address is not served, in words for status; nil when all is well.
@@ -43,7 +43,7 @@ package actor MetricsListenerService: Service {
     package func run() async throws {
         try? await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
-                let since = await self.wake.current
+                let since = self.wake.generation
                 await self.listen()
                 let retry: ContinuousClock.Instant? = await self.failure == nil ? nil : .now + self.retryInterval
                 await self.wake.wait(since: since, until: retry)

@@ -16,7 +16,7 @@ actor BandwidthSchedule: Service {
     private let statusChanges: ChangeFeed
     private let logger: Logger
     private let timeZone: @Sendable () -> TimeZone
-    private let signal = WakeSignal()
+    private let signal = ChangeFeed()
 
     init(settings: Settings, feed: BandwidthFeed, statusChanges: ChangeFeed, logger: Logger,
          timeZone: @escaping @Sendable () -> TimeZone = { TimeZone.current }) {
@@ -33,7 +33,7 @@ actor BandwidthSchedule: Service {
         timetable = settings.upload.bandwidthTimetable
         fixedRate = settings.upload.bandwidthLimit
         publish(now: Date(), force: true)
-        await signal.notify()
+        signal.changed()
     }
 
     func run() async throws {
@@ -43,7 +43,7 @@ actor BandwidthSchedule: Service {
 
     private func loop() async {
         while !Task.isCancelled {
-            let since = await signal.current
+            let since = signal.generation
             let minute = Date().addingTimeInterval(60)
             await signal.wait(since: since, until: feed.current.until.map { min($0, minute) } ?? minute)
             guard !Task.isCancelled else { return }

@@ -59,8 +59,8 @@ package struct Daemon: Sendable {
         Self.hardenProcess()
         let counters = Self.counters
         try Self.prepareStateDirectory(settings.daemon.stateDir)
-        let database = try openDatabase()
-        let core = try DaemonCore(settings: settings, database: database, logger: logger)
+        let database = try await openDatabase()
+        let core = try await DaemonCore(settings: settings, database: database, logger: logger)
         // Who did what (cli.md "audit"), rotated at `audit.max_size` (config.md).
         let audit = AuditTrail(directory: settings.daemon.stateDir, database: database, maxSize: settings.audit.maxSize, logger: logger)
 
@@ -97,7 +97,7 @@ package struct Daemon: Sendable {
         let scraper = MetricsScraper(core: core, exposition: MetricsExposition(counters: counters.registry))
         let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
         // What the bucket holds: the uploader trusts it instead of asking one key at a time.
-        let inventory = InventoryService(database: database, bucket: bucket(8), gate: AccountGate(account: account),
+        let inventory = await InventoryService(database: database, bucket: bucket(8), gate: AccountGate(account: account),
                                          options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
         // After the upload: thumbnails and the photo rows the catalog stage publishes.
         let thumbnails = ThumbnailService(database: database, bucket: bucket(4), gate: DaemonGate(core: core, account: account),
@@ -107,7 +107,7 @@ package struct Daemon: Sendable {
         // it (the changes wait, and its change feed wakes the stage).
         // Devices whose manifest this NAS refused (a downgrade, a rollback), in status.
         let alarms = ManifestAlarms(audit: audit, statusChanges: core.statusChanges)
-        let manifest = ManifestService(database: database, bucket: bucket(2), keys: keys, options: .init(settings),
+        let manifest = await ManifestService(database: database, bucket: bucket(2), keys: keys, options: .init(settings),
                                        wakes: [.stream(account.statusChanges.changes())], logger: logger,
                                        statusChanges: core.statusChanges, audit: audit, alarms: alarms)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`;
@@ -236,10 +236,17 @@ package struct Daemon: Sendable {
         }
     }
 
-    func openDatabase() throws -> QueueDatabase {
-        let logger = self.logger
-        let database = try QueueDatabase.open(path: settings.daemon.stateDir + "/queue.db") { aside, why in
-            logger.error("the queue database was damaged (\(why)); moved it aside and started a new one — a full scan re-queues every file", metadata: ["moved_to": "\(aside)"])
+    func openDatabase() async throws -> QueueDatabase {
+        let (logger, path) = (self.logger, settings.daemon.stateDir + "/queue.db")
+        // The whole file is checked, and a migration may rebuild a table: off the pool.
+        let database = try await Blocking.run {
+            try QueueDatabase.open(path: path) { aside, why in
+                logger.error("the queue database was damaged (\(why)); moved it aside and started a new one — a full scan re-queues every file", metadata: ["moved_to": "\(aside)"])
+            }
+        }
+        if let (names, seconds) = database.migrated {
+            logger.notice("the queue database was brought up to date", metadata: [
+                "migrations": "\(names.joined(separator: ","))", "ms": "\(Int(seconds * 1000))"])
         }
         database.onProblem { problem in
             if let problem { logger.error("\(problem)") } else { logger.notice("the queue database can be written again") }

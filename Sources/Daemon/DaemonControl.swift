@@ -69,9 +69,9 @@ struct DaemonControl: ControlHandler {
             audited(.rescan, request, .ok)
             return .json(ControlReply(ok: true, message: "Rescanning every watched folder."))
         case .queue:
-            return queue(request)
+            return await queue(request)
         case .retry:
-            return retry(request)
+            return await retry(request)
         case .logout:
             let asked = request.body.isEmpty ? LogoutRequest() : (try? ControlJSON.decode(LogoutRequest.self, from: request.body))
             guard let asked else { return .error(400, "bad_request", "expected {\"forgetKey\": true or false}") }
@@ -198,9 +198,9 @@ struct DaemonControl: ControlHandler {
     }
 
     /// `photolalactl retry`: the queue wakes the stages that take the files and photos back.
-    private func retry(_ request: ControlRequest) -> ControlResponse {
+    private func retry(_ request: ControlRequest) async -> ControlResponse {
         do {
-            let (files, photos, _) = try database.retryFailed()
+            let (files, photos, _) = try await database.retryFailed()
             core.changed()
             audited(.retry, request, .ok, ["files": .int(Int64(files)), "photos": .int(Int64(photos))])
             return .json(ControlReply(ok: true, message: Self.retried(files: files, photos: photos)))
@@ -218,11 +218,11 @@ struct DaemonControl: ControlHandler {
     }
 
     /// `photolalactl queue [--failed] [--limit N]`.
-    private func queue(_ request: ControlRequest) -> ControlResponse {
+    private func queue(_ request: ControlRequest) async -> ControlResponse {
         let limit = min(10_000, max(1, Int(request.query["limit"] ?? "") ?? 100))
         let failedOnly = request.query["failed"].map { $0 == "1" || $0 == "true" } ?? false
         do {
-            var (items, total) = try database.listing(failedOnly: failedOnly, limit: limit)
+            var (items, total) = try await database.listing(failedOnly: failedOnly, limit: limit)
             if !request.privileged {
                 var check = ListingCheck(caller: request.peer.accessCaller)
                 items = items.filter { check.mayName($0.path) }
@@ -374,7 +374,7 @@ struct DaemonControl: ControlHandler {
         var hidden = false
         if request.privileged {
             do {
-                records = try database.files(at: path, after: asked.after, limit: limit)
+                records = try await database.files(at: path, after: asked.after, limit: limit)
             } catch {
                 return .error(500, "internal", "cannot read the queue: \(error)")
             }
@@ -391,7 +391,7 @@ struct DaemonControl: ControlHandler {
             do {
                 // Pages of the queue, skipping what the member may not see, until a page is full.
                 while records.count < limit {
-                    let page = try database.files(at: path, after: after, limit: limit)
+                    let page = try await database.files(at: path, after: after, limit: limit)
                     let shown = page.filter { check.mayName($0.path) }
                     hidden = hidden || shown.count < page.count
                     records += shown.prefix(limit - records.count)

@@ -21,12 +21,12 @@ package actor DaemonCore {
     static let userPauseKey = "userPaused"
 
     package init(settings: Settings, database: QueueDatabase, logger: Logger,
-                attentionRules: AttentionRules = AttentionRules(environment: ProcessInfo.processInfo.environment)) throws {
+                attentionRules: AttentionRules = AttentionRules(environment: ProcessInfo.processInfo.environment)) async throws {
         self.settings = settings
         self.attentionRules = attentionRules
         self.database = database
         self.logger = logger
-        self.userPaused = (try database.setting(Self.userPauseKey)) == "1"
+        self.userPaused = (try await database.setting(Self.userPauseKey)) == "1"
     }
 
     func add(_ contributor: any StatusContributor) {
@@ -58,8 +58,8 @@ package actor DaemonCore {
 
     package var isUserPaused: Bool { userPaused }
 
-    package func setUserPaused(_ paused: Bool) throws {
-        try database.setSetting(Self.userPauseKey, paused ? "1" : nil)
+    package func setUserPaused(_ paused: Bool) async throws {
+        try await database.setSetting(Self.userPauseKey, paused ? "1" : nil)
         userPaused = paused
         logger.notice(paused ? "uploads paused by the user" : "uploads resumed by the user")
         changed()
@@ -92,7 +92,7 @@ package actor DaemonCore {
         s.watch.folders = settings.watch.folders.count
         s.watch.paths = settings.watch.folders
         do {
-            s.queue.apply(try database.counts())
+            await s.queue.apply(try database.counts())
         } catch {
             s.problems.append("The queue database cannot be read: \(error)")
         }

@@ -14,13 +14,13 @@ struct NotifyBridge: NotifySource, NotifyMemoryStore {
     func changes() -> AsyncStream<Void> { core.changes() }
 
     func uploaded(since date: Date) async -> DaySummary? {
-        guard let day = try? core.database.uploadedFiles(since: date) else { return nil }
+        guard let day = try? await core.database.uploadedFiles(since: date) else { return nil }
         return DaySummary(files: day.files, bytes: day.bytes)
     }
 
-    func loadMemory() throws -> String? { try core.database.setting(Self.key) }
+    func loadMemory() async throws -> String? { try await core.database.setting(Self.key) }
 
-    func saveMemory(_ text: String) throws { try core.database.setSetting(Self.key, text) }
+    func saveMemory(_ text: String) async throws { try await core.database.setSetting(Self.key, text) }
 
     static let key = "notify.memory"
 }

@@ -28,11 +28,11 @@ actor WALCheckpointer: Service {
         await loop.run { _ in await self.step() }
     }
 
-    private func step() -> StageLoop.Next {
+    private func step() async -> StageLoop.Next {
         guard let last = database.lastChange, last != covered else { return .wake }
         let due = last.addingTimeInterval(quiet)
         guard clock.now() >= due else { return .wait(until: due) }
-        database.checkpoint()
+        await database.checkpoint()
         covered = last
         return .now
     }

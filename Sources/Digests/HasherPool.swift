@@ -62,8 +62,8 @@ package final class HasherPool: Sendable {
     package func hash(path: String, followSymlinks: Bool = false, sha256: Bool = false) async -> Result {
         let answer = Answer()
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Result, Never>) in
-                guard answer.wait(c) else { return }
+            await Blocking.completion { (done: @escaping @Sendable (Result) -> Void) in
+                guard answer.wait(done) else { return }
                 let accepted = state.withLock { s -> Bool in
                     guard !s.stopped else { return false }
                     s.jobs.append(Job(path: path, followSymlinks: followSymlinks, sha256: sha256, done: { answer.give($0) }))
@@ -174,27 +174,27 @@ package final class HasherPool: Sendable {
 /// cancellation first (the thread's later answer is then dropped).
 private final class Answer: Sendable {
     private struct State: ~Copyable {
-        var waiting: CheckedContinuation<HasherPool.Result, Never>?
+        var waiting: (@Sendable (HasherPool.Result) -> Void)?
         var early: HasherPool.Result?
         var given = false
     }
 
     private let state = Mutex(State())
 
-    /// Holds the caller's continuation; false when the answer came first (it is resumed with it).
-    func wait(_ continuation: CheckedContinuation<HasherPool.Result, Never>) -> Bool {
+    /// Holds the caller's completion; false when the answer came first (it is answered with it).
+    func wait(_ continuation: @escaping @Sendable (HasherPool.Result) -> Void) -> Bool {
         let early = state.withLock { s -> HasherPool.Result? in
             if let early = s.early { return early }
             s.waiting = continuation
             return nil
         }
         guard let early else { return true }
-        continuation.resume(returning: early)
+        continuation(early)
         return false
     }
 
     func give(_ result: HasherPool.Result) {
-        let waiting = state.withLock { s -> CheckedContinuation<HasherPool.Result, Never>? in
+        let waiting = state.withLock { s -> (@Sendable (HasherPool.Result) -> Void)? in
             guard !s.given else { return nil }
             s.given = true
             guard let waiting = s.waiting else {
@@ -204,6 +204,6 @@ private final class Answer: Sendable {
             s.waiting = nil
             return waiting
         }
-        waiting?.resume(returning: result)
+        waiting?(result)
     }
 }

@@ -20,7 +20,7 @@ struct HashRecorder {
         var writeFailed = false
     }
 
-    func record(_ results: [(String, HasherPool.Result)]) -> Outcome {
+    func record(_ results: [(String, HasherPool.Result)]) async -> Outcome {
         var batch = HashResults(results)
         var outcome = Outcome()
         // In arrival order: a failure for a path is applied after its earlier successes.
@@ -35,17 +35,17 @@ struct HashRecorder {
                         payloadDigests.store(md5: file.md5, identity: file.identity, sha256: sha256)
                     }
                 }
-                record(files, elapsed: results.map(\.elapsed), into: &outcome)
+                await record(files, elapsed: results.map(\.elapsed), into: &outcome)
             case .failure(let path, let failure):
-                record(path, failure, into: &outcome)
+                await record(path, failure, into: &outcome)
             }
         }
         return outcome
     }
 
-    private func record(_ digests: [HashedFile], elapsed: [Duration], into outcome: inout Outcome) {
+    private func record(_ digests: [HashedFile], elapsed: [Duration], into outcome: inout Outcome) async {
         do {
-            for (i, result) in try database.recordHashes(digests, now: clock.now()).enumerated() {
+            for (i, result) in try await database.recordHashes(digests, now: clock.now()).enumerated() {
                 let file = digests[i]
                 switch result {
                 case .recorded(let state):
@@ -67,17 +67,17 @@ struct HashRecorder {
         }
     }
 
-    private func record(_ path: String, _ failure: FileHasher.Failure, into outcome: inout Outcome) {
+    private func record(_ path: String, _ failure: FileHasher.Failure, into outcome: inout Outcome) async {
         do {
             switch failure {
             case .changed:
                 logger.debug("changed while being read; it settles again", metadata: ["path": "\(path)"])
                 outcome.unsettled.append(path)
             case .vanished, .notRegularFile:
-                try database.markGone(path: path, now: clock.now())
+                try await database.markGone(path: path, now: clock.now())
             case .unreadable(let why):
                 logger.warning("cannot read a file: \(why)", metadata: ["path": "\(path)"])
-                try database.recordUnreadable(path: path, reason: why, now: clock.now())
+                try await database.recordUnreadable(path: path, reason: why, now: clock.now())
             }
         } catch {
             logger.error("cannot record a hash in the queue: \(error)", metadata: ["path": "\(path)"])

@@ -68,54 +68,35 @@ package struct HashedFile: Sendable, Equatable {
 
 /// The ingest stage's rows (the `file` table, and the `object` a hashed file joins): files
 /// seen, hashed, moved and gone. Each call is one transaction, so a crash leaves every
-/// file either before or after the change.
+/// file either before or after the change; the states move through the queue's
+/// `Transitions`, and the reads that decide which stay here.
 extension QueueDatabase {
-    /// Upper bound of the paths strictly under `dir` in byte order ('/' + 1 is '0'), so the
-    /// UNIQUE index answers "everything below" without LIKE and its wildcards.
-    static func subtreeRange(_ dir: String) -> (String, String) {
-        let base = dir == "/" ? "" : dir
-        return (base + "/", base + "0")
-    }
-
     /// Records files that exist now. Returns the paths that need hashing: new ones, and
     /// changed ones (whose hash is dropped). A new path whose identity matches a known
     /// hashed file (a rename, a hard link) takes its hash instead of being read again.
     @discardableResult
-    package func observe(_ files: [ObservedFile], now: Date = Date()) throws -> [String] {
+    package func observe(_ files: [ObservedFile], now: Date = Date()) async throws -> [String] {
         guard !files.isEmpty else { return [] }
-        return try write { db in try observe(files, in: db, now: now).map(\.path) }
+        return try await write { db in try Self.observe(files, in: db, now: now).map(\.path) }
     }
 
     /// The body of `observe`, inside the caller's transaction. `new` are files the caller
     /// just found absent from the queue: they are inserted without looking them up first
     /// (a path that turns up after all takes the long way). A first scan runs this a
     /// hundred thousand times, so the statements are cached and run through the C API.
-    private func observe(_ files: [ObservedFile], new: [ObservedFile] = [], in db: Database, now: Date) throws -> [ObservedFile] {
+    private static func observe(_ files: [ObservedFile], new: [ObservedFile] = [], in db: Database, now: Date) throws -> [ObservedFile] {
         let select = try RawStatement(db, "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state, md5 FROM file WHERE path = ?")
-        let update = try RawStatement(db, """
-            UPDATE file SET device = ?, inode = ?, size = ?, mtimeSec = ?, mtimeNsec = ?, md5 = NULL,
-              state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ?
-            WHERE id = ?
-            """)
-        let insert = try RawStatement(db, """
-            INSERT INTO file(path, dir, device, inode, size, mtimeSec, mtimeNsec, state, updatedAt)
-            VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT(path) DO NOTHING
-            """)
         let twin = try RawStatement(db, """
             SELECT md5, id FROM file WHERE inode = ? AND device = ? AND size = ? AND mtimeSec = ? AND mtimeNsec = ?
               AND md5 IS NOT NULL AND id != ? LIMIT 1
             """)
-        defer { [select, update, insert, twin].forEach { $0.reset() } }
-        let stamp = now.timeIntervalSince1970
+        defer { [select, twin].forEach { $0.reset() } }
+        let moves = Transitions(db, now: now)
         var needHash: [ObservedFile] = []
 
         /// Inserts a file not in the table; false when its path is there after all.
         func insertNew(_ f: ObservedFile) throws -> Bool {
-            _ = try insert.step(.text(f.path), .text(PathNames.parent(of: f.path)), .int(Int64(bitPattern: f.identity.device)),
-                                .int(Int64(bitPattern: f.identity.inode)), .int(f.identity.size), .int(f.identity.mtimeSec),
-                                .int(f.identity.mtimeNsec), .double(stamp))
-            guard insert.changes == 1 else { return false }
-            let id = db.lastInsertedRowID
+            guard let id = try moves.insertFile(path: f.path, identity: f.identity) else { return false }
             // The same inode, size and mtime already hashed elsewhere: a rename or a hard
             // link made while we were not watching. It takes that hash instead of a read.
             let found = try twin.step(.int(Int64(bitPattern: f.identity.inode)), .int(Int64(bitPattern: f.identity.device)),
@@ -124,7 +105,7 @@ extension QueueDatabase {
             let twinId = twin.int64(1)
             twin.reset()
             if let md5 {
-                try adopt(db, id: id, md5: md5, now: now)
+                try moves.fileAdopts(id: id, md5: md5, size: f.identity.size)
                 // The same inode: the same bytes, owner and mode.
                 try db.execute(sql: "UPDATE file SET (sha256, uid, gid, mode) = (SELECT sha256, uid, gid, mode FROM file WHERE id = ?) WHERE id = ?",
                                arguments: [twinId, id])
@@ -155,51 +136,21 @@ extension QueueDatabase {
                 continue
             }
             if identity == f.identity, state == .gone, let md5 {
-                try adopt(db, id: id, md5: md5, now: now)
+                try moves.fileAdopts(id: id, md5: md5, size: f.identity.size)
                 continue
             }
-            _ = try update.step(.int(Int64(bitPattern: f.identity.device)), .int(Int64(bitPattern: f.identity.inode)), .int(f.identity.size),
-                                .int(f.identity.mtimeSec), .int(f.identity.mtimeNsec), .double(stamp), .int(id))
-            update.reset()
+            try moves.fileChanged(id: id, identity: f.identity)
             needHash.append(f)
         }
         return needHash
     }
 
-    /// Gives a file a known hash and the state of its object.
-    private func adopt(_ db: Database, id: Int64, md5: String, now: Date) throws {
-        let objectState = try String.fetchOne(db, sql: "SELECT state FROM object WHERE md5 = ?", arguments: [md5]).flatMap(ObjectState.init)
-        let fileState = Self.fileState(for: objectState ?? .pending)
-        if objectState == nil {
-            let size = try Int64.fetchOne(db, sql: "SELECT size FROM file WHERE id = ?", arguments: [id]) ?? 0
-            try db.execute(sql: "INSERT INTO object(md5, size, state, updatedAt) VALUES (?, ?, 'pending', ?)", arguments: [md5, size, now.timeIntervalSince1970])
-        } else if objectState == .pending {
-            try db.execute(sql: Self.dueNowSQL, arguments: [md5])
-        }
-        try db.execute(sql: "UPDATE file SET md5 = ?, state = ?, lastError = NULL, updatedAt = ? WHERE id = ?",
-                       arguments: [md5, fileState.rawValue, now.timeIntervalSince1970, id])
-    }
-
-    /// A waiting object that a file has just joined is due at once. An object no file
-    /// held any more was put off for an hour by `claimObject`; without this, a file that
-    /// came back with those bytes (re-read after a change, say) waited out that hour.
-    static let dueNowSQL = "UPDATE object SET nextAttemptAt = NULL WHERE md5 = ? AND state = 'pending' AND nextAttemptAt IS NOT NULL"
-
-    static func fileState(for object: ObjectState) -> FileState {
-        switch object {
-        case .pending: .queued
-        case .uploading: .uploading
-        case .uploaded: .uploaded
-        case .failed: .failed
-        }
-    }
-
     /// The id just before the first file waiting for a hash (new, changed, or caught
     /// mid-hash by a crash), or nil when none waits: where `unhashedFiles(after:)` starts.
     /// Found through the state index, so it costs as much as there are files waiting.
-    package func unhashedStart() throws -> Int64? {
-        try read { db in
-            try Int64.fetchOne(db, sql: "SELECT min(id) FROM file WHERE state = 'pending'").map { $0 - 1 }
+    package func unhashedStart() async throws -> Int64? {
+        try await read { db in
+            try Int64.fetchOne(db, sql: "SELECT min(id) FROM file WHERE state = ?", arguments: [FileState.pending]).map { $0 - 1 }
         }
     }
 
@@ -207,14 +158,14 @@ extension QueueDatabase {
     /// (the unary `+` keeps the planner off the state index, which would sort every
     /// waiting file on each call): draining a backlog a chunk at a time reads the table
     /// once, however big the backlog.
-    package func unhashedFiles(after id: Int64, limit: Int) throws -> [UnhashedFile] {
-        try read { db in
+    package func unhashedFiles(after id: Int64, limit: Int) async throws -> [UnhashedFile] {
+        try await read { db in
             let select = try RawStatement(db, """
-                SELECT id, path, mtimeSec, mtimeNsec FROM file WHERE id > ? AND +state = 'pending' ORDER BY id LIMIT ?
+                SELECT id, path, mtimeSec, mtimeNsec FROM file WHERE id > ? AND +state = ? ORDER BY id LIMIT ?
                 """)
             defer { select.reset() }
             var files: [UnhashedFile] = []
-            var more = try select.step(.int(id), .int(Int64(limit)))
+            var more = try select.step(.int(id), .text(FileState.pending.rawValue), .int(Int64(limit)))
             while more {
                 if let path = select.text(1) {
                     files.append(UnhashedFile(id: select.int64(0), path: path, mtimeSec: select.int64(2), mtimeNsec: select.int64(3)))
@@ -237,26 +188,19 @@ extension QueueDatabase {
     /// Stores a hash if the file is still the one that was read, and links it to its
     /// object (created if these bytes are new). One transaction.
     package func recordHash(path: String, identity: FileIdentity, md5: String, sha256: [UInt8]? = nil, owner: FileOwner? = nil,
-                            now: Date = Date()) throws -> HashOutcome {
-        try recordHashes([HashedFile(path: path, identity: identity, md5: md5, sha256: sha256, owner: owner)], now: now)[0]
+                            now: Date = Date()) async throws -> HashOutcome {
+        try await recordHashes([HashedFile(path: path, identity: identity, md5: md5, sha256: sha256, owner: owner)], now: now)[0]
     }
 
     /// `recordHash` for many files in one transaction, in order; one outcome per file. A
     /// scan of thousands of small photos hashes them faster than one commit per file
     /// can keep up with (each commit rewrites every index page it touched into the WAL).
-    package func recordHashes(_ files: [HashedFile], now: Date = Date()) throws -> [HashOutcome] {
+    package func recordHashes(_ files: [HashedFile], now: Date = Date()) async throws -> [HashOutcome] {
         guard !files.isEmpty else { return [] }
-        let outcomes = try write { db in
+        let outcomes = try await write { db in
             let select = try RawStatement(db, "SELECT id, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE path = ?")
-            let objectState = try RawStatement(db, "SELECT state FROM object WHERE md5 = ?")
-            let insertObject = try RawStatement(db, "INSERT INTO object(md5, size, state, updatedAt) VALUES (?, ?, 'pending', ?)")
-            let dueNow = try RawStatement(db, Self.dueNowSQL)
-            let update = try RawStatement(db, """
-                UPDATE file SET md5 = ?, state = ?, attempts = 0, lastError = NULL, nextAttemptAt = NULL, updatedAt = ?,
-                  sha256 = ?, uid = ?, gid = ?, mode = ? WHERE id = ?
-                """)
-            defer { [select, objectState, insertObject, dueNow, update].forEach { $0.reset() } }
-            let stamp = now.timeIntervalSince1970
+            defer { select.reset() }
+            let moves = Transitions(db, now: now)
             return try files.map { f -> HashOutcome in
                 guard try select.step(.text(f.path)) else { return .unknown }
                 let id = select.int64(0)
@@ -269,53 +213,32 @@ extension QueueDatabase {
                     // Written again after it was observed: keep the newer identity, it needs hashing again.
                     return .stale
                 }
-                let existing = try objectState.step(.text(f.md5)) ? objectState.text(0).flatMap(ObjectState.init) : nil
-                objectState.reset()
-                if existing == nil {
-                    _ = try insertObject.step(.text(f.md5), .int(f.identity.size), .double(stamp))
-                    insertObject.reset()
-                } else if existing == .pending {
-                    _ = try dueNow.step(.text(f.md5))
-                    dueNow.reset()
-                }
-                let state = Self.fileState(for: existing ?? .pending)
-                _ = try update.step(.text(f.md5), .text(state.rawValue), .double(stamp), f.sha256.map { .blob($0) } ?? .null,
-                                    f.owner.map { .int(Int64($0.uid)) } ?? .null, f.owner.map { .int(Int64($0.gid)) } ?? .null,
-                                    f.owner.map { .int(Int64($0.mode)) } ?? .null, .int(id))
-                update.reset()
-                return .recorded(state)
+                return .recorded(try moves.fileHashed(id: id, md5: f.md5, size: f.identity.size, sha256: f.sha256, owner: f.owner))
             }
         }
         if outcomes.contains(where: { if case .recorded = $0 { true } else { false } }) {
-            QueueSignals.notify(signals.readyToUpload)
+            signals.readyToUpload.changed()
         }
         return outcomes
     }
 
     /// A file that cannot be read (permission, I/O error): `failed` with the reason, until `retry`.
-    package func recordUnreadable(path: String, reason: String, now: Date = Date()) throws {
-        try write { db in
-            try db.execute(sql: "UPDATE file SET state = 'failed', attempts = attempts + 1, lastError = ?, updatedAt = ? WHERE path = ? AND state != 'gone'",
-                           arguments: [reason, now.timeIntervalSince1970, path])
-        }
+    package func recordUnreadable(path: String, reason: String, now: Date = Date()) async throws {
+        try await write { db in try Transitions(db, now: now).fileUnreadable(path: path, reason: reason) }
     }
 
     /// A file (or a whole directory) left the tree.
-    package func markGone(path: String, now: Date = Date()) throws {
-        let (lo, hi) = Self.subtreeRange(path)
-        try write { db in
-            try db.execute(sql: "UPDATE file SET state = 'gone', updatedAt = ? WHERE (path = ? OR (path >= ? AND path < ?)) AND state != 'gone'",
-                           arguments: [now.timeIntervalSince1970, path, lo, hi])
-        }
+    package func markGone(path: String, now: Date = Date()) async throws {
+        try await write { db in try Transitions(db, now: now).subtreeGone(path: path) }
     }
 
     /// A directory renamed inside the tree: its files keep their hashes and states.
-    package func renameDirectory(from old: String, to new: String, now: Date = Date()) throws {
+    package func renameDirectory(from old: String, to new: String, now: Date = Date()) async throws {
         let (oldLo, oldHi) = Self.subtreeRange(old)
         let (newLo, newHi) = Self.subtreeRange(new)
         let oldBase = old == "/" ? "" : old
         let newBase = new == "/" ? "" : new
-        try write { db in
+        try await write { db in
             // Rows already at the destination are stale leftovers: the rename replaced them.
             try db.execute(sql: "DELETE FROM file WHERE path >= ? AND path < ?", arguments: [newLo, newHi])
             try db.execute(sql: """
@@ -326,9 +249,11 @@ extension QueueDatabase {
     }
 
     /// A file renamed inside the tree (a paired move): it keeps its hash and state.
-    package func renameFile(from old: String, to new: String, now: Date = Date()) throws -> Bool {
-        try write { db in
-            guard try Int64.fetchOne(db, sql: "SELECT id FROM file WHERE path = ? AND state != 'gone'", arguments: [old]) != nil else { return false }
+    package func renameFile(from old: String, to new: String, now: Date = Date()) async throws -> Bool {
+        try await write { db in
+            guard try Int64.fetchOne(db, sql: "SELECT id FROM file WHERE path = ? AND state != ?", arguments: [old, FileState.gone]) != nil else {
+                return false
+            }
             try db.execute(sql: "DELETE FROM file WHERE path = ?", arguments: [new])
             try db.execute(sql: "UPDATE file SET path = ?, dir = ?, updatedAt = ? WHERE path = ?",
                            arguments: [new, PathNames.parent(of: new), now.timeIntervalSince1970, old])
@@ -338,8 +263,8 @@ extension QueueDatabase {
 
     /// Compares one directory's listing with the queue: returns what needs hashing, and
     /// marks gone the files the directory no longer holds. Unchanged files cost no write.
-    package func reconcileDirectory(_ dir: String, files: [ObservedFile], now: Date = Date()) throws -> [String] {
-        try reconcileDirectories([DirectoryListing(dir: dir, files: files)], now: now).map(\.path)
+    package func reconcileDirectory(_ dir: String, files: [ObservedFile], now: Date = Date()) async throws -> [String] {
+        try await reconcileDirectories([DirectoryListing(dir: dir, files: files)], now: now).map(\.path)
     }
 
     /// `reconcileDirectory` for a batch of listings: one read transaction for all of them
@@ -351,9 +276,9 @@ extension QueueDatabase {
     /// `firstScan`: the queue knew nothing under the scanned root when the scan began, so
     /// no directory is looked up (a file that events recorded meanwhile is found by its
     /// insert, which then takes the long way).
-    package func reconcileDirectories(_ listings: [DirectoryListing], firstScan: Bool = false, now: Date = Date()) throws -> [ObservedFile] {
+    package func reconcileDirectories(_ listings: [DirectoryListing], firstScan: Bool = false, now: Date = Date()) async throws -> [ObservedFile] {
         guard !listings.isEmpty else { return [] }
-        let known: [[String: (FileIdentity, FileState)]] = firstScan ? listings.map { _ in [:] } : try read { db in
+        let known: [[String: (FileIdentity, FileState)]] = firstScan ? listings.map { _ in [:] } : try await read { db in
             let select = try RawStatement(db, "SELECT path, device, inode, size, mtimeSec, mtimeNsec, state FROM file WHERE dir = ?")
             defer { select.reset() }
             return try listings.map { listing in
@@ -391,39 +316,35 @@ extension QueueDatabase {
             vanished += known.filter { !present.contains($0.key) && $0.value.1 != .gone }.map(\.key)
         }
         guard !new.isEmpty || !changed.isEmpty || !vanished.isEmpty else { return needHash }
-        return needHash + (try write { db in
-            let gone = try RawStatement(db, "UPDATE file SET state = 'gone', updatedAt = ? WHERE path = ?")
-            defer { gone.reset() }
-            for path in vanished {
-                _ = try gone.step(.double(now.timeIntervalSince1970), .text(path))
-            }
-            return try observe(changed, new: new, in: db, now: now)
+        let (fresh, altered, gone) = (new, changed, vanished)
+        return needHash + (try await write { db in
+            let moves = Transitions(db, now: now)
+            for path in gone { try moves.fileGone(path: path) }
+            return try Self.observe(altered, new: fresh, in: db, now: now)
         })
     }
 
     /// Whether the queue holds any present file under `dir` (or in it): a scan of a folder
     /// it knew nothing of can find nothing gone, and skips the sweep.
-    package func knowsFiles(under dir: String) throws -> Bool {
+    package func knowsFiles(under dir: String) async throws -> Bool {
         let (lo, hi) = Self.subtreeRange(dir)
-        return try read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != 'gone')",
-                              arguments: [dir, lo, hi]) ?? false
+        return try await read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != ?)",
+                              arguments: [dir, lo, hi, FileState.gone]) ?? false
         }
     }
 
     /// After a complete scan of `root`: directories the queue knows under it that the
     /// scan did not visit are gone, with their files.
-    package func sweepDirectories(under root: String, visited: Set<String>, excluding blind: [String] = [], now: Date = Date()) throws -> Int {
+    package func sweepDirectories(under root: String, visited: Set<String>, excluding blind: [String] = [], now: Date = Date()) async throws -> Int {
         let (lo, hi) = Self.subtreeRange(root)
-        let dirs = try read { db in
-            try String.fetchAll(db, sql: "SELECT DISTINCT dir FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != 'gone'", arguments: [root, lo, hi])
+        let dirs = try await read { db in
+            try String.fetchAll(db, sql: "SELECT DISTINCT dir FROM file WHERE (dir = ? OR (dir >= ? AND dir < ?)) AND state != ?",
+                                arguments: [root, lo, hi, FileState.gone])
         }
         var swept = 0
         for dir in dirs where !visited.contains(dir) && !blind.contains(where: { dir == $0 || dir.hasPrefix($0 + "/") }) {
-            try write { db in
-                try db.execute(sql: "UPDATE file SET state = 'gone', updatedAt = ? WHERE dir = ? AND state != 'gone'", arguments: [now.timeIntervalSince1970, dir])
-                swept += db.changesCount
-            }
+            swept += try await write { db in try Transitions(db, now: now).directoryGone(dir) }
         }
         return swept
     }
@@ -457,21 +378,23 @@ extension QueueDatabase {
     /// The file at `path` itself (only on the first page, `after` nil: even one deleted
     /// since), then the files under it as a folder that are still there, in byte order
     /// after `after`, at most `limit` in all.
-    package func files(at path: String, after: String?, limit: Int) throws -> [FileRecord] {
-        try read { db in
+    package func files(at path: String, after: String?, limit: Int) async throws -> [FileRecord] {
+        try await read { db in
             let select = """
                 SELECT f.path, f.state, f.size, f.md5, f.updatedAt, coalesce(f.lastError, o.lastError) AS lastError,
-                       CASE WHEN f.state = 'uploaded' THEN o.uploadedAt END AS uploadedAt
+                       CASE WHEN f.state = :uploaded THEN o.uploadedAt END AS uploadedAt
                 FROM file f LEFT JOIN object o ON o.md5 = f.md5
                 """
             var records: [FileRecord] = []
-            if after == nil, let row = try Row.fetchOne(db, sql: select + " WHERE f.path = ?", arguments: [path]) {
+            if after == nil, let row = try Row.fetchOne(db, sql: select + " WHERE f.path = :path",
+                                                        arguments: ["uploaded": FileState.uploaded, "path": path]) {
                 records.append(Self.record(row))
             }
             let (low, high) = Self.subtreeRange(path)
             let rows = try Row.fetchAll(db, sql: select + """
-                 WHERE f.path > ? AND f.path < ? AND f.state != 'gone' ORDER BY f.path LIMIT ?
-                """, arguments: [max(low, after ?? ""), high, max(0, limit - records.count)])
+                 WHERE f.path > :low AND f.path < :high AND f.state != :gone ORDER BY f.path LIMIT :limit
+                """, arguments: ["uploaded": FileState.uploaded, "low": max(low, after ?? ""), "high": high, "gone": FileState.gone,
+                                 "limit": max(0, limit - records.count)])
             return records + rows.map(Self.record)
         }
     }

@@ -20,7 +20,11 @@ import Watcher
 ///
 /// The decisions live in values (`HashQueue`, `ScanTracker`, `SettleAggregator`,
 /// `SettleRule`, `FolderProblems`, `Backoff`); this actor performs the I/O around them.
-/// Its loops and the work its synchronous code starts are children of `run()`.
+/// It runs on three `StageLoop`s like every stage: settling (its step hands settled files
+/// on and returns the next settle deadline), scanning (one requested scan a step, or wait
+/// for the next request or the periodic rescan) and hashing (a worker per file in
+/// flight, woken by files to read and by the queue's `needsHash`). The loops and the work
+/// its synchronous code starts are children of `run()`.
 package actor IngestService: Service {
     package struct Options: Sendable, Equatable {
         package var watcher: WatcherOptions
@@ -62,9 +66,13 @@ package actor IngestService: Service {
     private var folderProblems = FolderProblems()
     private var recovery = WriteRecovery()
     private let tasks = ServiceTasks()
-    private let settleSignal = WakeSignal()
-    private let hashSignal = WakeSignal()
-    private let scanSignal = WakeSignal()
+    private let settling: StageLoop
+    private let scanning: StageLoop
+    private let hashLoop: StageLoop
+    /// The queue's `needsHash` as last seen by a hash worker: a newer one arms the backlog.
+    private var needsHashSeen = 0
+    /// When the periodic safety-net rescan is due (`watch.rescan_interval`); nil: never.
+    private var rescanAt: Date?
     /// Files being read by the pool now.
     private var hashing = 0
     /// Set while a first scan lists a tree the queue knew nothing of.
@@ -76,6 +84,8 @@ package actor IngestService: Service {
     private var hashed: [(String, HasherPool.Result)] = []
     private var recordScheduled = false
     private var hashWakePending = false
+    /// A hash loop is reading the next chunk of the backlog.
+    private var refilling = false
     private var memory = MemoryRelease()
 
     package init(database: QueueDatabase, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger,
@@ -88,25 +98,30 @@ package actor IngestService: Service {
         self.statusChanges = statusChanges
         pool = HasherPool(workers: options.hashWorkers)
         aggregator = SettleAggregator(options: options.watcher)
+        settling = StageLoop(clock: clock)
+        scanning = StageLoop(clock: clock)
+        // Files put back to be hashed outside a scan (the uploader found a source changed,
+        // `retry` of unreadable files) wait in the queue: the backlog reads them from there.
+        hashLoop = StageLoop(clock: clock, wakes: [.signal(database.signals.needsHash)])
     }
 
     package func run() async throws {
         // Files a crash caught before their hash was stored are simply read again.
-        armBacklog()
+        needsHashSeen = database.signals.needsHash.generation
+        await armBacklog()
         if hashes.backlogCursor != nil { logger.info("resuming: some files still need their hash") }
         startWatcher()
-        let hashLoops = pool.workers * (pool.filesAtOnce + Self.filesInFlightPerWorker - 1)
-        let (tasks, pool) = (self.tasks, self.pool)
+        planRescan()
+        let hashWorkers = pool.workers * (pool.filesAtOnce + Self.filesInFlightPerWorker - 1)
+        let (tasks, pool, settling, scanning, hashLoop) = (self.tasks, self.pool, self.settling, self.scanning, self.hashLoop)
         _ = await cancelWhenGracefulShutdown {
             // The pool answers the files it was given at once when stopping: the loops
             // waiting on it end without waiting for the file being read.
             await withTaskCancellationHandler {
                 await withDiscardingTaskGroup { group in
-                    for worker in 0..<hashLoops { group.addTask { await self.hashLoop(worker) } }
-                    group.addTask { await self.settleLoop() }
-                    group.addTask { await self.scanLoop() }
-                    group.addTask { await self.rescanTimer() }
-                    group.addTask { await self.needsHashLoop() }
+                    group.addTask { await settling.run { _ in await self.settleStep() } }
+                    group.addTask { await scanning.run { _ in await self.scanStep() } }
+                    group.addTask { await hashLoop.run(workers: hashWorkers) { _ in await self.hashStep() } }
                     group.addTask { await tasks.run() }
                 }
             } onCancel: {
@@ -121,7 +136,12 @@ package actor IngestService: Service {
     package func apply(_ new: Options) {
         guard new != options else { return }
         let watchChanged = new.watcher != options.watcher
+        let rescanChanged = new.rescanInterval != options.rescanInterval
         options = new
+        if rescanChanged {
+            planRescan()
+            scanning.wake()
+        }
         if watchChanged {
             logger.notice("watch settings changed: restarting the watcher")
             watcher?.stop()
@@ -149,10 +169,6 @@ package actor IngestService: Service {
         s.queue.hashRate = hashMeter.rate()
         s.problems += folderProblems.statusLines()
         s.names += folderProblems.names
-    }
-
-    private func notify(_ signal: WakeSignal) {
-        tasks.spawn { await signal.notify() }
     }
 
     // MARK: events
@@ -184,7 +200,7 @@ package actor IngestService: Service {
                 scans.noteChange(PathNames.parent(of: from))
                 scans.noteChange(PathNames.parent(of: to))
                 aggregator.moved(from: from, to: to)
-                if try !database.renameFile(from: from, to: to, now: clock.now()) {
+                if try await !database.renameFile(from: from, to: to, now: clock.now()) {
                     aggregator.fileWritten(to, now: now)
                 } else {
                     rehashMoved(from: from, to: to, now: now)
@@ -192,13 +208,13 @@ package actor IngestService: Service {
             case .removed(let path):
                 aggregator.removed(path)
                 hashes.drop(within: path)
-                try database.markGone(path: path, now: clock.now())
+                try await database.markGone(path: path, now: clock.now())
             case .directoryMoved(let from, let to):
                 scans.noteChange(from)
                 scans.noteChange(to)
                 aggregator.moved(from: from, to: to)
                 if let again = scans.follow(from: from, to: to) { requestScan(again.path, recursive: again.recursive) }
-                try database.renameDirectory(from: from, to: to, now: clock.now())
+                try await database.renameDirectory(from: from, to: to, now: clock.now())
                 rehashMoved(from: from, to: to, now: now)
                 logger.debug("directory renamed", metadata: ["from": "\(from)", "to": "\(to)"])
             case .scanNeeded(let path, let reason):
@@ -217,7 +233,7 @@ package actor IngestService: Service {
             logger.error("cannot record a change in the queue: \(error)", metadata: ["event": "\(event)"])
             writeFailed()
         }
-        await settleSignal.notify()
+        settling.wake()
         statusChanges.changed()
     }
 
@@ -229,28 +245,29 @@ package actor IngestService: Service {
 
     // MARK: settling
 
-    private func settleLoop() async {
-        while !Task.isCancelled {
-            let since = await settleSignal.current
-            let ready = aggregator.due(now: .now)
-            for item in ready {
-                switch item {
-                case .file(let path): observe(path)
-                case .scanDirectory(let dir, let recursive): requestScan(dir, recursive: recursive)
-                }
+    /// Hands on what has settled; looks again at the next settle deadline or when an
+    /// event (or a file found still being written) gives it more.
+    private func settleStep() async -> StageLoop.Next {
+        let ready = aggregator.due(now: .now)
+        for item in ready {
+            switch item {
+            case .file(let path): await observe(path)
+            case .scanDirectory(let dir, let recursive): requestScan(dir, recursive: recursive)
             }
-            if !ready.isEmpty { statusChanges.changed() }
-            let deadline = aggregator.nextDeadline
-            await settleSignal.wait(since: since, until: deadline)
         }
+        if !ready.isEmpty { statusChanges.changed() }
+        guard let deadline = aggregator.nextDeadline else { return .wake }
+        // The settle rule counts on the monotonic clock; the loop waits on the wall clock.
+        let left = deadline - ContinuousClock.now
+        return .wait(until: clock.now().addingTimeInterval(Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18))
     }
 
     /// A settled file: record what it is now, and hash it if it is new or changed.
-    private func observe(_ path: String) {
+    private func observe(_ path: String) async {
         var st = stat()
         let rc = options.watcher.followSymlinks ? stat(path, &st) : lstat(path, &st)
         if rc != 0 {
-            if errno == ENOENT || errno == ENOTDIR { try? database.markGone(path: path, now: clock.now()) }
+            if errno == ENOENT || errno == ENOTDIR { try? await database.markGone(path: path, now: clock.now()) }
             return
         }
         guard (st.st_mode & S_IFMT) == S_IFREG else { return }
@@ -264,7 +281,7 @@ package actor IngestService: Service {
         }
         scans.noteChange(PathNames.parent(of: path))
         do {
-            for p in try database.observe([ObservedFile(path: path, identity: FileIdentity(st))], now: clock.now()) { enqueueHash(p) }
+            for p in try await database.observe([ObservedFile(path: path, identity: FileIdentity(st))], now: clock.now()) { enqueueHash(p) }
         } catch {
             logger.error("cannot record a file in the queue: \(error)", metadata: ["path": "\(path)"])
             writeFailed()
@@ -290,48 +307,53 @@ package actor IngestService: Service {
 
     private func requestScan(_ path: String, recursive: Bool) {
         guard scans.request(path, recursive: recursive) else { return }
-        notify(scanSignal)
+        scanning.wake()
     }
 
-    private func scanLoop() async {
-        while !Task.isCancelled {
-            let since = await scanSignal.current
-            guard let next = scans.begin() else {
-                await scanSignal.wait(since: since, until: nil as ContinuousClock.Instant?)
-                continue
-            }
-            memory.worked()
-            statusChanges.changed()
-            await scan(next.path, recursive: next.recursive)
-            scans.finish()
-            lastScanAt = clock.now()
-            statusChanges.changed()
-            noteMaybeIdle()
+    /// One requested scan; with none, waits for a request or the periodic rescan.
+    private func scanStep() async -> StageLoop.Next {
+        if let due = rescanAt, clock.now() >= due {
+            planRescan()
+            rescanAll(reason: "periodic safety net")
         }
+        guard let next = scans.begin() else { return .wait(until: rescanAt) }
+        memory.worked()
+        statusChanges.changed()
+        await scan(next.path, recursive: next.recursive)
+        scans.finish()
+        lastScanAt = clock.now()
+        statusChanges.changed()
+        noteMaybeIdle()
+        return .now
+    }
+
+    /// The next periodic rescan, ±10% so many NASes (and many folders) do not rescan in lockstep.
+    private func planRescan() {
+        rescanAt = options.rescanInterval.map { clock.now().addingTimeInterval(Units.seconds($0) * Double.random(in: 0.9...1.1)) }
     }
 
     private func scan(_ root: String, recursive: Bool) async {
         let started = ContinuousClock.now
         // A folder the queue knows nothing of (a first scan) can have nothing gone.
-        let knewFiles = (try? database.knowsFiles(under: root)) ?? true
+        let knewFiles = (try? await database.knowsFiles(under: root)) ?? true
         // A first scan lists and records the whole tree before anything is read: on a NAS's
         // two cores the hashers competing with the listing made it six times slower than
         // `find` (docs/benchmarks.md), and the status total is right sooner. Files stay in
         // the hash queue meanwhile; events are still recorded.
         if !knewFiles {
             hashHeld = true
-            database.bulkWrites(true)
+            await database.bulkWrites(true)
         }
         let summary = await list(root, recursive: recursive, knewFiles: knewFiles)
         if !knewFiles {
-            database.bulkWrites(false)
-            armBacklog()
+            await database.bulkWrites(false)
+            await armBacklog()
         }
         if hashHeld {
             hashHeld = false
-            notify(hashSignal)
+            hashLoop.wake()
         }
-        await settleSignal.notify()
+        settling.wake()
         guard var summary else { return }
         if !summary.rootListed, access(root, F_OK) != 0, errno == ENOENT {
             // Renamed or deleted before its scan ran (events said where it went): gone, not unreadable.
@@ -344,7 +366,7 @@ package actor IngestService: Service {
             logger.warning("cannot read a folder: \(problem.path): \(problem.reason) — \(FolderProblems.advice(for: problem.reason))")
         }
         if recursive && summary.rootListed && knewFiles {
-            sweep(root, summary: summary)
+            await sweep(root, summary: summary)
         }
         // From the first listing to the last write, sweep included: the whole scan.
         let elapsed = ContinuousClock.now - started
@@ -381,7 +403,7 @@ package actor IngestService: Service {
                 }
                 do {
                     // One batch, one read and at most one write transaction.
-                    let need = try database.reconcileDirectories(fresh, firstScan: !knewFiles, now: clock.now())
+                    let need = try await database.reconcileDirectories(fresh, firstScan: !knewFiles, now: clock.now())
                     // A first scan's files wait in the database: the backlog reads them back.
                     guard knewFiles else { continue }
                     let now = clock.now()
@@ -399,7 +421,7 @@ package actor IngestService: Service {
 
     /// Directories the queue knows but the scan did not find are gone — except under a
     /// folder we could not read, where absence proves nothing.
-    private func sweep(_ root: String, summary: ScanSummary) {
+    private func sweep(_ root: String, summary: ScanSummary) async {
         let blind = summary.unreadable.map(\.path)
         // Directories that events filled during the scan (a folder renamed into one listed
         // earlier, files recorded in a directory made after its parent was listed) were not
@@ -410,7 +432,7 @@ package actor IngestService: Service {
             return
         }
         do {
-            let swept = try database.sweepDirectories(under: root, visited: summary.visitedDirectories, excluding: blind + changed,
+            let swept = try await database.sweepDirectories(under: root, visited: summary.visitedDirectories, excluding: blind + changed,
                                                      now: clock.now())
             if swept > 0 { logger.info("\(swept) files are gone from \(root)") }
         } catch {
@@ -419,66 +441,45 @@ package actor IngestService: Service {
         }
     }
 
-    private func rescanTimer() async {
-        while !Task.isCancelled {
-            guard let interval = options.rescanInterval else {
-                try? await clock.sleep(seconds: 3600)
-                continue
-            }
-            // ±10% so many NASes (and many folders) do not rescan in lockstep.
-            let jitter = Double.random(in: 0.9...1.1)
-            try? await clock.sleep(seconds: Units.seconds(interval) * jitter)
-            if Task.isCancelled { return }
-            rescanAll(reason: "periodic safety net")
-        }
-    }
-
     // MARK: hashing
 
     /// Points the backlog at the first file waiting for a hash (see `HashQueue.armBacklog`).
-    private func armBacklog() {
+    private func armBacklog() async {
         do {
-            guard let start = try database.unhashedStart() else { return }
+            guard let start = try await database.unhashedStart() else { return }
             hashes.armBacklog(at: start)
-            notify(hashSignal)
+            hashLoop.wake()
         } catch {
             logger.error("cannot read the files waiting for a hash: \(error); the next scan finds them")
-        }
-    }
-
-    /// Files put back to be hashed outside a scan (the uploader found a source changed,
-    /// `retry` of unreadable files) wait in the queue: the backlog reads them from there.
-    private func needsHashLoop() async {
-        let signal = database.signals.needsHash
-        var since = await signal.current
-        while !Task.isCancelled {
-            await signal.wait(since: since, until: nil as ContinuousClock.Instant?)
-            since = await signal.current
-            if Task.isCancelled { return }
-            armBacklog()
         }
     }
 
     /// Moves the next chunk of the backlog into the hash queue; false when nothing is left
     /// to take (or the database cannot be read: the next rescan finds those files
     /// waiting, and the next start or first scan arms the backlog again).
-    private func refillFromBacklog() -> Bool {
-        guard let after = hashes.backlogCursor else { return false }
+    private func refillFromBacklog() async -> Bool {
+        // One hash loop reads the backlog at a time; the chunk it reads wakes the others.
+        guard !refilling, let after = hashes.backlogCursor else { return false }
+        refilling = true
+        defer { refilling = false }
         let files: [UnhashedFile]
         do {
-            files = try database.unhashedFiles(after: after, limit: HashQueue.backlogChunk)
+            files = try await database.unhashedFiles(after: after, limit: HashQueue.backlogChunk)
         } catch {
             logger.error("cannot read the files waiting for a hash: \(error); the next scan finds them")
-            hashes.backlogRead(lastId: nil)
+            if hashes.backlogCursor == after { hashes.backlogRead(lastId: nil) }
             return false
         }
+        // Armed again while this chunk was read (files behind it wait again): the next
+        // read starts from there.
+        guard hashes.backlogCursor == after else { return true }
         hashes.backlogRead(lastId: files.last?.id)
         guard !files.isEmpty else { return false }
         let now = clock.now()
         var settling = false
         // Files already queued, in flight or being recorded are skipped by enqueueHash.
         for f in files where admit(f.path, mtimeSec: f.mtimeSec, mtimeNsec: f.mtimeNsec, now: now) { settling = true }
-        if settling { notify(settleSignal) }
+        if settling { self.settling.wake() }
         return true
     }
 
@@ -492,46 +493,47 @@ package actor IngestService: Service {
         }
     }
 
-    private func wakeHashLoops() async {
-        // Cleared before notifying: a file queued after this gets a wake-up of its own.
+    private func wakeHashLoops() {
+        // Cleared before waking: a file queued after this gets a wake-up of its own.
         hashWakePending = false
-        await hashSignal.notify()
+        hashLoop.wake()
     }
 
-    private func nextToHash() -> String? {
+    private func nextToHash() async -> String? {
         repeat {
             if let path = hashes.next() { return path }
-        } while refillFromBacklog()
+        } while await refillFromBacklog()
         return nil
     }
 
-    private func hashLoop(_ worker: Int) async {
-        while !Task.isCancelled {
-            let since = await hashSignal.current
-            guard !hashHeld, let path = nextToHash() else {
-                await hashSignal.wait(since: since, until: nil as ContinuousClock.Instant?)
-                continue
-            }
-            hashing += 1
-            // The SHA-256 always: the manifest records it (format 2), and a plain-HTTP upload
-            // signs it; both from the one read that takes the MD5.
-            let result = await pool.hash(path: path, followSymlinks: options.watcher.followSymlinks, sha256: true)
-            hashing -= 1
-            // Stopping: the file stays waiting in the queue and is read again at the next start.
-            if Task.isCancelled { return }
-            hashes.hashed(path)
-            hashed.append((path, result))
-            if !recordScheduled {
-                recordScheduled = true
-                // During a scan its own transactions come first: results are written a
-                // tenth of a second's worth at a time rather than two or three per commit.
-                let gather = scans.isScanning
-                tasks.spawn {
-                    if gather { try? await Task.sleep(for: .milliseconds(100)) }
-                    await self.recordHashed()
-                }
+    /// One file read by the pool (one worker per file in flight), or wait for files to read.
+    private func hashStep() async -> StageLoop.Next {
+        let needsHash = database.signals.needsHash.generation
+        if needsHash != needsHashSeen {
+            needsHashSeen = needsHash
+            await armBacklog()
+        }
+        guard !hashHeld, let path = await nextToHash() else { return .wake }
+        hashing += 1
+        // The SHA-256 always: the manifest records it (format 2), and a plain-HTTP upload
+        // signs it; both from the one read that takes the MD5.
+        let result = await pool.hash(path: path, followSymlinks: options.watcher.followSymlinks, sha256: true)
+        hashing -= 1
+        // Stopping: the file stays waiting in the queue and is read again at the next start.
+        if Task.isCancelled { return .wake }
+        hashes.hashed(path)
+        hashed.append((path, result))
+        if !recordScheduled {
+            recordScheduled = true
+            // During a scan its own transactions come first: results are written a
+            // tenth of a second's worth at a time rather than two or three per commit.
+            let gather = scans.isScanning
+            tasks.spawn {
+                if gather { try? await Task.sleep(for: .milliseconds(100)) }
+                await self.recordHashed()
             }
         }
+        return .now
     }
 
     private func recordHashed() async {
@@ -540,11 +542,11 @@ package actor IngestService: Service {
         hashed.removeAll(keepingCapacity: true)
         let recorder = HashRecorder(database: database, payloadDigests: payloadDigests, meter: hashMeter, clock: clock,
                                     logger: logger)
-        let outcome = recorder.record(results)
+        let outcome = await recorder.record(results)
         for path in outcome.unsettled { aggregator.markUnsettled(path, now: .now) }
         if outcome.writeFailed { writeFailed() }
         hashes.recorded(results.map(\.0))
-        await settleSignal.notify()
+        settling.wake()
         statusChanges.changed()
         noteMaybeIdle()
     }
@@ -589,11 +591,11 @@ package actor IngestService: Service {
         }
     }
 
-    private func releaseMemoryIfStillIdle() {
+    private func releaseMemoryIfStillIdle() async {
         guard memory.check(idle: isIdle) else { return }
         hashes.releaseMemory()
         hashed = []
-        database.releaseMemory()
+        await database.releaseMemory()
         photolala_trim_malloc()
         photolala_release_code_pages()
     }

@@ -84,8 +84,8 @@ extension QueueDatabase {
     /// user's keys (a sign-in as someone else) say nothing about this user's bucket.
     /// After a complete pass the prefix's row is left as it is: the pass under way lives in
     /// the returned value (a disk that may spin down is written only when the bucket changed).
-    package func beginListing(prefix: String, keep: [String], now: Date) throws -> ListingPass {
-        let quiet: Bool = try write { db in
+    package func beginListing(prefix: String, keep: [String], now: Date) async throws -> ListingPass {
+        let quiet: Bool = try await write { db in
             let t = now.timeIntervalSince1970
             let known = try String.fetchAll(db, sql: "SELECT prefix FROM inventory_listing")
             for stale in known where !keep.contains(stale) {
@@ -95,13 +95,13 @@ extension QueueDatabase {
             }
             if try Self.listing(db, prefix: prefix)?.state == .complete { return true }
             try db.execute(sql: """
-                INSERT INTO inventory_listing(prefix, state, startedAt, seen, updatedAt) VALUES (?, 'listing', ?, 0, ?)
-                ON CONFLICT(prefix) DO UPDATE SET state = 'listing', startedAt = excluded.startedAt, seen = 0,
+                INSERT INTO inventory_listing(prefix, state, startedAt, seen, updatedAt) VALUES (?, ?, ?, 0, ?)
+                ON CONFLICT(prefix) DO UPDATE SET state = excluded.state, startedAt = excluded.startedAt, seen = 0,
                   updatedAt = excluded.updatedAt
-                """, arguments: [prefix, t, t])
+                """, arguments: [prefix, InventoryListing.State.listing.rawValue, t, t])
             return false
         }
-        if !quiet { QueueSignals.notify(signals.inventoryChanged) }
+        if !quiet { signals.inventoryChanged.changed() }
         return ListingPass(prefix: prefix, startedAt: now, quiet: quiet)
     }
 
@@ -112,9 +112,9 @@ extension QueueDatabase {
     /// whose key is listed with its size is marked uploaded (nothing is sent for it;
     /// `ListingReconciliation`). Returns how many objects that marked.
     @discardableResult
-    package func recordListingPage(_ pass: inout ListingPass, keys: [ListedKey], matchObjects: Bool, now: Date) throws -> Int {
+    package func recordListingPage(_ pass: inout ListingPass, keys: [ListedKey], matchObjects: Bool, now: Date) async throws -> Int {
         let (prefix, startedAt, quiet, after) = (pass.prefix, pass.startedAt.timeIntervalSince1970, pass.quiet, pass.after)
-        let (marked, changed, removed): (Int, Int, Int) = try write { db in
+        let (marked, changed, removed): (Int, Int, Int) = try await write { db in
             let t = now.timeIntervalSince1970
             var held: [String: Row] = [:]
             if let last = keys.last?.key {
@@ -131,6 +131,7 @@ extension QueueDatabase {
                   lastModified = coalesce(excluded.lastModified, inventory.lastModified)
                 """)
             let object = try db.cachedStatement(sql: "SELECT state, size, overwrite FROM object WHERE md5 = ?")
+            let moves = Transitions(db, now: now)
             var marked = 0, changed = 0
             for k in keys {
                 if let row = held.removeValue(forKey: k.key), (row["size"] as Int64) == k.size, (row["etag"] as String) == k.etag,
@@ -145,7 +146,7 @@ extension QueueDatabase {
                       let state = ObjectState(rawValue: row["state"]),
                       ListingReconciliation.isBackedUp(state: state, size: row["size"], overwrite: row["overwrite"], listedSize: k.size)
                 else { continue }
-                try Self.markUploaded(db, md5: md5, etag: nil, uploadedAt: k.lastModified.map { min($0, now) } ?? now, now: now)
+                try moves.moveObject(md5, .uploaded(etag: nil, at: k.lastModified.map { min($0, now) } ?? now))
                 marked += 1
             }
             var removed = 0
@@ -163,7 +164,7 @@ extension QueueDatabase {
         pass.seen += keys.count
         pass.changed += changed + removed
         pass.removed += removed
-        if marked > 0 { QueueSignals.notify(signals.uploaded) }
+        if marked > 0 { signals.uploaded.changed() }
         return marked
     }
 
@@ -173,8 +174,8 @@ extension QueueDatabase {
     /// and the caller keeps the time in memory). Returns the keys now under the prefix and
     /// how many rows the pass removed.
     @discardableResult
-    package func finishListing(_ pass: ListingPass, now: Date) throws -> (objects: Int, removed: Int, wrote: Bool) {
-        let result: (Int, Int, Bool) = try write { db in
+    package func finishListing(_ pass: ListingPass, now: Date) async throws -> (objects: Int, removed: Int, wrote: Bool) {
+        let result: (Int, Int, Bool) = try await write { db in
             let (low, high) = Self.keyRange(pass.prefix)
             try db.execute(sql: "DELETE FROM inventory WHERE key > ? AND key < ? AND seenAt < ?",
                            arguments: [pass.after ?? low, high, pass.startedAt.timeIntervalSince1970])
@@ -185,42 +186,43 @@ extension QueueDatabase {
                 return (objects, removed, false)
             }
             try db.execute(sql: """
-                UPDATE inventory_listing SET state = 'complete', listedAt = ?, objects = ?, failures = 0, lastError = NULL,
+                UPDATE inventory_listing SET state = ?, listedAt = ?, objects = ?, failures = 0, lastError = NULL,
                   updatedAt = ? WHERE prefix = ?
-                """, arguments: [now.timeIntervalSince1970, objects, now.timeIntervalSince1970, pass.prefix])
+                """, arguments: [InventoryListing.State.complete.rawValue, now.timeIntervalSince1970, objects, now.timeIntervalSince1970,
+                                 pass.prefix])
             return (objects, removed, true)
         }
-        if result.2 { QueueSignals.notify(signals.inventoryChanged) }
+        if result.2 { signals.inventoryChanged.changed() }
         return result
     }
 
     /// A pass ended without seeing every key. `refused`: S3 said 403 (the policy does not
     /// allow listing). What earlier passes recorded stays; so does a complete listing.
-    package func listingFailed(prefix: String, refused: Bool, error: String, now: Date) throws {
-        try write { db in
+    package func listingFailed(prefix: String, refused: Bool, error: String, now: Date) async throws {
+        try await write { db in
             let t = now.timeIntervalSince1970
             try db.execute(sql: """
                 INSERT INTO inventory_listing(prefix, state, failures, lastError, updatedAt) VALUES (?, ?, 1, ?, ?)
                 ON CONFLICT(prefix) DO UPDATE SET state = excluded.state, failures = failures + 1,
                   lastError = excluded.lastError, updatedAt = excluded.updatedAt
-                """, arguments: [prefix, refused ? "refused" : "failed", error, t])
+                """, arguments: [prefix, (refused ? InventoryListing.State.refused : .failed).rawValue, error, t])
         }
-        QueueSignals.notify(signals.inventoryChanged)
+        signals.inventoryChanged.changed()
     }
 
     // MARK: verify
 
     /// Objects marked uploaded, in MD5 order after `after`, at most `limit`, each with the
     /// inventory's row for `keyPrefix + md5 + ".dat"`.
-    package func uploadedObjects(keyPrefix: String, after: String?, limit: Int) throws -> [UploadedObject] {
-        try read { db in
+    package func uploadedObjects(keyPrefix: String, after: String?, limit: Int) async throws -> [UploadedObject] {
+        try await read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.md5, o.size, o.etag AS expected, o.uploadedAt,
                        i.key, i.size AS listedSize, i.etag, i.storageClass, i.seenAt,
-                       EXISTS (SELECT 1 FROM file f WHERE f.md5 = o.md5 AND f.state = 'uploaded') AS live
+                       EXISTS (SELECT 1 FROM file f WHERE f.md5 = o.md5 AND f.state = ?) AS live
                 FROM object o LEFT JOIN inventory i ON i.key = ? || o.md5 || '.dat'
-                WHERE o.state = 'uploaded' AND o.md5 > ? ORDER BY o.md5 LIMIT ?
-                """, arguments: [keyPrefix, after ?? "", limit]).map { row in
+                WHERE o.state = ? AND o.md5 > ? ORDER BY o.md5 LIMIT ?
+                """, arguments: [FileState.uploaded, keyPrefix, ObjectState.uploaded, after ?? "", limit]).map { row in
                 let listed: InventoryEntry? = (row["key"] as String?).map { key in
                     InventoryEntry(key: key, size: row["listedSize"], etag: row["etag"], storageClass: row["storageClass"],
                                    seenAt: Date(timeIntervalSince1970: row["seenAt"]))
@@ -232,8 +234,8 @@ extension QueueDatabase {
         }
     }
 
-    package func uploadedObjectCount() throws -> Int {
-        try read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state = 'uploaded'") ?? 0 }
+    package func uploadedObjectCount() async throws -> Int {
+        try await read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state = ?", arguments: [ObjectState.uploaded]) ?? 0 }
     }
 
     /// Objects the bucket lacks or holds wrong go back to be sent, with every file that
@@ -241,24 +243,13 @@ extension QueueDatabase {
     /// under the key is wrong, so it is replaced without asking. Returns how many objects
     /// went back; one no file holds any more stays as it is (nothing to send it from).
     @discardableResult
-    package func requeue(_ md5s: [String], overwrite: Bool, reason: String, now: Date) throws -> Int {
+    package func requeue(_ md5s: [String], overwrite: Bool, reason: String, now: Date) async throws -> Int {
         guard !md5s.isEmpty else { return 0 }
-        let count: Int = try write { db in
-            let t = now.timeIntervalSince1970
-            var count = 0
-            for md5 in md5s {
-                try db.execute(sql: "UPDATE file SET state = 'queued', lastError = ?, updatedAt = ? WHERE md5 = ? AND state = 'uploaded'",
-                               arguments: [reason, t, md5])
-                guard db.changesCount > 0 else { continue }
-                try db.execute(sql: """
-                    UPDATE object SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = ?, etag = NULL,
-                      overwrite = ?, updatedAt = ? WHERE md5 = ? AND state = 'uploaded'
-                    """, arguments: [reason, overwrite, t, md5])
-                count += db.changesCount
-            }
-            return count
+        let count: Int = try await write { db in
+            let moves = Transitions(db, now: now)
+            return try md5s.reduce(0) { count, md5 in count + (try moves.moveObject(md5, .lost(reason: reason, overwrite: overwrite)).objects) }
         }
-        if count > 0 { QueueSignals.notify(signals.readyToUpload) }
+        if count > 0 { signals.readyToUpload.changed() }
         return count
     }
 
@@ -269,18 +260,18 @@ extension QueueDatabase {
     /// Objects sent again after `uploadedBefore` (the verify's start: what its own listing
     /// found wrong, re-sent at once) are left to the next verify, so a verify reads back
     /// what it found, whatever the uploader's pace.
-    package func objectsToReadBack(count: Int, keyPrefix: String, uploadedBefore: Date = .distantFuture) throws -> [(md5: String, size: Int64)] {
-        try read { db in
+    package func objectsToReadBack(count: Int, keyPrefix: String, uploadedBefore: Date = .distantFuture) async throws -> [(md5: String, size: Int64)] {
+        try await read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.md5, o.size FROM object o LEFT JOIN inventory i ON i.key = ? || o.md5 || '.dat'
-                WHERE o.state = 'uploaded' AND coalesce(o.uploadedAt, 0) < ? AND coalesce(i.storageClass, 'STANDARD') NOT IN ('GLACIER', 'DEEP_ARCHIVE')
+                WHERE o.state = ? AND coalesce(o.uploadedAt, 0) < ? AND coalesce(i.storageClass, 'STANDARD') NOT IN ('GLACIER', 'DEEP_ARCHIVE')
                 ORDER BY o.deepCheckedAt IS NOT NULL, o.deepCheckedAt, random() LIMIT ?
-                """, arguments: [keyPrefix, uploadedBefore.timeIntervalSince1970, max(0, count)]).map { ($0["md5"], $0["size"]) }
+                """, arguments: [keyPrefix, ObjectState.uploaded, uploadedBefore.timeIntervalSince1970, max(0, count)]).map { ($0["md5"], $0["size"]) }
         }
     }
 
-    package func markReadBack(md5: String, now: Date) throws {
-        try write { db in
+    package func markReadBack(md5: String, now: Date) async throws {
+        try await write { db in
             try db.execute(sql: "UPDATE object SET deepCheckedAt = ? WHERE md5 = ?", arguments: [now.timeIntervalSince1970, md5])
         }
     }

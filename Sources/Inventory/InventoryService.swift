@@ -95,7 +95,7 @@ package actor InventoryService: Service {
     ///     by the account; the user's own pause does not stop listing).
     package init(database: QueueDatabase, bucket: BucketSession, gate: any StageGate, options: Options, logger: Logger,
                  clock: any DaemonClock = SystemClock(), statusChanges: ChangeFeed = ChangeFeed(),
-                 schedule: InventorySchedule = InventorySchedule(), audit: (any AuditRecorder)? = nil) {
+                 schedule: InventorySchedule = InventorySchedule(), audit: (any AuditRecorder)? = nil) async {
         self.database = database
         self.audit = audit
         self.bucket = bucket
@@ -105,7 +105,7 @@ package actor InventoryService: Service {
         self.clock = clock
         self.statusChanges = statusChanges
         self.schedule = schedule
-        if let saved = try? database.setting(Self.lastVerifyKey),
+        if let saved = try? await database.setting(Self.lastVerifyKey),
            let result = try? JSONDecoder().decode(DaemonStatus.Verify.self, from: Data(saved.utf8)) {
             verify.result = result
         }
@@ -115,7 +115,7 @@ package actor InventoryService: Service {
         guard new != options else { return }
         options = new
         await bucket.apply(trust: new.trust)
-        await loop?.wake()
+        loop?.wake()
     }
 
     private static func photosPrefix(_ userId: String) -> String { "photos/\(userId)/" }
@@ -132,11 +132,11 @@ package actor InventoryService: Service {
 
     private func step() async -> StageLoop.Next {
         guard let userId = await bucket.userId, await gate.blockReason() == nil else {
-            if verifyAsked != nil { finishVerify(failure: "photolalad is not signed in (or uploads are paused by the account): run `photolalactl status`") }
+            if verifyAsked != nil { await finishVerify(failure: "photolalad is not signed in (or uploads are paused by the account): run `photolalactl status`") }
             return .wake
         }
         let now = clock.now()
-        let photos = listing(Self.photosPrefix(userId))
+        let photos = await listing(Self.photosPrefix(userId))
         let due = verifyAsked != nil ? now
             : schedule.nextListing(photos: photos, interval: Units.seconds(options.interval), now: now, random: .random(in: 0..<1))
         guard due <= now else { return .wait(until: due) }
@@ -163,7 +163,7 @@ package actor InventoryService: Service {
         verify = VerifyProgress(phase: .queued, startedAt: Timestamp.string(clock.now()),
                                 result: DaemonStatus.Verify(running: true, deepPercent: deepPercent))
         statusChanges.changed()
-        await loop?.wake()
+        loop?.wake()
         return verify
     }
 
@@ -218,7 +218,7 @@ package actor InventoryService: Service {
         let keep = [Self.photosPrefix(userId), Self.thumbnailsPrefix(userId)]
         var pass: ListingPass
         do {
-            pass = try database.beginListing(prefix: prefix, keep: keep, now: startedAt)
+            pass = try await database.beginListing(prefix: prefix, keep: keep, now: startedAt)
         } catch {
             logger.error("cannot record a listing in the queue database: \(error)")
             return .failed("the queue database: \(error)")
@@ -235,7 +235,7 @@ package actor InventoryService: Service {
                 let page = try await request(prefix: prefix) { bucket throws(S3Error) in
                     try await bucket.listObjects(prefix: prefix, continuationToken: from)
                 }
-                marked += try database.recordListingPage(&pass, keys: page.objects, matchObjects: matchObjects, now: clock.now())
+                marked += try await database.recordListingPage(&pass, keys: page.objects, matchObjects: matchObjects, now: clock.now())
                 running[prefix] = pass
                 pages += 1
                 if verify.phase == .listing && matchObjects { verify.done = pass.seen }
@@ -243,7 +243,7 @@ package actor InventoryService: Service {
                 statusChanges.changed()
             } while token != nil
             let now = clock.now()
-            let (objects, removed, wrote) = try database.finishListing(pass, now: now)
+            let (objects, removed, wrote) = try await database.finishListing(pass, now: now)
             // A pass that changed nothing wrote nothing: when it ended is known until a restart.
             quietlyListedAt[prefix] = wrote ? nil : now
             logger.info("listed the bucket", metadata: [
@@ -256,13 +256,13 @@ package actor InventoryService: Service {
         } catch let error as S3Error where error.kind == .forbidden {
             let why = "S3 refused to list \(prefix) (403 \(error.code)): the backend's session policy does not allow s3:ListBucket"
             logger.warning("\(why); uploads check each object with a HEAD instead")
-            try? database.listingFailed(prefix: prefix, refused: true, error: why, now: clock.now())
+            try? await database.listingFailed(prefix: prefix, refused: true, error: why, now: clock.now())
             statusChanges.changed()
             return .refused(why)
         } catch {
             let why = "listing \(prefix) failed after \(pages) page\(pages == 1 ? "" : "s"): \(error)"
             logger.warning("\(why); trying again later, uploads check with a HEAD meanwhile if no earlier listing is complete")
-            try? database.listingFailed(prefix: prefix, refused: false, error: why, now: clock.now())
+            try? await database.listingFailed(prefix: prefix, refused: false, error: why, now: clock.now())
             statusChanges.changed()
             return .failed(why)
         }
@@ -277,7 +277,7 @@ package actor InventoryService: Service {
         var after: String?
         var askedAboutKMS = false
         while true {
-            let chunk = try database.uploadedObjects(keyPrefix: prefix, after: after, limit: 1000)
+            let chunk = try await database.uploadedObjects(keyPrefix: prefix, after: after, limit: 1000)
             guard let last = chunk.last else { break }
             after = last.md5
             var verdicts = chunk.map {
@@ -311,9 +311,9 @@ package actor InventoryService: Service {
                 }
             }
             result.mismatched = result.wrongSize + result.wrongETag + result.readBackWrong
-            result.requeued += try database.requeue(missing, overwrite: false,
+            result.requeued += try await database.requeue(missing, overwrite: false,
                                                     reason: "its object was not in the bucket any more: sending it again", now: clock.now())
-            result.requeued += try database.requeue(wrong, overwrite: true,
+            result.requeued += try await database.requeue(wrong, overwrite: true,
                                                     reason: "the bucket held other bytes under its key: sending it again", now: clock.now())
             if verify.phase == .comparing { verify.done += chunk.count; verify.result = result; verify.result.running = true }
             statusChanges.changed()
@@ -346,24 +346,24 @@ package actor InventoryService: Service {
         case .complete(let startedAt):
             verify.phase = .comparing
             verify.done = 0
-            verify.total = try? database.uploadedObjectCount()
+            verify.total = try? await database.uploadedObjectCount()
             do {
                 try await compareUploaded(userId: userId, listingStartedAt: startedAt, checkETags: true, into: &result)
             } catch {
-                return finishVerify(failure: "cannot read the queue database: \(error)", partial: result)
+                return await finishVerify(failure: "cannot read the queue database: \(error)", partial: result)
             }
             await listPrefix(Self.thumbnailsPrefix(userId), userId: userId, matchObjects: false)
         case .refused(let why):
             // Without a listing nothing proves presence by itself, but reading back still does.
             guard deepPercent != nil else {
-                return finishVerify(failure: "\(why). verify needs to list the bucket; `photolalactl verify --deep PERCENT` reads objects back instead",
+                return await finishVerify(failure: "\(why). verify needs to list the bucket; `photolalactl verify --deep PERCENT` reads objects back instead",
                                     partial: result)
             }
             result.lastError = "\(why): only the objects read back were checked"
         case .failed(let why):
-            return finishVerify(failure: why, partial: result)
+            return await finishVerify(failure: why, partial: result)
         case .interrupted:
-            return finishVerify(failure: "verify was interrupted (photolalad signed out, paused by the account, or stopping)", partial: result)
+            return await finishVerify(failure: "verify was interrupted (photolalad signed out, paused by the account, or stopping)", partial: result)
         }
 
         if let deepPercent {
@@ -373,7 +373,7 @@ package actor InventoryService: Service {
         result.checkedAt = Timestamp.string(clock.now())
         verify.phase = .done
         verify.result = result
-        keep(result)
+        await keep(result)
         recordVerify(result, .ok)
         logger.notice("verify done", metadata: [
             "checked": "\(result.checked)", "missing": "\(result.missing)", "wrongSize": "\(result.wrongSize)",
@@ -384,7 +384,7 @@ package actor InventoryService: Service {
 
     /// Ends the verify under way (or one asked for that cannot begin) as failed, keeping
     /// what it found so far.
-    private func finishVerify(failure: String, partial: DaemonStatus.Verify? = nil) {
+    private func finishVerify(failure: String, partial: DaemonStatus.Verify? = nil) async {
         verifyAsked = nil
         var result = partial ?? verify.result
         result.running = false
@@ -392,7 +392,7 @@ package actor InventoryService: Service {
         result.checkedAt = Timestamp.string(clock.now())
         verify.phase = .failed
         verify.result = result
-        keep(result)
+        await keep(result)
         recordVerify(result, .failed)
         logger.warning("verify failed: \(failure)")
         statusChanges.changed()
@@ -409,9 +409,9 @@ package actor InventoryService: Service {
     }
 
     /// The result survives a restart in the queue's `setting` table.
-    private func keep(_ result: DaemonStatus.Verify) {
+    private func keep(_ result: DaemonStatus.Verify) async {
         if let data = try? JSONEncoder().encode(result) {
-            try? database.setSetting(Self.lastVerifyKey, String(decoding: data, as: UTF8.self))
+            try? await database.setSetting(Self.lastVerifyKey, String(decoding: data, as: UTF8.self))
         }
     }
 
@@ -427,9 +427,9 @@ package actor InventoryService: Service {
     /// check that holds whatever the bucket does to ETags.
     private func readBack(userId: String, percent: Double, verifyStartedAt: Date, into result: inout DaemonStatus.Verify) async {
         let prefix = Self.photosPrefix(userId)
-        let total = (try? database.uploadedObjectCount()) ?? 0
+        let total = (try? await database.uploadedObjectCount()) ?? 0
         let count = total == 0 ? 0 : max(1, Int((Double(total) * percent / 100).rounded(.up)))
-        guard let picks = try? database.objectsToReadBack(count: count, keyPrefix: prefix, uploadedBefore: verifyStartedAt),
+        guard let picks = try? await database.objectsToReadBack(count: count, keyPrefix: prefix, uploadedBefore: verifyStartedAt),
               !picks.isEmpty else { return }
         verify.phase = .readingBack
         verify.done = 0
@@ -451,7 +451,7 @@ package actor InventoryService: Service {
                 switch outcome {
                 case .same:
                     result.readBack += 1
-                    try? database.markReadBack(md5: md5, now: clock.now())
+                    try? await database.markReadBack(md5: md5, now: clock.now())
                 case .different:
                     result.readBack += 1
                     result.readBackWrong += 1
@@ -473,8 +473,8 @@ package actor InventoryService: Service {
         }
         result.mismatched = result.wrongSize + result.wrongETag + result.readBackWrong
         let now = clock.now()
-        result.requeued += (try? database.requeue(different, overwrite: true, reason: "read back by verify, the bucket held other bytes: sending it again", now: now)) ?? 0
-        result.requeued += (try? database.requeue(missing, overwrite: false, reason: "its object was not in the bucket any more: sending it again", now: now)) ?? 0
+        await result.requeued += (try? database.requeue(different, overwrite: true, reason: "read back by verify, the bucket held other bytes: sending it again", now: now)) ?? 0
+        await result.requeued += (try? database.requeue(missing, overwrite: false, reason: "its object was not in the bucket any more: sending it again", now: now)) ?? 0
         if let lastProblem {
             result.lastError = "\(unreadable) object\(unreadable == 1 ? "" : "s") could not be read back (last: \(lastProblem))"
         }
@@ -506,8 +506,8 @@ package actor InventoryService: Service {
 
     /// The listing of `prefix` as the queue database holds it, with what this process
     /// knows beyond it: a quiet pass's end, the progress of the pass under way.
-    private func listing(_ prefix: String) -> InventoryListing? {
-        var listing = try? database.inventoryListing(prefix: prefix)
+    private func listing(_ prefix: String) async -> InventoryListing? {
+        var listing = try? await database.inventoryListing(prefix: prefix)
         if let at = quietlyListedAt[prefix], listing?.state == .complete, at > listing?.listedAt ?? .distantPast {
             listing?.listedAt = at
         }
@@ -525,8 +525,8 @@ package actor InventoryService: Service {
     package func contribute(to s: inout DaemonStatus) async {
         s.verify = verify.result
         guard let userId = await bucket.userId else { return }
-        let photos = listing(Self.photosPrefix(userId))
-        let thumbnails = listing(Self.thumbnailsPrefix(userId))
+        let photos = await listing(Self.photosPrefix(userId))
+        let thumbnails = await listing(Self.thumbnailsPrefix(userId))
         s.inventory.objects = (photos?.objects ?? 0) + (thumbnails?.objects ?? 0)
         s.inventory.listedAt = photos?.listedAt.map(Timestamp.string)
         s.inventory.lastError = photos?.lastError

@@ -52,7 +52,7 @@ struct AccountReseal: Sendable {
         }
     }
 
-    func run(_ store: any ResealStore, progress: @Sendable (Report) -> Void = { _ in }) async throws -> Report {
+    func run(_ store: any ResealStore, progress: @Sendable (Report) async -> Void = { _ in }) async throws -> Report {
         var report = Report()
         let all = try await store.keys(under: ManifestKeys.devicesPrefix(userId))
         var devices: [String: [String]] = [:]
@@ -63,7 +63,7 @@ struct AccountReseal: Sendable {
         for (device, keys) in devices.sorted(by: { $0.key < $1.key }) {
             try await reseal(device: device, keys: keys, store, &report)
             report.devices += 1
-            progress(report)
+            await progress(report)
         }
         return report
     }

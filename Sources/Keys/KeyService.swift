@@ -556,7 +556,7 @@ package actor KeyService: Service, MetadataKeySource {
                                   uid: uid, etag: found?.etag, finding: finding)
             } catch {
                 nextLook = nil
-                await loop.wake()
+                loop.wake()
             }
         } else {
             lastETag = .some(found?.etag)
@@ -618,7 +618,7 @@ package actor KeyService: Service, MetadataKeySource {
             // Whether the bucket took it is unknown: the loop finds out which recovery key
             // the key object opens with, and keeps that one.
             nextLook = nil
-            await loop.wake()
+            loop.wake()
             return .failure(.bucket("the new recovery key may not have reached the bucket (\(error)): photolalad keeps whichever "
                 + "recovery key the bucket's key object opens with; run `sudo photolalactl recovery-key` in a minute to see it"))
         }
@@ -740,7 +740,7 @@ package actor KeyService: Service, MetadataKeySource {
             // Whether the bucket took it is unknown: the loop looks, and goes on (the
             // transitional object is there) or keeps the previous key (it is not).
             nextLook = nil
-            await loop.wake()
+            loop.wake()
             return .failure(.bucket("the new account key may not have reached the bucket (\(error)): photolalad goes on with it if "
                 + "it did, or keeps the previous one; run `sudo photolalactl recovery-key` in a few minutes to see which"))
         }
@@ -754,7 +754,7 @@ package actor KeyService: Service, MetadataKeySource {
             return .success(try await finishNewAccountKey(uid, etag: written, by: caller))
         } catch {
             nextLook = nil
-            await loop.wake()
+            loop.wake()
             return .failure(.bucket("the new account key is in place but not every object is sealed under it yet (\(error)): "
                 + "photolalad goes on by itself; run `sudo photolalactl recovery-key` once status says the key is ready"))
         }
@@ -782,7 +782,8 @@ package actor KeyService: Service, MetadataKeySource {
             let report: AccountReseal.Report
             do {
                 report = try await reseal.run(ResealBucket(bucket: bucket, uid: uid)) { [weak self] r in
-                    Task { await self?.progress(r.sealed) }
+                    // Awaited, not a task per device: progress lands in order, and none after the end.
+                    await self?.progress(r.sealed)
                 }
             } catch let error as S3Error {
                 throw KeyLookFailure(error)
@@ -854,7 +855,7 @@ package actor KeyService: Service, MetadataKeySource {
     /// not settled in time (the bucket is slow or unreachable).
     package func settled(for userId: String, within seconds: TimeInterval) async -> KeySignInOutcome? {
         let changes = keyChanges.changes()
-        await loop.wake()
+        loop.wake()
         let clock = self.clock
         let deadline = clock.now().addingTimeInterval(seconds)
         return await withTaskGroup(of: KeySignInOutcome?.self) { group in

@@ -12,15 +12,15 @@ import Queue
 /// one transaction after the bucket took it, so a kill -9 loses no change: the worst is a
 /// segment written but not recorded, which the next start finds in the bucket.
 extension QueueDatabase {
-    func manifestLedger() throws -> ManifestLedger? {
-        try read { db in try ManifestLedger.fetch(db) }
+    func manifestLedger() async throws -> ManifestLedger? {
+        try await read { db in try ManifestLedger.fetch(db) }
     }
 
     /// The oldest changed paths (at most `limit` change rows), each with its file row and
     /// the manifest's last record for it; `through` is the last change row they cover.
     /// nil when nothing changed.
-    func manifestCandidates(limit: Int) throws -> (through: Int64, candidates: [ManifestCandidate])? {
-        try read { db in
+    func manifestCandidates(limit: Int) async throws -> (through: Int64, candidates: [ManifestCandidate])? {
+        try await read { db in
             let rows = try Row.fetchCursor(db, sql: "SELECT seq, path FROM manifest_change ORDER BY seq LIMIT ?", arguments: [limit])
             var last: Int64?
             var seen = Set<ExactPath>()
@@ -47,8 +47,8 @@ extension QueueDatabase {
 
     /// Changed paths that turned out to change nothing in the manifest (a file being read
     /// again, a gone file the manifest never had): consumed without a segment.
-    func dropManifestChanges(through: Int64) throws {
-        try write { db in try db.execute(sql: "DELETE FROM manifest_change WHERE seq <= ?", arguments: [through]) }
+    func dropManifestChanges(through: Int64) async throws {
+        try await write { db in try db.execute(sql: "DELETE FROM manifest_change WHERE seq <= ?", arguments: [through]) }
     }
 
     /// Records segment `seq` (its PUT succeeded): its records, the changes it consumed
@@ -57,8 +57,8 @@ extension QueueDatabase {
     /// the ledger saved. `ordBase` numbers the records after those of an earlier call with
     /// the same `seq` (a snapshot read back part by part).
     func recordManifestSegment(seq: Int64, records: [ManifestRecord], through: Int64?, ordBase: Int64 = 0,
-                               update: (inout ManifestLedger) -> Void) throws -> ManifestLedger {
-        try write { db in
+                               update: @escaping @Sendable (inout ManifestLedger) -> Void) async throws -> ManifestLedger {
+        try await write { db in
             guard var ledger = try ManifestLedger.fetch(db) else { throw DatabaseError(message: "the manifest ledger is missing") }
             var folders = ExactKeyed<Int64>()
             let insert = try db.cachedStatement(sql: """
@@ -103,8 +103,8 @@ extension QueueDatabase {
     }
 
     /// Saves the ledger alone (a snapshot written, the device record's totals).
-    func saveManifestLedger(_ ledger: ManifestLedger) throws {
-        try write { db in try ledger.save(db) }
+    func saveManifestLedger(_ ledger: ManifestLedger) async throws {
+        try await write { db in try ledger.save(db) }
     }
 
     /// Every backed-up path, in path order (bytes, SQLite's BINARY): read through the
@@ -113,12 +113,12 @@ extension QueueDatabase {
     /// each file) and the mirror's inserts landed all over its tree. `+state` keeps that
     /// index out, so the rows come from the path index already in order rather than
     /// sorted in a temporary tree (a million paths: 100 MB of it).
-    static let uploadedPathsInOrder = "SELECT path FROM file WHERE +state = 'uploaded' ORDER BY path"
+    static let uploadedPathsInOrder = "SELECT path FROM file WHERE +state = \(FileState.uploaded.sqlLiteral) ORDER BY path"
 
     /// Starts the mirror over for another account or device (or a bucket rebuilt from
     /// here): no records, every backed-up file a change to write, by path.
-    func resetManifest(_ ledger: ManifestLedger) throws {
-        try write { db in
+    func resetManifest(_ ledger: ManifestLedger) async throws {
+        try await write { db in
             try db.execute(sql: """
                 DELETE FROM manifest_entry;
                 DELETE FROM manifest_folder;
@@ -130,12 +130,15 @@ extension QueueDatabase {
     }
 
     /// Hands over up to `limit` mirrored records after `after`, in (path, seq, ord) order,
-    /// one at a time from a cursor: a snapshot is written from these pages, each file's
-    /// history together and in order, without a page ever held as a list. Returns how many.
-    @discardableResult
-    func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int,
-                         _ each: (StoredManifestRecord) throws -> Void) throws -> Int {
-        try read { db in
+    /// one at a time from a cursor, to `each` with `state` (an encoder, say): a snapshot is
+    /// written from these pages, each file's history together and in order, without a page
+    /// ever held as a list. Returns how many, and the state as `each` left it.
+    func manifestRecords<State: Sendable>(after: (path: String, seq: Int64, ord: Int64)?, limit: Int, into state: State,
+                                          _ each: @escaping @Sendable (inout State, StoredManifestRecord) -> Void) async throws
+        -> (count: Int, state: State)
+    {
+        return try await read { db in
+            var state = state
             let columns = "e.path, e.seq, e.ord, \(ManifestRecord.columns), f.path AS folder"
             let from = "FROM manifest_entry e JOIN manifest_folder f ON f.id = e.folder"
             let cursor = try after.map { a in
@@ -144,31 +147,29 @@ extension QueueDatabase {
             } ?? Row.fetchCursor(db, sql: "SELECT \(columns) \(from) ORDER BY e.path, e.seq, e.ord LIMIT ?", arguments: [limit])
             var n = 0
             while let r = try cursor.next() {
-                try each(StoredManifestRecord(seq: r[1], ord: r[2], record: ManifestRecord(row: r, at: 3, path: r[0])))
+                each(&state, StoredManifestRecord(seq: r[1], ord: r[2], record: ManifestRecord(row: r, at: 3, path: r[0])))
                 n += 1
             }
-            return n
+            return (n, state)
         }
     }
 
     /// The same, collected (for tests and small pages).
-    func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int) throws -> [StoredManifestRecord] {
-        var out: [StoredManifestRecord] = []
-        try manifestRecords(after: after, limit: limit) { out.append($0) }
-        return out
+    func manifestRecords(after: (path: String, seq: Int64, ord: Int64)?, limit: Int) async throws -> [StoredManifestRecord] {
+        try await manifestRecords(after: after, limit: limit, into: [StoredManifestRecord]()) { $0.append($1) }.state
     }
 
     /// Changed-path rows waiting, counted up to `limit`: more than the records they can
     /// make (a path changed twice is one record), for a decision that needs only a bound.
-    func manifestChangeCount(upTo limit: Int) throws -> Int {
-        try read { db in
+    func manifestChangeCount(upTo limit: Int) async throws -> Int {
+        try await read { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT 1 FROM manifest_change LIMIT ?)", arguments: [limit]) ?? 0
         }
     }
 
     /// The last folder record of each of `paths` (absolute), for those that have one.
-    func manifestFolderRecords(_ paths: [String]) throws -> ExactKeyed<ManifestRecord> {
-        try read { db in
+    func manifestFolderRecords(_ paths: [String]) async throws -> ExactKeyed<ManifestRecord> {
+        try await read { db in
             var out = ExactKeyed<ManifestRecord>()
             for path in paths {
                 if let r = try ManifestRecord.lastFolder(db, path: path) { out[path] = r }
@@ -178,8 +179,8 @@ extension QueueDatabase {
     }
 
     /// The newest device record and head this NAS wrote or read for `device`.
-    func manifestHead(userId: String, device: String) throws -> RememberedHead? {
-        try read { db in
+    func manifestHead(userId: String, device: String) async throws -> RememberedHead? {
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT counter, seq, sha256 FROM manifest_head WHERE userId = ? AND device = ?",
                              arguments: [userId, device]).map { r in
                 RememberedHead(counter: r["counter"], head: ManifestHead(seq: r["seq"], sha256: r["sha256"]))
@@ -188,8 +189,8 @@ extension QueueDatabase {
     }
 
     /// Every device of `userId` this NAS remembers a head of.
-    func manifestHeads(userId: String) throws -> [String: RememberedHead] {
-        try read { db in
+    func manifestHeads(userId: String) async throws -> [String: RememberedHead] {
+        try await read { db in
             var out: [String: RememberedHead] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT device, counter, seq, sha256 FROM manifest_head WHERE userId = ?", arguments: [userId]) {
                 out[row[0]] = RememberedHead(counter: row[1], head: ManifestHead(seq: row[2], sha256: row[3]))
@@ -199,8 +200,8 @@ extension QueueDatabase {
     }
 
     /// Keeps `head` for `device` unless a newer one is kept already.
-    func rememberManifestHead(userId: String, device: String, _ head: RememberedHead, now: Date) throws {
-        try write { db in
+    func rememberManifestHead(userId: String, device: String, _ head: RememberedHead, now: Date) async throws {
+        try await write { db in
             try db.execute(sql: """
                 INSERT INTO manifest_head(userId, device, counter, seq, sha256, seenAt) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT(userId, device) DO UPDATE SET counter = excluded.counter, seq = excluded.seq, sha256 = excluded.sha256,
@@ -212,8 +213,8 @@ extension QueueDatabase {
     }
 
     /// Whether any change waits for the manifest stage.
-    func hasManifestChanges() throws -> Bool {
-        try read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM manifest_change)") ?? false }
+    func hasManifestChanges() async throws -> Bool {
+        try await read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM manifest_change)") ?? false }
     }
 }
 
@@ -411,14 +412,14 @@ package struct ManifestHeads: ManifestHeadMemory {
     }
 
     package func remembered(userId: String, device: String) async -> RememberedHead? {
-        try? database.manifestHead(userId: userId, device: device)
+        try? await database.manifestHead(userId: userId, device: device)
     }
 
     package func remember(userId: String, device: String, _ head: RememberedHead) async {
-        try? database.rememberManifestHead(userId: userId, device: device, head, now: clock.now())
+        try? await database.rememberManifestHead(userId: userId, device: device, head, now: clock.now())
     }
 
     package func all(userId: String) async -> [String: RememberedHead] {
-        (try? database.manifestHeads(userId: userId)) ?? [:]
+        (try? await database.manifestHeads(userId: userId)) ?? [:]
     }
 }

@@ -91,7 +91,7 @@ package actor ManifestService: Service {
     ///   - wakes: what else makes the stage look (the daemon passes the account's changes).
     package init(database: QueueDatabase, bucket session: BucketSession, keys: any MetadataKeySource, options: Options,
                  clock: any DaemonClock = SystemClock(), wakes: [StageLoop.Source] = [], logger: Logger,
-                 statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil, alarms: ManifestAlarms? = nil) {
+                 statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil, alarms: ManifestAlarms? = nil) async {
         self.database = database
         self.alarms = alarms
         self.session = session
@@ -103,14 +103,14 @@ package actor ManifestService: Service {
         self.audit = audit
         loop = StageLoop(clock: clock, wakes: [.signal(database.signals.uploaded), .stream(keys.keyChanges.changes())] + wakes)
         retry = options.policy.retry
-        ledger = try? database.manifestLedger()
+        ledger = try? await database.manifestLedger()
     }
 
     package func apply(_ new: Options) async {
         if new.folders != options.folders || new.deviceName != options.deviceName { recordStale = true }
         options = new
         await session.apply(trust: new.trust)
-        await loop.wake()
+        loop.wake()
     }
 
     package func run() async throws {
@@ -140,7 +140,7 @@ package actor ManifestService: Service {
         if ledger?.userId != userId || ledger?.deviceId != deviceId {
             do {
                 let fresh = ManifestLedger(userId: userId, deviceId: deviceId, writer: ledger?.writer ?? UUID().uuidString.lowercased())
-                try database.resetManifest(fresh)
+                try await database.resetManifest(fresh)
                 ledger = fresh
                 synced = false
             } catch {
@@ -149,7 +149,7 @@ package actor ManifestService: Service {
                 return now.addingTimeInterval(retry.fail(random: .random(in: 0..<1)))
             }
         }
-        let pending = (try? database.hasManifestChanges()) ?? true
+        let pending = (try? await database.hasManifestChanges()) ?? true
         let plaintext = ledger?.isPlaintext ?? false
         let written = (ledger?.seq ?? 0) > 0
         let ownCheck = written && !plaintext && (nextOwnCheck.map { $0 <= now } ?? true)
@@ -237,7 +237,7 @@ package actor ManifestService: Service {
             synced = false
         }
         l.keyFingerprint = fingerprint
-        try database.saveManifestLedger(l)
+        try await database.saveManifestLedger(l)
         ledger = l
     }
 
@@ -295,14 +295,15 @@ package actor ManifestService: Service {
             // the daemon's CPU in a burst. A segment not due for as many records as there
             // are change rows is not due for the fewer records they make.
             if let since = waitingSince {
-                let changes = try database.manifestChangeCount(upTo: options.policy.maxEntriesPerSegment)
+                let changes = try await database.manifestChangeCount(upTo: options.policy.maxEntriesPerSegment)
+                let inFlight = changes > 0 ? (try? await database.hasUploadsInFlight()) ?? true : true
                 if changes > 0, case .at(let date) = options.policy.flush(
-                    pending: changes, waitingSince: since, uploadsInFlight: (try? database.hasUploadsInFlight()) ?? true, now: clock.now()) {
+                    pending: changes, waitingSince: since, uploadsInFlight: inFlight, now: clock.now()) {
                     setState(.pending)
                     return date
                 }
             }
-            guard let batch = try database.manifestCandidates(limit: options.policy.maxEntriesPerSegment) else {
+            guard let batch = try await database.manifestCandidates(limit: options.policy.maxEntriesPerSegment) else {
                 waitingSince = nil
                 setState(.idle)
                 return nil
@@ -314,13 +315,13 @@ package actor ManifestService: Service {
             }
             self.names = names
             guard !records.isEmpty else {
-                try database.dropManifestChanges(through: batch.through)
+                try await database.dropManifestChanges(through: batch.through)
                 continue
             }
             let since = waitingSince ?? now
             waitingSince = since
-            let due = options.policy.flush(pending: records.count, waitingSince: since,
-                                           uploadsInFlight: (try? database.hasUploadsInFlight()) ?? true, now: clock.now())
+            let inFlight = (try? await database.hasUploadsInFlight()) ?? true
+            let due = options.policy.flush(pending: records.count, waitingSince: since, uploadsInFlight: inFlight, now: clock.now())
             if case .at(let date) = due {
                 setState(.pending)
                 return date
@@ -383,7 +384,7 @@ package actor ManifestService: Service {
         let seq = current.seq + 1
         // The folders above the files, with their owners, when new or changed: first, and
         // no later than the files (an --as-of restore that has a file has its folders).
-        let folders = try folderRecords(for: records, time: records.map(\.time).min() ?? 0)
+        let folders = try await folderRecords(for: records, time: records.map(\.time).min() ?? 0)
         let all = folders + records
         var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .log, device: keys.deviceId, seq: seq, createdAt: Timestamp.string(clock.now()),
                                                                     writer: current.writer, through: through, prev: current.head.sha256))
@@ -397,7 +398,7 @@ package actor ManifestService: Service {
         try await store.put(objectKey, bytes, ifNoneMatch: true)
         let written = clock.now()
         let sha = ManifestSegment.sealedDigestHex(of: bytes)
-        ledger = try database.recordManifestSegment(seq: seq, records: all, through: through) { l in
+        ledger = try await database.recordManifestSegment(seq: seq, records: all, through: through) { l in
             l.logged(seq, sha256: sha, records: all, writtenAt: written.timeIntervalSince1970)
         }
         recordStale = true
@@ -407,7 +408,7 @@ package actor ManifestService: Service {
     /// The folder records a batch of file records brings: each folder from the watched
     /// folder down to the files' own, stat'ed now, whose owner, group or mode the manifest
     /// does not hold yet. A folder's time alone changing (a file added) is not a change.
-    private func folderRecords(for records: [ManifestRecord], time: Int64) throws -> [ManifestRecord] {
+    private func folderRecords(for records: [ManifestRecord], time: Int64) async throws -> [ManifestRecord] {
         var seen = ExactKeyed<String>()
         var wanted: [String] = []
         // Files come in runs of one folder: a file whose folder is the previous file's adds
@@ -422,7 +423,7 @@ package actor ManifestService: Service {
             }
         }
         guard !wanted.isEmpty else { return [] }
-        let known = try database.manifestFolderRecords(wanted)
+        let known = try await database.manifestFolderRecords(wanted)
         var out: [ManifestRecord] = []
         for path in wanted {
             guard let (owner, mtime) = FolderStat.of(path), let folder = seen[path] else { continue }
@@ -455,11 +456,13 @@ package actor ManifestService: Service {
             let number = parts.count + 1
             var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .snapshot, device: keys.deviceId, seq: seq, part: number,
                                                                         createdAt: Timestamp.string(clock.now()), prev: prev))
-            var last: StoredManifestRecord?
-            let read = try database.manifestRecords(after: after, limit: options.policy.maxEntriesPerPart) { stored in
-                if let entry = ManifestChanges.entry(stored.record) { encoder.append(entry) }
-                last = stored
+            let (read, filled) = try await database.manifestRecords(after: after, limit: options.policy.maxEntriesPerPart,
+                                                                   into: (encoder, nil as StoredManifestRecord?)) { page, stored in
+                if let entry = ManifestChanges.entry(stored.record) { page.0.append(entry) }
+                page.1 = stored
             }
+            encoder = filled.0
+            let last = filled.1
             if read == 0 && !parts.isEmpty { break }
             let objectKey = keys.snapshotPart(seq, part: number)
             let bytes = encoder.sealed(key: key, objectKey: objectKey)
@@ -478,7 +481,7 @@ package actor ManifestService: Service {
         current.logEntries = 0
         current.logSegments = 0
         current.snapshotEntries = Int64(total)
-        try database.saveManifestLedger(current)
+        try await database.saveManifestLedger(current)
         ledger = current
         needsSnapshot = false
         recordStale = true
@@ -502,7 +505,7 @@ package actor ManifestService: Service {
         let counter = (l.counter ?? 0) + 1
         l.counter = counter
         l.keyFingerprint = accountKey.fingerprint
-        try database.saveManifestLedger(l)
+        try await database.saveManifestLedger(l)
         ledger = l
         // The time as S3 keeps it: a reader holds it against the object's LastModified.
         let record = DeviceRecord(
@@ -512,7 +515,7 @@ package actor ManifestService: Service {
             software: "photolalad \(PhotolalaVersion.current)", counter: counter, head: l.head, seen: seen)
         try await store.put(keys.record, record.sealed(key: accountKey, wrap: wrap, userId: keys.userId, objectKey: keys.record))
         recordStale = false
-        try database.rememberManifestHead(userId: keys.userId, device: keys.deviceId, RememberedHead(counter: counter, head: l.head), now: clock.now())
+        try await database.rememberManifestHead(userId: keys.userId, device: keys.deviceId, RememberedHead(counter: counter, head: l.head), now: clock.now())
     }
 
     /// What this NAS vouches for of the account's other devices (privacy.md "Freshness
@@ -527,13 +530,13 @@ package actor ManifestService: Service {
                           device != keys.deviceId, let bytes = try? await store.bytes(objectKey),
                           let record = try? DeviceRecord.open(bytes, key: key, objectKey: objectKey), record.deviceId == device,
                           let counter = record.counter, let head = record.head else { continue }
-                    try? database.rememberManifestHead(userId: keys.userId, device: device, RememberedHead(counter: counter, head: head),
+                    try? await database.rememberManifestHead(userId: keys.userId, device: device, RememberedHead(counter: counter, head: head),
                                                        now: clock.now())
                 }
             }
         }
         var seen: [String: SeenHead] = [:]
-        for (device, head) in (try? database.manifestHeads(userId: keys.userId)) ?? [:] where device != keys.deviceId {
+        for (device, head) in (try? await database.manifestHeads(userId: keys.userId)) ?? [:] where device != keys.deviceId {
             seen[device] = SeenHead(counter: head.counter, seq: head.head.seq)
         }
         return seen
@@ -556,7 +559,7 @@ package actor ManifestService: Service {
         if current.seq > 0 { try await compact(store, keys, key) }
         current = ledger ?? current
         current.format = ManifestSegment.sealedFormat
-        try database.saveManifestLedger(current)
+        try await database.saveManifestLedger(current)
         ledger = current
         if current.seq > 0 { try await writeRecord(store, keys, key) }
         plaintextLeft = ManifestSync(listing: try await store.keys(under: keys.prefix), keys: keys).plaintext
@@ -605,13 +608,13 @@ package actor ManifestService: Service {
     // MARK: comparing the bucket's manifest with the ledger (see `ManifestSync`)
 
     private func sync(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey) async throws {
-        var current = try database.manifestLedger() ?? ManifestLedger(userId: nil, deviceId: nil)
+        var current = try await database.manifestLedger() ?? ManifestLedger(userId: nil, deviceId: nil)
         if current.userId != keys.userId || current.deviceId != keys.deviceId {
             // Another account or device than the mirror's (a first start, a new sign-in):
             // everything backed up is written again under this one.
             if current.userId != nil { logger.notice("the manifest starts over for this account and device") }
             current = ManifestLedger(userId: keys.userId, deviceId: keys.deviceId, writer: current.writer)
-            try database.resetManifest(current)
+            try await database.resetManifest(current)
         }
         ledger = current
         let plan = ManifestSync(listing: try await store.keys(under: keys.prefix), keys: keys)
@@ -621,7 +624,7 @@ package actor ManifestService: Service {
            let record = try? DeviceRecord.open(bytes, key: key, objectKey: keys.record), let counter = record.counter,
            counter > (current.counter ?? 0) {
             current.counter = counter
-            try database.saveManifestLedger(current)
+            try await database.saveManifestLedger(current)
             ledger = current
         }
         recordStale = true
@@ -644,7 +647,7 @@ package actor ManifestService: Service {
                 try await delete(plan.unusable(seq), store, keys, why: "unusable segment")
                 break
             }
-            current = try adopt(segment, seq: seq, sha256: ManifestSegment.sealedDigestHex(of: sealed))
+            current = try await adopt(segment, seq: seq, sha256: ManifestSegment.sealedDigestHex(of: sealed))
             logger.notice("took back a manifest segment written before a stop", metadata: ["seq": "\(seq)"])
         }
         switch plan.outcome(ledgerSeq: current.seq, ledgerSnapshot: current.snapshot) {
@@ -659,11 +662,11 @@ package actor ManifestService: Service {
 
     /// Records a segment read back from the bucket as if just written. The changes it
     /// consumed are dropped only if this database wrote it.
-    private func adopt(_ segment: ManifestSegment, seq: Int64, sha256: String) throws -> ManifestLedger {
+    private func adopt(_ segment: ManifestSegment, seq: Int64, sha256: String) async throws -> ManifestLedger {
         let records = segment.entries.compactMap(ManifestChanges.record)
         let mine = segment.header.writer == ledger?.writer
         let written = Timestamp.parse(segment.header.createdAt)?.timeIntervalSince1970
-        let saved = try database.recordManifestSegment(seq: seq, records: records, through: mine ? segment.header.through : nil) { l in
+        let saved = try await database.recordManifestSegment(seq: seq, records: records, through: mine ? segment.header.through : nil) { l in
             l.logged(seq, sha256: sha256, records: records, writtenAt: written)
         }
         ledger = saved
@@ -675,17 +678,17 @@ package actor ManifestService: Service {
     private func rebuild(from seq: Int64, _ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey, writer: String) async throws -> ManifestLedger {
         logger.notice("rebuilding the manifest mirror from the bucket", metadata: ["snapshot": "\(seq)"])
         let counter = ledger?.counter
-        try database.resetManifest(ManifestLedger(userId: keys.userId, deviceId: keys.deviceId, writer: writer))
+        try await database.resetManifest(ManifestLedger(userId: keys.userId, deviceId: keys.deviceId, writer: writer))
         let index = try await store.sealedSegment(keys.snapshotIndex(seq), key: key).segment
         guard index.header.kind == .snapshotIndex, index.header.seq == seq, let prev = index.header.prev else {
             throw ManifestReadError.damaged(keys.snapshotIndex(seq), "it is not the index of snapshot \(seq)")
         }
         var ord: Int64 = 0
-        var saved = try database.manifestLedger()
+        var saved = try await database.manifestLedger()
         for part in index.header.parts ?? [] {
             let segment = try await store.sealedSegment(keys.snapshotPart(seq, part: part.part), key: key, digest: part.sha256).segment
             let records = segment.entries.compactMap(ManifestChanges.record)
-            saved = try database.recordManifestSegment(seq: seq, records: records, through: nil, ordBase: ord) { l in
+            saved = try await database.recordManifestSegment(seq: seq, records: records, through: nil, ordBase: ord) { l in
                 l.seq = seq
                 l.snapshot = seq
                 l.snapshotEntries += Int64(records.count)
@@ -696,7 +699,7 @@ package actor ManifestService: Service {
         var result = saved ?? ManifestLedger(userId: keys.userId, deviceId: keys.deviceId, writer: writer)
         result.headSHA = prev
         result.counter = counter
-        try database.saveManifestLedger(result)
+        try await database.saveManifestLedger(result)
         ledger = result
         return result
     }

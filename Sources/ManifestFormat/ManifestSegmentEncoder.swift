@@ -7,7 +7,7 @@ import Vault
 /// records are read from the queue, never held as a list: only the body's bytes (under a
 /// megabyte a part) stay in memory. The header's folders (and, in format 2, its user and
 /// group names) are collected as records name them.
-package struct ManifestSegmentEncoder {
+package struct ManifestSegmentEncoder: Sendable {
     private var header: ManifestHeader
     private let format: Int
     private var folderIndex = ExactKeyed<Int>()

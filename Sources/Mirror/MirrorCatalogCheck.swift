@@ -94,8 +94,8 @@ package struct MirrorCatalogCheck: Sendable {
 
     /// Rows the mirror may not know.
     private func added(_ rows: [(MD5Value, CatalogDates.Entry)], into result: inout Result, now: @Sendable () -> Date) async throws {
-        let known = try database.mirrorEntries(md5s: rows.map(\.0))
-        let own = include == .others ? try database.heldByWatchedFiles(rows.map(\.0.hex), outside: folder) : [:]
+        let known = try await database.mirrorEntries(md5s: rows.map(\.0))
+        let own = include == .others ? try await database.heldByWatchedFiles(rows.map(\.0.hex), outside: folder) : [:]
         var saving: [MirrorEntry] = []
         var ask: [(MD5Value, CatalogDates.Entry)] = []
         for (md5, row) in rows {
@@ -127,12 +127,12 @@ package struct MirrorCatalogCheck: Sendable {
                 continue
             }
         }
-        try database.applyMirror(saving: saving, forgetting: [], now: now())
+        try await database.applyMirror(saving: saving, forgetting: [], now: now())
     }
 
     /// Rows the new catalog dropped: a copy whose object is gone too is the account's loss.
     private func removed(_ md5s: [MD5Value], into result: inout Result, now: @Sendable () -> Date) async {
-        guard let entries = try? database.mirrorEntries(md5s: md5s) else { return }
+        guard let entries = try? await database.mirrorEntries(md5s: md5s) else { return }
         let look = entries.values.filter { $0.state.isPresent && !$0.gone }.map(\.md5)
         let answers = await heads(look)
         var saving: [MirrorEntry] = []
@@ -145,7 +145,7 @@ package struct MirrorCatalogCheck: Sendable {
             }
             result.lost += 1
         }
-        try? database.applyMirror(saving: saving, forgetting: [], now: now())
+        try? await database.applyMirror(saving: saving, forgetting: [], now: now())
     }
 
     /// One HEAD per object, `concurrency` at a time: the answer (nil inside: no such key),

@@ -82,12 +82,12 @@ package struct MirrorCopy: Sendable {
         // A name given before a kill: the copy may be there already, or someone else's file.
         if let path = e.path {
             if let found = paths.identity(of: path) {
-                if found.size == e.size, let d = paths.digest(of: path, sha256: sha256 != nil), d.md5 == e.md5,
+                if found.size == e.size, let d = await Self.digest(paths, path, sha256: sha256 != nil), d.md5 == e.md5,
                    sha256 == nil || d.sha256 == sha256 {
                     e.state = .copied
                     e.device = found.device
                     e.inode = found.inode
-                    return .finished(record(e, now: now()))
+                    return .finished(await record(e, now: now()))
                 }
                 // Another file took the name meanwhile: the copy gets another.
                 e.path = nil
@@ -130,20 +130,20 @@ package struct MirrorCopy: Sendable {
         if name == nil {
             for n in 0..<MirrorNaming.maxCandidates {
                 let candidate = MirrorNaming.candidate(n, seconds: seconds, md5: e.md5, ext: e.ext!)
-                if (try? database.mirrorPathTaken(candidate, by: e.md5)) != false { continue }
+                if (try? await database.mirrorPathTaken(candidate, by: e.md5)) != false { continue }
                 guard let there = paths.identity(of: candidate) else {
                     name = candidate
                     break
                 }
                 // A file with these very bytes is there (a restore --by-date, a copy of the user's): adopted.
-                if there.size == e.size, let d = paths.digest(of: candidate, sha256: sha256 != nil), d.md5 == e.md5,
+                if there.size == e.size, let d = await Self.digest(paths, candidate, sha256: sha256 != nil), d.md5 == e.md5,
                    sha256 == nil || d.sha256 == sha256 {
                     incoming.discard()
                     e.path = candidate
                     e.state = .adopted
                     e.device = there.device
                     e.inode = there.inode
-                    return record(e, now: now())
+                    return await record(e, now: now())
                 }
             }
         }
@@ -153,7 +153,7 @@ package struct MirrorCopy: Sendable {
         }
         e.path = name
         do {
-            try database.mirrorNaming(e, key: e.key(userId: userId), etag: e.md5.hex, now: now())
+            try await database.mirrorNaming(e, key: e.key(userId: userId), etag: e.md5.hex, now: now())
         } catch {
             incoming.discard()
             return .failed("the queue database: \(error)")
@@ -177,7 +177,14 @@ package struct MirrorCopy: Sendable {
         e.attempts = 0
         e.nextAttemptAt = nil
         e.lastError = nil
-        return record(e, now: now(), problems: problems)
+        return await record(e, now: now(), problems: problems)
+    }
+
+    /// A file's digests read on `Blocking`'s threads: a copy may be gigabytes, and the
+    /// cooperative pool has a thread per core.
+    private static func digest(_ paths: MirrorPaths, _ path: String, sha256: Bool) async
+        -> (md5: MD5Value, sha256: SHA256Value?, size: Int64, device: UInt64, inode: UInt64)? {
+        await Blocking.run { paths.digest(of: path, sha256: sha256) }
     }
 
     /// What a transfer's outcome is for the stage.
@@ -194,9 +201,9 @@ package struct MirrorCopy: Sendable {
         }
     }
 
-    private func record(_ e: MirrorEntry, now: Date, problems: [String] = []) -> Outcome {
+    private func record(_ e: MirrorEntry, now: Date, problems: [String] = []) async -> Outcome {
         do {
-            try database.saveMirror(e, now: now)
+            try await database.saveMirror(e, now: now)
         } catch {
             return .failed("the queue database: \(error)")
         }

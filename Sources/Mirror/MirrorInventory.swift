@@ -77,7 +77,7 @@ package struct MirrorInventory: Sendable {
             let last = page.nextContinuationToken == nil ? nil : page.objects.last.flatMap { Self.md5(key: $0.key, prefix: prefix) }
                 ?? listed.last?.md5
             do {
-                try apply(listed, after: previous, through: last, into: &result, now: now())
+                try await apply(listed, after: previous, through: last, into: &result, now: now())
             } catch {
                 result.failure = "the queue database: \(error)"
                 return result
@@ -96,10 +96,10 @@ package struct MirrorInventory: Sendable {
     }
 
     /// One page: its objects against the entries in (after, through] (nil: to the end).
-    private func apply(_ listed: [MirrorPlan.Listed], after: MD5Value?, through: MD5Value?, into result: inout Result, now: Date) throws {
+    private func apply(_ listed: [MirrorPlan.Listed], after: MD5Value?, through: MD5Value?, into result: inout Result, now: Date) async throws {
         result.listed += listed.count
-        var held = Dictionary(try database.mirrorEntries(after: after, through: through).map { ($0.md5, $0) }, uniquingKeysWith: { a, _ in a })
-        let own = include == .others ? try database.heldByWatchedFiles(listed.map(\.md5.hex), outside: folder) : [:]
+        var held = Dictionary(try await database.mirrorEntries(after: after, through: through).map { ($0.md5, $0) }, uniquingKeysWith: { a, _ in a })
+        let own = include == .others ? try await database.heldByWatchedFiles(listed.map(\.md5.hex), outside: folder) : [:]
         var saving: [MirrorEntry] = []
         var forgetting: [MD5Value] = []
         for l in listed {
@@ -129,7 +129,7 @@ package struct MirrorInventory: Sendable {
             }
             result.lost += 1
         }
-        try database.applyMirror(saving: saving, forgetting: forgetting, now: now)
+        try await database.applyMirror(saving: saving, forgetting: forgetting, now: now)
     }
 
     /// `photos/{userId}/{32 lowercase hex}.dat` → its MD5; anything else (another case, a

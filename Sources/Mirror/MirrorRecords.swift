@@ -29,7 +29,7 @@ package struct MirrorCounts: Sendable, Equatable {
     package init() {}
 }
 
-/// The mirror's rows (`mirror_object`, the migration "v8-mirror" in Queue) and the settings
+/// The mirror's rows (`mirror_object`, the migration "v9-mirror" in Queue) and the settings
 /// it keeps, one transaction per page or per object, so a kill -9 at any instant leaves
 /// every object either as it was or as the step left it.
 extension QueueDatabase {
@@ -37,6 +37,11 @@ extension QueueDatabase {
         md5, size, storageClass, modified, catalogDate, ext, path, state, gone, device, inode, attempts, refusals, nextAttemptAt,
         thawAskedAt, lastError
         """
+
+    /// The states of an object not (or no longer) on this NAS: what a file of its size may be adopted as.
+    static let notHere: [MirrorState] = [.pending, .archived, .thawing, .refused, .removed]
+    static let notHereMarks = "(" + notHere.map { _ in "?" }.joined(separator: ", ") + ")"
+    static var notHereArguments: StatementArguments { StatementArguments(notHere.map(\.rawValue)) }
 
     static func mirrorEntry(_ row: Row) -> MirrorEntry? {
         guard let md5 = MD5Value(hex: row["md5"]), let state = MirrorState(rawValue: row["state"]) else { return nil }
@@ -67,8 +72,8 @@ extension QueueDatabase {
 
     // MARK: reading
 
-    package func mirrorEntry(_ md5: MD5Value) throws -> MirrorEntry? {
-        try read { db in
+    package func mirrorEntry(_ md5: MD5Value) async throws -> MirrorEntry? {
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT \(Self.mirrorColumns) FROM mirror_object WHERE md5 = ?", arguments: [md5.hex])
                 .flatMap(Self.mirrorEntry)
         }
@@ -76,8 +81,8 @@ extension QueueDatabase {
 
     /// The entries with keys after `after` (nil: from the first) up to and including
     /// `through` (nil: to the last), in MD5 order: what a listing page covers.
-    package func mirrorEntries(after: MD5Value?, through: MD5Value?) throws -> [MirrorEntry] {
-        try read { db in
+    package func mirrorEntries(after: MD5Value?, through: MD5Value?) async throws -> [MirrorEntry] {
+        try await read { db in
             try Row.fetchAll(db, sql: """
                 SELECT \(Self.mirrorColumns) FROM mirror_object WHERE md5 > ? AND md5 <= ? ORDER BY md5
                 """, arguments: [after?.hex ?? "", through?.hex ?? "g"]).compactMap(Self.mirrorEntry)
@@ -85,9 +90,9 @@ extension QueueDatabase {
     }
 
     /// The entries of these objects (at most a few thousand at a time).
-    package func mirrorEntries(md5s: [MD5Value]) throws -> [MD5Value: MirrorEntry] {
+    package func mirrorEntries(md5s: [MD5Value]) async throws -> [MD5Value: MirrorEntry] {
         guard !md5s.isEmpty else { return [:] }
-        return try read { db in
+        return try await read { db in
             var out: [MD5Value: MirrorEntry] = [:]
             for start in stride(from: 0, to: md5s.count, by: 500) {
                 let chunk = md5s[start..<min(md5s.count, start + 500)]
@@ -102,8 +107,8 @@ extension QueueDatabase {
     }
 
     /// At most `limit` entries in `states`, in MD5 order after `after`, due by `now` when given.
-    package func mirrorEntries(in states: [MirrorState], after: MD5Value? = nil, dueBy now: Date? = nil, limit: Int) throws -> [MirrorEntry] {
-        try read { db in
+    package func mirrorEntries(in states: [MirrorState], after: MD5Value? = nil, dueBy now: Date? = nil, limit: Int) async throws -> [MirrorEntry] {
+        try await read { db in
             let marks = states.map { _ in "?" }.joined(separator: ",")
             var arguments = StatementArguments(states.map(\.rawValue))
             var sql = "SELECT \(Self.mirrorColumns) FROM mirror_object WHERE state IN (\(marks)) AND md5 > ?"
@@ -119,17 +124,17 @@ extension QueueDatabase {
     }
 
     /// At most `limit` copies whose object the account no longer holds, in MD5 order.
-    package func mirrorGone(limit: Int) throws -> [MirrorEntry] {
-        try read { db in
+    package func mirrorGone(limit: Int) async throws -> [MirrorEntry] {
+        try await read { db in
             try Row.fetchAll(db, sql: """
-                SELECT \(Self.mirrorColumns) FROM mirror_object WHERE gone = 1 AND state IN ('copied', 'adopted') ORDER BY md5 LIMIT ?
-                """, arguments: [limit]).compactMap(Self.mirrorEntry)
+                SELECT \(Self.mirrorColumns) FROM mirror_object WHERE gone = 1 AND state IN (?, ?) ORDER BY md5 LIMIT ?
+                """, arguments: [MirrorState.copied.rawValue, MirrorState.adopted.rawValue, limit]).compactMap(Self.mirrorEntry)
         }
     }
 
     /// When the next entry in `states` waiting for a retry is due (nil: none waits).
-    package func mirrorNextAttempt(in states: [MirrorState]) throws -> Date? {
-        try read { db in
+    package func mirrorNextAttempt(in states: [MirrorState]) async throws -> Date? {
+        try await read { db in
             let marks = states.map { _ in "?" }.joined(separator: ",")
             return try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM mirror_object WHERE state IN (\(marks))",
                                        arguments: StatementArguments(states.map(\.rawValue)))
@@ -138,8 +143,8 @@ extension QueueDatabase {
     }
 
     /// Whether another entry than `md5` names `path`.
-    package func mirrorPathTaken(_ path: String, by md5: MD5Value) throws -> Bool {
-        try read { db in
+    package func mirrorPathTaken(_ path: String, by md5: MD5Value) async throws -> Bool {
+        try await read { db in
             try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM mirror_object WHERE path = ? AND md5 != ?)",
                               arguments: [path, md5.hex]) ?? false
         }
@@ -147,25 +152,24 @@ extension QueueDatabase {
 
     /// The sizes of the objects not yet on this NAS (what a file in the folder must have to
     /// be adopted), and how many there are.
-    package func mirrorAdoptableSizes() throws -> Set<Int64> {
-        try read { db in
-            Set(try Int64.fetchAll(db, sql: """
-                SELECT DISTINCT size FROM mirror_object WHERE state IN ('pending', 'archived', 'thawing', 'refused', 'removed')
-                """))
+    package func mirrorAdoptableSizes() async throws -> Set<Int64> {
+        try await read { db in
+            Set(try Int64.fetchAll(db, sql: "SELECT DISTINCT size FROM mirror_object WHERE state IN \(Self.notHereMarks)",
+                                   arguments: Self.notHereArguments))
         }
     }
 
     /// The entries not on this NAS with one of these sizes.
-    package func mirrorAdoptable(size: Int64) throws -> [MirrorEntry] {
-        try read { db in
+    package func mirrorAdoptable(size: Int64) async throws -> [MirrorEntry] {
+        try await read { db in
             try Row.fetchAll(db, sql: """
-                SELECT \(Self.mirrorColumns) FROM mirror_object WHERE size = ? AND state IN ('pending', 'archived', 'thawing', 'refused', 'removed')
-                """, arguments: [size]).compactMap(Self.mirrorEntry)
+                SELECT \(Self.mirrorColumns) FROM mirror_object WHERE size = ? AND state IN \(Self.notHereMarks)
+                """, arguments: [size] + Self.notHereArguments).compactMap(Self.mirrorEntry)
         }
     }
 
-    package func mirrorCounts() throws -> MirrorCounts {
-        try read { db in
+    package func mirrorCounts() async throws -> MirrorCounts {
+        try await read { db in
             var c = MirrorCounts()
             for row in try Row.fetchAll(db, sql: """
                 SELECT state, gone, count(*) AS n, coalesce(sum(size), 0) AS bytes, sum(refusals >= ?) AS repeated
@@ -203,9 +207,9 @@ extension QueueDatabase {
     // MARK: writing
 
     /// A listing page's changes, the entries the account lost and those it forgot, at once.
-    package func applyMirror(saving: [MirrorEntry], forgetting: [MD5Value], now: Date) throws {
+    package func applyMirror(saving: [MirrorEntry], forgetting: [MD5Value], now: Date) async throws {
         guard !saving.isEmpty || !forgetting.isEmpty else { return }
-        try write { db in
+        try await write { db in
             for e in saving { try Self.saveMirror(db, e, now: now) }
             for md5 in forgetting {
                 try db.execute(sql: "DELETE FROM mirror_object WHERE md5 = ?", arguments: [md5.hex])
@@ -213,40 +217,41 @@ extension QueueDatabase {
         }
     }
 
-    package func saveMirror(_ e: MirrorEntry, now: Date) throws {
-        try write { db in try Self.saveMirror(db, e, now: now) }
+    package func saveMirror(_ e: MirrorEntry, now: Date) async throws {
+        try await write { db in try Self.saveMirror(db, e, now: now) }
     }
 
     /// The name a copy is about to take, and — in the same transaction, before the file
     /// appears where ingest could see it — its object in the inventory, so the uploader
     /// knows it is in the account and sends nothing for it (mirror.md "No loop").
-    package func mirrorNaming(_ e: MirrorEntry, key: String, etag: String, now: Date) throws {
-        try write { db in
+    package func mirrorNaming(_ e: MirrorEntry, key: String, etag: String, now: Date) async throws {
+        try await write { db in
             try Self.saveMirror(db, e, now: now)
             try Self.recordStored(db, key: key, size: e.size, etag: etag, storageClass: e.storageClass, now: now)
         }
     }
 
     /// Every entry removed here goes back to be fetched again (`mirror --refill`); returns how many.
-    package func mirrorRefill(now: Date) throws -> Int {
-        try write { db in
+    package func mirrorRefill(now: Date) async throws -> Int {
+        try await write { db in
             try db.execute(sql: """
-                UPDATE mirror_object SET state = 'pending', path = NULL, device = NULL, inode = NULL, attempts = 0,
-                  nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'removed' AND gone = 0
-                """, arguments: [now.timeIntervalSince1970])
+                UPDATE mirror_object SET state = ?, path = NULL, device = NULL, inode = NULL, attempts = 0,
+                  nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = ? AND gone = 0
+                """, arguments: [MirrorState.pending.rawValue, now.timeIntervalSince1970, MirrorState.removed.rawValue])
             return db.changesCount
         }
     }
 
     /// Refused objects are looked at again now (`mirror --pass`).
-    package func mirrorRetryRefused(now: Date) throws {
-        try write { db in
-            try db.execute(sql: "UPDATE mirror_object SET nextAttemptAt = NULL WHERE state IN ('pending', 'refused') AND nextAttemptAt IS NOT NULL")
+    package func mirrorRetryRefused(now: Date) async throws {
+        try await write { db in
+            try db.execute(sql: "UPDATE mirror_object SET nextAttemptAt = NULL WHERE state IN (?, ?) AND nextAttemptAt IS NOT NULL",
+                           arguments: [MirrorState.pending.rawValue, MirrorState.refused.rawValue])
         }
     }
 
     /// Another account's entries, or another folder's: they say nothing of this one.
-    package func forgetMirror() throws {
-        try write { db in try db.execute(sql: "DELETE FROM mirror_object") }
+    package func forgetMirror() async throws {
+        try await write { db in try db.execute(sql: "DELETE FROM mirror_object") }
     }
 }

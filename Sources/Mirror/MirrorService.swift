@@ -159,11 +159,11 @@ package actor MirrorService: Service {
             diskFull = false
         }
         statusChanges.changed()
-        await loop?.wake()
+        loop?.wake()
     }
 
     package func run() async throws {
-        let loop = StageLoop(clock: clock, wakes: [.stream(account.changes()), .stream(user.changes()), .stream(Self.changes(of: schedule))])
+        let loop = StageLoop(clock: clock, wakes: [.stream(account.changes()), .stream(user.changes()), .signal(schedule.changes)])
         self.loop = loop
         await loop.run { _ in await self.step() }
         lanes.shutdown()
@@ -188,7 +188,7 @@ package actor MirrorService: Service {
             return .wake
         }
         guard let userId else { return .wake }
-        if let problem = prepareFolder(folder, userId: userId) {
+        if let problem = await prepareFolder(folder, userId: userId) {
             folderProblem = problem
             setPause(.folder)
             return .wait(until: clock.now().addingTimeInterval(Self.folderLook))
@@ -204,9 +204,10 @@ package actor MirrorService: Service {
         case .wait(let until):
             await thaw(userId: userId)
             // Objects whose retry came due, or a full disk looked at again.
-            if diskFull || dueNow() { await pull(userId: userId, folder: folder) }
+            let pullNow = if diskFull { true } else { await dueNow() }
+            if pullNow { await pull(userId: userId, folder: folder) }
             var next = until
-            if let due = (try? database.mirrorNextAttempt(in: [.pending, .refused, .thawing])) ?? nil, due > clock.now() {
+            if let due = (try? await database.mirrorNextAttempt(in: [.pending, .refused, .thawing])) ?? nil, due > clock.now() {
                 next = min(next, due)
             }
             if diskFull || folderProblem != nil { next = min(next, clock.now().addingTimeInterval(Self.folderLook)) }
@@ -218,9 +219,9 @@ package actor MirrorService: Service {
     }
 
     /// Whether an object waits to be fetched now.
-    private func dueNow() -> Bool {
-        guard let due = (try? database.mirrorNextAttempt(in: [.pending, .refused])) ?? nil else {
-            return ((try? database.mirrorEntries(in: [.pending], dueBy: clock.now(), limit: 1)) ?? []).isEmpty == false
+    private func dueNow() async -> Bool {
+        guard let due = (try? await database.mirrorNextAttempt(in: [.pending, .refused])) ?? nil else {
+            return ((try? await database.mirrorEntries(in: [.pending], dueBy: clock.now(), limit: 1)) ?? []).isEmpty == false
         }
         return due <= clock.now()
     }
@@ -240,16 +241,16 @@ package actor MirrorService: Service {
 
     /// Makes the folder ready, or says why it is not (nil: ready). Writes only a first
     /// time, a marker put back by hand, or a change of folder or account.
-    private func prepareFolder(_ path: String, userId: String) -> String? {
+    private func prepareFolder(_ path: String, userId: String) async -> String? {
         let folder = MirrorFolder(path: path, dirMode: options.dirMode, owner: options.owner)
         let accountTag = MirrorFolder.account(userId)
-        let known = (try? database.settings(prefix: "mirror.")) ?? [:]
+        let known = (try? await database.settings(prefix: "mirror.")) ?? [:]
         let ours = known[Self.folderKey] == path && known[Self.accountKey] == accountTag
         if known[Self.accountKey] != accountTag || known[Self.folderKey] != path, known[Self.accountKey] != nil {
             // Another account or another folder: its entries say nothing of this one.
             do {
-                try database.forgetMirror()
-                try database.setSettings([Self.folderKey: nil, Self.markerKey: nil, Self.accountKey: nil])
+                try await database.forgetMirror()
+                try await database.setSettings([Self.folderKey: nil, Self.markerKey: nil, Self.accountKey: nil])
             } catch {
                 return "the queue database: \(error)"
             }
@@ -264,13 +265,13 @@ package actor MirrorService: Service {
             }
             if let id, id == marker, account != nil { break }
             if let problem = folder.unwritable() { return problem }
-            return claim(folder, account: accountTag)
+            return await claim(folder, account: accountTag)
         case .unmarked:
             if marker != nil {
                 return "\(path) has lost its \(MirrorNaming.marker): the volume is probably not mounted, so the mirror waits. If it is the right folder, put the marker back: touch \(path)/\(MirrorNaming.marker)"
             }
             if let problem = folder.unwritable() { return problem }
-            return claim(folder, account: accountTag)
+            return await claim(folder, account: accountTag)
         case .missing(let parentExists):
             if marker != nil {
                 return "\(path) is missing: the volume is probably not mounted, so the mirror waits (it never creates the folder again by itself; mount it, or remove mirror.folder)"
@@ -283,7 +284,7 @@ package actor MirrorService: Service {
             } catch {
                 return "\(error)"
             }
-            return claim(folder, account: accountTag)
+            return await claim(folder, account: accountTag)
         case .unusable(let why):
             return why
         }
@@ -291,10 +292,10 @@ package actor MirrorService: Service {
     }
 
     /// The marker written, the folder recorded as this account's: its files are adopted.
-    private func claim(_ folder: MirrorFolder, account: String) -> String? {
+    private func claim(_ folder: MirrorFolder, account: String) async -> String? {
         do {
             let id = try folder.mark(account: account)
-            try database.setSettings([Self.folderKey: folder.path, Self.markerKey: id, Self.accountKey: account])
+            try await database.setSettings([Self.folderKey: folder.path, Self.markerKey: id, Self.accountKey: account])
         } catch let problem as MirrorFolder.Problem {
             if problem.errno == EROFS || problem.errno == EACCES || problem.errno == EPERM { return folder.unwritable() ?? problem.description }
             return problem.description
@@ -332,7 +333,7 @@ package actor MirrorService: Service {
             return failed(failure)
         }
         absent = []
-        trash(result.trash)
+        await trash(result.trash)
         memory.fullPassAt = startedAt
         memory.checkedAt = startedAt
         memory.failures = 0
@@ -363,7 +364,7 @@ package actor MirrorService: Service {
         guard case .snapshot(let md5) = pointer, md5 != catalog?.pointer else {
             // Nothing new: nothing written, one request made.
             await thaw(userId: userId)
-            if dueNow() { await pull(userId: userId, folder: folder) }
+            if await dueNow() { await pull(userId: userId, folder: folder) }
             return
         }
         pulling = true
@@ -391,7 +392,7 @@ package actor MirrorService: Service {
         absent = result.absent
         if let failure = result.failure { return failed(failure) }
         catalog = (md5, table)
-        trash(result.trash)
+        await trash(result.trash)
         markCounts()
         if result.new > 0 || result.lost > 0 {
             logger.info("the apps' catalog changed", metadata: ["new": "\(result.new)", "lost": "\(result.lost)"])
@@ -441,8 +442,11 @@ package actor MirrorService: Service {
     private func survey(folder: String) async {
         let survey = MirrorSurvey(database: database, root: folder)
         let (adopt, inFlight, clock) = (needsAdoption, Set(self.inFlight.keys), clock)
-        let result: Result<MirrorSurvey.Result, any Error> = await Self.blocking {
-            Result { try survey.run(adopt: adopt, inFlight: inFlight, now: { clock.now() }, cancelled: { false }) }
+        let result: Result<MirrorSurvey.Result, any Error>
+        do {
+            result = .success(try await survey.run(adopt: adopt, inFlight: inFlight, now: { clock.now() }, cancelled: { false }))
+        } catch {
+            result = .failure(error)
         }
         switch result {
         case .success(let r):
@@ -461,15 +465,15 @@ package actor MirrorService: Service {
 
     /// Moves copies the account lost into `.trash/`, unless that many at once looks like a
     /// listing gone wrong (`TrashGuard`): then they stay, counted as only on this NAS.
-    private func trash(_ entries: [MirrorEntry]) {
+    private func trash(_ entries: [MirrorEntry]) async {
         guard !entries.isEmpty, let folder = options.folder else { return }
         let now = clock.now()
-        let present = ((try? database.mirrorCounts()) ?? MirrorCounts()).present
+        let present = ((try? await database.mirrorCounts()) ?? MirrorCounts()).present
         guard TrashGuard.allows(trashing: entries.count, present: present) else {
             let why = "\(entries.count) copies would move into \(MirrorNaming.trashFolder)/ at once, more than half of the \(present) here: nothing was moved; they stay, counted as only on this NAS (the next full listing decides again)"
             logger.warning("\(why)")
             lastError = why
-            try? database.applyMirror(saving: entries.map { var e = $0; e.gone = true; return e }, forgetting: [], now: now)
+            try? await database.applyMirror(saving: entries.map { var e = $0; e.gone = true; return e }, forgetting: [], now: now)
             return
         }
         let paths = MirrorPaths(root: folder)
@@ -499,7 +503,7 @@ package actor MirrorService: Service {
             if done { moved += 1 }
             saving.append(e)
         }
-        try? database.applyMirror(saving: saving, forgetting: [], now: now)
+        try? await database.applyMirror(saving: saving, forgetting: [], now: now)
         if moved > 0 {
             logger.notice("the account lost objects the mirror had: their copies moved into \(MirrorNaming.trashFolder)/", metadata: ["count": "\(moved)"])
             audit?.record(AuditEvent(.mirrorTrash, by: .daemon, .ok, ["count": .int(Int64(moved)), "folder": .string(folder)]))
@@ -515,12 +519,12 @@ package actor MirrorService: Service {
         let rule = ThawRule(checkInterval: options.checkInterval)
         let now = clock.now()
         if options.thawArchived {
-            let archived = (try? database.mirrorEntries(in: [.archived], limit: 1000)) ?? []
+            let archived = (try? await database.mirrorEntries(in: [.archived], limit: 1000)) ?? []
             for entry in archived where !entry.gone && entry.thawAskedAt == nil && (entry.nextAttemptAt ?? 0) <= now.timeIntervalSince1970 {
                 await ask(entry, prefix: prefix, rule: rule)
             }
         }
-        let due = (try? database.mirrorEntries(in: [.thawing], dueBy: now, limit: 1000)) ?? []
+        let due = (try? await database.mirrorEntries(in: [.thawing], dueBy: now, limit: 1000)) ?? []
         for entry in due {
             let key = entry.key(userId: userId)
             let info: S3Client.ObjectInfo?
@@ -549,11 +553,11 @@ package actor MirrorService: Service {
                 continue
             case .gone:
                 if case .forget = MirrorPlan.lost(e, onCloudDelete: options.onCloudDelete) {
-                    try? database.applyMirror(saving: [], forgetting: [e.md5], now: now)
+                    try? await database.applyMirror(saving: [], forgetting: [e.md5], now: now)
                 }
                 continue
             }
-            try? database.saveMirror(e, now: now)
+            try? await database.saveMirror(e, now: now)
         }
         if !due.isEmpty { markCounts() }
     }
@@ -582,7 +586,7 @@ package actor MirrorService: Service {
             e.nextAttemptAt = now.addingTimeInterval(Self.retry.delay(after: max(1, e.attempts + 1), random: .random(in: 0..<1))).timeIntervalSince1970
             e.attempts += 1
         }
-        try? database.saveMirror(e, now: now)
+        try? await database.saveMirror(e, now: now)
         markCounts()
     }
 
@@ -619,10 +623,10 @@ package actor MirrorService: Service {
             var running = 0
             var queue: [MirrorEntry] = []
             while true {
-                let limit = ((try? database.hasUploadsInFlight()) ?? false) ? options.whileUploading : options.concurrency
+                let limit = ((try? await database.hasUploadsInFlight()) ?? false) ? options.whileUploading : options.concurrency
                 while !stop && downloading < limit {
                     if queue.isEmpty {
-                        queue = (try? database.mirrorEntries(in: [.pending, .refused], after: after, dueBy: clock.now(), limit: 64)) ?? []
+                        queue = (try? await database.mirrorEntries(in: [.pending, .refused], after: after, dueBy: clock.now(), limit: 64)) ?? []
                         queue.removeAll { inFlight[$0.md5] != nil }
                         if let last = queue.last { after = last.md5 }
                         if queue.isEmpty {
@@ -668,11 +672,11 @@ package actor MirrorService: Service {
                     downloading -= 1
                     running -= 1
                     inFlight[entry.md5] = nil
-                    if handle(entry, outcome, userId: userId) == false { stop = true }
+                    if await handle(entry, outcome, userId: userId) == false { stop = true }
                 case .done(let entry, let outcome):
                     running -= 1
                     inFlight[entry.md5] = nil
-                    if handle(entry, outcome, userId: userId) == false { stop = true }
+                    if await handle(entry, outcome, userId: userId) == false { stop = true }
                 }
             }
         }
@@ -687,7 +691,7 @@ package actor MirrorService: Service {
     }
 
     /// One copy's outcome recorded; false: stop starting others (disk full, folder, a stop).
-    private func handle(_ entry: MirrorEntry, _ outcome: MirrorCopy.Outcome, userId: String) -> Bool {
+    private func handle(_ entry: MirrorEntry, _ outcome: MirrorCopy.Outcome, userId: String) async -> Bool {
         let now = clock.now()
         var e = entry
         switch outcome {
@@ -710,9 +714,9 @@ package actor MirrorService: Service {
             audit?.record(AuditEvent(.mirrorRefused, by: .daemon, .refused, ["key": .string(key), "why": .string(why)]))
         case .gone:
             switch MirrorPlan.lost(e, onCloudDelete: options.onCloudDelete) {
-            case .forget: try? database.applyMirror(saving: [], forgetting: [e.md5], now: now)
-            case .mark(let marked): try? database.saveMirror(marked, now: now)
-            case .trash(let t): trash([t])
+            case .forget: try? await database.applyMirror(saving: [], forgetting: [e.md5], now: now)
+            case .mark(let marked): try? await database.saveMirror(marked, now: now)
+            case .trash(let t): await trash([t])
             case .none: break
             }
             markCounts()
@@ -738,8 +742,8 @@ package actor MirrorService: Service {
             return false
         }
         // The entry as the database holds it now (a name may have been given meanwhile).
-        if let current = try? database.mirrorEntry(e.md5) { e.path = current.path }
-        try? database.saveMirror(e, now: now)
+        if let current = try? await database.mirrorEntry(e.md5) { e.path = current.path }
+        try? await database.saveMirror(e, now: now)
         markCounts()
         return true
     }
@@ -750,8 +754,8 @@ package actor MirrorService: Service {
     package func requestPass() async -> String {
         guard options.folder != nil else { return "The mirror is off: set [mirror] folder in photolalad.toml and reload." }
         memory.passAsked = true
-        try? database.mirrorRetryRefused(now: clock.now())
-        await loop?.wake()
+        try? await database.mirrorRetryRefused(now: clock.now())
+        loop?.wake()
         return "A mirror pass begins now (the catalog, a full listing, then what is missing)."
     }
 
@@ -759,10 +763,10 @@ package actor MirrorService: Service {
     package func refill(by actor: AuditActor) async -> (ok: Bool, message: String) {
         guard options.folder != nil else { return (false, "The mirror is off: set [mirror] folder in photolalad.toml and reload.") }
         do {
-            let n = try database.mirrorRefill(now: clock.now())
+            let n = try await database.mirrorRefill(now: clock.now())
             audit?.record(AuditEvent(.mirrorRefill, by: actor, .ok, ["count": .int(Int64(n))]))
             markCounts()
-            await loop?.wake()
+            loop?.wake()
             return (true, n == 0 ? "Nothing was removed here: nothing to fetch again."
                           : "\(n) cop\(n == 1 ? "y" : "ies") removed here will be fetched again.")
         } catch {
@@ -772,14 +776,14 @@ package actor MirrorService: Service {
     }
 
     /// `photolalactl mirror [--limit N]`; `names`: the caller may see file names.
-    package func listing(limit: Int, names: Bool) -> (DaemonStatus.Mirror, [String: [MirrorEntry]]) {
+    package func listing(limit: Int, names: Bool) async -> (DaemonStatus.Mirror, [String: [MirrorEntry]]) {
         var lists: [String: [MirrorEntry]] = [:]
         for (name, states) in [("pending", [MirrorState.pending]), ("archived", [.archived, .thawing]), ("refused", [.refused])] {
-            lists[name] = (try? database.mirrorEntries(in: states, limit: limit)) ?? []
+            lists[name] = (try? await database.mirrorEntries(in: states, limit: limit)) ?? []
         }
-        lists["onlyHere"] = ((try? database.mirrorGone(limit: limit)) ?? [])
+        lists["onlyHere"] = ((try? await database.mirrorGone(limit: limit)) ?? [])
         if !names { for (k, v) in lists { lists[k] = v.map { var e = $0; e.path = nil; return e } } }
-        return (snapshot(), lists)
+        return (await snapshot(), lists)
     }
 
     // MARK: status
@@ -789,8 +793,8 @@ package actor MirrorService: Service {
         statusChanges.changed()
     }
 
-    private func snapshot() -> DaemonStatus.Mirror {
-        if countsAt == nil || clock.now().timeIntervalSince(countsAt!) > 1, let fresh = try? database.mirrorCounts() {
+    private func snapshot() async -> DaemonStatus.Mirror {
+        if countsAt == nil || clock.now().timeIntervalSince(countsAt!) > 1, let fresh = try? await database.mirrorCounts() {
             counts = fresh
             countsAt = clock.now()
         }
@@ -821,27 +825,7 @@ package actor MirrorService: Service {
         return m
     }
 
-    package func contribute(to s: inout DaemonStatus) {
-        s.mirror = snapshot()
-    }
-
-    /// A wake for each slot of the timetable that begins.
-    private static func changes(of feed: BandwidthFeed) -> AsyncStream<Void> {
-        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let task = Task {
-            for await _ in feed.updates() { continuation.yield() }
-            continuation.finish()
-        }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
-    }
-
-    // MARK: blocking work
-
-    private static let queue = DispatchQueue(label: "photolala.mirror.folder", qos: .utility)
-
-    /// The folder's survey (stats, a walk, reading candidates) off Swift's cooperative pool.
-    private static func blocking<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { c in queue.async { c.resume(returning: work()) } }
+    package func contribute(to s: inout DaemonStatus) async {
+        s.mirror = await snapshot()
     }
 }

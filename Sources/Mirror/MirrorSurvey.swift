@@ -30,60 +30,81 @@ package struct MirrorSurvey: Sendable {
         package var problems: [String] = []
     }
 
+    /// The rows are read and written through the queue database's own queues; the stats,
+    /// the walk and the reading run on `Blocking`'s threads, a chunk of a thousand copies
+    /// at a time, so the cooperative pool is never held by the folder.
+    ///
     /// - Parameters:
     ///   - inFlight: objects whose temporary files a transfer holds now.
-    package func run(adopt: Bool, inFlight: Set<MD5Value>, now: @Sendable () -> Date, cancelled: @Sendable () -> Bool) throws -> Result {
+    package func run(adopt: Bool, inFlight: Set<MD5Value>, now: @escaping @Sendable () -> Date,
+                     cancelled: @escaping @Sendable () -> Bool) async throws -> Result {
         var result = Result()
         var missing: [UInt64: MirrorEntry] = [:]
         var after: MD5Value?
+        let paths = self.paths
         while !cancelled() {
-            let chunk = try database.mirrorEntries(in: [.copied, .adopted], after: after, limit: 1000)
+            let chunk = try await database.mirrorEntries(in: [.copied, .adopted], after: after, limit: 1000)
             guard let last = chunk.last else { break }
             after = last.md5
-            var saving: [MirrorEntry] = []
-            for entry in chunk {
-                result.checked += 1
-                guard let path = entry.path else { continue }
-                if let found = paths.identity(of: path) {
-                    if found.inode == entry.inode && found.size == entry.size { continue }
-                    // Another file at its path: the user's copy of the same bytes, or another photo.
-                    if found.size == entry.size, let d = paths.digest(of: path, sha256: false), d.md5 == entry.md5 {
-                        var e = entry
-                        e.device = found.device
-                        e.inode = found.inode
-                        saving.append(e)
-                        continue
+            // What each copy's path holds now: unchanged (nil), the same bytes at a new inode, or missing.
+            let looked: [(MirrorEntry, Look)] = await Blocking.run {
+                chunk.compactMap { entry -> (MirrorEntry, Look)? in
+                    guard let path = entry.path else { return nil }
+                    if let found = paths.identity(of: path) {
+                        if found.inode == entry.inode && found.size == entry.size { return nil }
+                        // Another file at its path: the user's copy of the same bytes, or another photo.
+                        if found.size == entry.size, let d = paths.digest(of: path, sha256: false), d.md5 == entry.md5 {
+                            return (entry, .same(device: found.device, inode: found.inode))
+                        }
                     }
-                }
-                if let inode = entry.inode { missing[inode] = entry } else {
-                    var e = entry
-                    e.state = .removed
-                    saving.append(e)
-                    result.removed += 1
+                    return (entry, .missing)
                 }
             }
-            try database.applyMirror(saving: saving, forgetting: [], now: now())
+            result.checked += chunk.count
+            var saving: [MirrorEntry] = []
+            for (entry, look) in looked {
+                switch look {
+                case let .same(device, inode):
+                    var e = entry
+                    e.device = device
+                    e.inode = inode
+                    saving.append(e)
+                case .missing:
+                    if let inode = entry.inode { missing[inode] = entry } else {
+                        var e = entry
+                        e.state = .removed
+                        saving.append(e)
+                        result.removed += 1
+                    }
+                }
+            }
+            try await database.applyMirror(saving: saving, forgetting: [], now: now())
         }
         guard !cancelled() else { return result }
-        let sizes = adopt ? try database.mirrorAdoptableSizes() : []
+        let sizes = adopt ? try await database.mirrorAdoptableSizes() : []
         // Nothing to look for: no walk (a pass over an unchanged folder stats, never lists).
         if missing.isEmpty && sizes.isEmpty && !adopt { return result }
         result.walked = true
-        let walk = MirrorWalk.walk(paths.root, wanted: { file in
-            missing[file.inode] != nil || sizes.contains(file.size)
-        }, cancelled: cancelled)
+        let missingInodes = Set(missing.keys)
+        let walk = await Blocking.run {
+            MirrorWalk.walk(paths.root, wanted: { file in
+                missingInodes.contains(file.inode) || sizes.contains(file.size)
+            }, cancelled: cancelled)
+        }
         result.problems = walk.problems
-        for temporary in walk.temporaries {
+        let temporaries = walk.temporaries.filter { temporary in
             let name = temporary.split(separator: "/").last.map(String.init) ?? temporary
-            guard let md5 = MD5Value(hex: String(name.dropFirst(MirrorNaming.temporaryPrefix.count).dropLast(4))),
-                  !inFlight.contains(md5) else { continue }
-            paths.removeTemporary(temporary)
-            result.temporaries += 1
+            guard let md5 = MD5Value(hex: String(name.dropFirst(MirrorNaming.temporaryPrefix.count).dropLast(4))) else { return false }
+            return !inFlight.contains(md5)
+        }
+        if !temporaries.isEmpty {
+            await Blocking.run { for temporary in temporaries { paths.removeTemporary(temporary) } }
+            result.temporaries += temporaries.count
         }
         var saving: [MirrorEntry] = []
         for file in walk.files {
             if var entry = missing[file.inode], entry.size == file.size,
-               (try? database.mirrorPathTaken(file.path, by: entry.md5)) == false {
+               (try? await database.mirrorPathTaken(file.path, by: entry.md5)) == false {
                 missing[file.inode] = nil
                 entry.path = file.path
                 entry.device = file.device
@@ -91,10 +112,12 @@ package struct MirrorSurvey: Sendable {
                 result.moved += 1
                 continue
             }
-            guard sizes.contains(file.size), (try? database.mirrorPathTaken(file.path, by: MD5Value(high: 0, low: 0))) == false,
-                  let d = paths.digest(of: file.path, sha256: false), d.size == file.size,
-                  var entry = try database.mirrorEntry(d.md5), entry.size == file.size,
-                  [.pending, .archived, .thawing, .refused, .removed].contains(entry.state) else { continue }
+            guard sizes.contains(file.size), (try? await database.mirrorPathTaken(file.path, by: MD5Value(high: 0, low: 0))) == false
+            else { continue }
+            let path = file.path
+            guard let d = await Blocking.run({ paths.digest(of: path, sha256: false) }), d.size == file.size,
+                  var entry = try await database.mirrorEntry(d.md5), entry.size == file.size,
+                  QueueDatabase.notHere.contains(entry.state) else { continue }
             entry.state = .adopted
             entry.path = file.path
             entry.device = d.device
@@ -103,7 +126,7 @@ package struct MirrorSurvey: Sendable {
             entry.nextAttemptAt = nil
             entry.lastError = nil
             // One save each: two files with the same bytes are one adoption.
-            try database.saveMirror(entry, now: now())
+            try await database.saveMirror(entry, now: now())
             result.adopted += 1
         }
         for (_, entry) in missing {
@@ -112,7 +135,13 @@ package struct MirrorSurvey: Sendable {
             saving.append(e)
             result.removed += 1
         }
-        try database.applyMirror(saving: saving, forgetting: [], now: now())
+        try await database.applyMirror(saving: saving, forgetting: [], now: now())
         return result
+    }
+
+    /// What a copy's path holds at a survey, when it is not the copy as it was recorded.
+    private enum Look: Sendable {
+        case same(device: UInt64, inode: UInt64)
+        case missing
     }
 }

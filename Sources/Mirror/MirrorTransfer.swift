@@ -307,8 +307,8 @@ package struct MirrorTransfer: Sendable {
     // MARK: reading back
 
     private func readBack(_ incoming: IncomingFile, size: Int64, sha256: Bool) async -> OpenFileLanes.Result {
-        await withCheckedContinuation { c in
-            lanes.submit(fd: incoming.descriptor, size: size, sha256: sha256) { result in c.resume(returning: result) }
+        await Blocking.completion { done in
+            lanes.submit(fd: incoming.descriptor, size: size, sha256: sha256, done: done)
         }
     }
 

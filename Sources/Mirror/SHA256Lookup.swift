@@ -20,7 +20,7 @@ package struct LocalSHA256Lookup: SHA256Lookup {
     }
 
     package func sha256(of md5: MD5Value) async -> SHA256Value? {
-        let bytes = try? database.read { db in
+        let bytes = try? await database.read { db in
             try Data.fetchOne(db, sql: "SELECT sha256 FROM file WHERE md5 = ? AND sha256 IS NOT NULL LIMIT 1", arguments: [md5.hex])
         }
         return bytes.flatMap { $0 }.flatMap { SHA256Value(bytes: Array($0)) }

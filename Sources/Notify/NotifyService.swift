@@ -18,8 +18,8 @@ package protocol NotifySource: Sendable {
 /// start, written only when something was decided, so a NAS with nothing to tell writes
 /// nothing.
 package protocol NotifyMemoryStore: Sendable {
-    func loadMemory() throws -> String?
-    func saveMemory(_ text: String) throws
+    func loadMemory() async throws -> String?
+    func saveMemory(_ text: String) async throws
 }
 
 /// Tells the owner when backups stop (config.md "Notifications"): watches the status, lets
@@ -84,8 +84,8 @@ package actor NotifyService: Service {
     private var lastStoreProblem: String?
     /// Whether each channel's last attempt failed.
     private var lastFailed: [ChannelKind: Bool] = [:]
-    private let watchSignal = WakeSignal()
-    private let sendSignal = WakeSignal()
+    private let watchSignal = ChangeFeed()
+    private let sendSignal = ChangeFeed()
     /// A channel that stops delivering, and every notification given up (cli.md "audit":
     /// `notify.failed`).
     private let audit: (any AuditRecorder)?
@@ -120,18 +120,18 @@ package actor NotifyService: Service {
             healthBox.clear()
             nextPingAt = nil
         }
-        await watchSignal.notify()
-        await sendSignal.notify()
+        watchSignal.changed()
+        sendSignal.changed()
     }
 
     package func run() async throws {
-        policy = NotifyPolicy(config: options.policy, memory: loadMemory())
+        policy = await NotifyPolicy(config: options.policy, memory: loadMemory())
         let changes = source.changes()
         try? await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 // The status feed folds into the watcher's one "look again".
                 group.addTask { [watchSignal = self.watchSignal] in
-                    for await _ in changes { await watchSignal.notify() }
+                    for await _ in changes { watchSignal.changed() }
                 }
                 group.addTask { await self.watch() }
                 for kind in ChannelKind.allCases {
@@ -147,7 +147,7 @@ package actor NotifyService: Service {
 
     private func watch() async {
         while !Task.isCancelled {
-            let since = await watchSignal.current
+            let since = watchSignal.generation
             let evaluated = Date()
             await evaluate(now: evaluated)
             let deadline = nextWake(now: Date())
@@ -176,7 +176,7 @@ package actor NotifyService: Service {
         guard var policy = self.policy else { return }
         let decisions = policy.step(attention: status.attention, now: now)
         self.policy = policy
-        if !decisions.isEmpty { saveMemory(policy.memory) }
+        if !decisions.isEmpty { await saveMemory(policy.memory) }
         // Kept through a recovery's 30 s, when the switch still hears /fail.
         if !status.attention.isEmpty { problemText = status.attention.map(\.sentence).joined(separator: " ") }
         let scrubber = NotifyScrubber(userIds: [status.account.userId])
@@ -208,7 +208,7 @@ package actor NotifyService: Service {
                 nextPingAt = now.addingTimeInterval(options.healthcheckInterval)
             }
         }
-        await sendSignal.notify()
+        sendSignal.changed()
     }
 
     private func enqueue(_ event: NotifyEvent, now: Date) {
@@ -216,9 +216,9 @@ package actor NotifyService: Service {
         if options.command != nil { commandBox.add(event, now: now) }
     }
 
-    private func loadMemory() -> NotifyPolicy.Memory {
+    private func loadMemory() async -> NotifyPolicy.Memory {
         do {
-            guard let text = try store.loadMemory() else { return NotifyPolicy.Memory() }
+            guard let text = try await store.loadMemory() else { return NotifyPolicy.Memory() }
             return try JSONDecoder().decode(NotifyPolicy.Memory.self, from: Data(text.utf8))
         } catch {
             // Forgetting what was told costs at worst one event sent twice.
@@ -227,10 +227,10 @@ package actor NotifyService: Service {
         }
     }
 
-    private func saveMemory(_ memory: NotifyPolicy.Memory) {
+    private func saveMemory(_ memory: NotifyPolicy.Memory) async {
         do {
             let data = try JSONEncoder().encode(memory)
-            try store.saveMemory(String(decoding: data, as: UTF8.self))
+            try await store.saveMemory(String(decoding: data, as: UTF8.self))
             lastStoreProblem = nil
         } catch {
             // The events still go out (a full disk is one of them); after a restart some may be told again.
@@ -245,7 +245,7 @@ package actor NotifyService: Service {
     /// One channel's loop: the head of its outbox when due, else wait.
     private func deliver(_ kind: ChannelKind) async {
         while !Task.isCancelled {
-            let since = await sendSignal.current
+            let since = sendSignal.generation
             let now = Date()
             switch next(kind, now: now) {
             case .idle:

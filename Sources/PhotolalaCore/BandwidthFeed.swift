@@ -29,6 +29,9 @@ package final class BandwidthFeed: Sendable {
     }
 
     private let state: Mutex<State>
+    /// Changed with every new rate: what a stage's `StageLoop` wakes on (`.signal`) when it
+    /// needs only to know that the rate moved, not to follow it.
+    package let changes = ChangeFeed()
 
     package init(_ current: Current = Current(rate: .unlimited)) {
         state = Mutex(State(current: current))
@@ -38,11 +41,13 @@ package final class BandwidthFeed: Sendable {
 
     /// Publishes `new` to every subscriber, if it differs from what is in force.
     package func publish(_ new: Current) {
-        let subscribers = state.withLock { s -> [AsyncStream<Current>.Continuation] in
-            guard s.current != new else { return [] }
+        let subscribers = state.withLock { s -> [AsyncStream<Current>.Continuation]? in
+            guard s.current != new else { return nil }
             s.current = new
             return Array(s.subscribers.values)
         }
+        guard let subscribers else { return }
+        changes.changed()
         for c in subscribers { c.yield(new) }
     }
 

@@ -1,8 +1,12 @@
+import Foundation
 import Synchronization
 
-/// "Something the status shows changed": every stage says so here, and whoever renders
-/// the status (the systemd STATUS= line) subscribes. A value the stages are given, not a
-/// closure into the daemon, so no stage depends on who listens.
+/// The one wake primitive: "something changed, look again". A queue signal (rows entered
+/// a state), a stage's own wake, the status shown, the gate: each is a feed, told of a
+/// change with `changed()`, which never waits and never starts a task (a commit tells its
+/// signal inline). Whoever waits subscribes (`changes()`, a stream) or waits for the next
+/// change (`wait(since:)`); bursts coalesce. A value the parts are given, not a closure into
+/// whoever listens, so no part depends on who does.
 package final class ChangeFeed: Sendable {
     private struct State {
         var subscribers: [Int: AsyncStream<Void>.Continuation] = [:]
@@ -23,7 +27,8 @@ package final class ChangeFeed: Sendable {
         for c in subscribers { c.yield() }
     }
 
-    /// Counts changes (tests and the watchdog compare two readings).
+    /// Counts changes: a reader keeps one to wait for the next (`wait(since:)`), tests and
+    /// the watchdog compare two.
     package var generation: Int { state.withLock { $0.generation } }
 
     /// A stream that yields once at once, then after each change (bursts coalesce into
@@ -40,5 +45,30 @@ package final class ChangeFeed: Sendable {
         }
         continuation.yield()
         return stream
+    }
+
+    /// Returns after a change later than generation `since` (at once if there was one),
+    /// or when the task is cancelled.
+    package func wait(since: Int) async {
+        // Subscribed first: a change between the check and the wait is in the stream.
+        for await _ in changes() where generation != since { return }
+    }
+
+    /// The same, or at `deadline`.
+    package func wait(since: Int, until deadline: ContinuousClock.Instant?) async {
+        guard let deadline else { return await wait(since: since) }
+        await withTaskGroup(of: Void.self) { race in
+            race.addTask { await self.wait(since: since) }
+            // A cancelled `Sleep` frees its timer at once (Task.sleep would hold it until
+            // the deadline; see Sleep.swift), and most of these lose the race.
+            race.addTask { try? await Sleep.until(deadline) }
+            await race.next()
+            race.cancelAll()
+        }
+    }
+
+    /// The same with a wall-clock deadline (a retry time stored in the queue).
+    package func wait(since: Int, until date: Date?) async {
+        await wait(since: since, until: date.map { ContinuousClock.now.advanced(by: .milliseconds(Int64($0.timeIntervalSinceNow * 1000))) })
     }
 }

@@ -99,3 +99,5 @@ extension ExactKeyed: ExpressibleByDictionaryLiteral {
         for (k, v) in elements { storage[ExactPath(k)] = v }
     }
 }
+
+extension ExactKeyed: Sendable where Value: Sendable {}

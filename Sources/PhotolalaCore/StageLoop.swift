@@ -22,8 +22,8 @@ package struct StageLoop: Sendable {
 
     /// Something that wakes the stage.
     package enum Source: Sendable {
-        /// A queue signal (rows entered the state this stage takes).
-        case signal(WakeSignal)
+        /// A queue signal (rows entered the state this stage takes), or any other feed.
+        case signal(ChangeFeed)
         /// A stream of changes (the gate, the account); subscribe before `run`.
         case stream(AsyncStream<Void>)
     }
@@ -31,7 +31,7 @@ package struct StageLoop: Sendable {
     private let clock: any DaemonClock
     private let sources: [Source]
     /// Where every source is folded in; the stage's own `wake()` too.
-    private let signal = WakeSignal()
+    private let signal = ChangeFeed()
 
     /// - Parameters:
     ///   - clock: what deadlines are waited on.
@@ -41,9 +41,10 @@ package struct StageLoop: Sendable {
         self.sources = wakes
     }
 
-    /// Makes every worker look again now (a reload, a request from the control socket).
-    package func wake() async {
-        await signal.notify()
+    /// Makes every worker look again now (a reload, a request from the control socket,
+    /// work the stage gave itself). Never waits.
+    package func wake() {
+        signal.changed()
     }
 
     /// Runs `step` in `workers` concurrent loops until cancelled or shut down gracefully.
@@ -64,12 +65,11 @@ package struct StageLoop: Sendable {
             }
             for source in sources {
                 group.addTask {
-                    switch source {
-                    case .signal(let other):
-                        await other.onEveryNotify { await signal.notify() }
-                    case .stream(let stream):
-                        for await _ in stream { await signal.notify() }
+                    let stream = switch source {
+                    case .signal(let other): other.changes()
+                    case .stream(let stream): stream
                     }
+                    for await _ in stream { signal.changed() }
                     return false
                 }
             }
@@ -80,10 +80,10 @@ package struct StageLoop: Sendable {
         }
     }
 
-    private static func loop(_ worker: Int, signal: WakeSignal, clock: any DaemonClock,
+    private static func loop(_ worker: Int, signal: ChangeFeed, clock: any DaemonClock,
                              step: @Sendable (Int) async -> Next) async {
         while !Task.isCancelled {
-            let since = await signal.current
+            let since = signal.generation
             let next = await step(worker)
             guard !Task.isCancelled else { return }
             switch next {
@@ -96,13 +96,13 @@ package struct StageLoop: Sendable {
     }
 
     /// Returns after a wake later than `since`, at `deadline`, or on cancellation.
-    private static func wait(signal: WakeSignal, since: Int, until deadline: Date?, clock: any DaemonClock) async {
+    private static func wait(signal: ChangeFeed, since: Int, until deadline: Date?, clock: any DaemonClock) async {
         guard let deadline else {
-            return await signal.wait(since: since, until: nil as ContinuousClock.Instant?)
+            return await signal.wait(since: since)
         }
         guard deadline > clock.now() else { return await Task.yield() }
         await withTaskGroup(of: Void.self) { race in
-            race.addTask { await signal.wait(since: since, until: nil as ContinuousClock.Instant?) }
+            race.addTask { await signal.wait(since: since) }
             race.addTask { try? await clock.sleep(until: deadline) }
             await race.next()
             race.cancelAll()

@@ -27,8 +27,6 @@ package actor PreviewWorkerSlot {
         package init() {}
     }
 
-    private static let queue = DispatchQueue(label: "photolala.previews", qos: .utility, attributes: .concurrent)
-
     private let options: Options
     private var process: WorkerProcess?
     /// The process a read is waiting on (the actor is free meanwhile: `interrupt` reaches it).
@@ -50,7 +48,7 @@ package actor PreviewWorkerSlot {
         }
         if process == nil {
             let options = options
-            let started: Result<WorkerProcess, WorkerProcess.Failure> = await Self.blocking {
+            let started: Result<WorkerProcess, WorkerProcess.Failure> = await Blocking.run {
                 Result { () throws(WorkerProcess.Failure) in
                     try WorkerProcess.start(executable: options.executable, limits: options.limits, timeout: .seconds(30))
                 }
@@ -69,7 +67,7 @@ package actor PreviewWorkerSlot {
         let timeout = options.timeout
         current = process
         defer { current = nil }
-        let answer: Result<WorkerMessage.Reply, WorkerProcess.Failure> = await Self.blocking {
+        let answer: Result<WorkerMessage.Reply, WorkerProcess.Failure> = await Blocking.run {
             Result { () throws(WorkerProcess.Failure) in try process.exchange(request, fd: fd, timeout: timeout) }
         }
         switch answer {
@@ -111,9 +109,5 @@ package actor PreviewWorkerSlot {
         case .timedOut: "the decoder took too long and was stopped"
         case .garbled(let what): "the decoder answered nonsense (\(what))"
         }
-    }
-
-    private static func blocking<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { c in queue.async { c.resume(returning: work()) } }
     }
 }

@@ -16,6 +16,10 @@ package final class QueueDatabase: Sendable {
     /// When a transaction last changed a row (what `WALCheckpointer` waits out).
     private let changedAt = Mutex<Date?>(nil)
     private let problemHook = Mutex<(@Sendable (String?) -> Void)?>(nil)
+    /// The migrations this open applied to an existing database and how long they took
+    /// (nil: none was due, or the file is new): a start that rebuilds a big table says why
+    /// it took a while.
+    package let migrated: (names: [String], seconds: Double)?
     /// The free space below which a "disk full" stays reported even when a small write
     /// gets through (a commit can reuse WAL space that a bigger one cannot).
     static let freeSpaceToClearDiskFull: UInt64 = 1 << 20
@@ -84,7 +88,14 @@ package final class QueueDatabase: Sendable {
         guard check == ["ok"] else {
             throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: check.prefix(3).joined(separator: "; "))
         }
+        let applied = try pool.read { db in try QueueSchema.migrator.appliedIdentifiers(db) }
+        let names = QueueSchema.migrator.migrations.filter { !applied.contains($0) }
+        let started = ContinuousClock.now
         try QueueSchema.migrator.migrate(pool)
+        let took = ContinuousClock.now - started
+        // A new database is not an upgrade.
+        migrated = applied.isEmpty || names.isEmpty
+            ? nil : (names, Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
         // SQLite opens a file it cannot write read-only without a word, and the first
         // state change would fail: find out now, while a clear error can still stop the start.
         try pool.write { db in
@@ -97,17 +108,32 @@ package final class QueueDatabase: Sendable {
     /// One transaction: every write goes through here, each stage's requests included. A
     /// full disk or an I/O error is remembered (and shown in status) until a write succeeds
     /// again. SQLite rolls the failed transaction back, so the file stays consistent.
-    package func write<T>(_ updates: (Database) throws -> T) throws -> T {
-        do {
-            var changed = false
-            let result = try pool.write { db in
-                let before = db.totalChangesCount
-                defer { changed = db.totalChangesCount != before }
-                return try updates(db)
+    ///
+    /// Run on GRDB's writer queue while the caller waits suspended, so the cooperative pool
+    /// stays free. A write begun is not cancelled with its caller (GRDB's own `async`
+    /// write would roll it back): a stop that cancels a stage still keeps what its step
+    /// recorded (an upload given back, the hashes read, the audit's mark).
+    @discardableResult
+    package func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let pool = self.pool
+        let outcome: Result<(T, Bool), any Error> = await Blocking.completion { done in
+            pool.asyncWriteWithoutTransaction { db in
+                done(Result {
+                    let before = db.totalChangesCount
+                    var result: T?
+                    try db.inTransaction {
+                        result = try updates(db)
+                        return .commit
+                    }
+                    return (result!, db.totalChangesCount != before)
+                })
             }
+        }
+        do {
+            let (result, changed) = try outcome.get()
             if changed {
                 changedAt.withLock { $0 = Date() }
-                QueueSignals.notify(signals.wrote)
+                signals.wrote.changed()
             }
             if writeProblem.withLock({ $0 }) != nil, !diskStillFull() { report(nil) }
             return result
@@ -126,9 +152,25 @@ package final class QueueDatabase: Sendable {
         }
     }
 
-    /// A read of a consistent snapshot (WAL: never waits for the writer).
-    package func read<T>(_ value: (Database) throws -> T) throws -> T {
-        try pool.read(value)
+    /// A read of a consistent snapshot (WAL: never waits for the writer), on one of GRDB's
+    /// reader queues while the caller waits suspended; like `write`, not cancelled once begun.
+    package func read<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let pool = self.pool
+        let outcome: Result<T, any Error> = await Blocking.completion { done in
+            pool.asyncRead { db in done(Result { try value(try db.get()) }) }
+        }
+        return try outcome.get()
+    }
+
+    /// A statement outside any transaction (a PRAGMA, a checkpoint) on the writer's queue.
+    private func writeWithoutTransaction(_ work: @escaping @Sendable (Database) throws -> Void) async {
+        let pool = self.pool
+        await Blocking.completion { done in
+            pool.asyncWriteWithoutTransaction { db in
+                try? work(db)
+                done(())
+            }
+        }
     }
 
     /// Told (once per change) when a write problem starts or ends: the daemon logs it.
@@ -153,14 +195,12 @@ package final class QueueDatabase: Sendable {
         return UInt64(fs.f_bavail) * UInt64(fs.f_frsize) < Self.freeSpaceToClearDiskFull
     }
 
-    /// Frees the connections' page caches and closes idle readers (they reopen on use):
-    /// for when the daemon has nothing to do for a while.
     /// For a first scan, which writes tens of megabytes: checkpointing every 4 MB (SQLite's
     /// default) took a third of its time, so it checkpoints every 40 MB while `on`, and
     /// once off copies what it can at once (PASSIVE: never waits for readers). Only then:
     /// a small state directory (the storage suite's 16 MiB) fills up sooner with a big WAL.
-    package func bulkWrites(_ on: Bool) {
-        _ = try? pool.writeWithoutTransaction { db in
+    package func bulkWrites(_ on: Bool) async {
+        await writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(on ? 10000 : 1000)")
             if !on { try db.checkpoint(.passive) }
         }
@@ -171,26 +211,36 @@ package final class QueueDatabase: Sendable {
 
     /// Copies what the WAL holds into the database file now (PASSIVE: never waits for
     /// readers), so the pages written are not left for a later checkpoint to write again.
-    package func checkpoint() {
-        _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+    package func checkpoint() async {
+        await writeWithoutTransaction { db in try db.checkpoint(.passive) }
     }
 
-    package func releaseMemory() {
+    /// Frees the connections' page caches (the readers stay open): for when the daemon has
+    /// nothing to do for a while.
+    package func releaseMemory() async {
         // PASSIVE never waits for readers; what it cannot copy now the next one does.
-        _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.passive) }
-        pool.releaseMemory()
+        await writeWithoutTransaction { db in try db.checkpoint(.passive) }
+        // Not GRDB's `releaseMemory()`: it holds the reader list's lock while it waits for
+        // each reader in turn, and a read begun with `asyncRead` (every `read` here) hands
+        // its reader back on that reader's own queue under the same lock, so a read under
+        // way hung the release, that read and every read after it for good (issue 30's
+        // stalled stages; QueueDatabaseTests). Each connection frees its caches once its
+        // current work ends; the writer's turn comes before the empty write awaited here,
+        // and an idle reader's at once.
+        pool.releaseMemoryEventually()
+        await writeWithoutTransaction { _ in }
     }
 
     /// The last write failure that needs the user (disk full, read-only, I/O error), until a write succeeds.
     package var currentProblem: String? { writeProblem.withLock { $0 } }
 
     /// `PRAGMA integrity_check` — "ok" when the file is sound.
-    package func integrityCheck() throws -> String {
-        try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
+    package func integrityCheck() async throws -> String {
+        try await read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
     }
 
-    package func counts() throws -> QueueCounts {
-        try pool.read { db in
+    package func counts() async throws -> QueueCounts {
+        try await read { db in
             var c = QueueCounts()
             let rows = try Row.fetchAll(db, sql: "SELECT state, count(*) AS n, coalesce(sum(size), 0) AS bytes FROM file GROUP BY state")
             for row in rows {
@@ -207,11 +257,11 @@ package final class QueueDatabase: Sendable {
             // One seek per state on (state, updatedAt): a UNION of three min()s, because
             // SQLite answers min() from an index only under an equality on `state`.
             c.oldestWaitingAt = try Double.fetchOne(db, sql: """
-                SELECT min(t) FROM (SELECT min(updatedAt) AS t FROM file WHERE state = 'pending'
-                  UNION ALL SELECT min(updatedAt) FROM file WHERE state = 'queued'
-                  UNION ALL SELECT min(updatedAt) FROM file WHERE state = 'uploading')
-                """).map { Date(timeIntervalSince1970: $0) }
-            c.lastUploadAt = try Double.fetchOne(db, sql: "SELECT max(updatedAt) FROM object WHERE state = 'uploaded'")
+                SELECT min(t) FROM (SELECT min(updatedAt) AS t FROM file WHERE state = ?
+                  UNION ALL SELECT min(updatedAt) FROM file WHERE state = ?
+                  UNION ALL SELECT min(updatedAt) FROM file WHERE state = ?)
+                """, arguments: [FileState.pending, FileState.queued, FileState.uploading]).map { Date(timeIntervalSince1970: $0) }
+            c.lastUploadAt = try Double.fetchOne(db, sql: "SELECT max(updatedAt) FROM object WHERE state = ?", arguments: [ObjectState.uploaded])
                 .map { Date(timeIntervalSince1970: $0) }
             return c
         }
@@ -221,24 +271,24 @@ package final class QueueDatabase: Sendable {
     // catalog, the user's pause)
 
     /// One setting; nil when unset.
-    package func setting(_ key: String) throws -> String? {
-        try read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
+    package func setting(_ key: String) async throws -> String? {
+        try await read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
     }
 
     /// Sets (nil: removes) one setting.
-    package func setSetting(_ key: String, _ value: String?) throws {
-        try setSettings([key: value])
+    package func setSetting(_ key: String, _ value: String?) async throws {
+        try await setSettings([key: value])
     }
 
     /// Several settings at once, in one transaction (nil removes a key): what the catalog
     /// stage saw, recorded after its marks.
-    package func setSettings(_ settings: [String: String?]) throws {
-        try write { db in try Self.store(settings, in: db) }
+    package func setSettings(_ settings: [String: String?]) async throws {
+        try await write { db in try Self.store(settings, in: db) }
     }
 
     /// Every setting whose key starts with `prefix`.
-    package func settings(prefix: String) throws -> [String: String] {
-        try read { db in
+    package func settings(prefix: String) async throws -> [String: String] {
+        try await read { db in
             let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM setting WHERE substr(key, 1, ?) = ?",
                                         arguments: [prefix.count, prefix])
             return Dictionary(rows.map { ($0["key"], $0["value"]) }, uniquingKeysWith: { a, _ in a })
@@ -266,18 +316,19 @@ package final class QueueDatabase: Sendable {
     // (the manifest). The upload stage's own rows are `Upload.UploadRecords`.
 
     /// Whether an object is due for upload now: thumbnails wait while originals do.
-    package func hasDueObjects(now: Date = Date()) throws -> Bool {
-        try pool.read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE state = 'pending' AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?))",
-                              arguments: [now.timeIntervalSince1970]) ?? false
+    package func hasDueObjects(now: Date = Date()) async throws -> Bool {
+        try await read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE state = ? AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?))",
+                              arguments: [ObjectState.pending, now.timeIntervalSince1970]) ?? false
         }
     }
 
     /// Whether any file still waits to be hashed or uploaded: the manifest gathers changes
     /// longer while uploads go on.
-    package func hasUploadsInFlight() throws -> Bool {
-        try pool.read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN ('pending', 'queued', 'uploading'))") ?? false
+    package func hasUploadsInFlight() async throws -> Bool {
+        try await read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN (?, ?, ?))",
+                              arguments: [FileState.pending, FileState.queued, FileState.uploading]) ?? false
         }
     }
 
@@ -285,24 +336,10 @@ package final class QueueDatabase: Sendable {
     /// was sent, so no ETag of ours is recorded. Returns how many files became `uploaded`
     /// with it (the metrics count them).
     @discardableResult
-    package func markUploaded(md5: String, now: Date = Date()) throws -> Int {
-        let files = try write { db in try Self.markUploaded(db, md5: md5, etag: nil, uploadedAt: now, now: now) }
-        QueueSignals.notify(signals.uploaded)
+    package func markUploaded(md5: String, now: Date = Date()) async throws -> Int {
+        let files = try await write { db in try Transitions(db, now: now).moveObject(md5, .uploaded(etag: nil, at: now)).files }
+        signals.uploaded.changed()
         return files
-    }
-
-    /// In `db`'s transaction. `uploadedAt`: when it went up (now, or when S3 says it was
-    /// written). Returns how many files became `uploaded` with it.
-    @discardableResult
-    package static func markUploaded(_ db: Database, md5: String, etag: String?, uploadedAt: Date, now: Date) throws -> Int {
-        let t = now.timeIntervalSince1970
-        try db.execute(sql: """
-            UPDATE object SET state = 'uploaded', uploadId = NULL, lastError = NULL, nextAttemptAt = NULL, etag = ?,
-              uploadedAt = ?, overwrite = 0, updatedAt = ? WHERE md5 = ?
-            """, arguments: [etag, uploadedAt.timeIntervalSince1970, t, md5])
-        try db.execute(sql: "DELETE FROM part WHERE md5 = ?", arguments: [md5])
-        try db.execute(sql: "UPDATE file SET state = 'uploaded', lastError = NULL, updatedAt = ? WHERE md5 = ? AND state IN ('queued', 'uploading', 'failed')", arguments: [t, md5])
-        return db.changesCount
     }
 
     // MARK: - Where the mirror meets ingest: which objects a watched file of this NAS holds
@@ -311,17 +348,17 @@ package final class QueueDatabase: Sendable {
     /// Of `md5s`, those a file under the watched folders holds (seen, not gone), leaving out
     /// the files below `folder` (the mirror's own copies, when it is inside a watched folder),
     /// with the size of those files.
-    package func heldByWatchedFiles(_ md5s: [String], outside folder: String?) throws -> [String: Int64] {
+    package func heldByWatchedFiles(_ md5s: [String], outside folder: String?) async throws -> [String: Int64] {
         guard !md5s.isEmpty else { return [:] }
         let (low, high) = folder.map { Self.keyRange($0 + "/") } ?? ("", "")
-        return try pool.read { db in
+        return try await read { db in
             var found: [String: Int64] = [:]
             for chunk in stride(from: 0, to: md5s.count, by: 500).map({ Array(md5s[$0..<min(md5s.count, $0 + 500)]) }) {
                 let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
                 for row in try Row.fetchAll(db, sql: """
-                    SELECT md5, max(size) AS size FROM file WHERE md5 IN (\(marks)) AND state != 'gone' AND NOT (path >= ? AND path < ?)
+                    SELECT md5, max(size) AS size FROM file WHERE md5 IN (\(marks)) AND state != ? AND NOT (path >= ? AND path < ?)
                     GROUP BY md5
-                    """, arguments: StatementArguments(chunk + [low, high])) {
+                    """, arguments: StatementArguments(chunk) + [FileState.gone, low, high]) {
                     found[row["md5"]] = row["size"]
                 }
             }
@@ -349,21 +386,21 @@ package final class QueueDatabase: Sendable {
     }
 
 
-    package func inventoryEntry(key: String) throws -> InventoryEntry? {
-        try pool.read { db in
+    package func inventoryEntry(key: String) async throws -> InventoryEntry? {
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?", arguments: [key])
                 .map(Self.entry)
         }
     }
 
-    package func inventoryListing(prefix: String) throws -> InventoryListing? {
-        try pool.read { db in try Self.listing(db, prefix: prefix) }
+    package func inventoryListing(prefix: String) async throws -> InventoryListing? {
+        try await read { db in try Self.listing(db, prefix: prefix) }
     }
 
     /// Whether `key` is in the bucket as far as the inventory knows: listed (or uploaded by
     /// this daemon), absent from a complete listing of its prefix, or unknown.
-    package func inventoryPresence(key: String) throws -> InventoryPresence {
-        try pool.read { db in
+    package func inventoryPresence(key: String) async throws -> InventoryPresence {
+        try await read { db in
             if let row = try Row.fetchOne(db, sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?",
                                           arguments: [key]) {
                 return .present(Self.entry(row))
@@ -375,8 +412,8 @@ package final class QueueDatabase: Sendable {
 
     /// Another stage wrote `key` (a thumbnail, a catalog snapshot): the inventory knows it
     /// is there without waiting for the next listing (which would otherwise say `absent`).
-    package func recordStored(key: String, size: Int64, etag: String, storageClass: String = "STANDARD", now: Date = Date()) throws {
-        try write { db in try Self.recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now) }
+    package func recordStored(key: String, size: Int64, etag: String, storageClass: String = "STANDARD", now: Date = Date()) async throws {
+        try await write { db in try Self.recordStored(db, key: key, size: size, etag: etag, storageClass: storageClass, now: now) }
     }
 
     /// The same, in `db`'s transaction.
@@ -408,23 +445,28 @@ package final class QueueDatabase: Sendable {
     // MARK: - What the CLI lists (`photolalactl queue`) and retries
 
     /// Files not yet backed up (or only failed ones), newest first, with the total count.
-    package func listing(failedOnly: Bool, limit: Int) throws -> (items: [QueueItem], total: Int) {
-        try pool.read { db in
+    package func listing(failedOnly: Bool, limit: Int) async throws -> (items: [QueueItem], total: Int) {
+        try await read { db in
             // Backed-up files whose photo could not be read for a preview are listed too,
             // with "no preview: why" (they are not failed: the backup is fine).
-            let filter = failedOnly ? "f.state = 'failed'" : """
-                (f.state IN ('pending', 'queued', 'uploading', 'failed')
-                 OR (f.state = 'uploaded' AND f.md5 IN (SELECT md5 FROM photo WHERE state = 'failed')))
+            let filter = failedOnly ? "f.state = :failed" : """
+                (f.state IN (:pending, :queued, :uploading, :failed)
+                 OR (f.state = :uploaded AND f.md5 IN (SELECT md5 FROM photo WHERE state = :photoFailed)))
                 """
-            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM file f WHERE \(filter)") ?? 0
+            let states: [String: (any DatabaseValueConvertible)?] = [
+                "pending": FileState.pending, "queued": FileState.queued, "uploading": FileState.uploading,
+                "failed": FileState.failed, "uploaded": FileState.uploaded, "photoFailed": PhotoState.failed,
+            ]
+            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM file f WHERE \(filter)",
+                                         arguments: StatementArguments(states)) ?? 0
             let rows = try Row.fetchAll(db, sql: """
                 SELECT f.path, f.state, f.size, f.md5, f.updatedAt,
                        max(f.attempts, coalesce(o.attempts, 0)) AS attempts,
                        coalesce(f.lastError, o.lastError,
-                                (SELECT 'no preview: ' || p.lastError FROM photo p WHERE p.md5 = f.md5 AND p.state = 'failed')) AS lastError
+                                (SELECT 'no preview: ' || p.lastError FROM photo p WHERE p.md5 = f.md5 AND p.state = :photoFailed)) AS lastError
                 FROM file f LEFT JOIN object o ON o.md5 = f.md5
-                WHERE \(filter) ORDER BY f.updatedAt DESC, f.id DESC LIMIT ?
-                """, arguments: [limit])
+                WHERE \(filter) ORDER BY f.updatedAt DESC, f.id DESC LIMIT :limit
+                """, arguments: StatementArguments(states.merging(["limit": limit]) { a, _ in a }))
             let items = rows.map { row in
                 QueueItem(path: row["path"], state: FileState(rawValue: row["state"]) ?? .pending, size: row["size"],
                           md5: row["md5"], attempts: row["attempts"], lastError: row["lastError"],
@@ -437,21 +479,18 @@ package final class QueueDatabase: Sendable {
     /// Puts every failed file back: unreadable ones are read again, rejected uploads are
     /// tried again, and photos without a preview are read again (their attempts start over:
     /// a decoder or library fixed since may read them now). Returns the paths to hash.
-    package func retryFailed(now: Date = Date()) throws -> (files: Int, photos: Int, needHash: [String]) {
-        let result: (files: Int, photos: Int, needHash: [String]) = try write { db in
-            let t = now.timeIntervalSince1970
-            try db.execute(sql: "UPDATE object SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])
-            let needHash = try String.fetchAll(db, sql: "SELECT path FROM file WHERE state = 'failed' AND md5 IS NULL")
-            try db.execute(sql: "UPDATE file SET state = 'pending', attempts = 0, lastError = NULL, updatedAt = ? WHERE state = 'failed' AND md5 IS NULL", arguments: [t])
-            let unhashed = db.changesCount
-            try db.execute(sql: "UPDATE file SET state = 'queued', attempts = 0, lastError = NULL, updatedAt = ? WHERE state = 'failed' AND md5 IS NOT NULL", arguments: [t])
-            let files = unhashed + db.changesCount
-            try db.execute(sql: "UPDATE photo SET state = 'pending', attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = 'failed'", arguments: [t])
+    package func retryFailed(now: Date = Date()) async throws -> (files: Int, photos: Int, needHash: [String]) {
+        let result: (files: Int, photos: Int, needHash: [String]) = try await write { db in
+            let moves = Transitions(db, now: now)
+            try moves.moveEveryObject(.retry)
+            let (files, needHash) = try moves.retryFailedFiles()
+            try db.execute(sql: "UPDATE photo SET state = ?, attempts = 0, nextAttemptAt = NULL, lastError = NULL, updatedAt = ? WHERE state = ?",
+                           arguments: [PhotoState.pending, now.timeIntervalSince1970, PhotoState.failed])
             return (files, db.changesCount, needHash)
         }
-        if !result.needHash.isEmpty { QueueSignals.notify(signals.needsHash) }
-        QueueSignals.notify(signals.readyToUpload)
-        if result.photos > 0 { QueueSignals.notify(signals.photosRetried) }
+        if !result.needHash.isEmpty { signals.needsHash.changed() }
+        signals.readyToUpload.changed()
+        if result.photos > 0 { signals.photosRetried.changed() }
         return result
     }
 
@@ -459,11 +498,11 @@ package final class QueueDatabase: Sendable {
 
     /// Files that became backed up since `date`, and their bytes: the day's summary
     /// notification. One range of the (state, updatedAt, size) index.
-    package func uploadedFiles(since date: Date) throws -> (files: Int, bytes: Int64) {
-        try pool.read { db in
+    package func uploadedFiles(since date: Date) async throws -> (files: Int, bytes: Int64) {
+        try await read { db in
             let row = try Row.fetchOne(db, sql: """
-                SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM file WHERE state = 'uploaded' AND updatedAt >= ?
-                """, arguments: [date.timeIntervalSince1970])
+                SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM file WHERE state = ? AND updatedAt >= ?
+                """, arguments: [FileState.uploaded, date.timeIntervalSince1970])
             return (row?["n"] ?? 0, row?["bytes"] ?? 0)
         }
     }

@@ -279,25 +279,87 @@ enum QueueSchema {
                 CREATE UNIQUE INDEX mirror_path ON mirror_object(path) WHERE path IS NOT NULL;
                 """)
         }
+        m.registerMigration("v10-state-checks") { db in
+            // The states a row may be in, checked by SQLite (Queue's `FileState` and
+            // `ObjectState`; `Transitions` moves them): a mistyped state is refused instead
+            // of becoming a new one no stage takes. SQLite adds a CHECK only by rebuilding
+            // the table (https://www.sqlite.org/lang_altertable.html#otheralter; GRDB runs
+            // this with foreign keys off and checks them all before it commits): each table
+            // is copied, rowids included (the thumbnail stage seeds by object rowid), and
+            // its indexes and triggers made again as they were. A million files take about
+            // ten seconds, once (docs/benchmarks.md, "The state checks").
+            try db.execute(sql: """
+                CREATE TABLE new_object (
+                    md5 TEXT PRIMARY KEY NOT NULL,
+                    size INTEGER NOT NULL,
+                    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'uploading', 'uploaded', 'failed')),
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    nextAttemptAt REAL,
+                    lastError TEXT,
+                    uploadId TEXT,
+                    partSize INTEGER,
+                    updatedAt REAL NOT NULL,
+                    etag TEXT,
+                    uploadedAt REAL,
+                    deepCheckedAt REAL,
+                    overwrite INTEGER NOT NULL DEFAULT 0
+                );
+                INSERT INTO new_object(rowid, md5, size, state, attempts, nextAttemptAt, lastError, uploadId, partSize, updatedAt,
+                                       etag, uploadedAt, deepCheckedAt, overwrite)
+                  SELECT rowid, md5, size, state, attempts, nextAttemptAt, lastError, uploadId, partSize, updatedAt,
+                         etag, uploadedAt, deepCheckedAt, overwrite FROM object ORDER BY rowid;
+                DROP TABLE object;
+                ALTER TABLE new_object RENAME TO object;
+                CREATE INDEX object_ready ON object(state, nextAttemptAt);
+                CREATE INDEX object_state_updated ON object(state, updatedAt);
+
+                CREATE TABLE new_file (
+                    id INTEGER PRIMARY KEY,
+                    path TEXT NOT NULL UNIQUE,
+                    dir TEXT NOT NULL,
+                    device INTEGER NOT NULL DEFAULT 0,
+                    inode INTEGER NOT NULL DEFAULT 0,
+                    size INTEGER NOT NULL DEFAULT 0,
+                    mtimeSec INTEGER NOT NULL DEFAULT 0,
+                    mtimeNsec INTEGER NOT NULL DEFAULT 0,
+                    md5 TEXT,
+                    state TEXT NOT NULL CHECK (state IN ('pending', 'queued', 'uploading', 'uploaded', 'failed', 'gone')),
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    nextAttemptAt REAL,
+                    lastError TEXT,
+                    updatedAt REAL NOT NULL,
+                    sha256 BLOB,
+                    uid INTEGER,
+                    gid INTEGER,
+                    mode INTEGER
+                );
+                INSERT INTO new_file(id, path, dir, device, inode, size, mtimeSec, mtimeNsec, md5, state, attempts, nextAttemptAt,
+                                     lastError, updatedAt, sha256, uid, gid, mode)
+                  SELECT id, path, dir, device, inode, size, mtimeSec, mtimeNsec, md5, state, attempts, nextAttemptAt,
+                         lastError, updatedAt, sha256, uid, gid, mode FROM file ORDER BY id;
+                DROP TABLE file;
+                ALTER TABLE new_file RENAME TO file;
+                CREATE INDEX file_dir ON file(dir);
+                CREATE INDEX file_updated ON file(updatedAt);
+                CREATE INDEX file_md5 ON file(md5) WHERE md5 IS NOT NULL;
+                CREATE INDEX file_inode ON file(inode, device) WHERE md5 IS NOT NULL;
+                CREATE INDEX file_state_updated_size ON file(state, updatedAt, size);
+                CREATE TRIGGER manifest_file_inserted AFTER INSERT ON file WHEN new.state = 'uploaded'
+                BEGIN
+                    INSERT INTO manifest_change(path) VALUES (new.path);
+                END;
+                CREATE TRIGGER manifest_file_updated AFTER UPDATE ON file
+                WHEN new.state IN ('uploaded', 'gone') OR old.path IS NOT new.path
+                BEGIN
+                    INSERT INTO manifest_change(path) VALUES (old.path);
+                    INSERT INTO manifest_change(path) SELECT new.path WHERE new.path IS NOT old.path;
+                END;
+                CREATE TRIGGER manifest_file_deleted AFTER DELETE ON file
+                BEGIN
+                    INSERT INTO manifest_change(path) VALUES (old.path);
+                END;
+                """)
+        }
         return m
     }
-}
-
-/// Where one file (a path) stands. `queued` means hashed and waiting for its object's
-/// upload; the CLI shows it as `pending`, as cli.md defines that word.
-package enum FileState: String, Sendable, Codable, CaseIterable {
-    case pending, queued, uploading, uploaded, failed, gone
-
-    /// The word of shared/spec/cli.md for this state.
-    package var publicName: String {
-        switch self {
-        case .queued: "pending"
-        default: rawValue
-        }
-    }
-}
-
-/// Where one object (a content, keyed by MD5) stands.
-package enum ObjectState: String, Sendable, Codable {
-    case pending, uploading, uploaded, failed
 }

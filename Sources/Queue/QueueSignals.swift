@@ -7,27 +7,22 @@ import PhotolalaCore
 package struct QueueSignals: Sendable {
     /// Files went (back) to waiting for their hash outside a scan: the uploader found a
     /// source changed, or `retry` put back files that could not be read.
-    package let needsHash = WakeSignal()
+    package let needsHash = ChangeFeed()
     /// Objects may be ready to upload: hashes recorded, `retry`, an upload given back.
-    package let readyToUpload = WakeSignal()
+    package let readyToUpload = ChangeFeed()
     /// Objects became `uploaded` (sent, found in the bucket): the stages that follow the
     /// upload (thumbnails, the device manifest) look for work.
-    package let uploaded = WakeSignal()
+    package let uploaded = ChangeFeed()
     /// `retry` put photos without a preview back to `pending`: the thumbnail stage reads them again.
-    package let photosRetried = WakeSignal()
-    /// Photos got their thumbnail and catalog columns (`photo.state = 'ready'`): the
+    package let photosRetried = ChangeFeed()
+    /// Photos got their thumbnail and catalog columns (photo rows `ready`): the
     /// catalog stage has rows to publish.
-    package let photosReady = WakeSignal()
+    package let photosReady = ChangeFeed()
     /// A listing of the bucket began, completed or failed: the uploader (waiting for the
     /// first listing after a sign-in) and whoever asks `inventoryPresence` look again.
-    package let inventoryChanged = WakeSignal()
+    package let inventoryChanged = ChangeFeed()
     /// A transaction changed rows: the checkpoint follows once writing stops.
-    package let wrote = WakeSignal()
+    package let wrote = ChangeFeed()
 
     package init() {}
-
-    /// After a commit; the transaction's caller never waits for the stage it wakes.
-    package static func notify(_ signal: WakeSignal) {
-        Task { await signal.notify() }
-    }
 }

@@ -1,6 +1,5 @@
 import Bucket
 import Digests
-import Dispatch
 import Foundation
 import NIOCore
 import PhotolalaCore
@@ -175,27 +174,12 @@ package struct AppCatalogCopy: Sendable {
 
     // MARK: blocking work
 
-    private static let queue = DispatchQueue(label: "photolala.catalog.table", qos: .utility)
-
     /// Runs the catalog's sorting off Swift's cooperative pool (a million rows take seconds
-    /// of file work); cancellation is passed on as a flag the work looks at.
+    /// of file work) on `Blocking`'s threads; cancellation is passed on as a flag the work
+    /// looks at.
     private static func blocking<T: Sendable>(_ work: @escaping @Sendable (_ cancelled: () -> Bool) throws(ScratchFile.Failure) -> T)
         async throws(ScratchFile.Failure) -> T
     {
-        let flag = StopFlag()
-        let result: Result<T, ScratchFile.Failure> = await withTaskCancellationHandler {
-            await withCheckedContinuation { c in
-                queue.async { c.resume(returning: Result { () throws(ScratchFile.Failure) in try work { flag.isSet } }) }
-            }
-        } onCancel: {
-            flag.set()
-        }
-        return try result.get()
+        try await Blocking.run { (flag: CancelFlag) throws(ScratchFile.Failure) -> T in try work { flag.isSet } }
     }
-}
-
-private final class StopFlag: Sendable {
-    private let flag = Atomic<Bool>(false)
-    var isSet: Bool { flag.load(ordering: .relaxed) }
-    func set() { flag.store(true, ordering: .relaxed) }
 }

@@ -71,6 +71,8 @@ package actor ThumbnailService: Service {
     private var busy: Set<String> = []
     /// `uploaded` fired since the last pass that gave uploaded objects their rows.
     private var seedWanted = true
+    /// A worker is seeding now.
+    private var seeding = false
     /// The `uploaded` signal's generation that pass saw.
     private var seededAt: Int?
     private var lastSeed: Date?
@@ -101,7 +103,7 @@ package actor ThumbnailService: Service {
         options = new
         await bucket.apply(trust: new.trust)
         if concurrencyChanged { logger.notice("the number of preview workers takes effect at the next restart") }
-        await loop?.wake()
+        loop?.wake()
     }
 
     package func run() async throws {
@@ -126,18 +128,18 @@ package actor ThumbnailService: Service {
         if await gate.blockReason() != nil { return .wake }
         let now = clock.now()
         // Originals first: a preview never takes a turn from a backup.
-        if (try? database.hasDueObjects(now: now)) ?? false { return .wait(until: now.addingTimeInterval(30)) }
+        if (try? await database.hasDueObjects(now: now)) ?? false { return .wait(until: now.addingTimeInterval(30)) }
         let job: PhotoJob?
         do {
             try await seedIfWanted(now: now)
-            job = try claim(now: now)
+            job = try await claim(now: now)
         } catch {
             logger.error("cannot read the queue for thumbnails: \(error)")
             return .wait(until: now.addingTimeInterval(5))
         }
-        guard let job else { return .wait(until: try? database.nextPhotoDueTime(now: now)) }
+        guard let job else { return .wait(until: try? await database.nextPhotoDueTime(now: now)) }
         let step = await attempt(job, renderer)
-        record(step, for: job)
+        await record(step, for: job)
         busy.remove(job.md5)
         return .now
     }
@@ -146,10 +148,13 @@ package actor ThumbnailService: Service {
     /// windows (one short transaction each), after uploads happened, at most every 30 s
     /// while there is other work.
     private func seedIfWanted(now: Date) async throws {
-        let generation = await database.signals.uploaded.current
+        let generation = database.signals.uploaded.generation
         if generation != seededAt { seedWanted = true }
-        guard seedWanted else { return }
-        if let lastSeed, now.timeIntervalSince(lastSeed) < 30, try !database.duePhotos(excluding: busy, limit: 1, now: now).isEmpty {
+        // One worker seeds; the others go on with the rows there are.
+        guard seedWanted, !seeding else { return }
+        seeding = true
+        defer { seeding = false }
+        if let lastSeed, now.timeIntervalSince(lastSeed) < 30, try await !database.duePhotos(excluding: busy, limit: 1, now: now).isEmpty {
             return
         }
         seedWanted = false
@@ -157,16 +162,23 @@ package actor ThumbnailService: Service {
         lastSeed = now
         var rowid: Int64 = 0
         while true {
-            let step = try database.seedPhotos(after: rowid, now: now)
+            let step = try await database.seedPhotos(after: rowid, now: now)
             if step.atEnd { break }
             rowid = step.last
         }
     }
 
-    private func claim(now: Date) throws -> PhotoJob? {
-        guard let job = try database.duePhotos(excluding: busy, limit: 1, now: now).first else { return nil }
-        busy.insert(job.md5)
-        return job
+    /// The next due photo no other worker has: asked for as many as there are workers,
+    /// since the others may claim some while this one reads.
+    private func claim(now: Date) async throws -> PhotoJob? {
+        while true {
+            let due = try await database.duePhotos(excluding: busy, limit: max(1, options.concurrency), now: now)
+            guard !due.isEmpty else { return nil }
+            if let job = due.first(where: { !busy.contains($0.md5) }) {
+                busy.insert(job.md5)
+                return job
+            }
+        }
     }
 
     // MARK: one photo
@@ -234,7 +246,7 @@ package actor ThumbnailService: Service {
                     try await bucket.putObject(key: key, bytes: jpeg, contentType: "image/jpeg", ifNoneMatch: true)
                 }
                 // The inventory learns it at once instead of at the next listing.
-                try? database.recordStored(key: key, size: Int64(jpeg.count), etag: etag, now: clock.now())
+                try? await database.recordStored(key: key, size: Int64(jpeg.count), etag: etag, now: clock.now())
             } catch where error.kind == .preconditionFailed {
                 // Another device put one there meanwhile: theirs is kept.
             } catch {
@@ -291,7 +303,7 @@ package actor ThumbnailService: Service {
     /// nobody can say (HEAD forbidden by a stricter policy): then the upload's
     /// `If-None-Match: *` keeps whatever is there.
     private func exists(key: String, prefix: String) async throws(S3Error) -> Bool? {
-        switch try? database.inventoryPresence(key: key) {
+        switch try? await database.inventoryPresence(key: key) {
         case .present?: return true
         case .absent?: return false
         case .unknown?, nil: break
@@ -320,28 +332,28 @@ package actor ThumbnailService: Service {
         }
     }
 
-    private func record(_ step: Step, for job: PhotoJob) {
+    private func record(_ step: Step, for job: PhotoJob) async {
         let path = job.sources.first?.path ?? job.md5
         let now = clock.now()
         do {
             switch step {
             case let .ready(columns, takenAt):
-                try database.markPhotoReady(md5: job.md5, columns: columns, takenAt: takenAt, now: now)
+                try await database.markPhotoReady(md5: job.md5, columns: columns, takenAt: takenAt, now: now)
                 logger.info("thumbnail ready", metadata: ["path": "\(path)", "md5": "\(job.md5)", "format": "\(columns.format)"])
             case .skipped(let columns):
-                try database.markPhotoSkipped(md5: job.md5, columns: columns, now: now)
+                try await database.markPhotoSkipped(md5: job.md5, columns: columns, now: now)
                 logger.debug("no thumbnail for this format", metadata: ["path": "\(path)", "format": "\(columns.format)"])
             case let .failed(columns, why):
-                try database.markPhotoFailed(md5: job.md5, columns: columns, reason: why, now: now)
+                try await database.markPhotoFailed(md5: job.md5, columns: columns, reason: why, now: now)
                 logger.notice("no preview: \(why)", metadata: ["path": "\(path)", "md5": "\(job.md5)"])
             case let .later(why, after):
-                try database.postponePhoto(md5: job.md5, until: now.addingTimeInterval(after), error: why, countAttempt: false, now: now)
+                try await database.postponePhoto(md5: job.md5, until: now.addingTimeInterval(after), error: why, countAttempt: false, now: now)
             case let .again(why, after):
                 if job.attempts + 1 >= Self.attemptLimit {
-                    try database.markPhotoFailed(md5: job.md5, columns: nil, reason: why, now: now)
+                    try await database.markPhotoFailed(md5: job.md5, columns: nil, reason: why, now: now)
                     logger.notice("no preview: \(why)", metadata: ["path": "\(path)", "md5": "\(job.md5)"])
                 } else {
-                    try database.postponePhoto(md5: job.md5, until: now.addingTimeInterval(after), error: why, countAttempt: true, now: now)
+                    try await database.postponePhoto(md5: job.md5, until: now.addingTimeInterval(after), error: why, countAttempt: true, now: now)
                 }
             }
         } catch {
@@ -352,8 +364,8 @@ package actor ThumbnailService: Service {
     // MARK: status
 
     /// The stage's part of the status (cli.md's `thumbnails`).
-    package func contribute(to s: inout DaemonStatus) {
-        guard let counts = try? database.photoCounts() else { return }
+    package func contribute(to s: inout DaemonStatus) async {
+        guard let counts = try? await database.photoCounts() else { return }
         s.thumbnails = DaemonStatus.Thumbnails(done: counts.ready, pending: options.enabled ? counts.pending + counts.unseen : 0,
                                                failed: counts.failed)
         if options.enabled, let workerProblem {

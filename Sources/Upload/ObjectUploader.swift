@@ -55,7 +55,7 @@ struct ObjectUploader: Sendable {
     /// - Parameter mode: how presence is found out for now (the inventory or a HEAD).
     func upload(_ job: UploadJob, mode: PresenceCheck.Mode) async throws(S3Error) -> UploadOutcome {
         let key = self.key
-        let known = mode == .inventory ? ((try? database.inventoryPresence(key: key)) ?? .unknown) : .unknown
+        let known = mode == .inventory ? ((try? await database.inventoryPresence(key: key)) ?? .unknown) : .unknown
         var step = presence.step(mode: mode, presence: known, size: job.size, overwrite: job.overwrite)
         if step == .head {
             do {
@@ -103,7 +103,7 @@ struct ObjectUploader: Sendable {
         // size, mtime in ns) must be the hashed one before and after.
         let check: (sha256Hex: String?, unchanged: Bool)
         do {
-            check = try await BlockingIO.run { () throws(VerifiedFile.Failure) -> (String?, Bool) in
+            check = try await Blocking.run { () throws(VerifiedFile.Failure) -> (String?, Bool) in
                 let file = try VerifiedFile(path: job.path, expected: job.identity, followSymlinks: follow)
                 guard signs else { return (nil, file.isUnchanged) }
                 if let known { return (known, file.isUnchanged) }
@@ -154,7 +154,7 @@ struct ObjectUploader: Sendable {
                 logger.info("resuming a multipart upload", metadata: ["path": "\(job.path)", "partsAtS3": "\(existing.count)", "parts": "\(parts.partCount)"])
             } catch where error.kind == .notFound {
                 uploadId = nil
-                try? database.recordMultipart(md5: job.md5, uploadId: nil, partSize: nil)
+                try? await database.recordMultipart(md5: job.md5, uploadId: nil, partSize: nil)
             }
         }
         if uploadId == nil {
@@ -164,7 +164,7 @@ struct ObjectUploader: Sendable {
                                                        storageClass: storageClass)
             }
             do {
-                try database.recordMultipart(md5: job.md5, uploadId: id, partSize: partSize)
+                try await database.recordMultipart(md5: job.md5, uploadId: id, partSize: partSize)
             } catch {
                 throw S3Error(kind: .transient, code: "LocalDatabase", message: "cannot record the upload id: \(error)")
             }
@@ -192,7 +192,7 @@ struct ObjectUploader: Sendable {
             let digest: PartDigests.Part
             do {
                 let wantSHA = signs && !(have?.size == length)
-                digest = try await BlockingIO.run { () throws(VerifiedFile.Failure) in try reader.next(length: length, sha256: wantSHA) }
+                digest = try await Blocking.run { () throws(VerifiedFile.Failure) in try reader.next(length: length, sha256: wantSHA) }
             } catch {
                 await abort(uploadId: uploadId)
                 return source.outcome(error, job)
@@ -217,7 +217,7 @@ struct ObjectUploader: Sendable {
                 throw error
             }
             let part = S3Client.Part(partNumber: number, etag: etag, size: length)
-            try? database.recordPart(md5: job.md5, part: part)
+            try? await database.recordPart(md5: job.md5, part: part)
             completed.append(part)
             meter.add(length)
             sent += length
@@ -238,20 +238,6 @@ struct ObjectUploader: Sendable {
     private func abort(uploadId: String) async {
         let key = self.key
         try? await request { bucket throws(S3Error) in try await bucket.abortMultipartUpload(key: key, uploadId: uploadId) }
-        try? database.recordMultipart(md5: md5, uploadId: nil, partSize: nil)
-    }
-}
-
-/// Runs blocking file reads on a utility queue, off Swift's small cooperative pool.
-enum BlockingIO {
-    static let queue = DispatchQueue(label: "photolala.upload.io", qos: .utility, attributes: .concurrent)
-
-    static func run<T: Sendable, E: Error>(_ work: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
-        let result: Result<T, E> = await withCheckedContinuation { c in
-            queue.async {
-                do throws(E) { c.resume(returning: .success(try work())) } catch { c.resume(returning: .failure(error)) }
-            }
-        }
-        return try result.get()
+        try? await database.recordMultipart(md5: md5, uploadId: nil, partSize: nil)
     }
 }

@@ -106,7 +106,7 @@ package actor UploaderService: Service {
 
     package func run() async throws {
         // Uploads a crash interrupted go back to the queue (their multipart state stays).
-        try database.resetInterruptedUploads(now: clock.now())
+        try await database.resetInterruptedUploads(now: clock.now())
         // The gate, new work and the inventory's listings (the first one after a sign-in
         // ending, or failing, lets waiting workers go on) make the workers look again.
         let loop = StageLoop(clock: clock, wakes: [.stream(gate.changes()), .signal(database.signals.readyToUpload),
@@ -128,7 +128,7 @@ package actor UploaderService: Service {
     private func follow(_ updates: AsyncStream<BandwidthFeed.Current>, loop: StageLoop) async {
         for await current in updates {
             await bandwidth.setRate(Self.tokenRate(current))
-            await loop.wake()
+            loop.wake()
         }
     }
 
@@ -143,7 +143,7 @@ package actor UploaderService: Service {
         let probe = admission == .probe
         let job: UploadJob?
         do {
-            job = try database.claimObject(now: now)
+            job = try await database.claimObject(now: now)
         } catch {
             outage.inconclusive(probe: probe)
             logger.error("cannot read the queue: \(error)")
@@ -151,7 +151,7 @@ package actor UploaderService: Service {
         }
         guard let job else {
             outage.inconclusive(probe: probe)
-            return .wait(until: try? database.nextDueTime(now: now))
+            return .wait(until: try? await database.nextDueTime(now: now))
         }
         let epoch = outage.epoch
         let outcome = await uploadUnlessDropped(job, mode: mode)
@@ -219,7 +219,7 @@ package actor UploaderService: Service {
         guard let userId = await bucket.userId else { return .head }
         let now = clock.now()
         if waitingForListing?.userId != userId { waitingForListing = (userId, now) }
-        let listing = try? database.inventoryListing(prefix: "photos/\(userId)/")
+        let listing = try? await database.inventoryListing(prefix: "photos/\(userId)/")
         let mode = presence.mode(listing: listing, waitingSince: waitingForListing?.since ?? now, now: now)
         if mode != presenceMode {
             switch mode {
@@ -254,7 +254,7 @@ package actor UploaderService: Service {
             case .recheckSource(let why):
                 return SourceCheck(followSymlinks: options.followSymlinks).recheck(job, unreadable: why)
             case .restartMultipart:
-                try? database.recordMultipart(md5: job.md5, uploadId: nil, partSize: nil)
+                try? await database.recordMultipart(md5: job.md5, uploadId: nil, partSize: nil)
                 return .retry("the multipart upload expired at S3; starting it again", countAttempt: false, after: 0)
             case .alreadyPresent:
                 return .alreadyPresent
@@ -283,7 +283,7 @@ package actor UploaderService: Service {
         var schedule = policy.recording
         while true {
             do {
-                try recordOnce(outcome, for: job)
+                try await recordOnce(outcome, for: job)
                 break
             } catch {
                 if schedule.failures == 0 {
@@ -294,40 +294,40 @@ package actor UploaderService: Service {
             }
         }
         // An outcome can end an outage or free an object the others wait for.
-        await loop?.wake()
+        loop?.wake()
     }
 
-    private func recordOnce(_ outcome: UploadOutcome, for job: UploadJob) throws {
+    private func recordOnce(_ outcome: UploadOutcome, for job: UploadJob) async throws {
         let now = clock.now()
         switch outcome {
         case let .uploaded(sent, etag, key):
-            let files = try database.recordUpload(md5: job.md5, key: key, size: job.size, etag: etag,
+            let files = try await database.recordUpload(md5: job.md5, key: key, size: job.size, etag: etag,
                                                   storageClass: options.storageClass, now: now)
             DaemonCounter.uploadedObjects.increment()
             DaemonCounter.uploadedBytes.increment(by: job.size)
             DaemonCounter.uploadedFiles.increment(by: Int64(files))
             logger.info("uploaded", metadata: ["path": "\(job.path)", "bytes": "\(sent)", "md5": "\(job.md5)"])
         case .alreadyPresent:
-            let files = try database.markUploaded(md5: job.md5, now: now)
+            let files = try await database.markUploaded(md5: job.md5, now: now)
             DaemonCounter.deduplicatedObjects.increment()
             DaemonCounter.uploadedFiles.increment(by: Int64(files))
             logger.info("already backed up", metadata: ["path": "\(job.path)", "md5": "\(job.md5)"])
         case let .retry(why, count, after, _):
             let attempts = job.attempts + (count ? 1 : 0)
             let delay = after ?? policy.objectDelay(attempts: attempts, random: .random(in: 0..<1))
-            try database.releaseObject(md5: job.md5, retryAt: now.addingTimeInterval(delay), error: why, countAttempt: count, now: now)
+            try await database.releaseObject(md5: job.md5, retryAt: now.addingTimeInterval(delay), error: why, countAttempt: count, now: now)
             logger.warning("upload will be retried", metadata: ["path": "\(job.path)", "in": "\(Int(delay.rounded()))s", "why": "\(why)"])
         case .failed(let why):
-            try database.failObject(md5: job.md5, reason: why, now: now)
+            try await database.failObject(md5: job.md5, reason: why, now: now)
             DaemonCounter.failedObjects.increment()
             logger.error("upload failed", metadata: ["path": "\(job.path)", "why": "\(why)"])
         case .sourceChanged(let gone):
             // The queue puts a changed file back to be hashed and wakes ingest itself.
-            try database.sourceChanged(job: job, gone: gone, now: now)
+            try await database.sourceChanged(job: job, gone: gone, now: now)
             logger.info(gone ? "file vanished before upload" : "file changed before upload; it will be read again",
                         metadata: ["path": "\(job.path)"])
         case .cancelled:
-            try database.releaseObject(md5: job.md5, retryAt: nil, error: nil, countAttempt: false, now: now)
+            try await database.releaseObject(md5: job.md5, retryAt: nil, error: nil, countAttempt: false, now: now)
         }
     }
 

@@ -47,8 +47,8 @@ final class LowPriorityWorker: Sendable {
 
     func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         guard let wakeWrite else { return body() }
-        return await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
-            jobs.pending.withLock { $0.append { continuation.resume(returning: body()) } }
+        return await Blocking.completion { done in
+            jobs.pending.withLock { $0.append { done(body()) } }
             var byte: UInt8 = 1
             // EAGAIN means wake-ups are already pending; the worker drains every job per wake-up.
             _ = write(wakeWrite, &byte, 1)

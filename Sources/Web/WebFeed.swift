@@ -91,7 +91,7 @@ package actor WebFeed {
         if let value = history.value, !due(history, database) { return value }
         let changeSeen = database.lastChange
         let started = ContinuousClock.now
-        let months = await Self.offThread { (try? database.history(userId: userId)) ?? [] }
+        let months = (try? await database.history(userId: userId)) ?? []
         history = SlowRead(value: months, changeSeen: changeSeen, readAt: .now, took: .now - started)
         return months
     }
@@ -102,9 +102,8 @@ package actor WebFeed {
         let list = await backend.watchedFolders()
         let changeSeen = database.lastChange
         let started = ContinuousClock.now
-        let report = await Self.offThread {
-            FolderReport(folders: (try? database.folderTallies(list)) ?? [], failures: (try? database.failures(named: named)) ?? [])
-        }
+        let report = FolderReport(folders: (try? await database.folderTallies(list)) ?? [],
+                                  failures: (try? await database.failures(named: named)) ?? [])
         folders = SlowRead(value: report, changeSeen: changeSeen, readAt: .now, session: named, took: .now - started)
         return report
     }
@@ -113,13 +112,6 @@ package actor WebFeed {
         guard read.changeSeen != database.lastChange else { return false }
         guard let at = read.readAt else { return true }
         return ContinuousClock.now - at >= max(slowReadInterval, read.took * 20)
-    }
-
-    /// A read of the queue database on a thread of its own, not the cooperative pool.
-    static func offThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: work()) }
-        }
     }
 
     // MARK: - Server-sent events

@@ -56,7 +56,7 @@ package actor WebService: Service {
     private let audit: (any AuditRecorder)?
     private let logger: Logger
     private let limits: WebServer.Limits
-    private let wake = WakeSignal()
+    private let wake = ChangeFeed()
     private let retryInterval: Duration
 
     package init(options: Options, stateDir: String?, backend: any WebBackend, audit: (any AuditRecorder)?, logger: Logger,
@@ -76,13 +76,13 @@ package actor WebService: Service {
         guard new != options else { return }
         options = new
         await sessions.setTTL(new.sessionTTL)
-        await wake.notify()
+        wake.changed()
     }
 
     package func run() async throws {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
-                let since = await self.wake.current
+                let since = self.wake.generation
                 await self.listen()
                 let retry: ContinuousClock.Instant? = await self.failure == nil ? nil : .now + self.retryInterval
                 await self.wake.wait(since: since, until: retry)

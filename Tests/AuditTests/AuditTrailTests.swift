@@ -59,7 +59,7 @@ import Testing
         #expect(records[2].actor == .systemd && written[2].contains("\"actor\":\"systemd\""))
         #expect(records[0].prev == AuditMark.origin.hash)
         #expect(records[1].prev == AuditLine.hash(written[0]) && records[2].prev == AuditLine.hash(written[1]))
-        #expect(try database.setting("audit.seal") == "3 \(AuditLine.hash(written[2]))")
+        #expect(try await database.setting("audit.seal") == "3 \(AuditLine.hash(written[2]))")
         #expect(await t.verify().whole)
         let listed = await t.records(since: nil, limit: 2)
         #expect(listed.records.map(\.seq) == [2, 3] && listed.more)
@@ -98,7 +98,7 @@ import Testing
         #expect(v.whole, "\(String(describing: v.problem))")
         #expect(v.lastSeq == 300 && v.firstSeq! > 1)
         // The head says where the oldest kept file starts: a cut start would be caught.
-        let head = try #require(try database.setting("audit.head").flatMap(AuditMark.init))
+        let head = try #require(try await database.setting("audit.head").flatMap(AuditMark.init))
         #expect(head.seq == v.firstSeq! - 1)
         var oldest = lines("audit.log.2")
         oldest.removeFirst()
@@ -178,7 +178,7 @@ import Testing
         let first = trail()
         for _ in 0..<5 { first.record(Self.pause()) }
         await first.flush()
-        try database.setSetting("audit.seal", "3 \(AuditLine.hash(lines()[2]))")
+        try await database.setSetting("audit.seal", "3 \(AuditLine.hash(lines()[2]))")
         let logs = LogCapture()
         let second = trail(logs: logs)
         second.record(Self.pause())
@@ -192,11 +192,11 @@ import Testing
         let first = trail()
         for _ in 0..<3 { first.record(Self.pause()) }
         await first.flush()
-        try database.setSetting("audit.seal", nil)
+        try await database.setSetting("audit.seal", nil)
         let second = trail()
         second.record(Self.pause())
         #expect(await second.verify().whole)
-        #expect(try database.setting("audit.seal")?.hasPrefix("4 ") == true)
+        #expect(try await database.setting("audit.seal")?.hasPrefix("4 ") == true)
     }
 
     @Test func nothingIsWrittenWithoutAnEvent() async throws {
@@ -205,14 +205,14 @@ import Testing
         await t.flush()
         var before = stat()
         _ = stat(path(), &before)
-        let seal = try database.setting("audit.seal")
+        let seal = try await database.setting("audit.seal")
         await t.flush()
         _ = await t.records(since: nil, limit: 10)
         _ = await t.verify()
         var after = stat()
         _ = stat(path(), &after)
         #expect(after.st_size == before.st_size && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec && after.st_mtim.tv_sec == before.st_mtim.tv_sec)
-        #expect(try database.setting("audit.seal") == seal)
+        #expect(try await database.setting("audit.seal") == seal)
     }
 
     @Test func theServiceWritesWhatIsRecorded() async throws {

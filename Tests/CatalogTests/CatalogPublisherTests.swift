@@ -29,7 +29,7 @@ import Testing
         let ours = [photo("a", date: 100), photo("b", date: 300, format: "HEIF"), photo("c", date: 200, format: "RAW-DNG")]
         try queue.add(ours)
         try queue.add([photo("not yet", date: 500)], state: "pending")
-        #expect(try queue.database.catalogPending() == 3)
+        #expect(try await queue.database.catalogPending() == 3)
         var ledger = CatalogLedger()
         let (outcome, _) = try await sync(queue, bucket, &ledger)
         guard case .published(let report) = outcome else { Issue.record("\(outcome)"); return }
@@ -41,8 +41,8 @@ import Testing
         #expect(report.pointer?.md5 == view.md5 && ledger.pointer == report.pointer)
         for row in ours { #expect(try queue.catalogColumn(row.md5) == "listed") }
         #expect(try queue.catalogColumn(md5Hex("not yet")) == nil)
-        #expect(try queue.database.catalogPending() == 0 && ledger.rows == 3 && ledger.publishedAt != nil)
-        let stored = CatalogLedger(settings: try queue.database.settings(prefix: CatalogLedger.prefix))
+        #expect(try await queue.database.catalogPending() == 0 && ledger.rows == 3 && ledger.publishedAt != nil)
+        let stored = await CatalogLedger(settings: try queue.database.settings(prefix: CatalogLedger.prefix))
         #expect(stored.pointer == ledger.pointer && stored.rows == 3, "recorded with the rows, in one transaction")
         #expect(FileManager.default.fileExists(atPath: queue.workspace.nextPath), "the caller clears the workspace")
     }
@@ -134,7 +134,7 @@ import Testing
         guard case .current(let report) = outcome else { Issue.record("\(outcome)"); return }
         #expect(report.withdrawn == 1 && report.rows == 1)
         #expect(try queue.catalogColumn(ours[1].md5) == "withdrawn")
-        #expect(try queue.database.catalogPending() == 0)
+        #expect(try await queue.database.catalogPending() == 0)
         #expect(try #require(try await appView(bucket, user)).lines == [ours[0].line])
     }
 
@@ -188,7 +188,7 @@ import Testing
         let (outcome, _) = try await sync(queue, bucket, &ledger, publisher: p)
         #expect(outcome == .contended(rounds: 3))
         #expect(try #require(try await appView(bucket, user)).lines.count == 1, "the racer's catalog, readable")
-        #expect(try queue.database.catalogPending() == 1, "ours still waits")
+        #expect(try await queue.database.catalogPending() == 1, "ours still waits")
     }
 
     @Test func aStoreThatRefusesConditionsThatHoldGetsWriteAndReadBack() async throws {
@@ -233,7 +233,7 @@ import Testing
             #expect(reason.contains(why) && reason.contains("publishes nothing"), "\(reason)")
             #expect(bucket.objects == before, "nothing written over it")
         }
-        #expect(try queue.database.catalogPending() == 1)
+        #expect(try await queue.database.catalogPending() == 1)
     }
 
     @Test func readyRowsTheAppsCouldNotReadAreLeftOutAndNoLongerWait() async throws {
@@ -248,7 +248,7 @@ import Testing
         #expect(report.added == 1 && report.rejected == 2 && report.firstRejection != nil)
         #expect(try #require(try await appView(bucket, user)).lines == [photo("good", date: 2).line])
         #expect(try queue.catalogColumn(md5Hex("video")) == "rejected")
-        #expect(try queue.database.catalogPending() == 0)
+        #expect(try await queue.database.catalogPending() == 0)
     }
 
     @Test func aPhotoAnotherDeviceAlreadyListedIsNotAddedWhenItsThumbnailIsDone() async throws {
@@ -261,7 +261,7 @@ import Testing
         var ledger = CatalogLedger()
         _ = try await sync(queue, bucket, &ledger)
         try queue.execute("UPDATE photo SET state = 'ready' WHERE md5 = '\(shared.md5)'")
-        #expect(try queue.database.catalogPending() == 0)
+        #expect(try await queue.database.catalogPending() == 0)
         #expect(try #require(try await appView(bucket, user)).md5s == [shared.md5, md5Hex("other")])
     }
 

@@ -27,42 +27,42 @@ import Testing
         try db.pool.read { try String.fetchOne($0, sql: "SELECT catalog FROM photo WHERE md5 = ?", arguments: [md5]) }
     }
 
-    @Test func onlyReadyPhotosWithoutARowWait() throws {
+    @Test func onlyReadyPhotosWithoutARowWait() async throws {
         try photo("a", "ready")
         try photo("b", "ready", catalog: "listed")
         try photo("c", "ready", catalog: "withdrawn")
         try photo("d", "pending")
         try photo("e", "skipped")
         try photo("f", "failed")
-        #expect(try db.catalogPending() == 1)
+        #expect(try await db.catalogPending() == 1)
     }
 
-    @Test func drainedMeansNothingToReadUploadOrPreview() throws {
-        #expect(try db.catalogQueueDrained())
+    @Test func drainedMeansNothingToReadUploadOrPreview() async throws {
+        #expect(try await db.catalogQueueDrained())
         try photo("a", "pending")
-        #expect(try !db.catalogQueueDrained(), "a thumbnail to make")
-        try db.pool.write { try $0.execute(sql: "UPDATE photo SET state = 'ready'") }
-        #expect(try db.catalogQueueDrained())
-        try db.pool.write { d in
+        #expect(try await !db.catalogQueueDrained(), "a thumbnail to make")
+        try await db.pool.write { try $0.execute(sql: "UPDATE photo SET state = 'ready'") }
+        #expect(try await db.catalogQueueDrained())
+        try await db.pool.write { d in
             try d.execute(sql: "INSERT INTO file(path, dir, size, state, updatedAt) VALUES ('/p/x.jpg', '/p', 5, 'queued', 1)")
         }
-        #expect(try !db.catalogQueueDrained(), "a file to upload")
+        #expect(try await !db.catalogQueueDrained(), "a file to upload")
     }
 
-    @Test func marksAndSettingsRecordWhatASyncLearnt() throws {
+    @Test func marksAndSettingsRecordWhatASyncLearnt() async throws {
         for md5 in ["p", "a", "w", "r", "other"] { try photo(md5, "ready") }
         try photo("l", "ready", catalog: "listed")
-        try db.markCatalog(["p", "a", "l"], as: "listed")
-        try db.markCatalog(["w"], as: "withdrawn")
-        try db.markCatalog(["r"], as: "rejected")
-        try db.setSettings(["catalog.pointerETag": "e1", "catalog.openUpload": nil])
+        try await db.markCatalog(["p", "a", "l"], as: "listed")
+        try await db.markCatalog(["w"], as: "withdrawn")
+        try await db.markCatalog(["r"], as: "rejected")
+        try await db.setSettings(["catalog.pointerETag": "e1", "catalog.openUpload": nil])
         #expect(try catalog("p") == "listed" && catalog("a") == "listed" && catalog("l") == "listed")
         #expect(try catalog("w") == "withdrawn" && catalog("r") == "rejected" && catalog("other") == nil)
-        #expect(try db.settings(prefix: "catalog.") == ["catalog.pointerETag": "e1"])
-        #expect(try db.catalogPending() == 1)
+        #expect(try await db.settings(prefix: "catalog.") == ["catalog.pointerETag": "e1"])
+        #expect(try await db.catalogPending() == 1)
 
-        try db.forgetCatalog(settings: ["catalog.pointerETag": nil, "catalog.userId": "NEW"])
-        #expect(try db.catalogPending() == 6, "another user's catalog holds none of them")
-        #expect(try db.settings(prefix: "catalog.") == ["catalog.userId": "NEW"])
+        try await db.forgetCatalog(settings: ["catalog.pointerETag": nil, "catalog.userId": "NEW"])
+        #expect(try await db.catalogPending() == 6, "another user's catalog holds none of them")
+        #expect(try await db.settings(prefix: "catalog.") == ["catalog.userId": "NEW"])
     }
 }

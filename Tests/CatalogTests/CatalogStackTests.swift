@@ -41,7 +41,7 @@ struct CatalogStackTests {
         /// Ready photos, announced as the thumbnail stage announces them.
         func ready(_ rows: [CatalogRow]) throws {
             try queue.add(rows)
-            QueueSignals.notify(queue.database.signals.photosReady)
+            queue.database.signals.photosReady.changed()
         }
 
         func stop() async {

@@ -18,7 +18,7 @@ import UnixSignals
         func write(_ text: String) throws { try text.write(toFile: config, atomically: true, encoding: .utf8) }
         var settings = Settings()
         settings.watch.folders = [dir.path]
-        let core = try DaemonCore(settings: settings, database: try QueueDatabase.open(path: dir.path + "/queue.db"),
+        let core = try await DaemonCore(settings: settings, database: try QueueDatabase.open(path: dir.path + "/queue.db"),
                                   logger: Logger(label: "test"))
         let audit = CollectedAudit()
         let reload = ReloadService(core: core, configPath: config, notifier: SystemdNotifier(), logger: Logger(label: "test"),

@@ -20,12 +20,12 @@ import Testing
 
     let utc = TimeZone(identifier: "UTC")!
 
-    func core() throws -> DaemonCore {
+    func core() async throws -> DaemonCore {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("daemon-attention-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         var s = Settings()
         s.watch.folders = ["/srv/photos"]
-        return try DaemonCore(settings: s, database: try QueueDatabase.open(path: dir.path + "/queue.db"), logger: Logger(label: "test"),
+        return try await DaemonCore(settings: s, database: try QueueDatabase.open(path: dir.path + "/queue.db"), logger: Logger(label: "test"),
                               attentionRules: AttentionRules(s3FailingAfter: 5))
     }
 
@@ -79,7 +79,7 @@ import Testing
     }
 
     @Test func theAssembledStatusCarriesTheAttentionList() async throws {
-        let c = try core()
+        let c = try await core()
         await c.markRunning()
         await c.add(Part { s in
             s.watch.missingFolders = ["/srv/photos"]
@@ -92,7 +92,7 @@ import Testing
     }
 
     @Test func s3PastTheThresholdOfTheCoresRules() async throws {
-        let c = try core()
+        let c = try await core()
         await c.markRunning()
         await c.add(Part { s in
             s.s3 = .init(state: .backoff, failures: 4, since: Timestamp.string(Date().addingTimeInterval(-6)), lastError: "HTTP 503")

@@ -11,13 +11,13 @@ import Testing
         func contribute(to status: inout DaemonStatus) async { edit(&status) }
     }
 
-    func core(_ edit: (inout Settings) -> Void = { _ in }) throws -> DaemonCore {
+    func core(_ edit: (inout Settings) -> Void = { _ in }) async throws -> DaemonCore {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("daemon-core-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         var s = Settings()
         s.watch.folders = ["/srv/photos", "/home/a/Pictures"]
         edit(&s)
-        return try DaemonCore(settings: s, database: try QueueDatabase.open(path: dir.path + "/queue.db"), logger: Logger(label: "test"))
+        return try await DaemonCore(settings: s, database: try QueueDatabase.open(path: dir.path + "/queue.db"), logger: Logger(label: "test"))
     }
 
     @Test func filesBeingReadAreCountedOutOfPending() {
@@ -76,8 +76,8 @@ import Testing
         let ingest = Part { $0.queue.hashing = 2; $0.watch.directories = 40 }
         let upload = Part { $0.queue.uploadRate = 1000; $0.s3 = .init(state: .ok) }
         let account = Part { $0.account = .init(signedIn: true, userId: "U") }
-        let a = try core()
-        let b = try core()
+        let a = try await core()
+        let b = try await core()
         for p in [ingest, upload, account] { await a.add(p) }
         for p in [account, upload, ingest] { await b.add(p) }
         var sa = await a.status()
@@ -89,7 +89,7 @@ import Testing
     }
 
     @Test func theCoreFillsTheWatchedFoldersAndState() async throws {
-        let c = try core()
+        let c = try await core()
         let s = await c.status()
         #expect(s.state == .starting)
         #expect(s.watch.folders == 2 && s.watch.paths == ["/srv/photos", "/home/a/Pictures"])
@@ -101,16 +101,16 @@ import Testing
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("daemon-pause-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let db = try QueueDatabase.open(path: dir.path + "/queue.db")
-        let first = try DaemonCore(settings: Settings(), database: db, logger: Logger(label: "test"))
+        let first = try await DaemonCore(settings: Settings(), database: db, logger: Logger(label: "test"))
         try await first.setUserPaused(true)
-        let second = try DaemonCore(settings: Settings(), database: db, logger: Logger(label: "test"))
+        let second = try await DaemonCore(settings: Settings(), database: db, logger: Logger(label: "test"))
         #expect(await second.isUserPaused)
         await second.markRunning()
         #expect(await second.status().pauseReason == .user)
     }
 
     @Test func everyChangeIsCounted() async throws {
-        let c = try core()
+        let c = try await core()
         let before = c.changeGeneration
         await c.markRunning()
         c.changed()

@@ -20,16 +20,16 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.path + "/queue.db"
         let database = try QueueDatabase.open(path: path)
-        database.checkpoint()
+        await database.checkpoint()
         let before = modified(path)
         #expect(database.lastChange == nil, "opening changed no row")
 
         try await Task.sleep(for: .milliseconds(20))
-        try database.setSetting("test.key", "a value")
+        try await database.setSetting("test.key", "a value")
         let changedAt = try #require(database.lastChange)
         #expect(modified(path) == before, "a commit goes to the WAL only")
         // The same value again changes no row.
-        try database.setSetting("test.key", "a value")
+        try await database.setSetting("test.key", "a value")
         #expect(database.lastChange == changedAt)
 
         let checkpointer = WALCheckpointer(database: database, quiet: 0.2)

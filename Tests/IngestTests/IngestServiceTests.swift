@@ -39,14 +39,14 @@ import Testing
         return Hex.string(MD5.digest(bytes))
     }
 
-    func record(_ name: String) throws -> FileRecord? {
-        try database.files(at: photos + "/" + name, after: nil, limit: 1).first { $0.path == photos + "/" + name }
+    func record(_ name: String) async throws -> FileRecord? {
+        try await database.files(at: photos + "/" + name, after: nil, limit: 1).first { $0.path == photos + "/" + name }
     }
 
     /// Polls until `condition` holds (the stage works concurrently), a few seconds at most.
-    func eventually(_ what: Comment, _ condition: () throws -> Bool) async throws {
+    func eventually(_ what: Comment, _ condition: () async throws -> Bool) async throws {
         for _ in 0..<500 {
-            if try condition() { return }
+            if try await condition() { return }
             try await Task.sleep(for: .milliseconds(10))
         }
         Issue.record("never happened: \(what)")
@@ -58,33 +58,33 @@ import Testing
         try write("notes.txt", Array("not a photo".utf8))
         let ingest = service()
         let readyToUpload = database.signals.readyToUpload
-        let woken = await readyToUpload.current
+        let woken = readyToUpload.generation
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await ingest.run() }
 
-            try await eventually("the first scan hashed before.jpg") { try record("before.jpg")?.state == .queued }
-            #expect(try record("before.jpg")?.md5 == before)
-            #expect(try record("notes.txt") == nil)
+            try await eventually("the first scan hashed before.jpg") { try await record("before.jpg")?.state == .queued }
+            #expect(try await record("before.jpg")?.md5 == before)
+            #expect(try await record("notes.txt") == nil)
             // The queue wakes the uploader (its signal is sent from a task of its own).
             var rang = false
             for _ in 0..<500 where !rang {
-                rang = await readyToUpload.current != woken
+                rang = readyToUpload.generation != woken
                 if !rang { try await Task.sleep(for: .milliseconds(10)) }
             }
             #expect(rang)
 
             // Written while running: inotify's CLOSE_WRITE, settled, hashed, queued.
             let later = try write("later.jpg", (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
-            try await eventually("later.jpg was hashed") { try record("later.jpg")?.state == .queued }
-            #expect(try record("later.jpg")?.md5 == later)
+            try await eventually("later.jpg was hashed") { try await record("later.jpg")?.state == .queued }
+            #expect(try await record("later.jpg")?.md5 == later)
 
             // The same bytes under another name: no second object, no second read needed.
             try write("copy.jpg", (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
-            try await eventually("copy.jpg was recorded") { try record("copy.jpg")?.state == .queued }
-            #expect(try record("copy.jpg")?.md5 == later)
+            try await eventually("copy.jpg was recorded") { try await record("copy.jpg")?.state == .queued }
+            #expect(try await record("copy.jpg")?.md5 == later)
 
             try FileManager.default.removeItem(atPath: photos + "/before.jpg")
-            try await eventually("before.jpg is gone") { try record("before.jpg")?.state == .gone }
+            try await eventually("before.jpg is gone") { try await record("before.jpg")?.state == .gone }
 
             var status = DaemonStatus()
             await ingest.contribute(to: &status)

@@ -37,27 +37,27 @@ import Vault
     }
 
     /// A stage as the daemon builds one; a second call on the same database is a restart.
-    func service(compactAfter segments: Int? = nil, folders: [String] = ["/srv/photos"]) -> ManifestService {
+    func service(compactAfter segments: Int? = nil, folders: [String] = ["/srv/photos"]) async -> ManifestService {
         var settings = Settings()
         settings.watch.folders = folders
         settings.account.deviceName = "nas"
         let environment = segments.map { ["PHOTOLALAD_MANIFEST_COMPACT_SEGMENTS": "\($0)"] } ?? [:]
         let logger = Logger(label: "manifest-stage-tests")
-        return ManifestService(database: db, bucket: BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger),
+        return await ManifestService(database: db, bucket: BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger),
                                keys: accountKeys, options: .init(settings, environment: environment), clock: clock, logger: logger, audit: audit)
     }
 
     static func md5(_ name: String) -> String { Hex.string(MD5.digest(Array(name.utf8))) }
 
     /// Files under /srv/photos backed up: hashed, then their objects uploaded.
-    func backedUp(_ names: [String], inodes: UInt64 = 1) throws {
+    func backedUp(_ names: [String], inodes: UInt64 = 1) async throws {
         for (i, name) in names.enumerated() {
             let path = "/srv/photos/" + name
             let id = FileIdentity(device: 1, inode: inodes + UInt64(i), size: 100 + Int64(i), mtimeSec: 1_700_000_000, mtimeNsec: 5)
-            _ = try db.observe([ObservedFile(path: path, identity: id)], now: clock.now())
-            _ = try db.recordHash(path: path, identity: id, md5: Self.md5(name), now: clock.now())
+            _ = try await db.observe([ObservedFile(path: path, identity: id)], now: clock.now())
+            _ = try await db.recordHash(path: path, identity: id, md5: Self.md5(name), now: clock.now())
         }
-        while let job = try db.claimObject(now: clock.now()) { try db.markUploaded(md5: job.md5, now: clock.now()) }
+        while let job = try await db.claimObject(now: clock.now()) { try await db.markUploaded(md5: job.md5, now: clock.now()) }
     }
 
     /// Steps until nothing is due, moving the clock to each time the stage asks for.
@@ -94,8 +94,8 @@ import Vault
     }
 
     @Test func aSegmentIsWrittenOnceTheUploadsAreDoneThenRecorded() async throws {
-        try backedUp(["a.jpg", "2024/b.jpg"])
-        let stage = service()
+        try await backedUp(["a.jpg", "2024/b.jpg"])
+        let stage = await service()
         // Gathered for the quiet delay first: nothing is sent yet.
         let due = try #require(await stage.step())
         #expect(due == clock.now().addingTimeInterval(2))
@@ -114,21 +114,21 @@ import Vault
         // Sealed, chained: the record names the head, the log its (empty) predecessor.
         #expect(record.format == 2 && record.counter == 1 && record.head == ManifestHead(seq: 1, sha256: SHA256.hexDigest(bucket.object(keys.log(1))!.bytes)))
         #expect(log.header.prev == ManifestHeader.noPrevious && log.header.format == 2)
-        #expect(try db.manifestHead(userId: "U", device: "dev-1") == RememberedHead(counter: 1, head: record.head!))
-        #expect(try db.manifestLedger()?.seq == 1)
-        #expect(try !db.hasManifestChanges())
+        #expect(try await db.manifestHead(userId: "U", device: "dev-1") == RememberedHead(counter: 1, head: record.head!))
+        #expect(try await db.manifestLedger()?.seq == 1)
+        #expect(try await !db.hasManifestChanges())
         let shown = try #require(await status(stage))
         #expect(shown.state == .idle && shown.segments == 1 && shown.files == 2 && shown.deviceId == "dev-1" && shown.lastError == nil)
     }
 
     @Test func aSegmentWrittenButNotRecordedIsTakenBackAtTheNextStart() async throws {
-        try backedUp(["a.jpg"])
+        try await backedUp(["a.jpg"])
         await settle(service())
-        try backedUp(["b.jpg"], inodes: 10)
+        try await backedUp(["b.jpg"], inodes: 10)
         // What the stage PUT just before a kill -9: segment 2 of the changes waiting, by
         // this database, never recorded in it.
-        let ledger = try #require(try db.manifestLedger())
-        let batch = try #require(try db.manifestCandidates(limit: 100))
+        let ledger = try #require(try await db.manifestLedger())
+        let batch = try #require(try await db.manifestCandidates(limit: 100))
         var encoder = ManifestSegmentEncoder(header: ManifestHeader(kind: .log, device: "dev-1", seq: 2, createdAt: Timestamp.string(clock.now()),
                                                                     writer: ledger.writer, through: batch.through, prev: ledger.headSHA))
         for candidate in batch.candidates {
@@ -139,8 +139,8 @@ import Vault
         bucket.store(keys.log(2), bytes: written)
 
         await settle(service())
-        #expect(try db.manifestLedger()?.seq == 2)
-        #expect(try !db.hasManifestChanges())
+        #expect(try await db.manifestLedger()?.seq == 2)
+        #expect(try await !db.hasManifestChanges())
         #expect(bucket.object(keys.log(2))?.bytes == written)
         #expect(bucket.object(keys.log(3)) == nil)
         #expect(try record().logSeq == 2)
@@ -157,18 +157,18 @@ import Vault
     }
 
     @Test func aSegmentFoundAfterACrashIsTakenBackOnlyIfItAuthenticatesAndChains() async throws {
-        try backedUp(["a.jpg"])
+        try await backedUp(["a.jpg"])
         await settle(service())
-        try backedUp(["b.jpg"], inodes: 10)
-        let ledger = try #require(try db.manifestLedger())
-        let batch = try #require(try db.manifestCandidates(limit: 100))
+        try await backedUp(["b.jpg"], inodes: 10)
+        let ledger = try #require(try await db.manifestLedger())
+        let batch = try #require(try await db.manifestCandidates(limit: 100))
         // Sealed with another account's key: it does not authenticate, and is written again.
         bucket.store(keys.log(2), bytes: planted(seq: 2, prev: ledger.headSHA, key: AccountKey.generate().metadataKey,
                                                  writer: ledger.writer, through: batch.through))
         await settle(service())
         #expect(try segment(keys.log(2)).entries.map { String(decoding: $0.path, as: UTF8.self) } == ["b.jpg"])
         // Authentic, but it does not follow segment 2 (a stale copy): not taken back as 3.
-        try backedUp(["c.jpg"], inodes: 20)
+        try await backedUp(["c.jpg"], inodes: 20)
         bucket.store(keys.log(3), bytes: planted(seq: 3, prev: ManifestHeader.noPrevious, key: metadataKey, writer: nil, through: nil))
         await settle(service())
         #expect(try segment(keys.log(3)).entries.map { String(decoding: $0.path, as: UTF8.self) } == ["c.jpg"])
@@ -177,22 +177,22 @@ import Vault
     }
 
     @Test func anUnrecordedSegmentThatDoesNotCheckOutIsWrittenAgain() async throws {
-        try backedUp(["a.jpg"])
+        try await backedUp(["a.jpg"])
         await settle(service())
-        try backedUp(["b.jpg"], inodes: 10)
+        try await backedUp(["b.jpg"], inodes: 10)
         bucket.store(keys.log(2), bytes: Array("PLMANIF cut short".utf8))
 
         await settle(service())
         let log = try segment(keys.log(2))
         #expect(log.entries.map { String(decoding: $0.path, as: UTF8.self) } == ["b.jpg"])
-        #expect(try db.manifestLedger()?.seq == 2)
+        #expect(try await db.manifestLedger()?.seq == 2)
     }
 
     @Test func theLogIsCompactedIntoASnapshotAReaderReplays() async throws {
-        let stage = service(compactAfter: 2)
-        try backedUp(["a.jpg"])
+        let stage = await service(compactAfter: 2)
+        try await backedUp(["a.jpg"])
         await settle(stage)
-        try backedUp(["b.jpg"], inodes: 10)
+        try await backedUp(["b.jpg"], inodes: 10)
         await settle(stage)
         // Two segments: the mirror went up as snapshot 2, then the logs it covers went away.
         let part = keys.snapshotPart(2, part: 1)
@@ -202,7 +202,7 @@ import Vault
         let partBytes = try #require(bucket.object(part)).bytes
         let digest = ManifestSegment.sealedDigestHex(of: partBytes)
         #expect(index.header.parts == [ManifestHeader.Part(part: 1, sha256: digest, entries: 2)])
-        #expect(try db.manifestLedger()?.snapshot == 2)
+        #expect(try await db.manifestLedger()?.snapshot == 2)
         // The two logs the snapshot covers, deleted: the audit trail says where and how many.
         #expect(audit.all == [
             AuditEvent(.s3Delete, by: .daemon, .ok, ["prefix": .string(keys.prefix), "count": 2, "why": "compaction"]),
@@ -210,7 +210,7 @@ import Vault
 
         let beforeGone = clock.now()
         clock.advance(by: 60)
-        try db.markGone(path: "/srv/photos/a.jpg", now: clock.now())
+        try await db.markGone(path: "/srv/photos/a.jpg", now: clock.now())
         await settle(stage)
         #expect(try segment(keys.log(3)).entries.map(\.kind) == [.gone])
         let now = try await replay()
@@ -220,16 +220,16 @@ import Vault
     }
 
     @Test func anExpiredGrantIsRefreshedInPlaceAndA503WaitsForTheBackoff() async throws {
-        let stage = service()
-        try backedUp(["a.jpg"])
+        let stage = await service()
+        try await backedUp(["a.jpg"])
         await settle(stage)
         bucket.expireTokensSeenSoFar()
-        try backedUp(["b.jpg"], inodes: 10)
+        try await backedUp(["b.jpg"], inodes: 10)
         await settle(stage)
         #expect(bucket.object(keys.log(2)) != nil)
         #expect(await grants.rejections == 1)
 
-        try backedUp(["c.jpg"], inodes: 20)
+        try await backedUp(["c.jpg"], inodes: 20)
         bucket.failNext(1, with: .slowDown, operations: ["PutObject"])
         let gathered = try #require(await stage.step())
         clock.advance(by: gathered.timeIntervalSince(clock.now()))
@@ -245,9 +245,9 @@ import Vault
     }
 
     @Test func theLoopWritesWhatTheUploaderSignalsAndStopsWhenCancelled() async throws {
-        let stage = service()
+        let stage = await service()
         let running = Task { try await stage.run() }
-        try backedUp(["a.jpg"])
+        try await backedUp(["a.jpg"])
         for _ in 0..<400 where bucket.object(keys.log(1)) == nil {
             clock.advance(by: 1)
             try await Task.sleep(for: .milliseconds(10))
@@ -259,8 +259,8 @@ import Vault
 
     @Test func signedOutTheStageIsOffAndSendsNothing() async throws {
         await grants.refuse(.signedOut)
-        try backedUp(["a.jpg"])
-        let stage = service()
+        try await backedUp(["a.jpg"])
+        let stage = await service()
         #expect(await stage.step() == nil)
         #expect(await status(stage)?.state == .off)
         #expect(bucket.keys.isEmpty)
@@ -271,12 +271,12 @@ import Vault
     @Test func nothingIsWrittenWhileTheKeyIsNeededThenAllOfItOnceItIsEntered() async throws {
         let key = try #require(accountKeys.accountKey)
         accountKeys.set(.needed)
-        try backedUp(["a.jpg", "b.jpg"])
-        let stage = service()
+        try await backedUp(["a.jpg", "b.jpg"])
+        let stage = await service()
         #expect(await stage.step() == nil)
         #expect(await status(stage)?.state == .waitingForKey)
         #expect(bucket.keys.isEmpty && bucket.requests("ListObjectsV2") == 0)
-        #expect(try db.hasManifestChanges())
+        #expect(try await db.hasManifestChanges())
         accountKeys.set(.unreadable("the key object does not check out"))
         #expect(await stage.step() == nil && bucket.keys.isEmpty)
         accountKeys.set(.ready(key))
@@ -288,12 +288,12 @@ import Vault
 
     @Test func everyObjectIsSealedAndNamesNoPathNameOrHost() async throws {
         let marker = "MARK-\(UUID().uuidString.prefix(8))"
-        let stage = service(compactAfter: 2)
-        try backedUp(["\(marker)/a.jpg"])
+        let stage = await service(compactAfter: 2)
+        try await backedUp(["\(marker)/a.jpg"])
         await settle(stage)
-        try backedUp(["\(marker)/b.jpg"], inodes: 10)
+        try await backedUp(["\(marker)/b.jpg"], inodes: 10)
         await settle(stage)
-        try db.markGone(path: "/srv/photos/\(marker)/a.jpg", now: clock.now())
+        try await db.markGone(path: "/srv/photos/\(marker)/a.jpg", now: clock.now())
         await settle(stage)
         #expect(bucket.keys.contains(keys.snapshotIndex(2)) && bucket.keys.contains(keys.log(3)))
         for key in bucket.keys {
@@ -314,16 +314,16 @@ import Vault
         try FileManager.default.createDirectory(atPath: root + "/2024/trip", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         chmod(root + "/2024", 0o750)
-        let stage = service(folders: [root])
+        let stage = await service(folders: [root])
         let owner = FileOwner(uid: getuid(), gid: getgid(), mode: 0o640)
-        func add(_ name: String, inode: UInt64) throws {
+        func add(_ name: String, inode: UInt64) async throws {
             let id = FileIdentity(device: 1, inode: inode, size: 10, mtimeSec: 1_700_000_000, mtimeNsec: 0)
-            _ = try db.observe([ObservedFile(path: root + "/" + name, identity: id)], now: clock.now())
-            _ = try db.recordHash(path: root + "/" + name, identity: id, md5: Self.md5(name), sha256: SHA256.digest(Array(name.utf8)),
+            _ = try await db.observe([ObservedFile(path: root + "/" + name, identity: id)], now: clock.now())
+            _ = try await db.recordHash(path: root + "/" + name, identity: id, md5: Self.md5(name), sha256: SHA256.digest(Array(name.utf8)),
                                   owner: owner, now: clock.now())
-            while let job = try db.claimObject(now: clock.now()) { try db.markUploaded(md5: job.md5, now: clock.now()) }
+            while let job = try await db.claimObject(now: clock.now()) { try await db.markUploaded(md5: job.md5, now: clock.now()) }
         }
-        try add("2024/trip/a.jpg", inode: 1)
+        try await add("2024/trip/a.jpg", inode: 1)
         await settle(stage)
         let first = try segment(keys.log(1))
         #expect(first.entries.map(\.kind) == [.folder, .folder, .folder, .appeared])
@@ -333,12 +333,12 @@ import Vault
         #expect(file.owner?.uid == owner.uid && file.owner?.mode == 0o640 && file.owner?.user != nil)
         #expect(file.version?.sha256 == SHA256Value(bytes: SHA256.digest(Array("2024/trip/a.jpg".utf8))))
         // Another file in the same folders: no folder record again.
-        try add("2024/trip/b.jpg", inode: 2)
+        try await add("2024/trip/b.jpg", inode: 2)
         await settle(stage)
         #expect(try segment(keys.log(2)).entries.map(\.kind) == [.appeared])
         // A folder's mode changed: recorded with the next file below it.
         chmod(root + "/2024", 0o700)
-        try add("2024/c.jpg", inode: 3)
+        try await add("2024/c.jpg", inode: 3)
         await settle(stage)
         let third = try segment(keys.log(3))
         #expect(third.entries.map(\.kind) == [.folder, .appeared] && third.entries[0].owner?.mode == 0o700)
@@ -350,55 +350,56 @@ import Vault
 
     /// What a release writing format 1 left: its ledger (no format), its mirror of two
     /// files in segment 1, and its plaintext objects in the bucket.
-    func formatOneLeftovers() throws {
-        try backedUp(["a.jpg", "b.jpg"])
+    func formatOneLeftovers() async throws {
+        try await backedUp(["a.jpg", "b.jpg"])
         var old = ManifestLedger(userId: "U", deviceId: "dev-1")
         old.format = nil
-        try db.resetManifest(old)
-        let batch = try #require(try db.manifestCandidates(limit: 100))
+        try await db.resetManifest(old)
+        let batch = try #require(try await db.manifestCandidates(limit: 100))
         let records = batch.candidates.compactMap { ManifestChanges.record(for: $0, folders: ["/srv/photos"], now: clock.now()) }
-        _ = try db.recordManifestSegment(seq: 1, records: records, through: batch.through) { $0.logged(1, records: records, writtenAt: nil) }
+        _ = try await db.recordManifestSegment(seq: 1, records: records, through: batch.through) { $0.logged(1, records: records, writtenAt: nil) }
         let plain = ManifestSegment(header: ManifestHeader(kind: .log, device: "dev-1", seq: 1, createdAt: "x"),
                                     entries: records.compactMap(ManifestChanges.entry)).encoded()
         bucket.store(keys.plaintext.log(1), bytes: plain)
         bucket.store(keys.record, bytes: DeviceRecord(deviceId: "dev-1", name: "nas", folders: ["/srv/photos"], lastBackupAt: nil, files: 2,
                                                       bytes: 201, logSeq: 1, snapshotSeq: 0, updatedAt: "x", software: "old").encoded())
-        #expect(try db.manifestLedger()?.isPlaintext == true)
+        #expect(try await db.manifestLedger()?.isPlaintext == true)
     }
 
     func assertUpgraded() async throws {
         #expect(bucket.keys == [keys.record, keys.snapshotPart(1, part: 1), keys.snapshotIndex(1)].sorted())
         #expect(bucket.keys.allSatisfy { !ManifestKeys.isPlaintextSegment($0) })
-        #expect(try record().head?.seq == 1 && (try db.manifestLedger())?.format == 2)
+        let ledger = try await db.manifestLedger()
+        #expect(try await record().head?.seq == 1 && ledger?.format == 2)
         let now = try await replay()
         #expect(now.files == ["a.jpg", "b.jpg"] && now.report.complete && now.report.problems.isEmpty)
     }
 
     @Test func aFormat1ManifestIsWrittenAgainSealedFromTheMirrorThenItsPlaintextDeleted() async throws {
-        try formatOneLeftovers()
+        try await formatOneLeftovers()
         // The bucket's plaintext is not what the upgrade reads: change it, nothing follows.
         bucket.store(keys.plaintext.log(1), bytes: Array("not read".utf8))
-        let stage = service()
+        let stage = await service()
         await settle(stage)
         try await assertUpgraded()
         #expect(await status(stage)?.format == 2)
         // Then the log goes on from the snapshot.
-        try backedUp(["c.jpg"], inodes: 10)
+        try await backedUp(["c.jpg"], inodes: 10)
         await settle(stage)
         #expect(try segment(keys.log(2)).header.prev == ManifestHeader.noPrevious)
         #expect(try await replay().files == ["a.jpg", "b.jpg", "c.jpg"])
     }
 
     @Test func anUpgradeCutShortResumesAtTheNextStart() async throws {
-        try formatOneLeftovers()
+        try await formatOneLeftovers()
         // Killed before the snapshot was whole: still format 1, done again.
         bucket.failNext(1, with: .internalError, operations: ["PutObject"])
         #expect(await service().step() != nil)
-        #expect(try db.manifestLedger()?.isPlaintext == true && bucket.object(keys.plaintext.log(1)) != nil)
+        #expect(try await db.manifestLedger()?.isPlaintext == true && bucket.object(keys.plaintext.log(1)) != nil)
         // Killed between the sealed record and the deletion: the next start deletes.
         bucket.failNext(1, with: .internalError, operations: ["DeleteObject"])
         #expect(await service().step() != nil)
-        #expect(try db.manifestLedger()?.format == 2 && bucket.object(keys.plaintext.log(1)) != nil)
+        #expect(try await db.manifestLedger()?.format == 2 && bucket.object(keys.plaintext.log(1)) != nil)
         await settle(service())
         try await assertUpgraded()
     }

@@ -16,12 +16,12 @@ import Testing
     }
 
     @Test func aSignalWakesTheStage() async throws {
-        let signal = WakeSignal()
+        let signal = ChangeFeed()
         let steps = Steps()
         let loop = StageLoop(clock: TestClock(), wakes: [.signal(signal)])
         let run = Task { await loop.run { _ in steps.count.withLock { $0 += 1 }; return .wake } }
         try await steps.waitFor(1)
-        await signal.notify()
+        signal.changed()
         try await steps.waitFor(2)
         run.cancel()
         await run.value
@@ -36,7 +36,7 @@ import Testing
         try await steps.waitFor(1)
         continuation.yield()
         try await steps.waitFor(2)
-        await loop.wake()
+        loop.wake()
         try await steps.waitFor(3)
         run.cancel()
         await run.value
@@ -75,7 +75,7 @@ import Testing
             await loop.run { _ in
                 let n = steps.count.withLock { $0 += 1; return $0 }
                 // Someone wakes the stage while its first step runs.
-                if n == 1 { await loop.wake() }
+                if n == 1 { loop.wake() }
                 return .wake
             }
         }

@@ -14,9 +14,9 @@ import Testing
     func md5(_ text: String) -> String { Hex.string(MD5.digest(Array(text.utf8))) }
 
     /// A photo the thumbnail stage left ready.
-    func ready(_ world: StageWorld, _ seed: String, date: Int64) throws -> String {
+    func ready(_ world: StageWorld, _ seed: String, date: Int64) async throws -> String {
         let line = "\(md5("head " + seed)),1000,\(md5(seed)),\(date),JPEG"
-        try world.database.write { db in
+        try await world.database.write { db in
             try db.execute(sql: "INSERT INTO object(md5, size, state, updatedAt) VALUES (?, 1000, 'uploaded', 0)", arguments: [md5(seed)])
             try db.execute(sql: """
                 INSERT INTO photo(md5, state, headMD5, size, format, takenAt, updatedAt) VALUES (?, 'ready', ?, 1000, 'JPEG', ?, 0)
@@ -50,7 +50,7 @@ import Testing
                            contentType: "text/csv")
         world.bucket.store(CatalogFormat.pointerKey(userId: world.userId), bytes: Array(Hex.string(MD5.digest(body)).utf8),
                            contentType: "text/plain")
-        let ours = [try ready(world, "new", date: 1_700_000_000), try ready(world, "old", date: 1_600_000_000)]
+        let ours = await [try ready(world, "new", date: 1_700_000_000), try ready(world, "old", date: 1_600_000_000)]
 
         var settings = Settings()
         settings.daemon.stateDir = world.dir
@@ -68,7 +68,7 @@ import Testing
         #expect(status.catalog.rows == 2 && status.catalog.total == 3 && status.catalog.pending == 0)
         // Newest first; the phone's row exactly as it was.
         #expect(try appRead(world) == [ours[0], phone[0], ours[1]])
-        #expect(try world.database.catalogPending() == 0)
+        #expect(try await world.database.catalogPending() == 0)
         // The phone's catalog was replaced (its row kept): the audit trail says so, once.
         #expect(audit.all == [
             AuditEvent(.catalogReplaced, by: .daemon, .ok, [
@@ -80,7 +80,7 @@ import Testing
 
     @Test func aPublishOverOurOwnCatalogIsNotAReplacement() async throws {
         let world = try StageWorld(skipsWaitsUpTo: 60)
-        _ = try ready(world, "first", date: 1_700_000_000)
+        _ = try await ready(world, "first", date: 1_700_000_000)
         var settings = Settings()
         settings.daemon.stateDir = world.dir
         settings.catalog.publishInterval = .seconds(1)
@@ -93,8 +93,8 @@ import Testing
             await service.contribute(to: &status)
             return status.catalog.rows == 1
         }
-        _ = try ready(world, "second", date: 1_700_000_100)
-        await world.database.signals.photosReady.notify()
+        _ = try await ready(world, "second", date: 1_700_000_100)
+        world.database.signals.photosReady.changed()
         try await world.waitUntil("the second publish") {
             await service.contribute(to: &status)
             return status.catalog.rows == 2
@@ -109,7 +109,7 @@ import Testing
     /// to look after: status said idle with 0 rows for good.
     @Test func aRecordingCutShortIsReadAgainAtTheNextStart() async throws {
         let world = try StageWorld(skipsWaitsUpTo: 60)
-        let ours = [try ready(world, "one", date: 1_700_000_000), try ready(world, "two", date: 1_600_000_000)]
+        let ours = await [try ready(world, "one", date: 1_700_000_000), try ready(world, "two", date: 1_600_000_000)]
         var settings = Settings()
         settings.daemon.stateDir = world.dir
         settings.catalog.publishInterval = .seconds(1)
@@ -123,12 +123,12 @@ import Testing
         }
         await running.stop()
         // What a kill after the marks' transaction leaves: marks, the flag, no ledger.
-        let kept = try world.database.settings(prefix: CatalogLedger.prefix)
+        let kept = try await world.database.settings(prefix: CatalogLedger.prefix)
         var cut: [String: String?] = Dictionary(uniqueKeysWithValues: kept.keys.map { ($0, nil) })
         cut[CatalogLedger.prefix + "userId"] = kept[CatalogLedger.prefix + "userId"]
         cut[CatalogLedger.recordingKey] = "1"
-        try world.database.setSettings(cut)
-        #expect(try world.database.catalogPending() == 0)
+        try await world.database.setSettings(cut)
+        #expect(try await world.database.catalogPending() == 0)
 
         let second = CatalogService(database: world.database, bucket: world.session(), gate: OpenGate(),
                                     options: .init(settings), logger: world.logger, clock: world.clock)
@@ -139,7 +139,7 @@ import Testing
         }
         await running.stop()
         #expect(status.catalog.total == 2 && status.catalog.pending == 0)
-        #expect(try world.database.settings(prefix: CatalogLedger.recordingKey).isEmpty, "settled again")
+        #expect(try await world.database.settings(prefix: CatalogLedger.recordingKey).isEmpty, "settled again")
         #expect(Set(try appRead(world)) == Set(ours))
     }
 }

@@ -105,7 +105,7 @@ import Testing
         m.publish()
         // A photo this NAS backed up itself: not copied with include = "others".
         let own = StageWorld.bytes(2_000, seed: 4)
-        let mo = try m.world.queue("own.jpg", own)
+        let mo = try await m.world.queue("own.jpg", own)
         m.world.bucket.store(m.world.photoKey(mo), bytes: own)
 
         let service = m.service()
@@ -130,7 +130,7 @@ import Testing
         #expect(s.state == .idle && s.inAccount == 4 && s.copied == 3 && s.pending == 0 && s.lastPassAt != nil && s.nextCheckAt != nil)
         // The uploader learns each copy is in the account before ingest could see it.
         for md5 in [ma, mb, mv] {
-            #expect(try m.world.database.inventoryPresence(key: m.world.photoKey(md5.hex)) != .unknown)
+            #expect(try await m.world.database.inventoryPresence(key: m.world.photoKey(md5.hex)) != .unknown)
         }
         await running.stop()
 
@@ -152,13 +152,13 @@ import Testing
         try await m.world.waitUntil("the first pass") { await m.status(service).present == 1 }
         try await Task.sleep(for: .milliseconds(100))
         let before = m.world.bucket.requestLog.count
-        let writes = try m.world.database.read { try Int.fetchOne($0, sql: "SELECT total_changes()") }
+        let writes = try await m.world.database.read { try Int.fetchOne($0, sql: "SELECT total_changes()") }
         m.world.clock.advance(by: 61)
         try await m.world.waitUntil("a check") { m.world.bucket.requestLog.count > before }
         try await Task.sleep(for: .milliseconds(200))
         let log = m.world.bucket.requestLog.dropFirst(before)
         #expect(log.map(\.operation) == ["GetObject"] && log.first?.key.hasSuffix(".photolala.md5") == true)
-        #expect(try m.world.database.read { try Int.fetchOne($0, sql: "SELECT total_changes()") } == writes)
+        #expect(try await m.world.database.read { try Int.fetchOne($0, sql: "SELECT total_changes()") } == writes)
         // A new photo: the pointer changes, the new row is HEADed and fetched.
         let n = m.phone(StageWorld.bytes(1_500, seed: 2), date: 1_700_000_000)
         m.publish()
@@ -178,7 +178,7 @@ import Testing
         try await m.world.waitUntil("the refusal") { await m.status(service).refused == 1 }
         #expect(m.files().isEmpty, "nothing under a final name")
         #expect(m.audit.of(.mirrorRefused).count == 1)
-        #expect(try m.world.database.mirrorEntry(forged)?.lastError?.contains("MD5") == true)
+        #expect(try await m.world.database.mirrorEntry(forged)?.lastError?.contains("MD5") == true)
         await running.stop()
 
         // Longer than the listing said: the answer's size is refused before a byte is written.
@@ -254,7 +254,7 @@ import Testing
         try await m.world.waitUntil("the removal seen") { await m.status(service).removedHere == 1 }
         #expect(await m.status(service).present == 2, "renamed and moved copies are still here")
         #expect(m.world.bucket.requests("GetObject", under: "photos/") == gets, "nothing fetched again")
-        #expect(try m.world.database.mirrorEntry(md5s[1])?.path == "Holidays/moved.jpg")
+        #expect(try await m.world.database.mirrorEntry(md5s[1])?.path == "Holidays/moved.jpg")
         #expect(await service.refill(by: .caller(uid: 0)).ok)
         try await m.world.waitUntil("the refill") { m.files()[names[2]] != nil }
         #expect(m.world.bucket.requests("GetObject", under: "photos/") == gets + 1)

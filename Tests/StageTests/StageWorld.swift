@@ -51,15 +51,15 @@ final class StageWorld: Sendable {
 
     /// A file seen and hashed, as ingest leaves it: its object waits for the upload.
     @discardableResult
-    func queue(_ name: String, _ bytes: [UInt8]) throws -> String {
+    func queue(_ name: String, _ bytes: [UInt8]) async throws -> String {
         let file = try write(name, bytes)
-        _ = try database.observe([ObservedFile(path: file.path, identity: file.identity)], now: clock.now())
-        _ = try database.recordHash(path: file.path, identity: file.identity, md5: file.md5, now: clock.now())
+        _ = try await database.observe([ObservedFile(path: file.path, identity: file.identity)], now: clock.now())
+        _ = try await database.recordHash(path: file.path, identity: file.identity, md5: file.md5, now: clock.now())
         return file.md5
     }
 
-    func objectState(_ md5: String) throws -> String? {
-        try database.read { try String.fetchOne($0, sql: "SELECT state FROM object WHERE md5 = ?", arguments: [md5]) }
+    func objectState(_ md5: String) async throws -> String? {
+        try await database.read { try String.fetchOne($0, sql: "SELECT state FROM object WHERE md5 = ?", arguments: [md5]) }
     }
 
     func photoKey(_ md5: String) -> String { "photos/\(userId)/\(md5).dat" }

@@ -29,16 +29,16 @@ actor FakeRenderer: PreviewRenderer {
 /// in the bucket and their catalog columns, through an expired token on the way.
 @Suite(.serialized) struct ThumbnailStageTests {
     /// A photo backed up as the upload leaves it.
-    func uploaded(_ world: StageWorld, _ name: String, _ bytes: [UInt8]) throws -> String {
-        let md5 = try world.queue(name, bytes)
-        _ = try world.database.claimObject(now: world.clock.now())
-        try world.database.recordUpload(md5: md5, key: world.photoKey(md5), size: Int64(bytes.count), etag: md5,
+    func uploaded(_ world: StageWorld, _ name: String, _ bytes: [UInt8]) async throws -> String {
+        let md5 = try await world.queue(name, bytes)
+        _ = try await world.database.claimObject(now: world.clock.now())
+        try await world.database.recordUpload(md5: md5, key: world.photoKey(md5), size: Int64(bytes.count), etag: md5,
                                         storageClass: "STANDARD", now: world.clock.now())
         return md5
     }
 
-    func photo(_ world: StageWorld, _ md5: String) throws -> (state: String, format: String?, takenAt: Int64?)? {
-        try world.database.read { db in
+    func photo(_ world: StageWorld, _ md5: String) async throws -> (state: String, format: String?, takenAt: Int64?)? {
+        try await world.database.read { db in
             try Row.fetchOne(db, sql: "SELECT state, format, takenAt FROM photo WHERE md5 = ?", arguments: [md5])
                 .map { ($0["state"], $0["format"], $0["takenAt"]) }
         }
@@ -47,9 +47,9 @@ actor FakeRenderer: PreviewRenderer {
     @Test func uploadedPhotosGetThumbnailsAndColumns() async throws {
         let world = try StageWorld()
         let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0]
-        let a = try uploaded(world, "a.jpg", jpeg + StageWorld.bytes(9_000, seed: 1))
-        let b = try uploaded(world, "b.jpg", jpeg + StageWorld.bytes(5_000, seed: 2))
-        let clip = try uploaded(world, "clip.bin", StageWorld.bytes(3_000, seed: 3))
+        let a = try await uploaded(world, "a.jpg", jpeg + StageWorld.bytes(9_000, seed: 1))
+        let b = try await uploaded(world, "b.jpg", jpeg + StageWorld.bytes(5_000, seed: 2))
+        let clip = try await uploaded(world, "clip.bin", StageWorld.bytes(3_000, seed: 3))
         // A phone made b's thumbnail already: it is kept.
         let theirs: [UInt8] = [9, 9, 9]
         world.bucket.store("thumbnails/\(world.userId)/\(b).jpg", bytes: theirs)
@@ -64,14 +64,16 @@ actor FakeRenderer: PreviewRenderer {
                                        renderer: { renderer })
         let running = Running { try await service.run() }
         try await world.waitUntil("every photo read") {
-            try [a, b, clip].allSatisfy { try photo(world, $0).map { $0.state != "pending" } ?? false }
+            for md5 in [a, b, clip] where try await photo(world, md5).map({ $0.state != "pending" }) != true { return false }
+            return true
         }
         await running.stop()
 
-        #expect(try photo(world, a)?.state == "ready" && photo(world, a)?.format == "JPEG")
-        #expect(try photo(world, a)?.takenAt == 1_619_863_200)
-        #expect(try photo(world, b)?.state == "ready")
-        #expect(try photo(world, clip)?.state == "skipped")
+        let first = try await photo(world, a)
+        #expect(first?.state == "ready" && first?.format == "JPEG")
+        #expect(try await photo(world, a)?.takenAt == 1_619_863_200)
+        #expect(try await photo(world, b)?.state == "ready")
+        #expect(try await photo(world, clip)?.state == "skipped")
         let made = try #require(world.bucket.object("thumbnails/\(world.userId)/\(a).jpg"))
         #expect(made.bytes == FakeRenderer.thumbnail && made.contentType == "image/jpeg")
         #expect(world.bucket.object("thumbnails/\(world.userId)/\(b).jpg")?.bytes == theirs)

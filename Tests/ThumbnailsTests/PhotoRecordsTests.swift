@@ -26,85 +26,86 @@ import Testing
         }
     }
 
-    func seedAll() throws {
+    func seedAll() async throws {
         var rowid: Int64 = 0
         while true {
-            let step = try db.seedPhotos(after: rowid, window: 2)
+            let step = try await db.seedPhotos(after: rowid, window: 2)
             if step.atEnd { return }
             rowid = step.last
         }
     }
 
-    @Test func onlyUploadedObjectsGetPendingRowsOnce() throws {
+    @Test func onlyUploadedObjectsGetPendingRowsOnce() async throws {
         try object("a", state: "uploaded", path: "/p/a.jpg")
         try object("b", state: "pending", path: "/p/b.jpg")
         for i in 0..<5 { try object("u\(i)", state: "uploaded", path: "/p/u\(i).jpg") }
-        try seedAll()
-        try seedAll()
-        let jobs = try db.duePhotos(excluding: [], limit: 100)
+        try await seedAll()
+        try await seedAll()
+        let jobs = try await db.duePhotos(excluding: [], limit: 100)
         #expect(Set(jobs.map(\.md5)) == ["a", "u0", "u1", "u2", "u3", "u4"])
         #expect(jobs.first { $0.md5 == "a" }?.sources.map(\.path) == ["/p/a.jpg"])
-        #expect(try db.duePhotos(excluding: ["a"], limit: 100).count == 5)
-        let counts = try db.photoCounts()
+        #expect(try await db.duePhotos(excluding: ["a"], limit: 100).count == 5)
+        let counts = try await db.photoCounts()
         #expect(counts.pending == 6 && counts.unseen == 0)
     }
 
     @Test func readyRowsCarryTheCatalogColumnsAndWakeTheCatalog() async throws {
         try object("a", state: "uploaded", path: "/p/a.jpg")
-        try seedAll()
-        let since = await db.signals.photosReady.current
-        try db.markPhotoReady(md5: "a", columns: PhotoColumns(headMD5: "h", size: 10, format: "JPEG"), takenAt: 1_600_000_000)
+        try await seedAll()
+        let since = db.signals.photosReady.generation
+        try await db.markPhotoReady(md5: "a", columns: PhotoColumns(headMD5: "h", size: 10, format: "JPEG"), takenAt: 1_600_000_000)
         await db.signals.photosReady.wait(since: since, until: Date().addingTimeInterval(5))
-        #expect(await db.signals.photosReady.current > since)
+        #expect(db.signals.photosReady.generation > since)
         let row = try db.pool.read { try Row.fetchOne($0, sql: "SELECT * FROM photo WHERE md5 = 'a'") }
         let state: String? = row?["state"], head: String? = row?["headMD5"], format: String? = row?["format"]
         let takenAt: Int64? = row?["takenAt"]
         #expect(state == "ready" && head == "h" && format == "JPEG")
         #expect(takenAt == 1_600_000_000)
-        #expect(try db.duePhotos(excluding: [], limit: 10).isEmpty)
+        #expect(try await db.duePhotos(excluding: [], limit: 10).isEmpty)
     }
 
-    @Test func postponedRowsWaitAndFailedOnesSayWhyInTheListing() throws {
+    @Test func postponedRowsWaitAndFailedOnesSayWhyInTheListing() async throws {
         try object("a", state: "uploaded", path: "/p/a.jpg")
         try object("b", state: "uploaded", path: "/p/b.jpg")
-        try seedAll()
+        try await seedAll()
         let later = Date().addingTimeInterval(600)
-        try db.postponePhoto(md5: "a", until: later, error: "S3: SlowDown", countAttempt: false)
-        #expect(try db.duePhotos(excluding: [], limit: 10).map(\.md5) == ["b"])
-        #expect(abs((try db.nextPhotoDueTime()?.timeIntervalSince1970 ?? 0) - later.timeIntervalSince1970) < 1)
-        try db.markPhotoFailed(md5: "b", columns: nil, reason: "the decoder crashed (SIGSEGV)")
-        let listing = try db.listing(failedOnly: false, limit: 10)
+        try await db.postponePhoto(md5: "a", until: later, error: "S3: SlowDown", countAttempt: false)
+        #expect(try await db.duePhotos(excluding: [], limit: 10).map(\.md5) == ["b"])
+        #expect(await abs((try db.nextPhotoDueTime()?.timeIntervalSince1970 ?? 0) - later.timeIntervalSince1970) < 1)
+        try await db.markPhotoFailed(md5: "b", columns: nil, reason: "the decoder crashed (SIGSEGV)")
+        let listing = try await db.listing(failedOnly: false, limit: 10)
         #expect(listing.items.map(\.path) == ["/p/b.jpg"])
         #expect(listing.items.first?.lastError == "no preview: the decoder crashed (SIGSEGV)")
-        #expect(try db.listing(failedOnly: true, limit: 10).total == 0, "a backed-up photo is not a failed file")
-        let counts = try db.photoCounts()
+        #expect(try await db.listing(failedOnly: true, limit: 10).total == 0, "a backed-up photo is not a failed file")
+        let counts = try await db.photoCounts()
         #expect(counts.failed == 1 && counts.pending == 1)
     }
 
     @Test func retryReadsPhotosWithoutAPreviewAgainWithTheirAttemptsReset() async throws {
         try object("a", state: "uploaded", path: "/p/a.jpg")
         try object("b", state: "uploaded", path: "/p/b.jpg")
-        try seedAll()
-        try db.postponePhoto(md5: "a", until: Date().addingTimeInterval(5), error: "the decoder crashed (SIGSEGV)", countAttempt: true)
-        try db.markPhotoFailed(md5: "a", columns: nil, reason: "the decoder crashed (SIGSEGV)")
-        try db.markPhotoReady(md5: "b", columns: PhotoColumns(headMD5: "h", size: 10, format: "JPEG"), takenAt: 1)
-        let since = await db.signals.photosRetried.current
-        let retried = try db.retryFailed()
+        try await seedAll()
+        try await db.postponePhoto(md5: "a", until: Date().addingTimeInterval(5), error: "the decoder crashed (SIGSEGV)", countAttempt: true)
+        try await db.markPhotoFailed(md5: "a", columns: nil, reason: "the decoder crashed (SIGSEGV)")
+        try await db.markPhotoReady(md5: "b", columns: PhotoColumns(headMD5: "h", size: 10, format: "JPEG"), takenAt: 1)
+        let since = db.signals.photosRetried.generation
+        let retried = try await db.retryFailed()
         #expect(retried.files == 0 && retried.photos == 1)
         await db.signals.photosRetried.wait(since: since, until: Date().addingTimeInterval(5))
-        #expect(await db.signals.photosRetried.current > since, "the thumbnail stage is woken")
-        let jobs = try db.duePhotos(excluding: [], limit: 10)
+        #expect(db.signals.photosRetried.generation > since, "the thumbnail stage is woken")
+        let jobs = try await db.duePhotos(excluding: [], limit: 10)
         #expect(jobs.map(\.md5) == ["a"] && jobs.first?.attempts == 0)
         let row = try db.pool.read { try Row.fetchOne($0, sql: "SELECT state, lastError FROM photo WHERE md5 = 'a'") }
         let state: String? = row?["state"], lastError: String? = row?["lastError"]
         #expect(state == "pending" && lastError == nil)
-        #expect(try db.photoCounts().failed == 0 && db.photoCounts().ready == 1, "a ready photo stays ready")
-        #expect(try db.retryFailed().photos == 0)
+        let counts = try await db.photoCounts()
+        #expect(counts.failed == 0 && counts.ready == 1, "a ready photo stays ready")
+        #expect(try await db.retryFailed().photos == 0)
     }
 
-    @Test func uploadedObjectsWithoutARowAreCountedUnseen() throws {
+    @Test func uploadedObjectsWithoutARowAreCountedUnseen() async throws {
         try object("a", state: "uploaded", path: "/p/a.jpg")
         try object("b", state: "uploaded", path: "/p/b.jpg")
-        #expect(try db.photoCounts().unseen == 2)
+        #expect(try await db.photoCounts().unseen == 2)
     }
 }

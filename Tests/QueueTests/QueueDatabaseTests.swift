@@ -1,0 +1,52 @@
+import Dispatch
+import Foundation
+import PhotolalaCore
+import Synchronization
+import Testing
+import Queue
+
+/// The queue database's reads and writes beside its upkeep.
+@Suite struct QueueDatabaseTests {
+    let dir: URL
+    var path: String { dir.appendingPathComponent("queue.db").path }
+
+    init() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("queue-db-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    }
+
+    /// Ingest gives memory back two seconds after its work runs out, while the other stages
+    /// go on reading. GRDB's `releaseMemory` holds its reader list's lock while it waits for
+    /// each reader in turn, and a read begun with `asyncRead` gives its reader back on that
+    /// reader's own queue, which needs the same lock: a read under way when the release
+    /// began hung the release, that read and every later one (issue 30's e2e stalls: a stage
+    /// stopped mid-step, nothing logged, the status no longer answered).
+    @Test func memoryIsGivenBackWhileAReadIsUnderWay() async throws {
+        let db = try QueueDatabase.open(path: path)
+        _ = try await db.counts()
+        let entered = DispatchSemaphore(value: 0)
+        let finished = Finished()
+        // Not awaited in the test's structure: hung, it could never be awaited.
+        Task {
+            async let read: Void = db.read { _ in
+                entered.signal()
+                // Still reading when the release reaches this reader.
+                usleep(300_000)
+            }
+            await Blocking.run { entered.wait() }
+            await db.releaseMemory()
+            try? await read
+            _ = try? await db.counts()
+            finished.done()
+        }
+        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+        while !finished.isDone && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(finished.isDone, "releasing memory while a read was under way hung the database")
+    }
+
+    private final class Finished: Sendable {
+        private let flag = Atomic<Bool>(false)
+        func done() { flag.store(true, ordering: .relaxed) }
+        var isDone: Bool { flag.load(ordering: .relaxed) }
+    }
+}
