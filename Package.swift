@@ -74,6 +74,8 @@ let package = Package(
         .target(name: "Queue", dependencies: [
             "PhotolalaCore",
             .product(name: "GRDB", package: "GRDB.swift"),
+            // StageContext: the log every stage writes to.
+            .product(name: "Logging", package: "swift-log"),
             // The SQLite C API, for the statements a scan runs once per file (RawStatement).
             .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),

@@ -13,7 +13,7 @@ import ServiceLifecycle
 /// one sync through `BucketCatalogStore`; this actor only waits, asks, and keeps what
 /// status shows. Woken by the queue's `photosReady` and `uploaded` signals, by reloads,
 /// and by the gate (the catalog writes only when uploads may run).
-package actor CatalogService: Service {
+package actor CatalogService: Service, Stage {
     package struct Options: Sendable, Equatable {
         package var enabled: Bool
         package var publishInterval: Duration
@@ -37,12 +37,10 @@ package actor CatalogService: Service {
         }
     }
 
-    private let database: QueueDatabase
+    /// The queue, clock, log, status feed and audit trail (`Stage` reads them through it).
+    package nonisolated let context: StageContext
     private let bucket: BucketSession
     private let gate: any StageGate
-    private let clock: any DaemonClock
-    private let logger: Logger
-    private let statusChanges: ChangeFeed
     private let workspace: CatalogWorkspace
     private var options: Options
     private var schedule: CatalogSchedule
@@ -58,24 +56,16 @@ package actor CatalogService: Service {
     private var blockedReason: String?
     private var lastError: String?
     private var loop: StageLoop?
-    /// A publish over someone else's catalog, recorded (cli.md "audit": `catalog.replaced`).
-    private let audit: (any AuditRecorder)?
 
     /// - Parameters:
     ///   - bucket: the stage's session.
     ///   - gate: the catalog writes only when uploads may run (signed in, not paused by
     ///     the user nor by the account).
-    package init(database: QueueDatabase, bucket: BucketSession, gate: any StageGate, options: Options, logger: Logger,
-                 clock: any DaemonClock = SystemClock(), statusChanges: ChangeFeed = ChangeFeed(),
-                 audit: (any AuditRecorder)? = nil) {
-        self.database = database
-        self.audit = audit
+    package init(context: StageContext, bucket: BucketSession, gate: any StageGate, options: Options) {
+        self.context = context
         self.bucket = bucket
         self.gate = gate
         self.options = options
-        self.logger = logger
-        self.clock = clock
-        self.statusChanges = statusChanges
         workspace = CatalogWorkspace(stateDir: options.stateDir)
         schedule = CatalogSchedule(publishInterval: Units.seconds(options.publishInterval),
                                    checkInterval: Units.seconds(options.checkInterval))

@@ -69,10 +69,11 @@ package struct Daemon: Sendable {
         let account = AccountService(stateDir: settings.daemon.stateDir, options: .init(settings), logger: logger,
                                      statusChanges: core.statusChanges, audit: audit)
         await account.restore()
+        // What every stage stands on: the queue, the clock, the log, the status feed, the trail.
+        let context = StageContext(database: database, logger: logger, statusChanges: core.statusChanges, audit: audit)
         // The stages around the queue: settled → hashed (ingest) → uploaded (uploader).
         let payloadDigests = PayloadDigests()
-        let ingest = IngestService(database: database, options: .init(settings), logger: logger,
-                                   statusChanges: core.statusChanges, payloadDigests: payloadDigests)
+        let ingest = IngestService(context: context, options: .init(settings), payloadDigests: payloadDigests)
         // Each stage reaches the bucket through its own session (its own connection pool),
         // with the account's grants.
         let trust = TLSTrust(caFile: settings.tls.caFile)
@@ -91,37 +92,36 @@ package struct Daemon: Sendable {
         // the feed's rate, and holds the photos' uploads in its `0` slots.
         let bandwidth = BandwidthFeed()
         let schedule = BandwidthSchedule(settings: settings, feed: bandwidth, statusChanges: core.statusChanges, logger: logger)
-        let uploader = UploaderService(database: database, bucket: bucket(max(8, settings.upload.concurrency * 2), proxy: proxy),
+        let uploader = UploaderService(context: context, bucket: bucket(max(8, settings.upload.concurrency * 2), proxy: proxy),
                                        gate: DaemonGate(core: core, account: account),
-                                       options: .init(settings), logger: logger, payloadDigests: payloadDigests, rates: bandwidth)
+                                       options: .init(settings), payloadDigests: payloadDigests, rates: bandwidth)
         let scraper = MetricsScraper(core: core, exposition: MetricsExposition(counters: counters.registry))
         let metricsListener = MetricsListenerService(address: settings.metrics.listen, logger: logger) { await scraper.scrape() }
         // What the bucket holds: the uploader trusts it instead of asking one key at a time.
-        let inventory = await InventoryService(database: database, bucket: bucket(8), gate: AccountGate(account: account),
-                                         options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
+        let inventory = await InventoryService(context: context, bucket: bucket(8), gate: AccountGate(account: account),
+                                               options: .init(settings))
         // After the upload: thumbnails and the photo rows the catalog stage publishes.
-        let thumbnails = ThumbnailService(database: database, bucket: bucket(4), gate: DaemonGate(core: core, account: account),
-                                          options: .init(settings), logger: logger)
+        let thumbnails = ThumbnailService(context: context, bucket: bucket(4), gate: DaemonGate(core: core, account: account),
+                                          options: .init(settings))
         // After the upload: this NAS's manifest in the bucket (paths, names, times).
         // Sealed with the account's key, from the key service: nothing is written without
         // it (the changes wait, and its change feed wakes the stage).
         // Devices whose manifest this NAS refused (a downgrade, a rollback), in status.
         let alarms = ManifestAlarms(audit: audit, statusChanges: core.statusChanges)
-        let manifest = await ManifestService(database: database, bucket: bucket(2), keys: keys, options: .init(settings),
-                                       wakes: [.stream(account.statusChanges.changes())], logger: logger,
-                                       statusChanges: core.statusChanges, audit: audit, alarms: alarms)
+        let manifest = await ManifestService(context: context, bucket: bucket(2), keys: keys, options: .init(settings),
+                                             wakes: [.stream(account.statusChanges.changes())], alarms: alarms)
         // A side service: reading devices, manifests and objects back for `photolalactl restore`;
         // it opens encrypted manifests and remembers the newest head of each device it read.
         let restore = RestoreService(bucket: bucket(32), keys: keys, heads: ManifestHeads(database: database), options: .init(settings),
                                      logger: logger, audit: audit, alarms: alarms)
         // Photos the thumbnails left ready → rows in the apps' catalog.
-        let catalog = CatalogService(database: database, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
-                                     options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
+        let catalog = CatalogService(context: context, bucket: bucket(2), gate: DaemonGate(core: core, account: account),
+                                     options: .init(settings))
         // The NAS's own copy of the account (mirror.md), through a session of its own: its
         // downloads never take the connections uploads need.
-        let mirror = MirrorService(database: database, bucket: bucket(8), account: AccountGate(account: account),
+        let mirror = MirrorService(context: context, bucket: bucket(8), account: AccountGate(account: account),
                                    user: UserPauseGate(core: core), schedule: bandwidth, sha256: LocalSHA256Lookup(database: database),
-                                   options: .init(settings), logger: logger, statusChanges: core.statusChanges, audit: audit)
+                                   options: .init(settings))
         // Telling the owner when backups stop: reads the status, keeps what it told in the queue database.
         let notify = NotifyService(options: .init(settings), source: NotifyBridge(core: core), store: NotifyBridge(core: core),
                                    logger: logger, audit: audit)
@@ -130,11 +130,19 @@ package struct Daemon: Sendable {
         let web = WebService(options: .init(settings), stateDir: settings.daemon.stateDir,
                              backend: DaemonWeb(core: core, handler: handlerSlot), audit: audit, logger: logger,
                              retryInterval: WebRetry.interval(ProcessInfo.processInfo.environment))
-        for part in [account, keys, ingest, uploader, inventory, thumbnails, catalog, manifest, restore, metricsListener, schedule,
-                     notify, alarms, web, mirror] as [any StatusContributor] {
-            await core.add(part)
-        }
-        await core.add(account as any AttentionWitness)
+
+        // The daemon's parts, one entry each, in the order they start (they stop in the
+        // reverse order). What each does beyond running — a status of its own, new
+        // settings on reload, a fact for the attention rules — follows from what it is
+        // (StageRoles.swift), so a new stage is this one line and its own file.
+        let parts: [DaemonPart] = [
+            .init("metrics", metricsListener), .init("web", web), .init("account", account), .init("keys", keys),
+            .init("ingest", ingest), .init("uploader", uploader), .init("inventory", inventory),
+            .init("thumbnails", thumbnails), .init("catalog", catalog), .init("manifest", manifest),
+            .init("restore", restore), .init("mirror", mirror), .init("bandwidth-schedule", schedule),
+            .init("notify", notify), .init("manifest-alarms", alarms),
+        ]
+        await core.add(parts)
 
         // Trapped before the control socket listens (let alone READY=1): a client that can
         // connect may send SIGTERM at once (tests and scripts take a connectable socket for
@@ -151,11 +159,11 @@ package struct Daemon: Sendable {
         await core.markRunning()
         let status = await core.status()
         notifier.ready(status: StatusSummary.oneLine(status))
-        Self.releaseStartupMemory()
         logger.notice("photolalad \(PhotolalaVersion.current) started", metadata: [
             "folders": "\(settings.watch.folders.count)", "socket": "\(settings.daemon.socket)", "state": "\(status.state.rawValue)",
         ])
 
+        // The daemon's own machinery around the parts.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             // First, so it stops last: what happens until then is recorded.
             .init(service: audit, serviceName: "audit"),
@@ -163,25 +171,13 @@ package struct Daemon: Sendable {
             .init(service: WALCheckpointer(database: database), serviceName: "checkpoint"),
             // Next, so it stops next to last: status answers while the others wind down.
             .init(service: ControlService(server: server), serviceName: "control"),
-            .init(service: metricsListener, serviceName: "metrics"),
-            .init(service: web, serviceName: "web"),
-            .init(service: account, serviceName: "account"),
-            .init(service: keys, serviceName: "keys"),
-            .init(service: ingest, serviceName: "ingest"),
-            .init(service: uploader, serviceName: "uploader"),
-            .init(service: inventory, serviceName: "inventory"),
-            .init(service: thumbnails, serviceName: "thumbnails"),
-            .init(service: catalog, serviceName: "catalog"),
-            .init(service: manifest, serviceName: "manifest"),
-            .init(service: restore, serviceName: "restore"),
-            .init(service: mirror, serviceName: "mirror"),
-            .init(service: schedule, serviceName: "bandwidth-schedule"),
-            .init(service: notify, serviceName: "notify"),
+        ]
+        services += parts.compactMap { part in part.service.map { .init(service: $0, serviceName: part.name) } }
+        services += [
             .init(service: StatusLineService(core: core, notifier: notifier), serviceName: "status-line"),
             .init(service: ReloadService(core: core, configPath: configPath, instance: instance, notifier: notifier, logger: logger,
-                                         parts: [uploader, ingest, account, keys, inventory, thumbnails, catalog, manifest, restore, metricsListener, audit,
-                                                 schedule, notify, web, mirror],
-                                         signals: hangups, audit: audit), serviceName: "reload"),
+                                         parts: [audit] + parts.compactMap(\.reload), signals: hangups, audit: audit),
+                  serviceName: "reload"),
         ]
         if let interval = notifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(core: core, notifier: notifier, interval: interval), serviceName: "watchdog"))
@@ -191,8 +187,10 @@ package struct Daemon: Sendable {
         config.maximumCancellationDuration = .seconds(3)
         let group = ServiceGroup(configuration: config)
         defer { logger.notice("photolalad stopped") }
-        // SIGTERM/SIGINT are relayed by a child of this task, ended with the group.
+        // SIGTERM/SIGINT are relayed by a child of this task, ended with the group; another
+        // gives back the start-up code's memory once the services run.
         try await withThrowingDiscardingTaskGroup { relay in
+            relay.addTask { await Self.releaseStartupMemory() }
             relay.addTask {
                 for await signal in stops {
                     logger.notice("\(signal) received: stopping")
@@ -228,12 +226,10 @@ package struct Daemon: Sendable {
 
     /// Start-up code (argument parsing, TOML, migrations, TLS set-up) runs once: its pages
     /// leave the daemon's RSS once the services have started.
-    static func releaseStartupMemory() {
-        Task.detached(priority: .background) {
-            try? await Task.sleep(for: .seconds(3))
-            photolala_trim_malloc()
-            photolala_release_code_pages()
-        }
+    static func releaseStartupMemory() async {
+        guard (try? await Sleep.for(.seconds(3))) != nil else { return }
+        photolala_trim_malloc()
+        photolala_release_code_pages()
     }
 
     func openDatabase() async throws -> QueueDatabase {

@@ -29,12 +29,10 @@ package actor DaemonCore {
         self.userPaused = (try await database.setting(Self.userPauseKey)) == "1"
     }
 
-    func add(_ contributor: any StatusContributor) {
-        contributors.append(contributor)
-    }
-
-    func add(_ witness: any AttentionWitness) {
-        witnesses.append(witness)
+    /// The parts whose fields the status shows and whose facts the attention rules read.
+    func add(_ parts: [DaemonPart]) {
+        contributors += parts.compactMap(\.status)
+        witnesses += parts.compactMap(\.witness)
     }
 
     // MARK: lifecycle

@@ -13,7 +13,27 @@ import Notify
 import RestoreRelay
 import PhotolalaCore
 import Thumbnails
+import ServiceLifecycle
 import Upload
+
+/// One entry of the daemon's list of parts (`Daemon.run`): its name, the service the
+/// group runs when it is one, and the roles it plays, read from what it conforms to — so
+/// a part's status, reload and attention facts cannot be forgotten in a second list.
+struct DaemonPart: Sendable {
+    let name: String
+    let service: (any Service)?
+    let status: (any StatusContributor)?
+    let reload: (any Reconfigurable)?
+    let witness: (any AttentionWitness)?
+
+    init(_ name: String, _ part: any Sendable) {
+        self.name = name
+        service = part as? any Service
+        status = part as? any StatusContributor
+        reload = part as? any Reconfigurable
+        witness = part as? any AttentionWitness
+    }
+}
 
 /// A part of the daemon that shows something in the status. Each fills in its own fields
 /// only, so the order they are asked in does not matter.

@@ -25,7 +25,7 @@ import Watcher
 /// for the next request or the periodic rescan) and hashing (a worker per file in
 /// flight, woken by files to read and by the queue's `needsHash`). The loops and the work
 /// its synchronous code starts are children of `run()`.
-package actor IngestService: Service {
+package actor IngestService: Service, Stage {
     package struct Options: Sendable, Equatable {
         package var watcher: WatcherOptions
         package var rescanInterval: Duration?
@@ -51,12 +51,9 @@ package actor IngestService: Service {
     /// SHA-256s for signed uploads, taken in the hashing pass when the uploader wants them.
     private let payloadDigests: PayloadDigests
 
-    private let database: QueueDatabase
+    /// The queue, clock, log, status feed and audit trail (`Stage` reads them through it).
+    package nonisolated let context: StageContext
     private var options: Options
-    private let logger: Logger
-    private let statusChanges: ChangeFeed
-    /// Wall-clock time: a file's mtime is compared with it, and the last scan shown.
-    private let clock: any DaemonClock
     private let pool: HasherPool
     private var watcher: InotifyWatcher?
     private var aggregator: SettleAggregator<ContinuousClock.Instant>
@@ -88,14 +85,11 @@ package actor IngestService: Service {
     private var refilling = false
     private var memory = MemoryRelease()
 
-    package init(database: QueueDatabase, options: Options, clock: any DaemonClock = SystemClock(), logger: Logger,
-                 statusChanges: ChangeFeed = ChangeFeed(), payloadDigests: PayloadDigests = PayloadDigests()) {
-        self.database = database
+    package init(context: StageContext, options: Options, payloadDigests: PayloadDigests = PayloadDigests()) {
+        self.context = context
+        let (database, clock) = (context.database, context.clock)
         self.payloadDigests = payloadDigests
         self.options = options
-        self.clock = clock
-        self.logger = logger
-        self.statusChanges = statusChanges
         pool = HasherPool(workers: options.hashWorkers)
         aggregator = SettleAggregator(options: options.watcher)
         settling = StageLoop(clock: clock)

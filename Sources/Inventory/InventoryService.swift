@@ -21,7 +21,7 @@ import Synchronization
 /// `verify` is a fresh listing compared with every object the daemon holds as backed up
 /// (presence, size, ETag), then with `--deep` a share of them read back through an MD5.
 /// The decisions are values: `InventorySchedule`, `ObjectCheck`, `ListingReconciliation`.
-package actor InventoryService: Service {
+package actor InventoryService: Service, Stage {
     package struct Options: Sendable, Equatable {
         package var interval: Duration
         /// Objects `verify --deep` reads back at once.
@@ -64,13 +64,11 @@ package actor InventoryService: Service {
                                              repeatsUnreadableAnswers: true)
     private static let lastVerifyKey = "verify.last"
 
-    private let database: QueueDatabase
+    /// The queue, clock, log, status feed and audit trail (`Stage` reads them through it).
+    package nonisolated let context: StageContext
     private let bucket: BucketSession
     private let gate: any StageGate
-    private let clock: any DaemonClock
-    private let logger: Logger
     private var options: Options
-    private let statusChanges: ChangeFeed
     private let schedule: InventorySchedule
     /// A `verify` asked for and not begun yet: the share to read back (0: none).
     private var verifyAsked: Double?
@@ -87,23 +85,17 @@ package actor InventoryService: Service {
     private var loop: StageLoop?
     /// Who asked for the verify asked for or under way (its result is recorded as theirs).
     private var verifyActor: AuditActor = .daemon
-    private let audit: (any AuditRecorder)?
 
     /// - Parameters:
     ///   - bucket: the stage's session.
     ///   - gate: whether the account lets the daemon use the bucket (signed in, not paused
     ///     by the account; the user's own pause does not stop listing).
-    package init(database: QueueDatabase, bucket: BucketSession, gate: any StageGate, options: Options, logger: Logger,
-                 clock: any DaemonClock = SystemClock(), statusChanges: ChangeFeed = ChangeFeed(),
-                 schedule: InventorySchedule = InventorySchedule(), audit: (any AuditRecorder)? = nil) async {
-        self.database = database
-        self.audit = audit
+    package init(context: StageContext, bucket: BucketSession, gate: any StageGate, options: Options,
+                 schedule: InventorySchedule = InventorySchedule()) async {
+        self.context = context
         self.bucket = bucket
         self.gate = gate
         self.options = options
-        self.logger = logger
-        self.clock = clock
-        self.statusChanges = statusChanges
         self.schedule = schedule
         if let saved = try? await database.setting(Self.lastVerifyKey),
            let result = try? JSONDecoder().decode(DaemonStatus.Verify.self, from: Data(saved.utf8)) {

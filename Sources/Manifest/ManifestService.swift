@@ -18,7 +18,7 @@ import Vault
 /// Woken by the queue's `uploaded` signal and whatever else the daemon passes (the
 /// account's changes); it also looks every `pollInterval` for changes nothing signals
 /// (files gone or moved).
-package actor ManifestService: Service {
+package actor ManifestService: Service, Stage {
     package struct Options: Sendable, Equatable {
         package var folders: [String]
         package var deviceName: String
@@ -45,13 +45,11 @@ package actor ManifestService: Service {
         }
     }
 
-    private let database: QueueDatabase
+    /// The queue, clock, log, status feed and audit trail (`Stage` reads them through it).
+    package nonisolated let context: StageContext
     private let session: BucketSession
     private let keySource: any MetadataKeySource
-    private let clock: any DaemonClock
     private let loop: StageLoop
-    private let logger: Logger
-    private let audit: (any AuditRecorder)?
     private var options: Options
     private var ledger: ManifestLedger?
     /// Whether the bucket's manifest was compared with the ledger since the account (or
@@ -69,7 +67,6 @@ package actor ManifestService: Service {
     private var state: DaemonStatus.Manifest.State = .off
     private var lastError: String?
     private var names = OwnerNames()
-    private let statusChanges: ChangeFeed
     /// Devices whose manifest was refused (this NAS's own, here), shown in status.
     private let alarms: ManifestAlarms?
     /// The account key of the step under way.
@@ -89,18 +86,14 @@ package actor ManifestService: Service {
     ///   - keys: the account's metadata key: nothing is written while it is not `ready`
     ///     (the changes wait in the queue database), and its changes wake the stage.
     ///   - wakes: what else makes the stage look (the daemon passes the account's changes).
-    package init(database: QueueDatabase, bucket session: BucketSession, keys: any MetadataKeySource, options: Options,
-                 clock: any DaemonClock = SystemClock(), wakes: [StageLoop.Source] = [], logger: Logger,
-                 statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil, alarms: ManifestAlarms? = nil) async {
-        self.database = database
+    package init(context: StageContext, bucket session: BucketSession, keys: any MetadataKeySource, options: Options,
+                 wakes: [StageLoop.Source] = [], alarms: ManifestAlarms? = nil) async {
+        self.context = context
+        let (database, clock) = (context.database, context.clock)
         self.alarms = alarms
         self.session = session
         self.keySource = keys
         self.options = options
-        self.clock = clock
-        self.logger = logger
-        self.statusChanges = statusChanges
-        self.audit = audit
         loop = StageLoop(clock: clock, wakes: [.signal(database.signals.uploaded), .stream(keys.keyChanges.changes())] + wakes)
         retry = options.policy.retry
         ledger = try? await database.manifestLedger()

@@ -23,7 +23,7 @@ import Synchronization
 /// a copy renamed, moved or deleted by the user is not fetched again, and nothing is ever
 /// deleted because the account deleted it. It waits while the account, the user, the
 /// bandwidth timetable, the folder or its free space say so (`MirrorPause`).
-package actor MirrorService: Service {
+package actor MirrorService: Service, Stage {
     package struct Options: Sendable {
         package var folder: String?
         package var include: Settings.Mirror.Include
@@ -92,7 +92,8 @@ package actor MirrorService: Service {
     static let markerKey = "mirror.marker"
     static let accountKey = "mirror.account"
 
-    private let database: QueueDatabase
+    /// The queue, clock, log, status feed and audit trail (`Stage` reads them through it).
+    package nonisolated let context: StageContext
     private let session: BucketSession
     /// The account's standing (signed in, not paused by the account): no request without it.
     private let account: any StageGate
@@ -101,10 +102,6 @@ package actor MirrorService: Service {
     /// The bandwidth timetable in force: a `0` slot pauses the mirror too.
     private let schedule: BandwidthFeed
     private let sha256: (any SHA256Lookup)?
-    private let clock: any DaemonClock
-    private let logger: Logger
-    private let statusChanges: ChangeFeed
-    private let audit: (any AuditRecorder)?
     private var options: Options
     private let bandwidth: TokenBucket
     private let lanes = OpenFileLanes()
@@ -130,20 +127,15 @@ package actor MirrorService: Service {
     private var counts = MirrorCounts()
     private var countsAt: Date?
 
-    package init(database: QueueDatabase, bucket: BucketSession, account: any StageGate, user: any StageGate, schedule: BandwidthFeed,
-                 sha256: (any SHA256Lookup)?, options: Options, logger: Logger, clock: any DaemonClock = SystemClock(),
-                 statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil) {
-        self.database = database
+    package init(context: StageContext, bucket: BucketSession, account: any StageGate, user: any StageGate, schedule: BandwidthFeed,
+                 sha256: (any SHA256Lookup)?, options: Options) {
+        self.context = context
         self.session = bucket
         self.account = account
         self.user = user
         self.schedule = schedule
         self.sha256 = sha256
         self.options = options
-        self.logger = logger
-        self.clock = clock
-        self.statusChanges = statusChanges
-        self.audit = audit
         bandwidth = TokenBucket(bytesPerSecond: options.downloadLimit)
     }
 

@@ -28,7 +28,7 @@ extension PreviewWorkerSlot: PreviewRenderer {}
 /// transaction per step. Decoding happens only in sandboxed worker processes
 /// (`PreviewRenderer`). Originals come first: while objects wait to be uploaded the
 /// stage waits, and its workers run at the lowest CPU and I/O priority.
-package actor ThumbnailService: Service {
+package actor ThumbnailService: Service, Stage {
     package struct Options: Sendable, Equatable {
         /// `catalog.enabled`: false turns the stage off.
         package var enabled: Bool
@@ -61,11 +61,10 @@ package actor ThumbnailService: Service {
     /// Attempts a photo gets when its worker crashes or its files keep changing.
     private static let attemptLimit = 2
 
-    private let database: QueueDatabase
+    /// The queue, clock, log, status feed and audit trail (`Stage` reads them through it).
+    package nonisolated let context: StageContext
     private let bucket: BucketSession
     private let gate: any StageGate
-    private let clock: any DaemonClock
-    private let logger: Logger
     private var options: Options
     private let makeRenderer: @Sendable () -> any PreviewRenderer
     private var busy: Set<String> = []
@@ -86,15 +85,12 @@ package actor ThumbnailService: Service {
     ///   - bucket: the stage's session.
     ///   - gate: whether uploads (and so thumbnails) may run.
     ///   - renderer: makes one renderer per worker (`PreviewWorkerSlot` in the daemon).
-    package init(database: QueueDatabase, bucket: BucketSession, gate: any StageGate, options: Options, logger: Logger,
-                 clock: any DaemonClock = SystemClock(),
+    package init(context: StageContext, bucket: BucketSession, gate: any StageGate, options: Options,
                  renderer: @escaping @Sendable () -> any PreviewRenderer = { PreviewWorkerSlot() }) {
-        self.database = database
+        self.context = context
         self.bucket = bucket
         self.gate = gate
         self.options = options
-        self.logger = logger
-        self.clock = clock
         makeRenderer = renderer
     }
 

@@ -16,7 +16,7 @@ import ServiceLifecycle
 /// `readyToUpload` and `inventoryChanged` signals, by the gate (pause, sign-in) and by the
 /// bandwidth timetable: it follows the `BandwidthFeed`'s rate slot by slot (uploads in
 /// flight included), and a timetable's `0` slot holds new uploads until it ends.
-package actor UploaderService: Service {
+package actor UploaderService: Service, Stage {
     package struct Options: Sendable, Equatable {
         package var concurrency: Int
         package var multipartThreshold: Int64
@@ -40,11 +40,10 @@ package actor UploaderService: Service {
         }
     }
 
-    private let database: QueueDatabase
+    /// The queue, clock, log, status feed and audit trail (`Stage` reads them through it).
+    package nonisolated let context: StageContext
     private let bucket: BucketSession
     private let gate: any StageGate
-    private let clock: any DaemonClock
-    private let logger: Logger
     private var options: Options
     private let policy: UploadPolicy
     private let bandwidth: TokenBucket
@@ -68,16 +67,13 @@ package actor UploaderService: Service {
     ///   - bucket: the stage's session (its own pool of `max(8, 2 × concurrency)` connections).
     ///   - gate: whether uploads may run (the user's pause, the account).
     ///   - rates: the rate the daemon's bandwidth schedule publishes (none: no limit).
-    package init(database: QueueDatabase, bucket: BucketSession, gate: any StageGate, options: Options, logger: Logger,
-                 clock: any DaemonClock = SystemClock(), policy: UploadPolicy = UploadPolicy(),
+    package init(context: StageContext, bucket: BucketSession, gate: any StageGate, options: Options, policy: UploadPolicy = UploadPolicy(),
                  payloadDigests: PayloadDigests = PayloadDigests(), presence: PresenceCheck = PresenceCheck(),
                  rates: BandwidthFeed = BandwidthFeed()) {
-        self.database = database
+        self.context = context
         self.bucket = bucket
         self.gate = gate
         self.options = options
-        self.logger = logger
-        self.clock = clock
         self.policy = policy
         self.payloadDigests = payloadDigests
         self.presence = presence

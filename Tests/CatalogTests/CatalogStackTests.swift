@@ -61,8 +61,8 @@ struct CatalogStackTests {
         settings.catalog.publishInterval = .seconds(1)
         configure(&settings)
         let logger = Logger(label: "catalog-tests")
-        let service = CatalogService(database: queue.database, bucket: access.session(logger: logger), gate: access,
-                                     options: .init(settings), logger: logger)
+        let service = CatalogService(context: StageContext(database: queue.database, logger: logger), bucket: access.session(logger: logger),
+                                     gate: access, options: .init(settings))
         let task = Task { _ = try? await service.run() }
         return Running(queue: queue, access: access, app: app, service: service, task: task)
     }

@@ -81,12 +81,12 @@ import Testing
     @Test func theAssembledStatusCarriesTheAttentionList() async throws {
         let c = try await core()
         await c.markRunning()
-        await c.add(Part { s in
+        await c.add([DaemonPart("folders", Part { s in
             s.watch.missingFolders = ["/srv/photos"]
             s.state = .needsLogin
-        })
+        })])
         #expect(await c.status().attention.map(\.reason) == [.folderMissing], "never signed in: no notSignedIn")
-        await c.add(Witness(signedInBefore: true))
+        await c.add([DaemonPart("account", Witness(signedInBefore: true))])
         let s = await c.status()
         #expect(s.attention.map(\.reason) == [.notSignedIn, .folderMissing])
     }
@@ -94,9 +94,9 @@ import Testing
     @Test func s3PastTheThresholdOfTheCoresRules() async throws {
         let c = try await core()
         await c.markRunning()
-        await c.add(Part { s in
+        await c.add([DaemonPart("s3", Part { s in
             s.s3 = .init(state: .backoff, failures: 4, since: Timestamp.string(Date().addingTimeInterval(-6)), lastError: "HTTP 503")
-        })
+        })])
         #expect(await c.status().attention.map(\.reason) == [.s3Failing])
     }
 }

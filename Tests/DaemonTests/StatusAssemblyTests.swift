@@ -78,8 +78,8 @@ import Testing
         let account = Part { $0.account = .init(signedIn: true, userId: "U") }
         let a = try await core()
         let b = try await core()
-        for p in [ingest, upload, account] { await a.add(p) }
-        for p in [account, upload, ingest] { await b.add(p) }
+        for p in [ingest, upload, account] { await a.add([DaemonPart("part", p)]) }
+        for p in [account, upload, ingest] { await b.add([DaemonPart("part", p)]) }
         var sa = await a.status()
         var sb = await b.status()
         sa.startedAt = nil

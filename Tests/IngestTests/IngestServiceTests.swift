@@ -29,7 +29,7 @@ import Testing
         var settings = Settings()
         settings.watch.folders = [photos]
         settings.watch.settle = .milliseconds(200)
-        return IngestService(database: database, options: .init(settings, hashWorkers: 2), logger: Logger(label: "ingest-tests"))
+        return IngestService(context: StageContext(database: database, logger: Logger(label: "ingest-tests")), options: .init(settings, hashWorkers: 2))
     }
 
     /// Writes `bytes` the way a copy does (a new file, closed), and answers its MD5.

@@ -43,8 +43,9 @@ import Vault
         settings.account.deviceName = "nas"
         let environment = segments.map { ["PHOTOLALAD_MANIFEST_COMPACT_SEGMENTS": "\($0)"] } ?? [:]
         let logger = Logger(label: "manifest-stage-tests")
-        return await ManifestService(database: db, bucket: BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger),
-                               keys: accountKeys, options: .init(settings, environment: environment), clock: clock, logger: logger, audit: audit)
+        return await ManifestService(context: StageContext(database: db, clock: clock, logger: logger, audit: audit),
+                                     bucket: BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger),
+                                     keys: accountKeys, options: .init(settings, environment: environment))
     }
 
     static func md5(_ name: String) -> String { Hex.string(MD5.digest(Array(name.utf8))) }

@@ -56,8 +56,8 @@ import Testing
         settings.daemon.stateDir = world.dir
         settings.catalog.publishInterval = .seconds(1)
         let audit = CollectedAudit()
-        let service = CatalogService(database: world.database, bucket: world.session(), gate: OpenGate(),
-                                     options: .init(settings), logger: world.logger, clock: world.clock, audit: audit)
+        let service = CatalogService(context: world.context(audit: audit), bucket: world.session(), gate: OpenGate(),
+                                     options: .init(settings))
         let running = Running { try await service.run() }
         var status = DaemonStatus()
         try await world.waitUntil("the catalog published") {
@@ -85,8 +85,8 @@ import Testing
         settings.daemon.stateDir = world.dir
         settings.catalog.publishInterval = .seconds(1)
         let audit = CollectedAudit()
-        let service = CatalogService(database: world.database, bucket: world.session(), gate: OpenGate(),
-                                     options: .init(settings), logger: world.logger, clock: world.clock, audit: audit)
+        let service = CatalogService(context: world.context(audit: audit), bucket: world.session(), gate: OpenGate(),
+                                     options: .init(settings))
         let running = Running { try await service.run() }
         var status = DaemonStatus()
         try await world.waitUntil("the first publish") {
@@ -113,8 +113,8 @@ import Testing
         var settings = Settings()
         settings.daemon.stateDir = world.dir
         settings.catalog.publishInterval = .seconds(1)
-        let first = CatalogService(database: world.database, bucket: world.session(), gate: OpenGate(),
-                                   options: .init(settings), logger: world.logger, clock: world.clock)
+        let first = CatalogService(context: world.context(), bucket: world.session(), gate: OpenGate(),
+                                   options: .init(settings))
         var running = Running { try await first.run() }
         var status = DaemonStatus()
         try await world.waitUntil("the first publish") {
@@ -130,8 +130,8 @@ import Testing
         try await world.database.setSettings(cut)
         #expect(try await world.database.catalogPending() == 0)
 
-        let second = CatalogService(database: world.database, bucket: world.session(), gate: OpenGate(),
-                                    options: .init(settings), logger: world.logger, clock: world.clock)
+        let second = CatalogService(context: world.context(), bucket: world.session(), gate: OpenGate(),
+                                    options: .init(settings))
         running = Running { try await second.run() }
         try await world.waitUntil("the catalog read again") {
             await second.contribute(to: &status)

@@ -13,8 +13,8 @@ import Testing
     func inventory(_ world: StageWorld, statusChanges: ChangeFeed = ChangeFeed(), audit: CollectedAudit? = nil) async -> InventoryService {
         var settings = Settings()
         settings.upload.inventoryInterval = .seconds(3600)
-        return await InventoryService(database: world.database, bucket: world.session(), gate: OpenGate(), options: .init(settings),
-                                logger: world.logger, clock: world.clock, statusChanges: statusChanges, audit: audit)
+        return await InventoryService(context: world.context(statusChanges: statusChanges, audit: audit), bucket: world.session(),
+                                gate: OpenGate(), options: .init(settings))
     }
 
     func status(_ service: InventoryService) async -> DaemonStatus {

@@ -39,9 +39,8 @@ import Testing
         }
 
         func service(_ change: (inout Settings.Mirror) -> Void = { _ in }, account: any StageGate = OpenGate()) -> MirrorService {
-            MirrorService(database: world.database, bucket: world.session(), account: account, user: user, schedule: feed,
-                          sha256: LocalSHA256Lookup(database: world.database), options: .init(settings(change)), logger: world.logger,
-                          clock: world.clock, audit: audit)
+            MirrorService(context: world.context(audit: audit), bucket: world.session(), account: account, user: user, schedule: feed,
+                          sha256: LocalSHA256Lookup(database: world.database), options: .init(settings(change)))
         }
 
         func status(_ service: MirrorService) async -> DaemonStatus.Mirror {

@@ -35,6 +35,11 @@ final class StageWorld: Sendable {
 
     deinit { try? FileManager.default.removeItem(atPath: dir) }
 
+    /// What a stage stands on here: this world's queue, clock and log.
+    func context(statusChanges: ChangeFeed = ChangeFeed(), audit: (any AuditRecorder)? = nil) -> StageContext {
+        StageContext(database: database, clock: clock, logger: logger, statusChanges: statusChanges, audit: audit)
+    }
+
     /// A session of the stage's own over the in-memory bucket.
     func session() -> BucketSession {
         BucketSession(grants: grants, transport: bucket, clock: clock, logger: logger)

@@ -59,9 +59,8 @@ actor FakeRenderer: PreviewRenderer {
         let renderer = FakeRenderer()
         var settings = Settings()
         settings.catalog.enabled = true
-        let service = ThumbnailService(database: world.database, bucket: world.session(), gate: OpenGate(),
-                                       options: .init(settings), logger: world.logger, clock: world.clock,
-                                       renderer: { renderer })
+        let service = ThumbnailService(context: world.context(), bucket: world.session(), gate: OpenGate(),
+                                       options: .init(settings), renderer: { renderer })
         let running = Running { try await service.run() }
         try await world.waitUntil("every photo read") {
             for md5 in [a, b, clip] where try await photo(world, md5).map({ $0.state != "pending" }) != true { return false }

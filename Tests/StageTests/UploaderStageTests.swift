@@ -18,8 +18,8 @@ import Testing
         settings.upload.multipartThreshold = 6 << 20
         settings.upload.partSize = 5 << 20
         configure(&settings)
-        return UploaderService(database: world.database, bucket: world.session(), gate: OpenGate(), options: .init(settings),
-                               logger: world.logger, clock: world.clock, rates: rates)
+        return UploaderService(context: world.context(), bucket: world.session(), gate: OpenGate(), options: .init(settings),
+                               rates: rates)
     }
 
     /// Every object `uploaded`, and in the bucket with bytes whose MD5 is its key's.
