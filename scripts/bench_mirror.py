@@ -173,11 +173,17 @@ def bench_pull(args, binary: str, work: Path) -> None:
         def run_daemon(r: int, out: Path) -> float:
             d = Mirrored(binary, work / f"daemon-{r}", backend, sub, out, str(ca.path)).start()
             cpu0 = proc_cpu_s(d.proc.pid)
+            # --perf: a sampled profile of the daemon for the pull alone (perf report -i FILE).
+            perf = subprocess.Popen(["perf", "record", "-F", "499", "-g", "-o", f"{args.perf}.{r}", "-p", str(d.proc.pid)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if args.perf else None
             t0 = time.monotonic()
             d.login()
             d.wait(lambda m: m["present"] == args.photos, timeout=3600, what="the first pull")
             elapsed = time.monotonic() - t0
             daemon_cpu.append(proc_cpu_s(d.proc.pid) - cpu0)
+            if perf:
+                perf.send_signal(2)
+                perf.wait()
             d.stop()
             return elapsed
 
@@ -268,6 +274,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--bin", help="a photolalad binary (default: build the release one)")
     ap.add_argument("--only", choices=["pull", "pass"])
+    ap.add_argument("--perf", metavar="FILE", help="pull: record a perf profile of the daemon's pull in FILE.ROUND")
     args = ap.parse_args()
     binary = args.bin or release_binary()
     work = Path(tempfile.mkdtemp(prefix="photolala-bench-mirror-", dir="/var/tmp"))
