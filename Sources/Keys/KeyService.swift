@@ -578,21 +578,31 @@ package actor KeyService: Service, MetadataKeySource {
         }
     }
 
-    private func rotateNow() async -> Result<ShownRecoveryKey, RecoveryKeyRefusal> {
+    /// Where a change of the keys starts (a rotation, a new account key): the keys this NAS
+    /// holds, nothing else under way, and the ETag of the key object the change replaces
+    /// (its conditional write fails if another NAS wrote it meanwhile).
+    private func changeStart() async -> Result<(AccountKeyState, String?), RecoveryKeyRefusal> {
         let before: AccountKeyState
         do throws(RecoveryKeyRefusal) {
             before = try standing.held(signedIn: user != nil)
         } catch {
             return .failure(error)
         }
-        let uid = before.userId
         if transition { return .failure(.busy(Self.transitionSentence)) }
-        let etag: String?
         do throws(KeyLookFailure) {
-            etag = try await keyObject(uid)?.etag
+            return .success((before, try await keyObject(before.userId)?.etag))
         } catch {
             return .failure(.bucket("cannot read this account's key object from the bucket (\(error)); nothing was changed: try again"))
         }
+    }
+
+    private func rotateNow() async -> Result<ShownRecoveryKey, RecoveryKeyRefusal> {
+        let before: AccountKeyState, etag: String?
+        switch await changeStart() {
+        case .success(let start): (before, etag) = start
+        case .failure(let refusal): return .failure(refusal)
+        }
+        let uid = before.userId
         let next = RecoveryKey.generate()
         let at = Self.millis(clock.now())
         var state = AccountKeyState(userId: uid, accountKey: before.accountKey, recoveryKey: next, recoveryCreatedAt: at,
@@ -701,20 +711,12 @@ package actor KeyService: Service, MetadataKeySource {
     }
 
     private func startNewAccountKey(by caller: AuditActor) async -> Result<NewAccountKey, RecoveryKeyRefusal> {
-        let before: AccountKeyState
-        do throws(RecoveryKeyRefusal) {
-            before = try standing.held(signedIn: user != nil)
-        } catch {
-            return .failure(error)
+        let before: AccountKeyState, etag: String?
+        switch await changeStart() {
+        case .success(let start): (before, etag) = start
+        case .failure(let refusal): return .failure(refusal)
         }
         let uid = before.userId
-        if transition { return .failure(.busy(Self.transitionSentence)) }
-        let etag: String?
-        do throws(KeyLookFailure) {
-            etag = try await keyObject(uid)?.etag
-        } catch {
-            return .failure(.bucket("cannot read this account's key object from the bucket (\(error)); nothing was changed: try again"))
-        }
         let old = AccountKeyState.Replaced(accountKey: before.accountKey, recoveryKey: before.recoveryKey,
                                            recoveryCreatedAt: before.recoveryCreatedAt, generation: before.generation)
         var state = AccountKeyState(userId: uid, accountKey: .generate(), recoveryKey: .generate(), recoveryCreatedAt: Self.millis(clock.now()),
