@@ -85,7 +85,7 @@ package struct BackendClient: AccountBackend {
 
     // MARK: section 4
 
-    struct STSAnswer: Decodable {
+    package struct STSAnswer: Decodable {
         struct Creds: Decodable {
             var accessKeyId: String
             var secretAccessKey: String
@@ -97,7 +97,7 @@ package struct BackendClient: AccountBackend {
         var bucket: String
         var endpoint: String?
 
-        func grant() throws(BackendError) -> STSGrant {
+        package func grant() throws(BackendError) -> STSGrant {
             guard let expiration = Timestamp.parse(credentials.expiration) else {
                 throw .transient("sts-token answered an unreadable expiration")
             }
@@ -113,11 +113,11 @@ package struct BackendClient: AccountBackend {
 
     // MARK: section 5
 
-    struct StateAnswer: Decodable {
+    package struct StateAnswer: Decodable {
         var state: String
         var checkedAt: String?
 
-        func credentialState() throws(BackendError) -> AppleCredentialState {
+        package func credentialState() throws(BackendError) -> AppleCredentialState {
             guard let known = AppleCredentialState.State(rawValue: state) else {
                 throw .transient("credential-state answered an unknown state '\(state.prefix(32))'")
             }
@@ -188,7 +188,7 @@ package struct BackendClient: AccountBackend {
 
     /// A 2xx body as the call's answer; one the daemon cannot read is a transient error
     /// (a backend mid-deploy), never a crash. Unknown fields are ignored (backend-api.md).
-    static func decode<Answer: Decodable>(_ type: Answer.Type, from body: Data, status: Int = 200, path: String) throws(BackendError) -> Answer {
+    package static func decode<Answer: Decodable>(_ type: Answer.Type, from body: Data, status: Int = 200, path: String) throws(BackendError) -> Answer {
         do {
             return try JSONDecoder().decode(Answer.self, from: body)
         } catch {

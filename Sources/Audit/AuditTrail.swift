@@ -27,8 +27,8 @@ package actor AuditTrail: AuditRecorder, Service {
     static let headKey = "audit.head"
     /// Events waiting to be written; beyond it they are counted, dropped and the count logged.
     static let inboxLimit = 1024
-    static let maxDetails = 16
-    static let maxValueLength = 256
+    package static let maxDetails = 16
+    package static let maxValueLength = 256
     /// How much of a file's end is read to find its last record (records are far smaller).
     static let tailWindow = 64 * 1024
 

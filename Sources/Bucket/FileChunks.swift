@@ -11,8 +11,8 @@ import NIOCore
 /// once the client has dropped it (written to the socket, or the request gone), which
 /// `modifyIfUniquelyOwned` tells; until then it waits. A chunk handed out is never
 /// written to again while anyone else holds it.
-struct FileChunks: AsyncSequence, Sendable {
-    typealias Element = ByteBuffer
+package struct FileChunks: AsyncSequence, Sendable {
+    package typealias Element = ByteBuffer
 
     /// Why the body could not be read; an `S3Error` of kind `.localFile` to the caller.
     struct ReadFailure: Error, Sendable, CustomStringConvertible {
@@ -31,11 +31,11 @@ struct FileChunks: AsyncSequence, Sendable {
     /// millisecond's wait never starves it.
     static let pause: @Sendable () async throws -> Void = { try await Task.sleep(for: .microseconds(250)) }
 
-    func makeAsyncIterator() -> Iterator {
+    package func makeAsyncIterator() -> Iterator {
         Iterator(file: file, position: offset, remaining: length, chunkSize: chunkSize, depth: Swift.max(1, depth), pause: pause)
     }
 
-    struct Iterator: AsyncIteratorProtocol {
+    package struct Iterator: AsyncIteratorProtocol {
         let file: VerifiedFile
         var position: Int64
         var remaining: Int64
@@ -56,7 +56,7 @@ struct FileChunks: AsyncSequence, Sendable {
             self.pause = pause
         }
 
-        mutating func next() async throws -> ByteBuffer? {
+        package mutating func next() async throws -> ByteBuffer? {
             guard remaining > 0 else {
                 ring.removeAll()
                 return nil

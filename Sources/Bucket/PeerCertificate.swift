@@ -44,7 +44,7 @@ package struct PeerCertificate: Sendable, Equatable {
         }
     }
 
-    static func address(_ bytes: ArraySlice<UInt8>) -> String? {
+    package static func address(_ bytes: ArraySlice<UInt8>) -> String? {
         switch bytes.count {
         case 4:
             return bytes.map(String.init).joined(separator: ".")

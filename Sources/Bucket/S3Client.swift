@@ -223,7 +223,7 @@ package struct S3Client: Sendable {
         exchange.timeout(bodyBytes: bodyBytes)
     }
 
-    var requests: S3Requests { S3Requests(target: target, requiredKeyPrefix: configuration.requiredKeyPrefix) }
+    package var requests: S3Requests { S3Requests(target: target, requiredKeyPrefix: configuration.requiredKeyPrefix) }
 
     var exchange: S3Exchange {
         S3Exchange(httpClient: httpClient, configuration: configuration, target: target, signer: signer,
@@ -231,7 +231,7 @@ package struct S3Client: Sendable {
     }
 
     /// Signs and sends one request and reads its whole (small) answer, whatever its status.
-    func execute(_ request: S3Request, credentials: S3Credentials, signer: SigV4Signer? = nil) async throws(S3Error) -> S3Response {
+    package func execute(_ request: S3Request, credentials: S3Credentials, signer: SigV4Signer? = nil) async throws(S3Error) -> S3Response {
         try await exchange.execute(request, credentials: credentials, signer: signer)
     }
 
@@ -539,7 +539,7 @@ package struct S3Client: Sendable {
     }
 
     /// One read of a body's range for its MD5 and, over plain HTTP, its SHA-256.
-    static func digest(_ file: VerifiedFile, offset: Int64, length: Int64, md5: Bool, sha256: Bool, operation: String,
+    package static func digest(_ file: VerifiedFile, offset: Int64, length: Int64, md5: Bool, sha256: Bool, operation: String,
                        key: String) throws(S3Error) -> VerifiedFile.RangeDigest {
         do {
             return try file.digest(from: offset, length: length, md5: md5, sha256: sha256)

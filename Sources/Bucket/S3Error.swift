@@ -249,12 +249,12 @@ package struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// A minimal element tree over FoundationXML's `XMLParser`: S3's responses are small and
 /// shallow, and a tree keeps each response's decoding a few lines of lookups.
-struct S3XMLElement: Sendable, Equatable {
+package struct S3XMLElement: Sendable, Equatable {
     var name: String
     var text: String
     var children: [S3XMLElement]
 
-    func child(_ name: String) -> S3XMLElement? {
+    package func child(_ name: String) -> S3XMLElement? {
         children.first { $0.name == name }
     }
 
@@ -263,12 +263,12 @@ struct S3XMLElement: Sendable, Equatable {
     }
 
     /// The trimmed text of the first child called `name`.
-    func childText(_ name: String) -> String? {
+    package func childText(_ name: String) -> String? {
         child(name).map { $0.text.trimmingCharacters(in: .whitespacesAndNewlines) }
     }
 
     /// The root element, or nil when `bytes` are not well-formed XML.
-    static func parse(_ bytes: [UInt8]) -> S3XMLElement? {
+    package static func parse(_ bytes: [UInt8]) -> S3XMLElement? {
         // S3 may pad a slow CompleteMultipartUpload answer with leading whitespace.
         guard let start = bytes.firstIndex(where: { !($0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09) }),
               bytes[start] == UInt8(ascii: "<") else { return nil }

@@ -5,7 +5,7 @@ import NIOHTTP1
 /// One S3 request as it goes on the wire, before signing: the method, the percent-encoded
 /// path and query, the headers to sign (Host is added from the endpoint), the body and the
 /// payload hash SigV4 signs.
-struct S3Request: Sendable {
+package struct S3Request: Sendable {
     enum Body: Sendable {
         case none
         case bytes([UInt8])
@@ -37,7 +37,7 @@ struct S3Request: Sendable {
 /// 1024 bytes inside `requiredKeyPrefix` (byte for byte, as S3 and the session policy
 /// compare them), metadata in printable ASCII, part numbers S3 accepts. A value: a request
 /// can be read in a test without a network.
-struct S3Requests: Sendable {
+package struct S3Requests: Sendable {
     let target: S3Target
     /// When set, every operation refuses a key outside it (`photos/<userId>/`).
     let requiredKeyPrefix: String?
@@ -45,7 +45,7 @@ struct S3Requests: Sendable {
     /// True when bodies go over plain HTTP and must therefore be signed with their real SHA-256.
     var signsPayload: Bool { !target.usesTLS }
 
-    func objectPath(_ key: String) -> String {
+    package func objectPath(_ key: String) -> String {
         target.pathPrefix + "/" + SigV4Signer.encodePath(key)
     }
 

@@ -6,10 +6,10 @@ import PhotolalaCore
 /// 200 with an `<Error>` body (the status goes out before a multipart assembly ends), and
 /// a 200 with a body of the wrong shape is most likely cut short or a proxy's: both are
 /// errors here, never a value.
-struct S3Response: Sendable {
-    var status: Int
+package struct S3Response: Sendable {
+    package var status: Int
     var headers: [(name: String, value: String)]
-    var body: [UInt8]
+    package var body: [UInt8]
     /// The request's operation and key, for the errors.
     var operation: String
     var key: String?
@@ -143,7 +143,7 @@ struct S3Response: Sendable {
 
     /// `x-amz-restore: ongoing-request="true"` while a copy is being brought back;
     /// `ongoing-request="false", expiry-date="…"` once it can be read.
-    static func restoreState(_ header: String) -> S3Client.ObjectInfo.Restore {
+    package static func restoreState(_ header: String) -> S3Client.ObjectInfo.Restore {
         header.replacingOccurrences(of: " ", with: "").contains("ongoing-request=\"true\"") ? .inProgress : .available
     }
 

@@ -3,17 +3,17 @@ import Foundation
 /// Where a bucket's requests go — AWS virtual-hosted or path-style, or an S3-compatible
 /// endpoint: the origin, the Host header that is signed, and the path prefix (the
 /// bucket, for path-style addressing).
-struct S3Target: Sendable, Equatable {
-    var origin: String
-    var hostHeader: String
-    var pathPrefix: String
-    var usesTLS: Bool
+package struct S3Target: Sendable, Equatable {
+    package var origin: String
+    package var hostHeader: String
+    package var pathPrefix: String
+    package var usesTLS: Bool
     /// Where the connection goes (without brackets for IPv6): what a certificate
     /// diagnosis connects to.
-    var connectHost: String
-    var connectPort: Int
+    package var connectHost: String
+    package var connectPort: Int
 
-    init(_ configuration: S3Client.Configuration) throws(S3Error) {
+    package init(_ configuration: S3Client.Configuration) throws(S3Error) {
         let bucket = configuration.bucket
         guard !bucket.isEmpty else {
             throw S3Error(kind: .permanent, code: "InvalidRequest", message: "no bucket configured")

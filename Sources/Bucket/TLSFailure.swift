@@ -37,7 +37,7 @@ package enum TLSFailure: Sendable, Equatable {
     /// BoringSSL's reason codes from an error stack's text: in
     /// `error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED at file:line`
     /// the word after the fourth colon.
-    static func reasons(in text: String) -> [String] {
+    package static func reasons(in text: String) -> [String] {
         var found: [String] = []
         for match in text.matches(of: /error:[0-9a-fA-F]+:[^:]*:[^:]*:([A-Z0-9_]+)/) {
             let reason = String(match.output.1)

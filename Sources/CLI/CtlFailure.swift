@@ -3,9 +3,9 @@ import ArgumentParser
 import Control
 
 /// Turns a control failure into its one-line message and exit code.
-enum CtlFailure {
+package enum CtlFailure {
     /// cli.md's exit codes: 3 daemon not running, 4 permission denied, 1 anything else.
-    static func code(_ failure: ControlClient.Failure) -> Int32 {
+    package static func code(_ failure: ControlClient.Failure) -> Int32 {
         switch failure {
         case .notRunning: 3
         case .permissionDenied: 4

@@ -6,7 +6,7 @@ import Previews
 /// One binary, two faces: called `photolalactl` (the packaged symlink) it is the CLI;
 /// `photolalad ctl ARGS…` is the same for development; otherwise it is the daemon.
 package enum Entry {
-    enum Face: Equatable {
+    package enum Face: Equatable {
         case ctl([String])
         case daemon([String])
         /// The sandboxed preview worker the daemon starts (never typed by people).
@@ -22,7 +22,7 @@ package enum Entry {
     }
 
     /// Which face a command line asks for, and the arguments that face parses.
-    static func face(of args: [String]) -> Face {
+    package static func face(of args: [String]) -> Face {
         let program = (args.first.map { ($0 as NSString).lastPathComponent }) ?? "photolalad"
         if program.hasPrefix("photolalactl") { return .ctl(Array(args.dropFirst())) }
         if args.count > 1, args[1] == "ctl" { return .ctl(Array(args.dropFirst(2))) }

@@ -5,27 +5,27 @@ import PhotolalaCore
 
 /// `photolalactl status --all`: every instance that has a config (config.md "Instances"),
 /// asked in turn through the socket its config names, one row each.
-enum InstanceList {
+package enum InstanceList {
     static let directory = Instance.configDirectory
 
-    struct Row: Encodable {
+    package struct Row: Encodable {
         /// nil: photolalad.service, the instance without a name.
         var instance: String?
         var config: String
-        var socket: String
+        package var socket: String
         /// The daemon's answer, or nil with `error`.
-        var status: DaemonStatus?
-        var error: String?
+        package var status: DaemonStatus?
+        package var error: String?
         /// `ControlClient.Failure` as its exit code (3 down, 4 refused, 1 other), nil when it
         /// answered or when it is not set up.
-        var failureCode: Int32?
+        package var failureCode: Int32?
         var needs: [String]
 
-        var name: String { instance ?? "photolalad" }
+        package var name: String { instance ?? "photolalad" }
 
         enum CodingKeys: String, CodingKey { case instance, config, socket, running, error, needs, status }
 
-        func encode(to encoder: any Encoder) throws {
+        package func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(instance, forKey: .instance)
             try c.encode(config, forKey: .config)
@@ -48,7 +48,7 @@ enum InstanceList {
         }
     }
 
-    static func ask(in directory: String = directory, timeout: TimeInterval) -> [Row] {
+    package static func ask(in directory: String = directory, timeout: TimeInterval) -> [Row] {
         configs(in: directory).map { (file: String, owner: Result<Instance?, Instance.NameProblem>) -> Row in
             switch owner {
             case .failure(let problem):
@@ -94,7 +94,7 @@ enum InstanceList {
 
     /// 3 when a daemon is down, else 4 when one refused this user, else 1 for another
     /// failure; with `check`, then 1 when something needs the user; else 0.
-    static func exitCode(_ rows: [Row], check: Bool) -> Int32 {
+    package static func exitCode(_ rows: [Row], check: Bool) -> Int32 {
         let codes = rows.compactMap(\.failureCode)
         if codes.contains(3) { return 3 }
         if codes.contains(4) { return 4 }
@@ -104,7 +104,7 @@ enum InstanceList {
     }
 
     /// One line each: the instance, its account, what is backed up, what needs the user.
-    static func table(_ rows: [Row]) -> String {
+    package static func table(_ rows: [Row]) -> String {
         let cells: [[String]] = rows.map { row in
             guard let s = row.status else { return [row.name, row.error ?? "?"] }
 
@@ -128,7 +128,7 @@ enum InstanceList {
         }.joined(separator: "\n") + "\n"
     }
 
-    static func json(_ rows: [Row]) -> String {
+    package static func json(_ rows: [Row]) -> String {
         struct All: Encodable { var instances: [Row] }
         return String(decoding: (try? ControlJSON.encode(All(instances: rows), pretty: true)) ?? [], as: UTF8.self) + "\n"
     }

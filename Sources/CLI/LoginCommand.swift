@@ -123,22 +123,22 @@ struct LoginCommand: ParsableCommand {
 
 /// The identity token and authorization code of `login`: from the command line, or, given
 /// as "-", one line each from standard input (both "-": the token's line, then the code's).
-struct LoginSecrets: Equatable {
-    var identityToken: String
-    var authorizationCode: String?
+package struct LoginSecrets: Equatable {
+    package var identityToken: String
+    package var authorizationCode: String?
     /// The options whose value was on the command line, where every user sees it.
     var onCommandLine: [String] = []
 
-    struct Missing: Error, Equatable, CustomStringConvertible {
+    package struct Missing: Error, Equatable, CustomStringConvertible {
         var what: String
         var option: String
-        var description: String {
+        package var description: String {
             "standard input held no \(what) (\(option) - reads it from there, one line)"
         }
     }
 
     /// `line(what)` reads the next line of standard input (`what` names it on a terminal).
-    static func resolve(identityToken: String, authorizationCode: String?, line: (String) -> String?) throws(Missing) -> LoginSecrets {
+    package static func resolve(identityToken: String, authorizationCode: String?, line: (String) -> String?) throws(Missing) -> LoginSecrets {
         func value(_ given: String, _ what: String, _ option: String) throws(Missing) -> (String, Bool) {
             guard given == "-" else { return (given, true) }
             // A pasted token may carry a CR or spaces around it; a token or code has none inside.
@@ -159,7 +159,7 @@ struct LoginSecrets: Equatable {
     }
 
     /// What to tell the user who put a secret on the command line, or nil.
-    var warning: String? {
+    package var warning: String? {
         guard !onCommandLine.isEmpty else { return nil }
         let what = onCommandLine.count == 2 ? "the identity token and the authorization code are" :
             onCommandLine[0] == "--identity-token" ? "the identity token is" : "the authorization code is"

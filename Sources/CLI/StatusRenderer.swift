@@ -2,8 +2,8 @@ import Foundation
 import PhotolalaCore
 
 /// The human `photolalactl status`: one screen answering "is my stuff backed up?".
-enum StatusRenderer {
-    static func human(_ s: DaemonStatus, color: Bool, now: Date = Date()) -> String {
+package enum StatusRenderer {
+    package static func human(_ s: DaemonStatus, color: Bool, now: Date = Date()) -> String {
         func bold(_ t: String) -> String { color ? "\u{1B}[1m\(t)\u{1B}[0m" : t }
         func tint(_ t: String, _ code: String) -> String { color ? "\u{1B}[\(code)m\(t)\u{1B}[0m" : t }
         var out: [String] = []
@@ -156,7 +156,7 @@ enum StatusRenderer {
     }
 
     /// What the bucket is known to hold, how uploads learn it, and the last verify.
-    static func inventoryLines(_ s: DaemonStatus, tint: (String, String) -> String) -> [String] {
+    package static func inventoryLines(_ s: DaemonStatus, tint: (String, String) -> String) -> [String] {
         let i = s.inventory
         var out: [String] = []
         switch i.state {
@@ -261,7 +261,7 @@ enum StatusRenderer {
     }
 
     /// A time of the NAS's day: "18:00", or with the weekday when it is not within a day.
-    static func localTime(_ date: Date, now: Date, timeZone: TimeZone = .current) -> String {
+    package static func localTime(_ date: Date, now: Date, timeZone: TimeZone = .current) -> String {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = timeZone
         let c = calendar.dateComponents([.weekday, .hour, .minute], from: date)
@@ -270,12 +270,12 @@ enum StatusRenderer {
         return ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"][day - 1] + " " + time
     }
 
-    static func bar(_ fraction: Double, width: Int) -> String {
+    package static func bar(_ fraction: Double, width: Int) -> String {
         let filled = max(0, min(width, Int((fraction * Double(width)).rounded(.down))))
         return "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]"
     }
 
-    static func duration(_ seconds: Double) -> String {
+    package static func duration(_ seconds: Double) -> String {
         let s = Int(seconds.rounded())
         if s < 60 { return "\(s)s" }
         if s < 3600 { return "\(s / 60)m\(s % 60)s" }

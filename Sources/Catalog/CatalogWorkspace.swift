@@ -42,7 +42,7 @@ package struct CatalogWorkspace: Sendable {
 
     /// A fresh scratch database with the queue database attached as `q` (read only by
     /// convention: what the sync learns goes back through `QueueDatabase.recordCatalog`).
-    func openScratch(queuePath: String) throws -> DatabaseQueue {
+    package func openScratch(queuePath: String) throws -> DatabaseQueue {
         var config = Configuration()
         config.busyMode = .timeout(10)
         config.prepareDatabase { db in

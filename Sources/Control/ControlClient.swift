@@ -149,7 +149,7 @@ package struct ControlClient: Sendable {
         return String(cString: name)
     }
 
-    static func parse(_ response: [UInt8]) throws(Failure) -> (Int, [UInt8]) {
+    package static func parse(_ response: [UInt8]) throws(Failure) -> (Int, [UInt8]) {
         let separator: [UInt8] = [13, 10, 13, 10]
         guard let end = response.indices.first(where: { i in i + 4 <= response.count && Array(response[i..<(i + 4)]) == separator }) else {
             throw .protocolError("no HTTP header in the answer")

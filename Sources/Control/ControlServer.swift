@@ -143,7 +143,7 @@ package final class ControlServer: Sendable {
     }
 
     /// The server's own loop: one thread, its task phases counted for the request deadline.
-    static func ownLoop() -> (group: MultiThreadedEventLoopGroup, ticks: LoopTicks) {
+    package static func ownLoop() -> (group: MultiThreadedEventLoopGroup, ticks: LoopTicks) {
         let ticks = LoopTicks()
         return (MultiThreadedEventLoopGroup(numberOfThreads: 1, metricsDelegate: ticks), ticks)
     }

@@ -28,7 +28,7 @@ package struct MetricsExposition: Sendable {
     /// The registries write their families in hash order, different on every start: a
     /// person reading `curl` output, and a diff of two scrapes, want them by name.
     /// A family is its `# HELP`/`# TYPE` lines and the samples after them.
-    static func sorted(_ text: [UInt8]) -> [UInt8] {
+    package static func sorted(_ text: [UInt8]) -> [UInt8] {
         var families: [(name: Substring, head: [Substring], samples: [Substring])] = []
         let string = String(decoding: text, as: UTF8.self)
         for line in string.split(separator: "\n", omittingEmptySubsequences: true) {

@@ -31,7 +31,7 @@ package final class MetricsListener: Sendable {
     }
 
     private let server: HTTPServer
-    let connections: MetricsConnections
+    package let connections: MetricsConnections
     package let address: Settings.ListenAddress
     /// The port bound (the one asked for, or the kernel's choice for port 0).
     package var port: Int { server.port ?? address.port }

@@ -107,7 +107,7 @@ final class MetricsRequestHandler: ChannelInboundHandler {
 
 /// Connections the metrics listener is answering: past the cap a new one is answered
 /// 503 at once, before anything is rendered for it.
-final class MetricsConnections: Sendable {
+package final class MetricsConnections: Sendable {
     private let open = Mutex(0)
     let cap: Int
 
@@ -124,5 +124,5 @@ final class MetricsConnections: Sendable {
     func release() { open.withLock { $0 -= 1 } }
 
     /// Connections held now (tests wait on it instead of guessing a delay).
-    var count: Int { open.withLock { $0 } }
+    package var count: Int { open.withLock { $0 } }
 }

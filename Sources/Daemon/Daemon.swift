@@ -258,7 +258,7 @@ package struct Daemon: Sendable {
                                              handler: handler, audit: audit, logger: logger)
     }
 
-    static func prepareStateDirectory(_ path: String) throws {
+    package static func prepareStateDirectory(_ path: String) throws {
         let fm = FileManager.default
         var isDir: ObjCBool = false
         if fm.fileExists(atPath: path, isDirectory: &isDir) {
@@ -279,7 +279,7 @@ package struct Daemon: Sendable {
     }
 
     /// The gid of `daemon.socket_group`, or nil with a note when it does not exist.
-    static func lookupGroup(_ name: String) -> (UInt32?, String?) {
+    package static func lookupGroup(_ name: String) -> (UInt32?, String?) {
         var grp = group()
         var result: UnsafeMutablePointer<group>? = nil
         var buffer = [CChar](repeating: 0, count: 16384)

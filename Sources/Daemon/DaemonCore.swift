@@ -106,7 +106,7 @@ package actor DaemonCore {
 
     /// The part of the assembly that reads more than one part's fields: pure, so tests
     /// can check it on plain values.
-    static func finish(_ s: inout DaemonStatus, userPaused: Bool, databaseProblem: String?) {
+    package static func finish(_ s: inout DaemonStatus, userPaused: Bool, databaseProblem: String?) {
         // `hashing` counts files being read now, which the database still holds as pending.
         s.queue.pending = max(0, s.queue.pending - s.queue.hashing)
         // A reason that needs the user (login, revoked Apple ID, quota) outranks their own pause.

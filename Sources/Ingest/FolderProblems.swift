@@ -5,14 +5,14 @@ import PhotolalaCore
 /// finds it fixed: folders the daemon cannot read, and names that are not valid UTF-8.
 /// Both must reach status: a log line alone is silent loss for whoever does not read the
 /// journal. Keyed byte for byte (`ExactPath`).
-struct FolderProblems: Sendable {
+package struct FolderProblems: Sendable {
     /// Invalid names by the scanned folder that found them (count, a few shown lossily).
     private(set) var invalidNames = ExactKeyed<InvalidNames>()
     /// Unreadable folders and why ("Permission denied" and "File name too long" need
     /// different fixes).
     private(set) var unreadable = ExactKeyed<String>()
 
-    struct Unreadable: Sendable, Equatable {
+    package struct Unreadable: Sendable, Equatable {
         var path: String
         var reason: String
     }
@@ -43,7 +43,7 @@ struct FolderProblems: Sendable {
 
     /// What to do about an unreadable folder. Beyond PATH_MAX no path names it (nothing
     /// the daemon does by path can reach it): permissions are not the advice then.
-    static func advice(for reason: String) -> String {
+    package static func advice(for reason: String) -> String {
         reason == String(cString: strerror(ENAMETOOLONG))
             ? "its path is longer than the system allows (4096 bytes): move it closer to the top of the folder"
             : "the daemon's user needs read access (see photolalad(8), Permissions)"
@@ -57,7 +57,7 @@ struct FolderProblems: Sendable {
     }
 
     /// The lines for `status`'s problems.
-    func statusLines() -> [String] {
+    package func statusLines() -> [String] {
         var lines: [String] = []
         let invalid = invalidNames.values.reduce(0) { $0 + $1.count }
         if invalid > 0 {

@@ -6,7 +6,7 @@ import PhotolalaCore
 ///
 /// Paths compare byte for byte (`ExactPath`): an NFC and an NFD spelling of one name are
 /// two files, and one must not hide the other.
-struct HashQueue: Sendable {
+package struct HashQueue: Sendable {
     private var order: [String] = []
     private var head = 0
     /// Paths waiting to be hashed or being hashed.
@@ -28,7 +28,7 @@ struct HashQueue: Sendable {
     static let backlogChunk = 512
     /// Read-out entries are dropped from the front once this many pile up (and they are
     /// at least half the array): no O(n) shift per file, no unbounded growth.
-    static let compactAfter = 4096
+    package static let compactAfter = 4096
 
     /// Queues a path unless it is queued, being hashed or being recorded; true when added.
     @discardableResult

@@ -40,7 +40,7 @@ package actor IngestService: Service, Stage {
             self.hashWorkers = max(1, hashWorkers)
         }
 
-        var settleRule: SettleRule { SettleRule(settle: watcher.settle) }
+        package var settleRule: SettleRule { SettleRule(settle: watcher.settle) }
     }
 
     /// As many files per hasher thread as it hashes at once, and a few more: while one

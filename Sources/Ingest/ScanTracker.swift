@@ -1,11 +1,11 @@
 import PhotolalaCore
 
 /// One scan to run: a folder, and whether its subfolders too.
-struct ScanRequest: Sendable, Equatable {
+package struct ScanRequest: Sendable, Equatable {
     var path: String
     var recursive: Bool
 
-    static func == (a: ScanRequest, b: ScanRequest) -> Bool {
+    package static func == (a: ScanRequest, b: ScanRequest) -> Bool {
         a.recursive == b.recursive && a.path.utf8.elementsEqual(b.path.utf8)
     }
 }
@@ -13,7 +13,7 @@ struct ScanRequest: Sendable, Equatable {
 /// The scans waiting and the one running, as a pure value, with what events changed
 /// while it ran. A listing taken before such a change is out of date: trusting it would
 /// mark present files gone.
-struct ScanTracker: Sendable {
+package struct ScanTracker: Sendable {
     private(set) var waiting: [ScanRequest] = []
     private(set) var current: ScanRequest?
     /// While a scan runs: directories whose queue rows events changed (moved in, renamed,
@@ -94,7 +94,7 @@ struct ScanTracker: Sendable {
     /// The paths not inside another one of them (nor repeated), sorted by their bytes.
     /// Each is checked against all its ancestors, not the previous one kept: in byte order
     /// "/a b" falls between "/a" and "/a/b".
-    static func outermost(_ paths: some Sequence<String>) -> [String] {
+    package static func outermost(_ paths: some Sequence<String>) -> [String] {
         let all = Set(paths.map(ExactPath.init))
         return all.filter { path in
             var at = path.string

@@ -5,8 +5,8 @@ import PhotolalaCore
 /// folder, 5 s, 10 s, … up to 5 minutes apart, until a whole rescan records without an
 /// error. Scans re-read nothing already hashed, so a long outage costs listings, not
 /// hashing. The ingest stage performs the rescans; this value decides when.
-struct WriteRecovery {
-    static let schedule = Backoff(base: 5, cap: 300, jitter: .none)
+package struct WriteRecovery {
+    package static let schedule = Backoff(base: 5, cap: 300, jitter: .none)
 
     private var lost = false
     private var recovering = false

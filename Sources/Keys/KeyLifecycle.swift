@@ -263,24 +263,24 @@ package enum KeyLifecycle {
         }
     }
 
-    static let neededSentence = "This account already has a recovery key that this NAS does not hold: enter it with sudo "
+    package static let neededSentence = "This account already has a recovery key that this NAS does not hold: enter it with sudo "
         + "photolalactl recovery-key --enter. Photos, thumbnails and the catalog go on meanwhile; only the manifest waits."
 
-    static let successorSentence = "A new account key was made on another NAS (recovery-key --rotate --new-account-key): the key "
+    package static let successorSentence = "A new account key was made on another NAS (recovery-key --rotate --new-account-key): the key "
         + "this NAS held opens nothing written since. Enter the new recovery key with sudo photolalactl recovery-key --enter "
         + "(sudo photolalactl recovery-key on the NAS that made it shows it). Photos, thumbnails and the catalog go on meanwhile; "
         + "only the manifest waits."
 
-    static let keyChangedSentence = "The account key this NAS holds opens neither the bucket's key object nor this NAS's own "
+    package static let keyChangedSentence = "The account key this NAS holds opens neither the bucket's key object nor this NAS's own "
         + "manifest record any more: a new account key was made while this NAS was away, or the bucket was tampered with. "
         + "Enter the account's current recovery key with sudo photolalactl recovery-key --enter. Nothing is sealed meanwhile; "
         + "photos, thumbnails and the catalog go on."
 
-    static let outdatedSentence = "This NAS's copy of the recovery key is outdated: a new one was made on another NAS "
+    package static let outdatedSentence = "This NAS's copy of the recovery key is outdated: a new one was made on another NAS "
         + "(recovery-key --rotate) and this one opens nothing any more. The account key is the same, so backups go on; keep "
         + "the new recovery key (sudo photolalactl recovery-key on the NAS that made it)."
 
-    static let missingKeyObject = "The bucket holds this account's encrypted manifests but not its key object, so no NAS can open "
+    package static let missingKeyObject = "The bucket holds this account's encrypted manifests but not its key object, so no NAS can open "
         + "them from the bucket and none may make a new key in its place. On a NAS that still holds the account key, restart "
         + "photolalad (sudo systemctl restart photolalad): it writes the key object again, and this NAS then asks for the "
         + "recovery key. Photos, thumbnails and the catalog are backed up meanwhile."

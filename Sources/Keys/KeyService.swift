@@ -23,10 +23,10 @@ import Vault
 package actor KeyService: Service, MetadataKeySource {
     /// How often a settled state is checked against the bucket again: a deleted key object
     /// is written again, a rotation elsewhere noticed, an unreadable account looked at anew.
-    static let recheck: TimeInterval = 3600
+    package static let recheck: TimeInterval = 3600
     static let recheckUnreadable: TimeInterval = 900
     /// The service's tests count a store's refusals by the service's own number.
-    static let conflictsInARow = KeyLookRetry.conflictsInARow
+    package static let conflictsInARow = KeyLookRetry.conflictsInARow
 
     package nonisolated let keyChanges = ChangeFeed()
     private let statusChanges: ChangeFeed

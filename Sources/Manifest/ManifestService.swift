@@ -120,7 +120,7 @@ package actor ManifestService: Service, Stage {
 
     /// One look: write what is due, or say when to look again (nil: when woken). The
     /// loop's step; the tests take it one at a time.
-    func step() async -> Date? {
+    package func step() async -> Date? {
         let now = clock.now()
         guard let userId = await session.userId, let deviceId = await session.deviceId else {
             setState(.off)

@@ -79,7 +79,7 @@ package actor MirrorService: Service, Stage {
     }
 
     /// Reads the bucket in place 4 times (0.25–8 s) before a pass or an object waits.
-    static let budget = BucketBudget(transientRetries: 4, backoff: Backoff(base: 1, cap: 8, jitter: .full, floor: 0.25),
+    package static let budget = BucketBudget(transientRetries: 4, backoff: Backoff(base: 1, cap: 8, jitter: .full, floor: 0.25),
                                      repeatsUnreadableAnswers: true)
     /// An object that failed (S3, the network): 1 minute doubling to 6 hours.
     static let retry = Backoff(base: 60, cap: 6 * 3600, jitter: .equal, floor: 30)

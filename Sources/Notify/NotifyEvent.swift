@@ -79,7 +79,7 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
                     device: device, at: at, status: status)
     }
 
-    static func problemTitle(_ reason: AttentionItem.Reason, device: String) -> String {
+    package static func problemTitle(_ reason: AttentionItem.Reason, device: String) -> String {
         switch reason {
         case .appleRevoked, .appleNotFound, .appleTransferred, .quotaExceeded, .subscriptionRequired, .accountRevoked:
             "Photolala backup paused on \(device)"
@@ -102,7 +102,7 @@ package struct NotifyEvent: Codable, Sendable, Equatable {
         }
     }
 
-    static func recoveredMessage(_ reason: AttentionItem.Reason, subject: String?) -> String {
+    package static func recoveredMessage(_ reason: AttentionItem.Reason, subject: String?) -> String {
         switch reason {
         case .notSignedIn: "This NAS is signed in again: backups resumed."
         case .appleRevoked, .appleNotFound, .appleTransferred: "The Apple ID authorizes Photolala on this NAS again: uploads resumed."

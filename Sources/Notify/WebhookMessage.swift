@@ -60,7 +60,7 @@ package struct WebhookMessage: Sendable, Equatable {
 
     /// A header value on one line, in ASCII: anything else as an RFC 2047 encoded word
     /// (ntfy decodes those), so a device name with accents survives.
-    static func headerValue(_ text: String) -> String {
+    package static func headerValue(_ text: String) -> String {
         let line = text.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ")
         if line.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0.value != 0x7F }) { return line }
         return "=?UTF-8?B?" + Data(line.utf8).base64EncodedString() + "?="

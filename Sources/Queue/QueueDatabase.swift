@@ -9,7 +9,7 @@ import Synchronization
 /// consistent file the next start resumes from.
 package final class QueueDatabase: Sendable {
     package let path: String
-    let pool: DatabasePool
+    package let pool: DatabasePool
     /// Wakes the stage that takes rows from the state a change moved them into.
     package let signals = QueueSignals()
     private let writeProblem = Mutex<String?>(nil)

@@ -207,11 +207,11 @@ package enum RestorePlan {
     }
 
     /// A name the writer may create: not empty, `.` or `..`, no NUL, at most 255 bytes.
-    static func isSafeName(_ c: [UInt8]) -> Bool {
+    package static func isSafeName(_ c: [UInt8]) -> Bool {
         !c.isEmpty && c != [0x2e] && c != [0x2e, 0x2e] && !c.contains(0) && c.count <= 255 && !c.contains(UInt8(ascii: "/"))
     }
 
-    static func isSafePath(_ path: [UInt8]) -> Bool {
+    package static func isSafePath(_ path: [UInt8]) -> Bool {
         path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).allSatisfy { isSafeName(Array($0)) }
     }
 

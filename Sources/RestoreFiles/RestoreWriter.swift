@@ -37,7 +37,7 @@ package struct RestoreWriter: Sendable {
     /// Recorded owners of folders, by root then by path below it (`RestorePlan.Plan`).
     let folderOwners: [String: [[UInt8]: Ownership]]
     let identities = Identities()
-    let book = Book()
+    package let book = Book()
     /// Walk name by name with O_NOFOLLOW even where openat2 exists (tests of the fallback).
     let walkOnly: Bool
     /// Every file's owner and mode, whatever its item records (the mirror's `owner` and
@@ -112,15 +112,15 @@ package struct RestoreWriter: Sendable {
 
     /// The folders this restore created and the ones it put files in, to set owners and
     /// modes on, and to sync, at the end.
-    final class Book: Sendable {
-        struct Folder: Hashable {
+    package final class Book: Sendable {
+        package struct Folder: Hashable {
             var root: String
-            var path: [UInt8]
+            package var path: [UInt8]
         }
         private let state = Mutex<(created: Set<Folder>, touched: Set<Folder>)>(([], []))
         func created(_ f: Folder) { state.withLock { _ = $0.created.insert(f) } }
         func touched(_ f: Folder) { state.withLock { _ = $0.touched.insert(f) } }
-        var all: (created: Set<Folder>, touched: Set<Folder>) { state.withLock { $0 } }
+        package var all: (created: Set<Folder>, touched: Set<Folder>) { state.withLock { $0 } }
         /// Everything booked so far, forgotten here: a writer that lives on (the mirror's)
         /// finishes batch after batch.
         func take() -> (created: Set<Folder>, touched: Set<Folder>) {
@@ -318,7 +318,7 @@ package struct RestoreWriter: Sendable {
 
     /// `.plrestore-<16 hex of the name's SHA-256>.tmp`: hidden (the watcher skips it), short
     /// whatever the name's length, the same on every run (a re-run replaces it).
-    static func temporaryName(for name: [UInt8]) -> [UInt8] {
+    package static func temporaryName(for name: [UInt8]) -> [UInt8] {
         Array(".plrestore-".utf8) + Array(Hex.string(Array(SHA256.digest(name).prefix(8))).utf8) + Array(".tmp".utf8)
     }
 

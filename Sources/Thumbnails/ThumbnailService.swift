@@ -256,7 +256,7 @@ package actor ThumbnailService: Service, Stage {
     /// All the daemon itself reads of a photo (the very file that was hashed), before it
     /// hands the descriptor to the worker: the MD5 of the first 4096 bytes (the whole file
     /// if shorter) and the format from the first bytes (app-catalog.md).
-    static func head(of file: VerifiedFile) throws(VerifiedFile.Failure) -> (md5: String, format: PhotoFormat) {
+    package static func head(of file: VerifiedFile) throws(VerifiedFile.Failure) -> (md5: String, format: PhotoFormat) {
         var bytes = [UInt8](repeating: 0, count: Int(min(Int64(PhotoFormat.sniffLength), file.size)))
         var failure: VerifiedFile.Failure?
         let got = bytes.withUnsafeMutableBytes { buffer -> Int in

@@ -39,11 +39,11 @@ package struct AccountKey: Sendable, Equatable, CustomStringConvertible {
 
     /// P: seals the key object's proof (its generation), so a holder of K tells an object
     /// written by a holder of K from anything else.
-    var proofKey: SymmetricKey { derive(Self.proofInfo, count: 32) }
+    package var proofKey: SymmetricKey { derive(Self.proofInfo, count: 32) }
     /// T: seals the previous account key inside the key object while a new one is put in place.
-    var previousKey: SymmetricKey { derive(Self.previousInfo, count: 32) }
+    package var previousKey: SymmetricKey { derive(Self.previousInfo, count: 32) }
     /// E: the HMAC key with which this account key endorses the one that replaces it.
-    var successorKey: SymmetricKey { derive(Self.successorInfo, count: 32) }
+    package var successorKey: SymmetricKey { derive(Self.successorInfo, count: 32) }
 
     /// Never the key itself.
     package var description: String { "AccountKey(fingerprint \(fingerprint))" }

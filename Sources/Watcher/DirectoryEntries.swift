@@ -3,12 +3,12 @@ import Glibc
 #endif
 
 /// readdir(3) without a stat per entry.
-enum DirectoryEntries {
+package enum DirectoryEntries {
     private static let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19
 
     /// Calls `body` with each entry's NUL-terminated name and d_type, skipping "." and "..".
     /// Returns 0, or the errno that stopped readdir early.
-    static func forEach(_ dir: OpaquePointer, _ body: (UnsafePointer<CChar>, UInt8) -> Void) -> Int32 {
+    package static func forEach(_ dir: OpaquePointer, _ body: (UnsafePointer<CChar>, UInt8) -> Void) -> Int32 {
         while true {
             errno = 0
             guard let entry = readdir(dir) else { return errno }

@@ -6,13 +6,13 @@ import PhotolalaCore
 /// The kernel's inotify limits (`/proc/sys/fs/inotify/…`) and what the log says when one
 /// is reached: which sysctl to raise, by how much, and what the watcher does meanwhile
 /// (scans on a schedule instead of watching). Each sentence is said once per problem.
-enum InotifyLimit: String {
+package enum InotifyLimit: String {
     case instances = "max_user_instances"
     case watches = "max_user_watches"
     case queuedEvents = "max_queued_events"
 
     /// The limit now; nil when /proc cannot tell.
-    var current: Int? {
+    package var current: Int? {
         let fd = open("/proc/sys/fs/inotify/" + rawValue, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -62,7 +62,7 @@ enum InotifyLimit: String {
     }
 
     /// A duration as the config spells it ("15m"), for log lines.
-    static func human(_ duration: Duration) -> String {
+    package static func human(_ duration: Duration) -> String {
         let seconds = duration.components.seconds
         if seconds >= 3600, seconds % 3600 == 0 { return "\(seconds / 3600)h" }
         if seconds >= 60, seconds % 60 == 0 { return "\(seconds / 60)m" }

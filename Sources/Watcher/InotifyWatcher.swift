@@ -201,7 +201,7 @@ package final class InotifyWatcher: Sendable {
 
     /// Tests: stop reading the inotify descriptor so the kernel queue fills and overflows.
     /// Returns once the thread has taken the change into account.
-    func setReadingPaused(_ paused: Bool) {
+    package func setReadingPaused(_ paused: Bool) {
         let wake = shared.state.withLock { state -> Int32 in
             state.readingPaused = paused
             return state.wakeWrite
@@ -213,7 +213,7 @@ package final class InotifyWatcher: Sendable {
     }
 
     /// Tests: change the stand-in watch limit (nil: only the kernel's).
-    func setWatchBudget(_ budget: Int?) {
+    package func setWatchBudget(_ budget: Int?) {
         shared.state.withLock { $0.watchBudget = budget }
     }
 }

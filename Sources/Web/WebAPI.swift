@@ -56,7 +56,7 @@ package struct WebResponse: Sendable, Equatable {
         json(ControlReply(ok: false, error: code, message: message), status: status)
     }
 
-    static func text(_ status: Int, _ message: String) -> WebResponse {
+    package static func text(_ status: Int, _ message: String) -> WebResponse {
         WebResponse(status: status, contentType: "text/plain; charset=utf-8", body: Array((message + "\n").utf8))
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Account
+import Account
 
 /// Every 2xx answer of backend-api.md, decoded from the bodies the backend sends.
 @Suite struct BackendAnswerTests {

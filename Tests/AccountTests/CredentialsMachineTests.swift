@@ -1,4 +1,4 @@
-@testable import Account
+import Account
 import Foundation
 import PhotolalaCore
 import Testing

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Account
+import Account
 
 @Suite struct DeviceIdentityTests {
     func tempDir() throws -> String {

@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Account
+import Account
 
 /// The retry numbers of both machines, now one `Backoff` each: what a change of the
 /// policy must keep (or knowingly change).

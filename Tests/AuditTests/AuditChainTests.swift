@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Audit
+import Audit
 
 /// The chain on plain lines: every way a trail can be tampered with is named, at its place.
 @Suite struct AuditChainTests {

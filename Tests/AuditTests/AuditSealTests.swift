@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Audit
+import Audit
 
 /// The forward seal's pure parts: the key's one-way steps, the tag, the verification key as
 /// people see it (vectors made once with Python's hmac and hashlib: docs/audit-seal.md),

@@ -6,7 +6,7 @@ import Logging
 import PhotolalaCore
 import Queue
 import Testing
-@testable import Audit
+import Audit
 
 /// The trail's forward seal on a real directory: the verification key made once and
 /// forgotten once shown, one epoch a batch with the key moved on and overwritten, and the

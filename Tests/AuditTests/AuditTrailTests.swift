@@ -7,7 +7,7 @@ import PhotolalaCore
 import Queue
 import Synchronization
 import Testing
-@testable import Audit
+import Audit
 
 /// The trail on a real directory and a real queue database: files, modes, the seal,
 /// rotation, a damaged trail, and secrets it refuses to write.

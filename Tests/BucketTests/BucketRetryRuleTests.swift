@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Bucket
+import Bucket
 
 @Suite struct BucketRetryRuleTests {
     let rule = BucketRetryRule()

@@ -4,7 +4,7 @@ import Logging
 import PhotolalaCore
 import Synchronization
 import Testing
-@testable import Bucket
+import Bucket
 
 /// The session performing the one rule against the in-memory bucket, as a stage uses it.
 @Suite struct BucketSessionTests {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Bucket
+import Bucket
 
 @Suite struct CertificateProblemTests {
     let now = Date(timeIntervalSince1970: 1_800_000_000)   // 2027-01-15 08:00 UTC

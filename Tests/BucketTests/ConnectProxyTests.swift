@@ -1,5 +1,5 @@
 import Testing
-@testable import Bucket
+import Bucket
 
 @Suite("where connections go: the target's host and port, the debug proxy")
 struct ConnectProxyTests {

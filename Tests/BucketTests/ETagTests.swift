@@ -1,6 +1,6 @@
 import Digests
 import Testing
-@testable import Bucket
+import Bucket
 
 /// What an ETag proves (s3-layout.md): a single PUT's is its MD5; a multipart upload's is
 /// the MD5 of its parts' binary MD5s, `-` and the part count.

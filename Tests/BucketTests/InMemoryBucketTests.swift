@@ -6,7 +6,7 @@ import NIOCore
 import PhotolalaCore
 import Synchronization
 import Testing
-@testable import Bucket
+import Bucket
 
 /// The in-memory bucket answers as S3 does, so a stage test against it means something.
 @Suite struct InMemoryBucketTests {

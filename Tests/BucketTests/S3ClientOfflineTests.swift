@@ -5,7 +5,7 @@ import CoreMetrics
 import Foundation
 import MetricsTestKit
 import Testing
-@testable import Bucket
+import Bucket
 import Digests
 import PhotolalaCore
 

@@ -4,7 +4,7 @@ import NIOCore
 import PhotolalaCore
 import Synchronization
 import Testing
-@testable import Bucket
+import Bucket
 
 /// The operations the stages after the upload use — listing, conditional writes, reading
 /// back, archive restores — against moto with signatures and session tokens enforced.

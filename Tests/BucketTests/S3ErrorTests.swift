@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Bucket
+import Bucket
 
 @Suite("S3 errors")
 struct S3ErrorTests {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Bucket
+import Bucket
 
 // The vectors and where they come from: SigV4TestVectors.swift.
 

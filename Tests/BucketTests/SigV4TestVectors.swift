@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Bucket
+import Bucket
 
 // Where the expected strings come from:
 // - "2015 suite" and "aws-c-auth v4 suite": AWS's Signature Version 4 test suite

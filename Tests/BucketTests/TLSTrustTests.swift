@@ -2,7 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import Testing
-@testable import Bucket
+import Bucket
 
 /// Real handshakes with a local HTTPS server, through async-http-client configured as the
 /// daemon's clients are: each kind of certificate is accepted or refused, and a refusal

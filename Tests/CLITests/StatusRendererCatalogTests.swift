@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import CLI
+import CLI
 
 /// The `Apps` line of `photolalactl status`: how many photos of this NAS the Photolala
 /// apps show, and why not more.

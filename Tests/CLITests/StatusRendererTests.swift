@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import CLI
+import CLI
 
 /// The human `photolalactl status` in every state: the words a user relies on to know
 /// whether their photos are backed up and what to do if not.

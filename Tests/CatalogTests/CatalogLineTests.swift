@@ -1,5 +1,5 @@
 import Testing
-@testable import Catalog
+import Catalog
 
 /// Lines of snapshots other writers made, read as leniently as the apps read them.
 @Suite struct CatalogLineTests {

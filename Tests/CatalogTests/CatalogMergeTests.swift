@@ -1,5 +1,5 @@
 import Testing
-@testable import Catalog
+import Catalog
 
 /// The merge orders two newest-first streams; at equal dates the rows already there
 /// come first, undated ones last.

@@ -1,7 +1,7 @@
-@testable import Catalog
+import Catalog
 import Foundation
 import GRDB
-@testable import Queue
+import Queue
 import Testing
 
 /// The catalog stage's bookkeeping in the queue: what waits for a publish, when the queue

@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Catalog
+import Catalog
 
 /// When the catalog is published or read, with plain dates.
 @Suite struct CatalogScheduleTests {

@@ -1,6 +1,6 @@
 import PhotolalaCore
 import Testing
-@testable import Catalog
+import Catalog
 
 /// The catalog stage's one mapping from the settings, at start and on reload.
 @Suite struct CatalogServiceOptionsTests {

@@ -2,10 +2,10 @@ import Foundation
 import Logging
 import PhotolalaCore
 import Queue
-@testable import Bucket
+import Bucket
 import Synchronization
 import Testing
-@testable import Catalog
+import Catalog
 
 /// The catalog stage as the daemon runs it (the real `CatalogService`, the real queue
 /// database, signed in through the fake backend, S3 in moto with auth enforced), and the

@@ -1,5 +1,5 @@
 import Testing
-@testable import Catalog
+import Catalog
 
 /// A 412 on the pointer: a race, or a store that refuses conditions that hold.
 @Suite struct PointerRefusalTests {

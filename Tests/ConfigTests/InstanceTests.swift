@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Config
+import Config
 import PhotolalaCore
 
 /// Several accounts on one NAS (config.md "Instances"): names, each instance's defaults,

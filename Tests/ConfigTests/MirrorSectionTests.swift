@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Config
+import Config
 
 @Suite struct MirrorSectionTests {
     let base = "[watch]\nfolders = [\"/srv/photos\"]\n[daemon]\nstate_dir = \"/var/lib/photolala\"\n"

@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Config
+import Config
 
 /// `[notify]`, `[audit]` and `upload.bandwidth_limit` as a timetable (config.md).
 @Suite struct NotifySectionsTests {

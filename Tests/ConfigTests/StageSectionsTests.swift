@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Config
+import Config
 
 @Suite struct StageSectionsTests {
     let folders = "[watch]\nfolders = [\"/srv/photos\"]\n"

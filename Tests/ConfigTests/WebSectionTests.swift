@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Config
+import Config
 
 /// `[web]` (config.md, web.md): every key read, every mistake named by its key.
 @Suite struct WebSectionTests {

@@ -1,5 +1,5 @@
 import Testing
-@testable import Control
+import Control
 
 /// The per-uid counts of the control socket: one uid's connections, startups and requests
 /// in flight are capped; root and the daemon's user are never refused below the hard cap.

@@ -5,7 +5,7 @@ import Foundation
 import Logging
 import ServiceLifecycleTestKit
 import Testing
-@testable import Control
+import Control
 
 /// The control socket as a service: bound before the group runs (READY=1 promises a
 /// listening socket), answering while it runs, gone once it stops.

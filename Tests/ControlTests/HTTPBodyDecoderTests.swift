@@ -1,5 +1,5 @@
 import Testing
-@testable import Control
+import Control
 
 @Suite struct HTTPBodyDecoderTests {
     func decode(_ wire: String, pieces: Int, chunked: Bool = true) throws -> (String, Bool) {

@@ -1,6 +1,6 @@
 import Synchronization
 import Testing
-@testable import Control
+import Control
 
 /// Members' calls that read much take turns by uid: one member with many waiting calls
 /// makes another wait for one of them, not all.

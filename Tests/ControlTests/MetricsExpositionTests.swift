@@ -1,7 +1,7 @@
 import CoreMetrics
 import Foundation
 import Testing
-@testable import Control
+import Control
 import PhotolalaCore
 
 /// Snapshots in every state the daemon can be in, rendered and read back.

@@ -6,7 +6,7 @@ import Logging
 import NIOCore
 import PhotolalaCore
 import Testing
-@testable import Control
+import Control
 
 /// The TCP metrics listener: only `/metrics`, the control socket's bounds, and a port it
 /// cannot use never stopping anything.

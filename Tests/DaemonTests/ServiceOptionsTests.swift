@@ -5,7 +5,7 @@ import Inventory
 import PhotolalaCore
 import Testing
 import Upload
-@testable import Daemon
+import Daemon
 
 @Suite struct ServiceOptionsTests {
     func settings() -> Settings {

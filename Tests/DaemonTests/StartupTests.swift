@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Testing
-@testable import Daemon
+import Daemon
 
 @Suite struct StartupTests {
     let base = FileManager.default.temporaryDirectory.appendingPathComponent("daemon-startup-\(UUID().uuidString)").path

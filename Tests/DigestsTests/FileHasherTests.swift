@@ -2,7 +2,7 @@ import CMultiMD5
 import Foundation
 import Synchronization
 import Testing
-@testable import Digests
+import Digests
 
 @Suite struct FileHasherTests {
     static func tempDir() throws -> URL {

@@ -1,6 +1,6 @@
 import CMultiMD5
 import Testing
-@testable import Digests
+import Digests
 
 /// The SIMD kernel against OpenSSL's MD5, at every level this CPU runs: any lane mix,
 /// any block count per call, every padding length.

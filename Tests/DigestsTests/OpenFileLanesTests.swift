@@ -5,7 +5,7 @@ import CMultiMD5
 import Foundation
 import Synchronization
 import Testing
-@testable import Digests
+import Digests
 
 /// Open files hashed in lanes as a restore hands them over, one by one: the same digests
 /// as md5sum and sha256sum at every level this CPU runs, whatever the order and timing of

@@ -1,6 +1,6 @@
 import PhotolalaCore
 import Testing
-@testable import Digests
+import Digests
 
 @Suite struct PayloadDigestsTests {
     static func identity(_ inode: UInt64, mtimeNsec: Int64 = 0) -> FileIdentity {

@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Ingest
+import Ingest
 
 @Suite struct IngestOptionsTests {
     func settings(_ edit: (inout Settings) -> Void = { _ in }) -> Settings {

@@ -2,8 +2,8 @@ import Foundation
 import GRDB
 import PhotolalaCore
 import Testing
-@testable import Ingest
-@testable import Queue
+import Ingest
+import Queue
 
 @Suite struct IngestRecordsTests {
     let dir: URL

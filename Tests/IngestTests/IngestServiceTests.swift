@@ -7,7 +7,7 @@ import Logging
 import PhotolalaCore
 import Queue
 import Testing
-@testable import Ingest
+import Ingest
 
 /// The ingest stage run in-process: real inotify on a temporary folder, a temporary
 /// queue database, the real hasher pool. A photo that was there at start (the first scan)

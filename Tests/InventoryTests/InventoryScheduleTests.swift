@@ -2,7 +2,7 @@ import Foundation
 import PhotolalaCore
 import Queue
 import Testing
-@testable import Inventory
+import Inventory
 
 /// When the bucket is listed next, with plain dates.
 @Suite struct InventoryScheduleTests {

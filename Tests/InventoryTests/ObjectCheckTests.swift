@@ -2,7 +2,7 @@ import Bucket
 import Foundation
 import Queue
 import Testing
-@testable import Inventory
+import Inventory
 
 /// What a complete listing says about one backed-up object, with plain values.
 @Suite struct ObjectCheckTests {

@@ -1,6 +1,6 @@
 import Testing
 import Vault
-@testable import Keys
+import Keys
 
 @Suite struct KeyLifecycleTests {
     typealias Finding = KeyLifecycle.Finding

@@ -5,7 +5,7 @@ import Logging
 import PhotolalaCore
 import Synchronization
 import Vault
-@testable import Keys
+import Keys
 
 /// NASes of one account on one in-memory bucket: each its own state directory, grant
 /// source, session and key service, on one test clock.

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import ManifestFormat
+import ManifestFormat
 
 @Suite struct ManifestChainTests {
     let layout = ManifestKeys(userId: "U", deviceId: "d")

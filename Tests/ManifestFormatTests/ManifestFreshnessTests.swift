@@ -3,7 +3,7 @@ import PhotolalaCore
 import Synchronization
 import Testing
 import Vault
-@testable import ManifestFormat
+import ManifestFormat
 
 /// Freshness without memory (privacy.md "No side doors", issue 31 item 3): a fresh NAS that
 /// never saw a device still catches an older record put back (its sealed write time against

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import ManifestFormat
+import ManifestFormat
 
 @Suite struct ManifestReplayTests {
     func version(_ n: UInt64) -> FileVersion {

@@ -2,7 +2,7 @@ import Digests
 import Foundation
 import Testing
 import Vault
-@testable import ManifestFormat
+import ManifestFormat
 
 /// The deflated JSON inside format-2 objects: it reads back, the first layout (plain JSON)
 /// still opens, and a stream that is cut short, runs on or inflates too far is refused.

@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Manifest
+import Manifest
 
 @Suite struct ManifestPolicyTests {
     let p = ManifestPolicy()

@@ -1,6 +1,6 @@
 import ManifestFormat
 import Testing
-@testable import Mirror
+import Mirror
 
 @Suite struct MirrorNamingTests {
     let md5 = MD5Value(hex: "1a2b3c4d5e6f70819293a4b5c6d7e8f9")!

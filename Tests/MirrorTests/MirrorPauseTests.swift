@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Mirror
+import Mirror
 
 @Suite struct MirrorPauseTests {
     @Test func theReasonThatNeedsTheUserMostComesFirst() {

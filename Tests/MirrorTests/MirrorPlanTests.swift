@@ -1,7 +1,7 @@
 import ManifestFormat
 import PhotolalaCore
 import Testing
-@testable import Mirror
+import Mirror
 
 @Suite struct MirrorPlanTests {
     let md5 = MD5Value(hex: "0123456789abcdef0123456789abcdef")!

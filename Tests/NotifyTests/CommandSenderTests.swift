@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Notify
+import Notify
 
 /// `notify.command` with real processes: the event in the environment and nothing else,
 /// the exit status and the first line kept, and a time limit that stops the whole group.

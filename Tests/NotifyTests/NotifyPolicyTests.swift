@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Notify
+import Notify
 
 /// What is told and when, on plain dates: at once, once recovered for 30 s, again every
 /// `repeat`, a daily summary, and nothing twice across a restart.

@@ -4,7 +4,7 @@ import Logging
 import PhotolalaCore
 import Synchronization
 import Testing
-@testable import Notify
+import Notify
 
 /// The service in-process: a status with attention items in, a real command out, and
 /// what it remembers written only when it told something.

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Notify
+import Notify
 
 /// A channel's deliveries: in order, retried with backoff for a day, then dropped.
 @Suite struct OutboxTests {

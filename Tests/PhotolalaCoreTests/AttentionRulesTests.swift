@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import PhotolalaCore
+import PhotolalaCore
 
 /// The one list behind "Action needed" and the notifications, from plain status values.
 @Suite struct AttentionRulesTests {

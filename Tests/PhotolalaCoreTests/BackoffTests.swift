@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import PhotolalaCore
+import PhotolalaCore
 
 @Suite struct BackoffTests {
     @Test func stepsDoubleFromBaseUpToTheCap() {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import PhotolalaCore
+import PhotolalaCore
 
 @Suite struct DaemonStatusStagesTests {
     func object(_ s: DaemonStatus) throws -> [String: Any] {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import PhotolalaCore
+import PhotolalaCore
 
 @Suite struct ExactPathTests {
     let nfc = "Caf\u{E9}.jpg"          // é precomposed (Linux, Windows)

@@ -1,5 +1,5 @@
 import Testing
-@testable import PhotolalaCore
+import PhotolalaCore
 
 /// Who could list a folder, from the POSIX bits along its path (no ACLs read).
 @Suite struct PathAccessTests {

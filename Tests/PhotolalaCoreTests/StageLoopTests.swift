@@ -2,7 +2,7 @@ import BucketTesting
 import Foundation
 import Synchronization
 import Testing
-@testable import PhotolalaCore
+import PhotolalaCore
 
 @Suite struct StageLoopTests {
     /// Steps counted; the loop ends when the test cancels it.

@@ -1,5 +1,5 @@
 import Testing
-@testable import PhotolalaCore
+import PhotolalaCore
 
 @Suite struct UnitsTests {
     @Test(arguments: [

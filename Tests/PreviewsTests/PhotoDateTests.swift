@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Previews
+import Previews
 
 /// The catalog's photo_date: EXIF with its offset, else in the NAS's zone, else the mtime.
 @Suite struct PhotoDateTests {

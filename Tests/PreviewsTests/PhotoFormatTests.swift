@@ -1,5 +1,5 @@
 import Testing
-@testable import Previews
+import Previews
 
 /// The format from a file's first bytes (app-catalog.md), including what is recognised only to be skipped.
 @Suite struct PhotoFormatTests {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Previews
+import Previews
 
 /// The daemon's side of a worker that dies, hangs or cannot start: the photo gets a
 /// reason, the next photo gets a fresh worker. The "workers" are small Python scripts

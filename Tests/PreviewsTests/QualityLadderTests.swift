@@ -1,5 +1,5 @@
 import Testing
-@testable import Previews
+import Previews
 
 /// Quality 85, then 80, 75, 70 while over 50 KB; 70 is kept whatever its size.
 @Suite struct QualityLadderTests {

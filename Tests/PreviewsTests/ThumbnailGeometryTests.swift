@@ -1,5 +1,5 @@
 import Testing
-@testable import Previews
+import Previews
 
 /// PTM-256's size and crop (app-catalog.md), as plain numbers.
 @Suite struct ThumbnailGeometryTests {

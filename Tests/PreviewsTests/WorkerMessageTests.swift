@@ -1,5 +1,5 @@
 import Testing
-@testable import Previews
+import Previews
 
 /// The worker protocol's frames and bodies; replies are untrusted bytes.
 @Suite struct WorkerMessageTests {

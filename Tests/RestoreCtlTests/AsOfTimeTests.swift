@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import RestoreCtl
+import RestoreCtl
 
 @Suite struct AsOfTimeTests {
     let utc = TimeZone(secondsFromGMT: 0)!

@@ -1,6 +1,6 @@
 import RestoreWire
 import Testing
-@testable import RestoreCtl
+import RestoreCtl
 
 /// Which device a restore reads, from what `--device` says.
 @Suite struct DeviceChoiceTests {

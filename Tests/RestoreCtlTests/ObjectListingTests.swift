@@ -1,7 +1,7 @@
 import Control
 import RestoreWire
 import Testing
-@testable import RestoreCtl
+import RestoreCtl
 
 @Suite struct ObjectListingTests {
     let a = String(repeating: "a", count: 32)

@@ -1,5 +1,5 @@
 import Testing
-@testable import RestoreFiles
+import RestoreFiles
 
 @Suite struct ConflictRuleTests {
     @Test func whatStandsThereDecides() {

@@ -1,7 +1,7 @@
 import ManifestFormat
 import RestoreWire
 import Testing
-@testable import RestoreFiles
+import RestoreFiles
 
 /// How `restore --by-date` names and dates a file (privacy.md "Export every photo of the account").
 @Suite struct ExportNameTests {

@@ -4,7 +4,7 @@ import Glibc
 import Foundation
 import ManifestFormat
 import Testing
-@testable import RestoreFiles
+import RestoreFiles
 
 @Suite struct OwnerRuleTests {
     let names: [String: UInt32] = ["al": 1000, "users": 100]

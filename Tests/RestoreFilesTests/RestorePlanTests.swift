@@ -1,7 +1,7 @@
 import Foundation
 import ManifestFormat
 import Testing
-@testable import RestoreFiles
+import RestoreFiles
 
 @Suite struct RestorePlanTests {
     func file(_ folder: String, _ path: String) -> ManifestReplay.File {

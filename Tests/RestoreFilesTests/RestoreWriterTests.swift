@@ -2,7 +2,7 @@ import Digests
 import Foundation
 import ManifestFormat
 import Testing
-@testable import RestoreFiles
+import RestoreFiles
 
 /// A temporary folder as the restore's root (`--to DIR`); items go to `photos/…` below it.
 struct WriterWorld {

@@ -1,6 +1,6 @@
 import RestoreWire
 import Testing
-@testable import RestoreRelay
+import RestoreRelay
 
 /// The extension an exported file gets: the catalog's format, then `original-format`, the
 /// content type, and the first bytes (privacy.md).

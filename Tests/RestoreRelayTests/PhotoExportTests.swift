@@ -13,7 +13,7 @@ import RestoreCtl
 import Synchronization
 import RestoreFiles
 import Testing
-@testable import RestoreRelay
+import RestoreRelay
 
 /// `restore --by-date` in-process: the daemon's side (`RestoreService` → `PhotoExport`)
 /// against the in-memory bucket behind a real `BucketSession`, the command's side

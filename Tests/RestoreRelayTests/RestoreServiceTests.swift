@@ -13,7 +13,7 @@ import RestoreCtl
 import RestoreWire
 import Testing
 import Vault
-@testable import RestoreRelay
+import RestoreRelay
 
 /// The restore's daemon side run in-process against the in-memory bucket behind a real
 /// `BucketSession` (waits skipped), answered directly and through a real control socket to

@@ -4,8 +4,8 @@ import Foundation
 import PhotolalaCore
 import Queue
 import Testing
-@testable import Inventory
-@testable import Upload
+import Inventory
+import Upload
 
 /// The inventory actor in-process: it lists the in-memory bucket, finds what is already
 /// there, and puts back what the bucket lost.

@@ -8,7 +8,7 @@ import Queue
 import RestoreFiles
 import Synchronization
 import Testing
-@testable import Mirror
+import Mirror
 
 /// The mirror actor in-process: objects and a catalog put in the in-memory bucket as a
 /// phone puts them, a real folder on disk, the real queue database.

@@ -7,7 +7,7 @@ import Ingest
 import Logging
 import PhotolalaCore
 import Testing
-@testable import Queue
+import Queue
 
 /// One stage's world in-process: a temporary state directory with the real queue
 /// database, the in-memory bucket behind the real session and rule, a fixed grant source

@@ -7,8 +7,8 @@ import Previews
 import Queue
 import Synchronization
 import Testing
-@testable import Thumbnails
-@testable import Upload
+import Thumbnails
+import Upload
 
 /// Stands in for the sandboxed worker: a fixed thumbnail and date for every photo.
 actor FakeRenderer: PreviewRenderer {

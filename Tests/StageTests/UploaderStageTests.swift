@@ -5,7 +5,7 @@ import Foundation
 import PhotolalaCore
 import Queue
 import Testing
-@testable import Upload
+import Upload
 
 /// The uploader actor in-process against the in-memory bucket: what it sends arrives
 /// whole, under the key its MD5 names, whatever the bucket answers on the way.

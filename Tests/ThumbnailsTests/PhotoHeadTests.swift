@@ -2,7 +2,7 @@ import Digests
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Thumbnails
+import Thumbnails
 
 /// What the daemon itself reads of a photo: the head MD5 and the format, from the very
 /// file that was hashed and nothing else.

@@ -1,9 +1,9 @@
 import Foundation
 import GRDB
 import PhotolalaCore
-@testable import Queue
+import Queue
 import Testing
-@testable import Thumbnails
+import Thumbnails
 
 /// The photo rows the thumbnail stage writes and the catalog stage reads.
 @Suite struct PhotoRecordsTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Queue
 import Testing
-@testable import Upload
+import Upload
 
 /// How the uploader learns whether an object is already in the bucket, with plain dates.
 @Suite struct PresenceCheckTests {

@@ -1,7 +1,7 @@
 import Bucket
 import Foundation
 import Testing
-@testable import Upload
+import Upload
 
 @Suite struct UploadPolicyTests {
     let policy = UploadPolicy()

@@ -2,9 +2,9 @@ import Foundation
 import GRDB
 import Ingest
 import PhotolalaCore
-@testable import Queue
+import Queue
 import Testing
-@testable import Upload
+import Upload
 
 @Suite struct UploadRecordsTests {
     let db: QueueDatabase

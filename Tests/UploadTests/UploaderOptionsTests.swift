@@ -1,6 +1,6 @@
 import PhotolalaCore
 import Testing
-@testable import Upload
+import Upload
 
 @Suite struct UploaderOptionsTests {
     @Test func mapsTheUploadSectionAndTheLinkRule() {

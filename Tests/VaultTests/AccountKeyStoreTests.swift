@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Testing
-@testable import Vault
+import Vault
 
 @Suite struct AccountKeyStoreTests {
     let dir: String

@@ -1,5 +1,5 @@
 import Testing
-@testable import Vault
+import Vault
 
 @Suite struct KeyObjectTests {
     let account = AccountKey.generate()

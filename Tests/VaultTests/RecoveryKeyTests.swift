@@ -1,5 +1,5 @@
 import Testing
-@testable import Vault
+import Vault
 
 @Suite struct RecoveryKeyTests {
     @Test func aNewKeyIsRandomAndReadsBack() throws {

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import Testing
-@testable import Watcher
+import Watcher
 
 /// "Is this path inside that folder" is byte for byte everywhere in the watcher: a folder
 /// named "Café" as a Mac client writes it (NFD) is not the "Café" a Linux client writes

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import Testing
-@testable import Watcher
+import Watcher
 
 @Suite struct DirectoryScannerTests {
     func scanAll(_ root: String, recursive: Bool = true, options: WatcherOptions? = nil, batchSize: Int = 1000)

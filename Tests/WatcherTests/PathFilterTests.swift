@@ -1,5 +1,5 @@
 import Testing
-@testable import Watcher
+import Watcher
 
 @Suite struct PathFilterTests {
     let filter = PathFilter(extensions: WatcherOptions.defaultExtensions, exclude: [])

@@ -1,5 +1,5 @@
 import Testing
-@testable import Watcher
+import Watcher
 
 /// Pure tests: instants are built by hand from one origin, no clock runs.
 @Suite struct SettleAggregatorTests {

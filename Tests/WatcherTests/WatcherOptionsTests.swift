@@ -1,6 +1,6 @@
 import PhotolalaCore
 import Testing
-@testable import Watcher
+import Watcher
 
 @Suite struct WatcherOptionsTests {
     @Test("a missing folder is retried after 1 s, doubling to 5 minutes; unwatched directories every minute, doubling to 30")

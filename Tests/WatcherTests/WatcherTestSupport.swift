@@ -5,7 +5,7 @@ import Logging
 import PhotolalaCore
 import Synchronization
 import Testing
-@testable import Watcher
+import Watcher
 
 /// A fresh directory, removed (with everything in it) by `remove()`. On tmpfs when there
 /// is one: creating files on this machine's ext4 costs about a millisecond each, and

@@ -1,6 +1,6 @@
 import PhotolalaCore
 import Testing
-@testable import Web
+import Web
 
 /// web.md "Every response": the listen address, `localhost` on loopback, `[web] hosts`;
 /// anything else (a rebinding attacker's name) is refused.

@@ -1,7 +1,7 @@
 import Control
 import PhotolalaCore
 import Testing
-@testable import Web
+import Web
 
 /// privacy.md "Names only for those who may read them": without a session the page shows
 /// no file or folder name, no account id and no pairing code.

@@ -1,5 +1,5 @@
 import Testing
-@testable import Web
+import Web
 
 /// The pairing address as a QR code (libqrencode) and its SVG. That it decodes to the
 /// address is checked by `zbarimg` in Tests/e2e/test_web.py.

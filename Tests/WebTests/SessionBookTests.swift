@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import Testing
-@testable import Web
+import Web
 
 /// web.md "Sessions": a link works once within 10 minutes; a session lasts its TTL;
 /// revoking ends all; only digests are kept.

@@ -5,7 +5,7 @@ import PhotolalaCore
 import Queue
 import Synchronization
 import Testing
-@testable import Web
+import Web
 
 /// The page's rules (web.md "Routes", "Sessions", "Every response"), called without a
 /// socket: the control handler behind it is a recorder (the e2e suite drives the real one).

@@ -4,7 +4,7 @@ import PhotolalaCore
 import Queue
 import Synchronization
 import Testing
-@testable import Web
+import Web
 
 /// What keeps a flood of the page from reaching the daemon: however many readers, one
 /// status at most a second (an idle one only when a part says it changed).
