@@ -8,7 +8,7 @@ import RestoreWire
 /// its JSON). Here rather than in the CLI, so the CLI imports the command's side only.
 package enum DeviceTable {
     /// Asks the daemon (`client`'s timeout applies) and renders the answer.
-    package static func text(asking client: ControlClient, json: Bool) throws -> String {
+    package static func text(asking client: ControlClient, json: Bool) throws(ControlClient.Failure) -> String {
         render(try client.call(.devices, as: DeviceList.self), json: json)
     }
 
