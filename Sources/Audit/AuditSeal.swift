@@ -121,19 +121,17 @@ package struct VerificationKey: Sendable, Equatable, CustomStringConvertible {
     /// Reads a key as given (any case, dashes and white space ignored, `I`/`L` for 1 and
     /// `O` for 0), checked before any use.
     package static func parse(_ text: String) throws(ParseError) -> VerificationKey {
-        var values: [UInt8] = []
-        var position = 0
-        for scalar in text.unicodeScalars {
-            if scalar == "-" || scalar.properties.isWhitespace { continue }
-            position += 1
-            guard scalar.isASCII, let v = Crockford32.value(of: UInt8(scalar.value)) else {
+        let decoded: [UInt8]
+        do {
+            decoded = try Crockford32.keyBytes(text, characters: 64)
+        } catch {
+            switch error {
+            case .character(let scalar, let position):
                 throw .character(scalar.isASCII && scalar.value >= 0x20 && scalar.value < 0x7f ? String(Character(scalar)) : "U+\(String(scalar.value, radix: 16, uppercase: true))",
                                  position: position)
+            case .length(let n): throw .length(n)
             }
-            values.append(v)
         }
-        guard values.count == 64 else { throw .length(values.count) }
-        let decoded = Crockford32.decode(values)
         let key = VerificationKey(bytes: Array(decoded.prefix(SealingKey.size)))
         guard key.check == Array(decoded.suffix(8)) else { throw .typo }
         return key

@@ -174,9 +174,17 @@ final class RequestHandler: ChannelInboundHandler {
         // while what is answered from memory (status) does not wait for them.
         let (lanes, uid, privileged) = (self.lanes, peer.uid, self.privileged)
         let queued = !privileged && route.readsMuch
+        let (channel, stallTimeout) = (context.channel, limits.streamStallTimeout)
+        // The request's one task: it answers, and a streamed answer's producer goes on in
+        // it (after `respond` has stopped reading, on the loop), paced by the socket.
         Task(priority: privileged ? .high : .low) {
             let response = queued ? await lanes.run(uid: uid) { await handler.handle(request) } : await handler.handle(request)
             promise.succeed(response)
+            guard let stream = response.stream else { return }
+            _ = try? await promise.futureResult.get()
+            let writer = ControlStreamWriter(channel: channel, stallTimeout: stallTimeout)
+            await stream.produce(writer)
+            await writer.close()
         }
         promise.futureResult.whenSuccess { response in
             let (me, context) = loopBound.value
@@ -198,15 +206,8 @@ final class RequestHandler: ChannelInboundHandler {
         answered = true
         deadline?.cancel()
         HTTPServer.stopReading(context)
-        if let stream = response.stream {
-            // The producer writes through the channel from its own task, paced by the socket.
-            let writer = ControlStreamWriter(channel: context.channel, stallTimeout: limits.streamStallTimeout)
-            Task {
-                await stream.produce(writer)
-                await writer.close()
-            }
-            return
-        }
+        // A stream is produced by the request's task (`dispatch`) once this has run.
+        if response.stream != nil { return }
         var response = response
         if !privileged && response.body.count > 64 * 1024 {
             if connections.tryReserveResponse(response.body.count) {

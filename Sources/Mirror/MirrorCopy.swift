@@ -81,7 +81,7 @@ package struct MirrorCopy: Sendable {
         var e = entry
         // A name given before a kill: the copy may be there already, or someone else's file.
         if let path = e.path {
-            if let found = paths.identity(of: path) {
+            if let found = await Self.identity(paths, path) {
                 if found.size == e.size, let d = await Self.digest(paths, path, sha256: sha256 != nil), d.md5 == e.md5,
                    sha256 == nil || d.sha256 == sha256 {
                     e.state = .copied
@@ -99,8 +99,11 @@ package struct MirrorCopy: Sendable {
                                destination: Array(placeholder.utf8))
         let incoming: IncomingFile
         do {
-            let parent = try writer.parent(of: item)
-            incoming = try writer.incoming(in: parent, sha256: sha256 != nil, temporaryName: Array(MirrorNaming.temporaryName(e.md5).utf8))
+            let (writer, temporary) = (self.writer, Array(MirrorNaming.temporaryName(e.md5).utf8))
+            // Opens and makes folders (`openat2`, `mkdirat`): off the pool, like every call below.
+            incoming = try await Blocking.run { () throws(RestoreWriter.Failure) -> IncomingFile in
+                try writer.incoming(in: try writer.parent(of: item), sha256: sha256 != nil, temporaryName: temporary)
+            }
         } catch {
             return .finished(Self.place(error))
         }
@@ -131,7 +134,7 @@ package struct MirrorCopy: Sendable {
             for n in 0..<MirrorNaming.maxCandidates {
                 let candidate = MirrorNaming.candidate(n, seconds: seconds, md5: e.md5, ext: e.ext!)
                 if (try? await database.mirrorPathTaken(candidate, by: e.md5)) != false { continue }
-                guard let there = paths.identity(of: candidate) else {
+                guard let there = await Self.identity(paths, candidate) else {
                     name = candidate
                     break
                 }
@@ -161,7 +164,11 @@ package struct MirrorCopy: Sendable {
         let file = Array((name.split(separator: "/").last.map(String.init) ?? name).utf8)
         let placed: Bool
         do {
-            placed = try incoming.commit(a.version, replace: false, readBack: fetched.digests, name: file)
+            let (version, digests) = (a.version, fetched.digests)
+            // fsync and rename: on `Blocking`'s threads.
+            placed = try await Blocking.run { () throws(RestoreWriter.Failure) -> Bool in
+                try incoming.commit(version, replace: false, readBack: digests, name: file)
+            }
         } catch {
             return Self.place(error)
         }
@@ -169,8 +176,9 @@ package struct MirrorCopy: Sendable {
         guard placed else { return .failed("a file appeared at \(name) while the copy arrived; tried again later") }
         // The renames survive a power cut before the entry says so (else a lost rename would
         // read as a copy the user deleted, never fetched again).
-        let problems = writer.finish()
-        guard let there = paths.identity(of: name) else { return .failed("\(name) is not there after it was put in place") }
+        let writer = self.writer
+        let problems = await Blocking.run { writer.finish() }
+        guard let there = await Self.identity(paths, name) else { return .failed("\(name) is not there after it was put in place") }
         e.state = .copied
         e.device = there.device
         e.inode = there.inode
@@ -185,6 +193,11 @@ package struct MirrorCopy: Sendable {
     private static func digest(_ paths: MirrorPaths, _ path: String, sha256: Bool) async
         -> (md5: MD5Value, sha256: SHA256Value?, size: Int64, device: UInt64, inode: UInt64)? {
         await Blocking.run { paths.digest(of: path, sha256: sha256) }
+    }
+
+    /// A name's `lstat`, on `Blocking`'s threads (a busy disk can take a while to answer).
+    private static func identity(_ paths: MirrorPaths, _ path: String) async -> (device: UInt64, inode: UInt64, size: Int64)? {
+        await Blocking.run { paths.identity(of: path) }
     }
 
     /// What a transfer's outcome is for the stage.

@@ -6,6 +6,7 @@ import Digests
 import Foundation
 import ManifestFormat
 import PhotolalaCore
+import RestoreFiles
 
 /// Walks the mirror's folder without following a link or reading a file: every regular
 /// file's place, size and identity, handed to `found` when it may matter (a size some
@@ -192,7 +193,7 @@ package struct MirrorPaths: Sendable {
             close(fd)
             fd = next
         }
-        guard Self.renameNoReplace(from, name, fd, target) == 0 else {
+        guard RestoreWriter.renameNoReplace(from, name, fd, target) == 0 else {
             if errno == EEXIST { return false }
             throw MoveFailure("cannot move \(path) to \(to): \(errnoText(errno))")
         }
@@ -204,17 +205,6 @@ package struct MirrorPaths: Sendable {
     package struct MoveFailure: Error, CustomStringConvertible {
         package var description: String
         init(_ description: String) { self.description = description }
-    }
-
-    /// `renameat2(RENAME_NOREPLACE)`; where the filesystem lacks it, a hard link (which
-    /// cannot replace either) and the old name unlinked: the file stays, under its new name.
-    static func renameNoReplace(_ fromDir: Int32, _ from: String, _ toDir: Int32, _ to: String) -> Int32 {
-        var r = photolala_rename_noreplace(fromDir, from, toDir, to)
-        if r != 0 && (errno == EINVAL || errno == ENOSYS) {
-            r = linkat(fromDir, from, toDir, to, 0)
-            if r == 0 { unlinkat(fromDir, from, 0) }
-        }
-        return r
     }
 
     static func isSafeName(_ name: String) -> Bool {

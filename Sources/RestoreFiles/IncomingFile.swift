@@ -117,14 +117,7 @@ package final class IncomingFile: Sendable {
         let renamed: Int32 = RestoreWriter.withCString(temp) { t in
             RestoreWriter.withCString(name ?? parent.name) { n in
                 if replace { return renameat(parent.fd, t, parent.fd, n) }
-                let r = photolala_rename_noreplace(parent.fd, t, parent.fd, n)
-                // A filesystem without RENAME_NOREPLACE: a hard link cannot replace either.
-                if r != 0 && (Glibc.errno == EINVAL || Glibc.errno == ENOSYS) {
-                    let l = linkat(parent.fd, t, parent.fd, n, 0)
-                    if l == 0 { unlinkat(parent.fd, t, 0) }
-                    return l
-                }
-                return r
+                return RestoreWriter.renameNoReplace(parent.fd, t, parent.fd, n)
             }
         }
         if renamed == 0 {
@@ -142,5 +135,19 @@ package final class IncomingFile: Sendable {
         let fd = file.exchange(-1, ordering: .acquiringAndReleasing)
         if fd >= 0 { close(fd) }
         _ = RestoreWriter.withCString(temp) { unlinkat(parent.fd, $0, 0) }
+    }
+}
+
+extension RestoreWriter {
+    /// `renameat2(RENAME_NOREPLACE)`; where the filesystem lacks it (EINVAL, ENOSYS), a
+    /// hard link (which cannot replace either) and the old name unlinked: the file stays,
+    /// under its new name. 0, or -1 with `errno` set (EEXIST: the name is taken). The
+    /// restore's and the mirror's one way to put a file at a name without replacing one.
+    package static func renameNoReplace(_ fromDir: Int32, _ from: UnsafePointer<CChar>, _ toDir: Int32, _ to: UnsafePointer<CChar>) -> Int32 {
+        let r = photolala_rename_noreplace(fromDir, from, toDir, to)
+        guard r != 0 && (Glibc.errno == EINVAL || Glibc.errno == ENOSYS) else { return r }
+        let linked = linkat(fromDir, from, toDir, to, 0)
+        if linked == 0 { unlinkat(fromDir, from, 0) }
+        return linked
     }
 }

@@ -99,7 +99,13 @@ package actor RestoreService: Service {
     package func answer(_ request: ControlRequest) async -> ControlResponse {
         switch request.route {
         case .devices:
-            return await devices()
+            let response = await devices()
+            // A member of the socket group sees only the names below folders it could list
+            // (privacy.md "No side doors"), the way its manifest is shown.
+            guard !request.privileged, response.status == 200,
+                  let list = try? ControlJSON.decode(DeviceList.self, from: response.body) else { return response }
+            var check = ListingCheck(caller: request.peer.accessCaller)
+            return .json(list.seen(mayName: { check.mayName($0) }))
         case .manifest:
             let device = request.query["device"] ?? ""
             var names: SharedListingCheck?

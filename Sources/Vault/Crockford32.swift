@@ -51,3 +51,30 @@ package enum Crockford32 {
         return out
     }
 }
+
+extension Crockford32 {
+    /// What is wrong with a key as given, before its check is looked at.
+    package enum KeyTextError: Error, Equatable {
+        /// A character no key has (as given, and its position among the characters).
+        case character(Unicode.Scalar, position: Int)
+        /// Not `characters` characters (dashes and white space not counted).
+        case length(Int)
+    }
+
+    /// The one reader of a key people copy or type (the recovery key, the audit trail's
+    /// verification key): any case, dashes and white space ignored, `I`/`L` for 1 and `O`
+    /// for 0, exactly `characters` characters. The bytes decoded, the check among them
+    /// left to the key's own type.
+    package static func keyBytes(_ text: String, characters: Int) throws(KeyTextError) -> [UInt8] {
+        var values: [UInt8] = []
+        var position = 0
+        for scalar in text.unicodeScalars {
+            if scalar == "-" || scalar.properties.isWhitespace { continue }
+            position += 1
+            guard scalar.isASCII, let v = value(of: UInt8(scalar.value)) else { throw .character(scalar, position: position) }
+            values.append(v)
+        }
+        guard values.count == characters else { throw .length(values.count) }
+        return decode(values)
+    }
+}

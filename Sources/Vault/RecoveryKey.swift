@@ -68,18 +68,15 @@ package struct RecoveryKey: Sendable, Equatable, CustomStringConvertible {
     /// Reads a key as a person may type it: any case, with or without dashes and white
     /// space, `I`/`L` for 1 and `O` for 0. Refuses anything else before any use of it.
     package static func parse(_ text: String) throws(ParseError) -> RecoveryKey {
-        var values: [UInt8] = []
-        var position = 0
-        for scalar in text.unicodeScalars {
-            if scalar == "-" || scalar.properties.isWhitespace { continue }
-            position += 1
-            guard scalar.isASCII, let v = Crockford32.value(of: UInt8(scalar.value)) else {
-                throw .character(Self.shown(scalar), position: position)
+        let bytes: [UInt8]
+        do {
+            bytes = try Crockford32.keyBytes(text, characters: 32)
+        } catch {
+            switch error {
+            case .character(let scalar, let position): throw .character(Self.shown(scalar), position: position)
+            case .length(let n): throw .length(n)
             }
-            values.append(v)
         }
-        guard values.count == 32 else { throw .length(values.count) }
-        let bytes = Crockford32.decode(values)
         let key = RecoveryKey(secret: Array(bytes.prefix(secretSize)))
         guard key.check == Array(bytes.suffix(4)) else { throw .typo }
         return key

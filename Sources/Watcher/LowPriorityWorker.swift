@@ -46,12 +46,64 @@ final class LowPriorityWorker: Sendable {
     }
 
     func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        guard let wakeWrite else { return body() }
-        return await Blocking.completion { done in
-            jobs.pending.withLock { $0.append { done(body()) } }
-            var byte: UInt8 = 1
-            // EAGAIN means wake-ups are already pending; the worker drains every job per wake-up.
-            _ = write(wakeWrite, &byte, 1)
+        await start(body).value
+    }
+
+    /// Hands `body` to the thread now; its result waits in the answer until awaited (the
+    /// scan's read-ahead: the next batch is listed while the current one is recorded).
+    func start<T: Sendable>(_ body: @escaping @Sendable () -> T) -> WorkerResult<T> {
+        let result = WorkerResult<T>()
+        guard let wakeWrite else {
+            result.finish(body())
+            return result
+        }
+        jobs.pending.withLock { $0.append { result.finish(body()) } }
+        var byte: UInt8 = 1
+        // EAGAIN means wake-ups are already pending; the worker drains every job per wake-up.
+        _ = write(wakeWrite, &byte, 1)
+        return result
+    }
+}
+
+/// What a job handed to the scan thread answers: set once by the thread, awaited once by
+/// the consumer (through `Blocking.completion`, the one way to await another thread).
+final class WorkerResult<T: Sendable>: Sendable {
+    private enum State {
+        case running
+        case finished(T)
+        case awaited(@Sendable (T) -> Void)
+        case taken
+    }
+    private let state = Mutex(State.running)
+
+    init() {}
+
+    func finish(_ value: T) {
+        let waiter = state.withLock { s -> (@Sendable (T) -> Void)? in
+            if case .awaited(let done) = s {
+                s = .taken
+                return done
+            }
+            s = .finished(value)
+            return nil
+        }
+        waiter?(value)
+    }
+
+    /// The job's result, once it has run. Awaited by one consumer, once.
+    var value: T {
+        get async {
+            await Blocking.completion { done in
+                let ready = state.withLock { s -> T? in
+                    if case .finished(let value) = s {
+                        s = .taken
+                        return value
+                    }
+                    s = .awaited(done)
+                    return nil
+                }
+                if let ready { done(ready) }
+            }
         }
     }
 }

@@ -2,6 +2,7 @@ import Control
 import Foundation
 import PhotolalaCore
 import Queue
+import Synchronization
 
 /// The one status the page's readers share, so a flood of requests costs the daemon at
 /// most one status a second (the control socket and the stages never wait behind the
@@ -21,7 +22,9 @@ package actor WebFeed {
     private let backend: any WebBackend
     private var cached: Snapshot?
     private var computing: Task<Snapshot, Never>?
-    private var subscribers: [Int: AsyncStream<Snapshot>.Continuation] = [:]
+    /// Behind a lock, not the actor: a reader that goes away leaves at once, from its
+    /// stream's termination handler, without a task to reach the actor.
+    private nonisolated let subscribers = Readers()
     private var nextSubscriber = 0
     private var pump: Task<Void, Never>?
     private var history: SlowRead<[HistoryMonth]>
@@ -122,9 +125,10 @@ package actor WebFeed {
         let id = nextSubscriber
         nextSubscriber += 1
         let (stream, continuation) = AsyncStream<Snapshot>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        subscribers[id] = continuation
-        continuation.onTermination = { [weak self] _ in
-            Task { await self?.unsubscribe(id) }
+        subscribers.all.withLock { $0[id] = continuation }
+        // The pump sees the reader gone at its next look and stops with the last one.
+        continuation.onTermination = { [subscribers] _ in
+            _ = subscribers.all.withLock { $0.removeValue(forKey: id) }
         }
         // The status the others have, at once (the pump sends only what changed since).
         if let cached { continuation.yield(cached) }
@@ -135,24 +139,31 @@ package actor WebFeed {
     }
 
     package func unsubscribe(_ id: Int) {
-        subscribers.removeValue(forKey: id)?.finish()
-        if subscribers.isEmpty {
+        subscribers.all.withLock { $0.removeValue(forKey: id) }?.finish()
+        if subscribers.all.withLock({ $0.isEmpty }) {
             pump?.cancel()
             pump = nil
         }
     }
 
-    package var listeners: Int { subscribers.count }
+    package var listeners: Int { subscribers.all.withLock { $0.count } }
 
     private func run() async {
         var sent: [UInt8]?
-        while !Task.isCancelled && !subscribers.isEmpty {
+        while !Task.isCancelled && !subscribers.all.withLock({ $0.isEmpty }) {
             let snapshot = await snapshot()
             if snapshot.full != sent {
                 sent = snapshot.full
-                for continuation in subscribers.values { continuation.yield(snapshot) }
+                for continuation in subscribers.all.withLock({ Array($0.values) }) { continuation.yield(snapshot) }
             }
             try? await Task.sleep(for: minimumInterval)
         }
+        // Left because the last reader went (a cancelled pump was already replaced).
+        if !Task.isCancelled { pump = nil }
     }
+}
+
+/// The event streams' continuations, by reader.
+private final class Readers: Sendable {
+    let all = Mutex<[Int: AsyncStream<WebFeed.Snapshot>.Continuation]>([:])
 }

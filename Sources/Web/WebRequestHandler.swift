@@ -98,16 +98,29 @@ final class WebRequestHandler: ChannelInboundHandler {
                                  csrf: head.headers.first(name: "x-csrf-token"), origin: head.headers.first(name: "origin"),
                                  remote: remote)
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let promise = context.eventLoop.makePromise(of: WebAnswer.self)
-        promise.completeWithTask { await api.answer(request) }
+        let loop = context.eventLoop
+        let promise = loop.makePromise(of: WebAnswer.self)
+        // Whether the event stream's head went out (false: refused, or not an event stream).
+        let started = loop.makePromise(of: Bool.self)
+        let channel = context.channel
+        // The request's one task: it answers, and an event stream goes on in it, ended by
+        // its connection's close (`stream`).
+        let done = loop.makePromise(of: Void.self)
+        let task = done.completeWithTask {
+            let answer = await api.answer(request)
+            promise.succeed(answer)
+            guard case .events(let session) = answer, (try? await started.futureResult.get()) == true else { return }
+            await Self.send(api: api, session: session, to: channel)
+        }
         promise.futureResult.whenSuccess { answer in
             let (me, context) = bound.value
             switch answer {
             case .response(let response):
+                started.succeed(false)
                 me.answered = false
                 me.respond(context: context, response, headOnly: head.method == .HEAD)
-            case .events(let session):
-                me.stream(context: context, api: api, session: session)
+            case .events:
+                started.succeed(me.stream(context: context, task: task))
             }
         }
     }
@@ -132,11 +145,11 @@ final class WebRequestHandler: ChannelInboundHandler {
     /// Sends `event: status` whenever the shared feed has a new status (at most one a
     /// second), a comment every `keepAlive` so a vanished reader is noticed, and drops a
     /// reader that has not taken what was sent by the next keep-alive.
-    private func stream(context: ChannelHandlerContext, api: WebAPI, session: String?) {
+    private func stream(context: ChannelHandlerContext, task: Task<Void, Never>) -> Bool {
         guard connections.tryStream(remote: remote) else {
             answered = false
             respond(context: context, .text(503, "Too many pages are following the status from here; close one."))
-            return
+            return false
         }
         streaming = true
         var headers = Self.headers(["Cache-Control": "no-store"])
@@ -146,25 +159,6 @@ final class WebRequestHandler: ChannelInboundHandler {
         _ = channel.setOption(ChannelOptions.writeBufferWaterMark, value: .init(low: 32 << 10, high: 256 << 10))
         context.writeAndFlush(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))),
                               promise: nil)
-        let task = Task {
-            let (_, updates) = await api.feed.subscribe()
-            for await snapshot in updates {
-                var body = snapshot.publicJSON
-                if let session {
-                    // A revoked session's page gets the plain status from here on.
-                    guard await api.sessions.session(token: session) != nil else { break }
-                    body = snapshot.full
-                }
-                var buffer = channel.allocator.buffer(capacity: body.count + 24)
-                buffer.writeString("event: status\ndata: ")
-                buffer.writeBytes(body)
-                buffer.writeString("\n\n")
-                // A reader that does not keep up misses statuses, never piles them up.
-                guard channel.isWritable else { continue }
-                channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(buffer)), promise: nil)
-            }
-            channel.close(promise: nil)
-        }
         let stalled = NIOLoopBoundBox(false, eventLoop: context.eventLoop)
         let keepAlive = context.eventLoop.scheduleRepeatedTask(initialDelay: limits.keepAlive, delay: limits.keepAlive) { _ in
             if !channel.isWritable {
@@ -181,6 +175,28 @@ final class WebRequestHandler: ChannelInboundHandler {
             task.cancel()
             keepAlive.cancel()
         }
+        return true
+    }
+
+    /// The event stream's statuses, in the request's task until the connection closes.
+    private static func send(api: WebAPI, session: String?, to channel: any Channel) async {
+        let (_, updates) = await api.feed.subscribe()
+        for await snapshot in updates {
+            var body = snapshot.publicJSON
+            if let session {
+                // A revoked session's page gets the plain status from here on.
+                guard await api.sessions.session(token: session) != nil else { break }
+                body = snapshot.full
+            }
+            var buffer = channel.allocator.buffer(capacity: body.count + 24)
+            buffer.writeString("event: status\ndata: ")
+            buffer.writeBytes(body)
+            buffer.writeString("\n\n")
+            // A reader that does not keep up misses statuses, never piles them up.
+            guard channel.isWritable else { continue }
+            channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(buffer)), promise: nil)
+        }
+        channel.close(promise: nil)
     }
 }
 
