@@ -8,8 +8,9 @@ import RestoreCtl
 /// `photolalactl audit [--since TIME] [--limit N] [--json] | --verify`: who did what, from
 /// the daemon's trail (root and the daemon's user only), newest last; `--verify` checks the
 /// chain and names the first record that does not fit (exit 1).
-struct AuditCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct AuditCommand: ParsableCommand {
+    package init() {}
+    package static let configuration = CommandConfiguration(
         commandName: "audit",
         abstract: "Who did what: the daemon's audit trail (root and the daemon's user only).",
         discussion: """
@@ -21,20 +22,20 @@ struct AuditCommand: ParsableCommand {
             seal (keep it off this NAS), and --verify --verification-key - reads it from standard input and proves \
             that nothing sealed was rewritten since, even by someone who became root later.
             """)
-    @OptionGroup(title: "Global options") var options: CtlOptions
+    @OptionGroup(title: "Global options") package var options: CtlOptions
     @Option(name: .long, help: ArgumentHelp("Only records from this time on (ISO 8601, e.g. 2026-11-22T07:00:00Z) or this date (2026-11-22, local).",
                                             valueName: "time|date"))
-    var since: String?
-    @Option(name: .long, help: "At most this many records (the newest).") var limit = AuditListing.defaultLimit
-    @Flag(name: .long, help: "One JSON object {\"records\": [...]} (with --verify: the verdict).") var json = false
-    @Flag(name: .long, help: "Check the chain: exit 0 if it is whole, 1 naming the first record that does not fit.") var verify = false
+    package var since: String?
+    @Option(name: .long, help: "At most this many records (the newest).") package var limit = AuditListing.defaultLimit
+    @Flag(name: .long, help: "One JSON object {\"records\": [...]} (with --verify: the verdict).") package var json = false
+    @Flag(name: .long, help: "Check the chain: exit 0 if it is whole, 1 naming the first record that does not fit.") package var verify = false
     @Flag(name: .customLong("verification-key"),
           help: "Alone: show (root only, once) the key that checks the trail's seals. With --verify: check them with it, read from standard input (-).")
     var verificationKey = false
     @Argument(help: ArgumentHelp("With --verify --verification-key: - to read the key from standard input.", valueName: "-"))
     var keySource: String?
 
-    func validate() throws {
+    package func validate() throws {
         guard (1...AuditListing.maxLimit).contains(limit) else { throw ValidationError("--limit takes 1 to \(AuditListing.maxLimit)") }
         if let since, Self.sinceMillis(since) == nil {
             throw ValidationError("--since takes an ISO 8601 time (2026-11-22T07:00:00Z, or local without a zone) or a date (2026-11-22), not '\(since)'")
@@ -51,7 +52,7 @@ struct AuditCommand: ParsableCommand {
         if keySource != nil && !verificationKey { throw ValidationError("unexpected argument '\(keySource!)'") }
     }
 
-    func run() throws {
+    package func run() throws {
         let client = options.client()
         if verificationKey && !verify {
             try showVerificationKey(client)
@@ -179,12 +180,12 @@ struct AuditCommand: ParsableCommand {
     }
 
     /// A date means from its start (local time); a time is taken as AsOfTime reads it.
-    static func sinceMillis(_ text: String) -> Int64? {
+    package static func sinceMillis(_ text: String) -> Int64? {
         let t = text.trimmingCharacters(in: .whitespaces)
         return AsOfTime.parse(t.count == 10 ? t + "T00:00" : t)
     }
 
-    static func render(_ listing: AuditListing, json: Bool, timeZone: TimeZone = .current) -> String {
+    package static func render(_ listing: AuditListing, json: Bool, timeZone: TimeZone = .current) -> String {
         if json {
             return String(decoding: (try? ControlJSON.encode(listing, pretty: true)) ?? [], as: UTF8.self) + "\n"
         }
@@ -203,7 +204,7 @@ struct AuditCommand: ParsableCommand {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    static func render(_ v: AuditVerification, json: Bool) -> String {
+    package static func render(_ v: AuditVerification, json: Bool) -> String {
         if json {
             return String(decoding: (try? ControlJSON.encode(v, pretty: true)) ?? [], as: UTF8.self) + "\n"
         }
@@ -240,7 +241,7 @@ struct AuditCommand: ParsableCommand {
 
     /// `key=value`: what happened first (`method`, `step`), then the rest sorted; cut at
     /// 160 characters (a restore's destination still shows).
-    static func summary(_ details: AuditDetails) -> String {
+    package static func summary(_ details: AuditDetails) -> String {
         let first = ["method", "step"]
         let rest = details.values.keys.filter { !first.contains($0) }.sorted()
         let text = (first + rest).compactMap { key in details[key].map { "\(key)=\($0)" } }.joined(separator: " ")

@@ -8,8 +8,9 @@ import PhotolalaCore
 /// `CtlOptions` group. The root's parse takes them wherever they stand, before or after
 /// the command's name, and the command's group is handed the value the root decoded, so
 /// `photolalactl --socket S status` and `photolalactl status --socket S` are one call.
-struct Ctl: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct Ctl: AsyncParsableCommand {
+    package init() {}
+    package static let configuration = CommandConfiguration(
         commandName: "photolalactl",
         abstract: "Control photolalad, the Photolala backup agent.",
         discussion: "The global options --socket and --config may come before or after the command.",

@@ -5,19 +5,20 @@ import Foundation
 import PhotolalaCore
 
 /// `--socket`, `--config` and `--instance`: global, taken by `photolalactl` and by every command.
-struct CtlOptions: ParsableArguments {
+package struct CtlOptions: ParsableArguments {
+    package init() {}
     @Option(name: .long, help: ArgumentHelp("The daemon's control socket.", valueName: "path"))
-    var socket: String?
+    package var socket: String?
 
     @Option(name: .long, help: ArgumentHelp("The config file (to find the socket).", valueName: "path"))
-    var config: String?
+    package var config: String?
 
     @Option(name: .long, help: ArgumentHelp(
         "The instance NAME (photolalad@NAME.service, /etc/photolala/NAME.toml); also $PHOTOLALA_INSTANCE.",
         valueName: "name"))
     var instance: String?
 
-    func validate() throws {
+    package func validate() throws {
         do {
             _ = try ConfigLoader.resolveInstance(flag: instance)
         } catch {
@@ -27,7 +28,7 @@ struct CtlOptions: ParsableArguments {
 
     /// --socket, then $PHOTOLALA_SOCKET, then daemon.socket of the config, then the
     /// default of the instance (config.md "Where the daemon looks", "Instances").
-    func client(environment: [String: String] = ProcessInfo.processInfo.environment) -> ControlClient {
+    package func client(environment: [String: String] = ProcessInfo.processInfo.environment) -> ControlClient {
         let chosen: (instance: Instance?, fromFlag: Bool) =
             (try? ConfigLoader.resolveInstance(flag: instance, environment: environment)) ?? (nil, true)
         let configPath = ConfigLoader.resolvePath(explicit: config, instance: chosen.instance, instanceFromFlag: chosen.fromFlag,

@@ -7,16 +7,17 @@ import PhotolalaCore
 /// the watched folders, a page at a time (a folder of a million photos streams, it is not
 /// held in memory by the daemon or the command). Exit 1 if a path is outside every
 /// watched folder (one line says so); the others are still answered.
-struct FilesCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct FilesCommand: ParsableCommand {
+    package init() {}
+    package static let configuration = CommandConfiguration(
         commandName: "files",
         abstract: "Is this backed up? Each file's state, MD5, object key and when it went up.")
-    @OptionGroup(title: "Global options") var options: CtlOptions
+    @OptionGroup(title: "Global options") package var options: CtlOptions
     @Argument(help: ArgumentHelp("Files or folders under a watched folder (default: the current folder).", valueName: "path"))
-    var paths: [String] = []
-    @Flag(name: .long, help: "One JSON object {\"items\": [...]} (and \"notes\" for paths nothing is known of).") var json = false
+    package var paths: [String] = []
+    @Flag(name: .long, help: "One JSON object {\"items\": [...]} (and \"notes\" for paths nothing is known of).") package var json = false
 
-    func run() throws {
+    package func run() throws {
         let client = options.client()
         let asked = (paths.isEmpty ? ["."] : paths).map(Self.absolute)
         var tally = Tally()
@@ -69,7 +70,7 @@ struct FilesCommand: ParsableCommand {
     }
 
     /// What the daemon needs: an absolute path without `.` or `..` (symlinks are left to it).
-    static func absolute(_ path: String) -> String {
+    package static func absolute(_ path: String) -> String {
         let base = FileManager.default.currentDirectoryPath
         let full = path.hasPrefix("/") ? path : base + "/" + path
         return URL(fileURLWithPath: full).standardizedFileURL.path
@@ -77,7 +78,7 @@ struct FilesCommand: ParsableCommand {
 
     static let header = "STATE      SIZE       WENT UP              MD5                               PATH"
 
-    static func row(_ i: FileListing.Item) -> String {
+    package static func row(_ i: FileListing.Item) -> String {
         let state = i.state.padding(toLength: 10, withPad: " ", startingAt: 0)
         let size = Units.humanBytes(i.size).padding(toLength: 10, withPad: " ", startingAt: 0)
         let when = (i.uploadedAt.map(shortTime) ?? "-").padding(toLength: 20, withPad: " ", startingAt: 0)
@@ -87,7 +88,7 @@ struct FilesCommand: ParsableCommand {
     }
 
     /// One file asked about by name: everything, one line each.
-    static func block(_ i: FileListing.Item) -> String {
+    package static func block(_ i: FileListing.Item) -> String {
         var lines = [i.path]
         let words: String = switch i.state {
         case "uploaded": "backed up"
@@ -112,17 +113,17 @@ struct FilesCommand: ParsableCommand {
         return String(iso.prefix(10)) + " " + String(iso.dropFirst(11).prefix(5)) + " UTC"
     }
 
-    static func jsonLine(_ item: FileListing.Item) -> String {
+    package static func jsonLine(_ item: FileListing.Item) -> String {
         String(decoding: (try? ControlJSON.encode(item)) ?? Array("{}".utf8), as: UTF8.self)
     }
 
-    static func quoted(_ s: String) -> String {
+    package static func quoted(_ s: String) -> String {
         let bytes: [UInt8] = (try? ControlJSON.encode([s])) ?? Array("[\"\"]".utf8)
         return String(decoding: bytes.dropFirst().dropLast(), as: UTF8.self)
     }
 
     /// Counts by state for the closing line.
-    struct Tally {
+    package struct Tally {
         var files = 0
         var single = false
         var byState: [String: Int] = [:]

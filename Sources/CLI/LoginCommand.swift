@@ -8,23 +8,24 @@ import PhotolalaCore
 
 /// `photolalactl login`: pairs the NAS from a phone (device code), or signs in with an
 /// identity token from Sign in with Apple on another device.
-struct LoginCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct LoginCommand: ParsableCommand {
+    package init() {}
+    package static let configuration = CommandConfiguration(
         commandName: "login",
         abstract: "Sign this NAS in: prints a URL and a code to confirm on your phone, and waits.")
-    @OptionGroup(title: "Global options") var options: CtlOptions
+    @OptionGroup(title: "Global options") package var options: CtlOptions
     @Option(name: .long, help: ArgumentHelp("An identity token from Sign in with Apple on another device; \"-\" reads it from standard input (use that: a command line is visible to every user).", valueName: "token|-"))
-    var identityToken: String?
+    package var identityToken: String?
     @Option(name: .long, help: ArgumentHelp("The authorization code that came with the identity token; \"-\" reads it from standard input (after the token's line when both are \"-\").", valueName: "code|-"))
-    var authorizationCode: String?
+    package var authorizationCode: String?
 
-    func validate() throws {
+    package func validate() throws {
         if authorizationCode != nil && identityToken == nil {
             throw ValidationError("--authorization-code goes with --identity-token")
         }
     }
 
-    func run() throws {
+    package func run() throws {
         let client = options.client()
         do {
             if let identityToken {
@@ -91,7 +92,7 @@ struct LoginCommand: ParsableCommand {
 
     /// What the sign-in means for the account key (privacy.md): keep the recovery key this
     /// NAS just made, or give this NAS the one the account already has.
-    static func keyHint(_ progress: LoginProgress) -> String? {
+    package static func keyHint(_ progress: LoginProgress) -> String? {
         if progress.accountKeyCreated == true {
             return """
                 This NAS made the key that encrypts this account's backup manifests. Run

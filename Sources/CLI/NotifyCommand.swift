@@ -6,19 +6,20 @@ import PhotolalaCore
 /// `photolalactl notify --test`: the daemon sends a test event through every configured
 /// channel (config.md `[notify]`) and says what each answered. Exit 0 when every channel
 /// took it, 1 when any did not (or none is configured).
-struct NotifyCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct NotifyCommand: ParsableCommand {
+    package init() {}
+    package static let configuration = CommandConfiguration(
         commandName: "notify",
         abstract: "Send a test notification through every configured channel.",
         discussion: "The channels are set in [notify] of the config file: webhook, command, healthcheck_url.")
     @OptionGroup(title: "Global options") var options: CtlOptions
     @Flag(name: .long, help: "Send a test event through each channel and print what each answered.") var test = false
 
-    func validate() throws {
+    package func validate() throws {
         if !test { throw ValidationError("say what to do: photolalactl notify --test") }
     }
 
-    func run() throws {
+    package func run() throws {
         var client = options.client()
         // A command may take its whole 30 s, a webhook its 25 s: wait for the slowest.
         client.timeout = 75
@@ -32,7 +33,7 @@ struct NotifyCommand: ParsableCommand {
         if report.results.isEmpty || report.results.contains(where: { !$0.ok }) { throw ExitCode(1) }
     }
 
-    static func render(_ report: NotifyTestReport) -> String {
+    package static func render(_ report: NotifyTestReport) -> String {
         if report.results.isEmpty {
             return "No notification channel is configured: set webhook, command or healthcheck_url under [notify] "
                 + "in the config file, then `systemctl reload photolalad`.\n"

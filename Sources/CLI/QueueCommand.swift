@@ -4,18 +4,19 @@ import Foundation
 import PhotolalaCore
 
 /// `photolalactl queue [--failed] [--limit N] [--json]`: one line a file, with why it waits.
-struct QueueCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "queue", abstract: "Files waiting, uploading or failed, with why.")
-    @OptionGroup(title: "Global options") var options: CtlOptions
-    @Flag(name: .long, help: "Only failed files.") var failed = false
-    @Option(name: .long, help: "At most this many files (newest first).") var limit = 100
-    @Flag(name: .long, help: "One JSON object {\"items\": [...], \"total\": N}.") var json = false
+package struct QueueCommand: ParsableCommand {
+    package init() {}
+    package static let configuration = CommandConfiguration(commandName: "queue", abstract: "Files waiting, uploading or failed, with why.")
+    @OptionGroup(title: "Global options") package var options: CtlOptions
+    @Flag(name: .long, help: "Only failed files.") package var failed = false
+    @Option(name: .long, help: "At most this many files (newest first).") package var limit = 100
+    @Flag(name: .long, help: "One JSON object {\"items\": [...], \"total\": N}.") package var json = false
 
-    func validate() throws {
+    package func validate() throws {
         guard limit > 0 else { throw ValidationError("--limit must be at least 1") }
     }
 
-    func run() throws {
+    package func run() throws {
         let listing: QueueListing
         do {
             var query = ["limit": "\(limit)"]
@@ -27,7 +28,7 @@ struct QueueCommand: ParsableCommand {
         print(Self.render(listing, failedOnly: failed, json: json), terminator: "")
     }
 
-    static func render(_ listing: QueueListing, failedOnly: Bool, json: Bool) -> String {
+    package static func render(_ listing: QueueListing, failedOnly: Bool, json: Bool) -> String {
         if json {
             return String(decoding: (try? ControlJSON.encode(listing, pretty: true)) ?? [], as: UTF8.self) + "\n"
         }

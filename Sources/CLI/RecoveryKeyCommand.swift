@@ -10,8 +10,9 @@ import Vault
 /// `photolalactl recovery-key [--json] | --enter | --rotate [--json]` (privacy.md): shows
 /// the account's recovery key, takes it from standard input (never the command line), or
 /// replaces it. Root and the daemon's user only: group members get exit 4.
-struct RecoveryKeyCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct RecoveryKeyCommand: ParsableCommand {
+    package init() {}
+    package static let configuration = CommandConfiguration(
         commandName: "recovery-key",
         abstract: "Show this account's recovery key, enter it on a new NAS (--enter), or replace it (--rotate).",
         discussion: """
@@ -27,13 +28,13 @@ struct RecoveryKeyCommand: ParsableCommand {
           help: "With --rotate: a new account key too; every manifest object of every device is sealed again under it.")
     var newAccountKey = false
 
-    func validate() throws {
+    package func validate() throws {
         if enter && rotate { throw ValidationError("--enter and --rotate are two different things: give one") }
         if enter && json { throw ValidationError("--enter prints no key: it takes no --json") }
         if newAccountKey && !rotate { throw ValidationError("--new-account-key goes with --rotate: recovery-key --rotate --new-account-key") }
     }
 
-    func run() throws {
+    package func run() throws {
         let client = options.client()
         if enter {
             try enterKey(client)
@@ -91,7 +92,7 @@ struct RecoveryKeyCommand: ParsableCommand {
         throw ExitCode(1)
     }
 
-    static func render(_ view: RecoveryKeyView, rotated: Bool, json: Bool) -> String {
+    package static func render(_ view: RecoveryKeyView, rotated: Bool, json: Bool) -> String {
         if json {
             return String(decoding: (try? ControlJSON.encode(view, pretty: true)) ?? [], as: UTF8.self) + "\n"
         }

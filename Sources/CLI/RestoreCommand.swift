@@ -7,8 +7,9 @@ import RestoreCtl
 /// `photolalactl restore`: brings files back from the cloud with their paths, names,
 /// modification times, owners and modes (cli.md, privacy.md). The daemon reads the
 /// bucket; this command writes the files, with the rights of whoever runs it.
-struct RestoreCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct RestoreCommand: AsyncParsableCommand {
+    package init() {}
+    package static let configuration = CommandConfiguration(
         commandName: "restore",
         abstract: "Bring files back from the cloud, with their paths, names, modification times, owners and modes.",
         discussion: """
@@ -28,22 +29,22 @@ struct RestoreCommand: AsyncParsableCommand {
     @Option(name: .customLong("as-of"), help: ArgumentHelp("As the folders were at this time (ISO 8601, e.g. 2026-11-22T07:00:00Z) or at the end of this date (2026-11-22).", valueName: "time|date"))
     var asOf: String?
     @Option(name: .long, help: ArgumentHelp("Restore under DIR/<watched folder's last name>/ instead of the original folders.", valueName: "dir"))
-    var to: String?
+    package var to: String?
     @Flag(name: .long, help: "Replace a different file found at a file's place.") var overwrite = false
-    @Flag(name: .customLong("dry-run"), help: "List what would be restored; write nothing.") var dryRun = false
-    @Flag(name: .long, help: "One JSON object at the end (counts, problems; with --dry-run every file).") var json = false
+    @Flag(name: .customLong("dry-run"), help: "List what would be restored; write nothing.") package var dryRun = false
+    @Flag(name: .long, help: "One JSON object at the end (counts, problems; with --dry-run every file).") package var json = false
     @Flag(name: .customLong("numeric-owner"), help: "As root: give owners and groups back by their recorded numbers, never by name.")
-    var numericOwner = false
+    package var numericOwner = false
     @Flag(name: .customLong("no-owners"), help: "Keep the restoring user as the owner of what is restored (modes are still given back).")
-    var noOwners = false
+    package var noOwners = false
     @Flag(name: .customLong("allow-unencrypted"), help: "With --to: restore from a device whose manifest is still in the old plaintext format, which nothing authenticates (every restore rule still applies; never for a device encrypted before).")
     var allowUnencrypted = false
     @Argument(help: ArgumentHelp("Files or folders to restore, as they were named on that device.", valueName: "path"))
     var paths: [String] = []
     @Flag(name: .customLong("by-date"), help: "Every photo and video of the account, from the bucket alone (no manifest, no recovery key), into --to DIR as YYYY/MM/YYYY-MM-DD HH.MM.SS <md5>.<ext>.")
-    var byDate = false
+    package var byDate = false
 
-    func validate() throws {
+    package func validate() throws {
         if byDate { try ByDateExport.validate(self) }
         if let asOf, AsOfTime.parse(asOf) == nil {
             throw ValidationError("--as-of takes an ISO 8601 time (2026-11-22T07:00:00Z, or local without a zone) or a date (2026-11-22), not '\(asOf)'")
@@ -57,7 +58,7 @@ struct RestoreCommand: AsyncParsableCommand {
         if numericOwner && noOwners { throw ValidationError("--numeric-owner and --no-owners cannot go together: pick how owners come back, or that they do not") }
     }
 
-    func run() async throws {
+    package func run() async throws {
         let interrupt = InterruptFlag()
         let flag = interrupt.shared
         if byDate, let to { return try await ByDateExport.run(options: options, to: to, dryRun: dryRun, json: json, interrupt: interrupt) }

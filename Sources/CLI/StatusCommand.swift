@@ -8,16 +8,17 @@ import PhotolalaCore
 
 /// `photolalactl status [--json] [--all] [--check]`: the human screen, the status itself
 /// as JSON, every instance on one line each, or only an exit code (cli.md).
-struct StatusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct StatusCommand: ParsableCommand {
+    package init() {}
+    package static let configuration = CommandConfiguration(
         commandName: "status", abstract: "What the daemon is doing.",
         discussion: """
             --check prints nothing and exits 0 when nothing needs you, 1 when something does, 3 when the daemon \
             is not running (a container's HEALTHCHECK, a monitoring probe). --all shows every instance of \
             /etc/photolala on one line each.
             """)
-    @OptionGroup(title: "Global options") var options: CtlOptions
-    @Flag(name: .long, help: "One JSON object (the stable fields of cli.md).") var json = false
+    @OptionGroup(title: "Global options") package var options: CtlOptions
+    @Flag(name: .long, help: "One JSON object (the stable fields of cli.md).") package var json = false
     @Flag(name: .long, help: "Every instance that has a config in /etc/photolala, one line each.") var all = false
     @Flag(name: .long, help: "No output: exit 0 when nothing needs you, 1 when something does, 3 when the daemon is down.")
     var check = false
@@ -25,14 +26,14 @@ struct StatusCommand: ParsableCommand {
     /// How long `--check` waits: a health probe must answer within the prober's own time-out.
     static let checkTimeout: TimeInterval = 10
 
-    func validate() throws {
+    package func validate() throws {
         if all && (options.instance != nil || options.socket != nil || options.config != nil) {
             throw ValidationError("--all asks every instance of \(InstanceList.directory): leave out --instance, --socket and --config")
         }
         if check && json { throw ValidationError("--check prints nothing: leave out --json") }
     }
 
-    func run() throws {
+    package func run() throws {
         if all { return try runAll() }
         var client = options.client()
         if check { client.timeout = Self.checkTimeout }
@@ -62,7 +63,7 @@ struct StatusCommand: ParsableCommand {
 
     /// Human and `--json` print the same value: the JSON is the daemon's status encoded
     /// as the control socket carries it, nothing added or left out.
-    static func render(_ status: DaemonStatus, json: Bool, color: Bool, now: Date = Date()) -> String {
+    package static func render(_ status: DaemonStatus, json: Bool, color: Bool, now: Date = Date()) -> String {
         if json {
             return String(decoding: (try? ControlJSON.encode(status, pretty: true)) ?? [], as: UTF8.self) + "\n"
         }

@@ -10,8 +10,9 @@ import PhotolalaCore
 /// compares every backed-up object with it (presence, size, ETag), optionally reads a
 /// share back; the command shows its progress and the result. Exit 0 when every object
 /// was proved, 1 when any was missing or wrong (they are queued again) or it failed.
-struct VerifyCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct VerifyCommand: ParsableCommand {
+    package init() {}
+    package static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "Prove that every backed-up file's object is in the bucket with the right bytes.",
         discussion: """
@@ -20,19 +21,19 @@ struct VerifyCommand: ParsableCommand {
             Anything missing or wrong is queued to be sent again. --deep also reads that share of the objects \
             back and checks each one's MD5 against its key; it is the only proof on a bucket with SSE-KMS.
             """)
-    @OptionGroup(title: "Global options") var options: CtlOptions
+    @OptionGroup(title: "Global options") package var options: CtlOptions
     @Option(name: .long, help: ArgumentHelp("Also read back this share of the objects (at least one) and check their MD5s.",
                                             valueName: "percent"))
-    var deep: Double?
-    @Flag(name: .long, help: "The result as one JSON object (the verify fields of status, and the progress).") var json = false
+    package var deep: Double?
+    @Flag(name: .long, help: "The result as one JSON object (the verify fields of status, and the progress).") package var json = false
 
-    func validate() throws {
+    package func validate() throws {
         if let deep, !(deep > 0 && deep <= 100) {
             throw ValidationError("--deep takes a percentage above 0 and at most 100, e.g. --deep 5")
         }
     }
 
-    func run() throws {
+    package func run() throws {
         let client = options.client()
         var progress: VerifyProgress
         do {
@@ -74,7 +75,7 @@ struct VerifyCommand: ParsableCommand {
         return ExitCode(1)
     }
 
-    static func progressLine(_ p: VerifyProgress) -> String {
+    package static func progressLine(_ p: VerifyProgress) -> String {
         switch p.phase {
         case .queued: "waiting for the listing under way to end…"
         case .listing: "listing the bucket: \(p.done) objects so far…"
@@ -84,7 +85,7 @@ struct VerifyCommand: ParsableCommand {
         }
     }
 
-    static func render(_ p: VerifyProgress, json: Bool) -> String {
+    package static func render(_ p: VerifyProgress, json: Bool) -> String {
         if json {
             return String(decoding: (try? ControlJSON.encode(p.result, pretty: true)) ?? [], as: UTF8.self) + "\n"
         }

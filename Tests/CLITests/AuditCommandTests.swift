@@ -3,7 +3,7 @@ import Control
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import CLI
+import CLI
 
 /// `photolalactl audit`: its options, its one line a record, and the verdict of --verify.
 @Suite struct AuditCommandTests {

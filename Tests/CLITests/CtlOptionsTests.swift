@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import CLI
+import CLI
 
 /// Where the CLI finds the daemon (config.md): --socket, $PHOTOLALA_SOCKET, the config's
 /// daemon.socket, the default.

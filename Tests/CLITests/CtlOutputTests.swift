@@ -2,7 +2,7 @@ import Control
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import CLI
+import CLI
 
 /// What `status --json` and `queue` print.
 @Suite struct CtlOutputTests {

@@ -2,7 +2,7 @@ import ArgumentParser
 import Control
 import Foundation
 import Testing
-@testable import CLI
+import CLI
 
 /// The command line of cli.md: `--socket` and `--config` before or after the command's
 /// name, for `photolalactl` and `photolalad ctl` alike.

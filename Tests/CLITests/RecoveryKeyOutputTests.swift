@@ -2,7 +2,7 @@ import Control
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import CLI
+import CLI
 
 /// What people read about the recovery key: the status line, "Action needed", login's
 /// hint, and `recovery-key`'s own output.

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Testing
-@testable import CLI
+import CLI
 
 @Suite struct RestoreOptionsTests {
     @Test func ownersComeBackByNameUnlessTold() throws {

@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import CLI
+import CLI
 
 /// "Action needed" is the daemon's attention list, exactly; the timetable's pause says
 /// until when; the notification channels say how they fare.
