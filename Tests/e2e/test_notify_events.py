@@ -166,7 +166,10 @@ def test_a_lasting_problem_is_repeated_every_repeat(world, channels):
     assert 4 <= len(told) <= 5, told
     gaps = [b - a for a, b in zip(told, told[1:])]
     assert all(2.5 <= g <= 4.2 for g in gaps), gaps
-    assert len(command_events(channels.cmd, "problem")) == len(told)
+    # The command's run of the last repeat may land a moment after the webhook's, and the next
+    # repeat may start meanwhile.
+    wait_until(lambda: len(command_events(channels.cmd, "problem")) >= len(told), 3, "the command's repeats")
+    assert len(told) <= len(command_events(channels.cmd, "problem")) <= len(told) + 1
     assert all(json.loads(r["body"])["reason"] == "appleRevoked" for r in channels.hook.accepted())
 
 
