@@ -8,9 +8,9 @@ import PhotolalaCore
 /// answer still concerns the sign-in in force. The backend rotates refresh tokens, so a
 /// refresh that a logout or another sign-in overtook must neither sign the NAS out nor
 /// put the old sign-in's tokens back.
-struct AccountStanding: Sendable {
+package struct AccountStanding: Sendable {
     /// What to do once the access-token refresh a caller joined has finished.
-    enum AfterRefresh: Sendable { case credentials, appleCheck }
+    package enum AfterRefresh: Sendable { case credentials, appleCheck }
 
     /// The sign-in in force; kept while `needsLogin`, so the status still says whose it was.
     private(set) var signIn: SignIn?
@@ -21,17 +21,17 @@ struct AccountStanding: Sendable {
     private(set) var signedInBefore: Bool
     private var refreshes = RefreshJoins<AfterRefresh>()
 
-    init(deviceIdAtStart: Bool) {
+    package init(deviceIdAtStart: Bool) {
         signedInBefore = deviceIdAtStart
     }
 
-    var isSignedIn: Bool { signIn != nil && !needsLogin }
+    package var isSignedIn: Bool { signIn != nil && !needsLogin }
 
     /// The Photolala user id (a UUID), never the Apple one.
-    var userId: String? { isSignedIn ? signIn?.userId : nil }
+    package var userId: String? { isSignedIn ? signIn?.userId : nil }
 
     /// A sign-in from either way in (identity token, pairing) or from the disk.
-    mutating func adopt(_ result: SignIn) {
+    package mutating func adopt(_ result: SignIn) {
         signIn = result
         signedInBefore = true
         needsLogin = false
@@ -39,7 +39,7 @@ struct AccountStanding: Sendable {
     }
 
     /// `logout`: answers the sign-in to revoke (nil: there was none).
-    mutating func drop() -> SignIn? {
+    package mutating func drop() -> SignIn? {
         defer {
             signIn = nil
             needsLogin = false
@@ -49,26 +49,26 @@ struct AccountStanding: Sendable {
     }
 
     /// The backend refused the refresh token: a new login is needed.
-    mutating func refused() {
+    package mutating func refused() {
         needsLogin = true
     }
 
     /// `next` joins the access-token refresh under way, or starts one for the sign-in in
     /// force: its id and the sign-in it refreshes (nil: joined, or signed out).
-    mutating func joinRefresh(then next: AfterRefresh) -> (id: UUID, basedOn: SignIn)? {
+    package mutating func joinRefresh(then next: AfterRefresh) -> (id: UUID, basedOn: SignIn)? {
         guard let id = refreshes.join(next, canStart: signIn != nil), let current = signIn else { return nil }
         return (id, current)
     }
 
     /// The refresh `id` ended: what its callers do now.
-    mutating func refreshEnded(_ id: UUID) -> [AfterRefresh] {
+    package mutating func refreshEnded(_ id: UUID) -> [AfterRefresh] {
         refreshes.finish(id)
     }
 
     /// What a failed refresh of `old` means: `invalid_grant` only means "sign in again" if
     /// the refresh token it used is still the one in force; if a newer sign-in replaced it
     /// meanwhile, the access token in memory is already fresh (nil: nothing failed).
-    func refreshFailed(_ error: BackendError, basedOn old: SignIn) -> BackendError? {
+    package func refreshFailed(_ error: BackendError, basedOn old: SignIn) -> BackendError? {
         if error == .invalidGrant, let now = signIn, now.refreshToken != old.refreshToken {
             return nil
         }
@@ -77,7 +77,7 @@ struct AccountStanding: Sendable {
 
     /// A refresh of `old` answered: the sign-in to save and use now, or nil when another
     /// replaced `old` meanwhile (its tokens must not come back).
-    mutating func refreshed(_ fresh: RefreshedTokens, basedOn old: SignIn) -> SignIn? {
+    package mutating func refreshed(_ fresh: RefreshedTokens, basedOn old: SignIn) -> SignIn? {
         guard signIn?.refreshToken == old.refreshToken else { return nil }
         let updated = old.refreshed(with: fresh)
         signIn = updated
@@ -86,7 +86,7 @@ struct AccountStanding: Sendable {
 
     /// Why uploads must not run now, if they must not: a sign-in first, then the Apple ID,
     /// then the backend's grant.
-    func uploadBlock(apple: AppleCheckMachine, creds: CredentialsMachine) -> GrantUnavailable? {
+    package func uploadBlock(apple: AppleCheckMachine, creds: CredentialsMachine) -> GrantUnavailable? {
         if signIn == nil || needsLogin { return .signedOut }
         if let r = apple.pauseReason { return .paused(r) }
         if case .paused(let r, _) = creds.phase { return .paused(r) }
@@ -94,14 +94,14 @@ struct AccountStanding: Sendable {
     }
 
     /// The pause that blocks uploads, if that is what blocks them.
-    func pauseReason(apple: AppleCheckMachine, creds: CredentialsMachine) -> DaemonStatus.PauseReason? {
+    package func pauseReason(apple: AppleCheckMachine, creds: CredentialsMachine) -> DaemonStatus.PauseReason? {
         if case .paused(let r)? = uploadBlock(apple: apple, creds: creds) { return r }
         return nil
     }
 
     /// The account's part of status: sign-in, Apple check, credentials; and, while running,
     /// whether uploads wait for a login or a pause.
-    func contribute(to s: inout DaemonStatus, apple: AppleCheckMachine, creds: CredentialsMachine, now: Date) {
+    package func contribute(to s: inout DaemonStatus, apple: AppleCheckMachine, creds: CredentialsMachine, now: Date) {
         s.account = DaemonStatus.Account(signedIn: isSignedIn, userId: signIn?.userId)
         s.appleCredential = apple.status
         s.credentials = creds.status(now: now)

@@ -4,7 +4,7 @@ import Foundation
 /// check's wakes, so nothing polls. A pure value: the account service sets what a
 /// machine's `.wake(at:)` asks for, hands each due wake back to its machine once, and
 /// sleeps until `next`.
-struct AccountWakes: Sendable, Equatable {
+package struct AccountWakes: Sendable, Equatable {
     enum Machine: Sendable { case credentials, apple }
 
     private var credentials: Date?

@@ -4,7 +4,7 @@ import PhotolalaCore
 /// A non-2xx answer of the backend, read the way the daemon branches on it
 /// (backend-api.md: `error` is the code to branch on, `message` is for logs). Pure, so
 /// every code and status is tested against recorded bodies without a server.
-struct BackendRefusal: Sendable, Equatable {
+package struct BackendRefusal: Sendable, Equatable {
     var status: Int
     /// The body's `error`, empty when the body had none (a proxy's HTML page, say).
     var code: String
@@ -17,7 +17,7 @@ struct BackendRefusal: Sendable, Equatable {
         var message: String?
     }
 
-    init(status: Int, body: Data) {
+    package init(status: Int, body: Data) {
         let parsed = (try? JSONDecoder().decode(Body.self, from: body)) ?? Body()
         self.status = status
         code = parsed.error ?? ""
@@ -26,7 +26,7 @@ struct BackendRefusal: Sendable, Equatable {
 
     /// `withBearer`: the call carried an access token. Only then is a 401 `invalid_token`
     /// "refresh the access token and retry"; at sign-in it is the identity token refused.
-    func error(withBearer: Bool) -> BackendError {
+    package func error(withBearer: Bool) -> BackendError {
         switch (status, code) {
         case (_, "invalid_grant"): .invalidGrant
         case (400, "authorization_pending"): .authorizationPending

@@ -6,8 +6,8 @@ import PhotolalaCore
 /// catalog under `catalogs/{userId}/`, and whether a photo is still under
 /// `photos/{userId}/` (each request refuses any key outside its prefix). Snapshots and
 /// pointers are always STANDARD. No retries in place: the stage's schedule retries.
-struct BucketCatalogStore: CatalogStore {
-    let userId: String
+package struct BucketCatalogStore: CatalogStore {
+    package let userId: String
     let bucket: BucketSession
     let multipartThreshold: Int64
     let partSize: Int64
@@ -16,16 +16,26 @@ struct BucketCatalogStore: CatalogStore {
     let journal: @Sendable (String?) async -> Void
     let logger: Logger
 
+    package init(userId: String, bucket: BucketSession, multipartThreshold: Int64, partSize: Int64,
+                 journal: @escaping @Sendable (String?) async -> Void, logger: Logger) {
+        self.userId = userId
+        self.bucket = bucket
+        self.multipartThreshold = multipartThreshold
+        self.partSize = partSize
+        self.journal = journal
+        self.logger = logger
+    }
+
     private var catalogs: String { CatalogFormat.prefix(userId: userId) }
     private var photos: String { CatalogFormat.photoPrefix(userId: userId) }
 
-    func readPointer() async throws(S3Error) -> StoredPointer? {
+    package func readPointer() async throws(S3Error) -> StoredPointer? {
         let key = CatalogFormat.pointerKey(userId: userId)
         return try await bucket.perform(under: catalogs) { bucket throws(S3Error) in try await bucket.getObjectIfPresent(key: key) }
             .map { StoredPointer(body: $0.bytes, etag: $0.etag) }
     }
 
-    func downloadSnapshot(md5: String, to path: String) async throws(S3Error) -> String? {
+    package func downloadSnapshot(md5: String, to path: String) async throws(S3Error) -> String? {
         let key = CatalogFormat.snapshotKey(userId: userId, md5: md5)
         let sink: DownloadSink
         do {
@@ -46,7 +56,7 @@ struct BucketCatalogStore: CatalogStore {
         return sink.finish().md5
     }
 
-    func uploadSnapshot(path: String, md5: String, size: Int64) async throws(S3Error) {
+    package func uploadSnapshot(path: String, md5: String, size: Int64) async throws(S3Error) {
         let key = CatalogFormat.snapshotKey(userId: userId, md5: md5)
         let plan = PartPlan(fileSize: size, multipartThreshold: multipartThreshold, configuredPartSize: partSize)
         guard plan.partSize != nil else {
@@ -98,7 +108,7 @@ struct BucketCatalogStore: CatalogStore {
         }
     }
 
-    func writePointer(md5: String, condition: PointerCondition) async throws(S3Error) -> String {
+    package func writePointer(md5: String, condition: PointerCondition) async throws(S3Error) -> String {
         let key = CatalogFormat.pointerKey(userId: userId)
         let body = CatalogFormat.pointerBody(md5: md5)
         return try await bucket.perform(under: catalogs) { bucket throws(S3Error) in
@@ -113,7 +123,7 @@ struct BucketCatalogStore: CatalogStore {
         }
     }
 
-    func photoExists(md5: String) async throws(S3Error) -> Bool {
+    package func photoExists(md5: String) async throws(S3Error) -> Bool {
         let key = CatalogFormat.photoKey(userId: userId, md5: md5)
         do {
             return try await bucket.perform(under: photos) { bucket throws(S3Error) in try await bucket.headObject(key: key) } != nil
@@ -122,7 +132,7 @@ struct BucketCatalogStore: CatalogStore {
         }
     }
 
-    func listPhotos(_ page: @Sendable ([String]) throws -> Void) async throws(S3Error) {
+    package func listPhotos(_ page: @Sendable ([String]) throws -> Void) async throws(S3Error) {
         let prefix = photos
         var token: String?
         repeat {

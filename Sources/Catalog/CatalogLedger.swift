@@ -5,14 +5,14 @@ import PhotolalaCore
 /// whose catalog the bookkeeping in `photo.catalog` belongs to, the pointer as last seen
 /// (so an unchanged catalog costs one small GET), what status shows, and a snapshot
 /// upload in parts that a crash may have left open.
-struct CatalogLedger: Sendable, Equatable {
-    static let prefix = "catalog."
+package struct CatalogLedger: Sendable, Equatable {
+    package static let prefix = "catalog."
 
     var userId: String?
-    var pointer: SeenPointer?
-    var rows = 0
+    package var pointer: SeenPointer?
+    package var rows = 0
     var total = 0
-    var publishedAt: Date?
+    package var publishedAt: Date?
     var checkedAt: Date?
     /// "key uploadId" of a snapshot upload in parts under way.
     var openUpload: String?
@@ -20,9 +20,9 @@ struct CatalogLedger: Sendable, Equatable {
     /// marks may be ahead of the rest of this ledger, so the catalog is read again at once.
     var unsettled = false
 
-    init() {}
+    package init() {}
 
-    init(settings: [String: String]) {
+    package init(settings: [String: String]) {
         func value(_ name: String) -> String? { settings[Self.prefix + name] }
         userId = value("userId")
         if let etag = value("pointerETag"), let md5 = value("pointerMD5") { pointer = SeenPointer(etag: etag, md5: md5) }
@@ -35,7 +35,7 @@ struct CatalogLedger: Sendable, Equatable {
     }
 
     /// Written before the marks of a sync, removed with the ledger written after them.
-    static let recordingKey = prefix + "recording"
+    package static let recordingKey = prefix + "recording"
 
     /// Every key, nil for those without a value (removed).
     var settings: [String: String?] {

@@ -19,23 +19,32 @@ import Queue
 /// A kill at any step leaves the catalog as it was or as published: a snapshot without a
 /// pointer is an unreferenced file, and what we learnt is recorded only after the
 /// pointer, the pointer's ETag last (a crash before costs one more read).
-struct CatalogPublisher {
+package struct CatalogPublisher {
     let store: any CatalogStore
     let workspace: CatalogWorkspace
     let database: QueueDatabase
     let logger: Logger
     /// False once the store refused a condition that held: pointers are then written and
     /// read back (app-catalog.md's fallback), for the rest of the process's life.
-    var conditionalWrites = true
-    var maximumRounds = 8
+    package var conditionalWrites = true
+    package var maximumRounds = 8
     /// Dropped rows are checked with a HEAD each up to this many; more, with one listing.
-    var headLimit = 200
+    package var headLimit = 200
+
+    package init(store: any CatalogStore, workspace: CatalogWorkspace, database: QueueDatabase, logger: Logger,
+                 conditionalWrites: Bool = true) {
+        self.store = store
+        self.workspace = workspace
+        self.database = database
+        self.logger = logger
+        self.conditionalWrites = conditionalWrites
+    }
 
     /// - Parameters:
     ///   - ledger: what was seen last; updated with what this sync saw and recorded.
     ///   - pending: ready photos without a row; with none and the pointer as last seen,
     ///     nothing is downloaded.
-    mutating func sync(ledger: inout CatalogLedger, pending: Int, now: @Sendable () -> Date = Date.init) async throws -> SyncOutcome {
+    package mutating func sync(ledger: inout CatalogLedger, pending: Int, now: @Sendable () -> Date = Date.init) async throws -> SyncOutcome {
         let userId = store.userId
         // The pointer as this NAS last read or wrote it: one that differs was published by
         // someone else, and replacing it is recorded.

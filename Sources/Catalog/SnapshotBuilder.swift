@@ -8,7 +8,7 @@ import Queue
 /// as the next snapshot. Their rows come from the downloaded file (or from the scratch
 /// table when they were out of order), ours from the queue through the scratch
 /// connection, in the index's order: nothing is sorted or collected in memory.
-enum SnapshotBuilder {
+package enum SnapshotBuilder {
     struct Result: Sendable, Equatable {
         var md5: String
         var size: Int64
@@ -22,7 +22,7 @@ enum SnapshotBuilder {
 
     /// Our ready photos the catalog lacks, newest first; not those an app withdrew. The
     /// state is written in (not bound): the planner picks the catalog-order index by it.
-    static let oursToAdd = """
+    package static let oursToAdd = """
         FROM q.photo p
         WHERE p.state = \(PhotoState.ready.sqlLiteral) AND (p.catalog IS NULL OR p.catalog = 'listed')
           AND NOT EXISTS (SELECT 1 FROM present WHERE present.md5 = p.md5)

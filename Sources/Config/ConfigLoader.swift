@@ -88,7 +88,7 @@ extension ConfigLoader {
 }
 
 /// Walks the TOML tree once, collecting problems instead of stopping at the first.
-struct TableReader {
+package struct TableReader {
     var problems: [ConfigError.Problem] = []
 
     private static let sections: [String: Set<String>] = [
@@ -346,7 +346,7 @@ struct TableReader {
     /// nil when acceptable: https, or plain http to a loopback host (127.0.0.0/8, ::1,
     /// localhost: a test receiver, a local ntfy or backend), never http across a network,
     /// where the URL's tokens would travel in clear. `optional`: "" means none.
-    static func urlProblem(_ text: String, example: String, optional: Bool = false) -> String? {
+    package static func urlProblem(_ text: String, example: String, optional: Bool = false) -> String? {
         guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
             return "an absolute URL such as \"\(example)\"" + (optional ? " (or \"\" for none)" : "")
         }

@@ -3,7 +3,7 @@ import Synchronization
 /// The server's `ControlAdmission` behind a lock (connections are admitted on the event
 /// loop, answered from the handler's tasks), and the bytes of answers not yet taken by
 /// unprivileged clients.
-final class ConnectionCounter: Sendable {
+package final class ConnectionCounter: Sendable {
     private struct State {
         var admission: ControlAdmission
         var pendingBytes = 0
@@ -11,7 +11,7 @@ final class ConnectionCounter: Sendable {
     private let state: Mutex<State>
     let limits: ControlServer.Limits
 
-    init(limits: ControlServer.Limits) {
+    package init(limits: ControlServer.Limits) {
         self.limits = limits
         state = Mutex(State(admission: ControlAdmission(limits: limits.admission)))
     }
@@ -37,15 +37,15 @@ final class ConnectionCounter: Sendable {
 
     /// Root and the daemon's user may use every slot; anyone else the slots not reserved
     /// for them, and at most `maxConnectionsPerUser` of those.
-    func tryAcquire(uid: UInt32, privileged: Bool) -> Bool {
+    package func tryAcquire(uid: UInt32, privileged: Bool) -> Bool {
         connect(uid: uid, privileged: privileged) == nil
     }
 
-    func release(uid: UInt32, privileged: Bool) {
+    package func release(uid: UInt32, privileged: Bool) {
         closed(uid: uid, privileged: privileged, stage: .startup)
     }
 
-    func tryReserveResponse(_ bytes: Int) -> Bool {
+    package func tryReserveResponse(_ bytes: Int) -> Bool {
         state.withLock { s in
             guard s.pendingBytes + bytes <= limits.maxPendingResponseBytes || s.pendingBytes == 0 else { return false }
             s.pendingBytes += bytes
@@ -53,5 +53,5 @@ final class ConnectionCounter: Sendable {
         }
     }
 
-    func releaseResponse(_ bytes: Int) { state.withLock { $0.pendingBytes -= bytes } }
+    package func releaseResponse(_ bytes: Int) { state.withLock { $0.pendingBytes -= bytes } }
 }

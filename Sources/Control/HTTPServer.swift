@@ -142,21 +142,21 @@ package final class HTTPServer: Sendable {
 /// 500 descriptors, where systemd's default soft limit is 1024 for the whole daemon —
 /// the hasher, the database and S3 would be the next to be refused one. Paused, the flood
 /// waits in the kernel's backlog instead, costing the daemon nothing.
-final class AcceptThrottle: ChannelInboundHandler {
-    typealias InboundIn = Channel
-    typealias InboundOut = Channel
+package final class AcceptThrottle: ChannelInboundHandler {
+    package typealias InboundIn = Channel
+    package typealias InboundOut = Channel
 
-    final class State: Sendable {
+    package final class State: Sendable {
         private struct Counts {
             var open = 0
             var paused = false
         }
         private let counts = Mutex(Counts())
         let cap: Int
-        init(cap: Int) { self.cap = cap }
+        package init(cap: Int) { self.cap = cap }
 
         /// Counts one more; true when accepting must pause now.
-        func opened() -> Bool {
+        package func opened() -> Bool {
             counts.withLock { c in
                 c.open += 1
                 guard c.open >= cap, !c.paused else { return false }
@@ -166,7 +166,7 @@ final class AcceptThrottle: ChannelInboundHandler {
         }
 
         /// Counts one less; true when accepting may resume now.
-        func closed() -> Bool {
+        package func closed() -> Bool {
             counts.withLock { c in
                 c.open -= 1
                 guard c.paused, c.open <= cap * 3 / 4 else { return false }
@@ -175,7 +175,7 @@ final class AcceptThrottle: ChannelInboundHandler {
             }
         }
 
-        var paused: Bool { counts.withLock { $0.paused } }
+        package var paused: Bool { counts.withLock { $0.paused } }
     }
 
     /// Applied on the server's own event loop from the state as it is then: pauses and
@@ -190,7 +190,7 @@ final class AcceptThrottle: ChannelInboundHandler {
     let state: State
     init(state: State) { self.state = state }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let child = unwrapInboundIn(data)
         let server = context.channel
         let state = self.state

@@ -3,17 +3,18 @@ import Synchronization
 
 /// Refused requests are worth a log line, but a client retrying in a loop must not flood
 /// the journal (and rotate away what matters): a few lines per uid a minute, then a count.
-final class RefusalLog: Sendable {
+package final class RefusalLog: Sendable {
     private struct Window {
         var start: NIODeadline
         var logged = 0
         var suppressed = 0
     }
     private let state = Mutex<[UInt32: Window]>([:])
-    static let linesPerMinute = 5
+    package static let linesPerMinute = 5
+    package init() {}
 
     /// Whether to log this refusal, and how many were left out before it.
-    func shouldLog(uid: UInt32, now: NIODeadline = .now()) -> (log: Bool, suppressed: Int) {
+    package func shouldLog(uid: UInt32, now: NIODeadline = .now()) -> (log: Bool, suppressed: Int) {
         state.withLock { windows in
             var w = windows[uid] ?? Window(start: now)
             if now - w.start > .minutes(1) {

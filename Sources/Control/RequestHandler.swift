@@ -8,9 +8,9 @@ import NIOHTTP1
 import PhotolalaCore
 
 /// One request per connection: gather it within the limits, authorize, answer, close.
-final class RequestHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
+package final class RequestHandler: ChannelInboundHandler {
+    package typealias InboundIn = HTTPServerRequestPart
+    package typealias OutboundOut = HTTPServerResponsePart
 
     private let policy: AccessPolicy
     private let handler: any ControlHandler
@@ -32,7 +32,7 @@ final class RequestHandler: ChannelInboundHandler {
     private var reservedBytes = 0
     private var peer: PeerCredentials?
 
-    init(policy: AccessPolicy, handler: any ControlHandler, limits: ControlServer.Limits, connections: ConnectionCounter,
+    package init(policy: AccessPolicy, handler: any ControlHandler, limits: ControlServer.Limits, connections: ConnectionCounter,
          refusals: RefusalLog, audit: (any AuditRecorder)? = nil, ticks: LoopTicks? = nil, lanes: MemberLanes? = nil, logger: Logger) {
         self.policy = policy
         self.handler = handler
@@ -45,7 +45,7 @@ final class RequestHandler: ChannelInboundHandler {
         self.logger = logger
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         // Who it is decides which slots it may take, so the kernel is asked first. On the
         // channel's own event loop the answer is immediate, before any read is delivered.
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -91,7 +91,7 @@ final class RequestHandler: ChannelInboundHandler {
         }
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         deadline?.cancel()
         if let stage, let peer { connections.closed(uid: peer.uid, privileged: privileged, stage: stage) }
         stage = nil
@@ -99,7 +99,7 @@ final class RequestHandler: ChannelInboundHandler {
         context.fireChannelInactive()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !answered else { return }
         switch unwrapInboundIn(data) {
         case .head(let h):
@@ -120,7 +120,7 @@ final class RequestHandler: ChannelInboundHandler {
         }
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: Error) {
         // Parser errors (garbage, oversized lines) and resets end here: answer if we can, then drop.
         respond(context: context, .error(400, "bad_request", "malformed request"))
     }
@@ -224,7 +224,7 @@ final class RequestHandler: ChannelInboundHandler {
         }
     }
 
-    static func split(_ uri: String) -> (String, [String: String]) {
+    package static func split(_ uri: String) -> (String, [String: String]) {
         guard let q = uri.firstIndex(of: "?") else { return (uri, [:]) }
         var query: [String: String] = [:]
         for pair in uri[uri.index(after: q)...].split(separator: "&") {

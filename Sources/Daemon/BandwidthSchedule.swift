@@ -8,7 +8,7 @@ import ServiceLifecycle
 /// every minute, so a changed clock or a suspend is caught up), a reload at once; the new
 /// rate goes out on `feed`, which the uploader follows (a `0` slot holds its uploads), and
 /// status says `pauseReason` `schedule` until the slot ends.
-actor BandwidthSchedule: Service {
+package actor BandwidthSchedule: Service {
     /// What spends upload bandwidth reads the rate here.
     nonisolated let feed: BandwidthFeed
     private var timetable: BandwidthTimetable?
@@ -29,14 +29,14 @@ actor BandwidthSchedule: Service {
         feed.publish(Self.current(timetable: timetable, fixedRate: fixedRate, now: Date(), timeZone: timeZone()))
     }
 
-    func apply(_ settings: Settings) async {
+    package func apply(_ settings: Settings) async {
         timetable = settings.upload.bandwidthTimetable
         fixedRate = settings.upload.bandwidthLimit
         publish(now: Date(), force: true)
         signal.changed()
     }
 
-    func run() async throws {
+    package func run() async throws {
         publish(now: Date(), force: true)
         try? await cancelWhenGracefulShutdown { await self.loop() }
     }
@@ -64,7 +64,7 @@ actor BandwidthSchedule: Service {
         if changed || force || new != before { statusChanges.changed() }
     }
 
-    static func current(timetable: BandwidthTimetable?, fixedRate: Int64?, now: Date, timeZone: TimeZone) -> BandwidthFeed.Current {
+    package static func current(timetable: BandwidthTimetable?, fixedRate: Int64?, now: Date, timeZone: TimeZone) -> BandwidthFeed.Current {
         guard let timetable else { return BandwidthFeed.Current(rate: fixedRate.map { .limit($0) } ?? .unlimited) }
         let slot = timetable.slot(at: now, in: timeZone)
         return BandwidthFeed.Current(rate: slot.rate, until: slot.endsAt, scheduled: true)
@@ -79,7 +79,7 @@ actor BandwidthSchedule: Service {
 
     /// The `bandwidth` block of status (the pause itself is set where the parts meet, in
     /// `DaemonCore.finish`).
-    func contribute(to s: inout DaemonStatus) {
+    package func contribute(to s: inout DaemonStatus) {
         let current = feed.current
         s.bandwidth = DaemonStatus.Bandwidth(limit: current.rate.bytesPerSecond, timetable: timetable?.description,
                                              until: current.until.map(Timestamp.string),

@@ -30,7 +30,7 @@ package actor DaemonCore {
     }
 
     /// The parts whose fields the status shows and whose facts the attention rules read.
-    func add(_ parts: [DaemonPart]) {
+    package func add(_ parts: [DaemonPart]) {
         contributors += parts.compactMap(\.status)
         witnesses += parts.compactMap(\.witness)
     }
@@ -125,7 +125,7 @@ package actor DaemonCore {
 
 extension DaemonStatus.Queue {
     /// The counts the queue database holds (files being read are added by ingest).
-    mutating func apply(_ c: QueueCounts) {
+    package mutating func apply(_ c: QueueCounts) {
         pending = c.pending
         uploading = c.uploading
         uploaded = c.uploaded

@@ -33,11 +33,11 @@ final class HandlerSlot: Sendable {
 }
 
 extension WebService: StatusContributor, Reconfigurable {
-    func contribute(to status: inout DaemonStatus) async {
+    package func contribute(to status: inout DaemonStatus) async {
         status.web = await self.status()
     }
 
-    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+    package func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
 /// How often an address the page cannot be served on is tried again: a minute (web.md);

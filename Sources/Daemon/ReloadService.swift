@@ -7,7 +7,7 @@ import UnixSignals
 /// SIGHUP re-reads the config file: a good file is applied, a bad one is logged with every
 /// problem and the old settings stay. RELOADING=1 / READY=1 bracket the work for systemd.
 /// Each reload is in the audit trail as systemd's (it sends SIGHUP: `systemctl reload`).
-struct ReloadService: Service {
+package struct ReloadService: Service {
     let core: DaemonCore
     let configPath: String
     var instance: Instance? = nil
@@ -19,14 +19,26 @@ struct ReloadService: Service {
     let signals: UnixSignalsSequence
     let audit: any AuditRecorder
 
-    func run() async throws {
+    package init(core: DaemonCore, configPath: String, instance: Instance? = nil, notifier: SystemdNotifier, logger: Logger,
+                 parts: [any Reconfigurable], signals: UnixSignalsSequence, audit: any AuditRecorder) {
+        self.core = core
+        self.configPath = configPath
+        self.instance = instance
+        self.notifier = notifier
+        self.logger = logger
+        self.parts = parts
+        self.signals = signals
+        self.audit = audit
+    }
+
+    package func run() async throws {
         for await _ in signals.cancelOnGracefulShutdown() {
             await reload()
         }
     }
 
     /// One reload, as a SIGHUP asks for it.
-    func reload() async {
+    package func reload() async {
         notifier.reloading()
         do {
             let fresh = try ConfigLoader.load(path: configPath, instance: instance)
@@ -52,7 +64,7 @@ struct ReloadService: Service {
     }
 
     /// The config file's sections whose settings differ, in the file's words.
-    static func changedSections(_ old: Settings, _ new: Settings) -> [String] {
+    package static func changedSections(_ old: Settings, _ new: Settings) -> [String] {
         var out: [String] = []
         func note(_ name: String, _ differs: Bool) { if differs { out.append(name) } }
         note("daemon", old.daemon != new.daemon)

@@ -19,14 +19,14 @@ import Upload
 /// One entry of the daemon's list of parts (`Daemon.run`): its name, the service the
 /// group runs when it is one, and the roles it plays, read from what it conforms to — so
 /// a part's status, reload and attention facts cannot be forgotten in a second list.
-struct DaemonPart: Sendable {
+package struct DaemonPart: Sendable {
     let name: String
     let service: (any Service)?
     let status: (any StatusContributor)?
     let reload: (any Reconfigurable)?
     let witness: (any AttentionWitness)?
 
-    init(_ name: String, _ part: any Sendable) {
+    package init(_ name: String, _ part: any Sendable) {
         self.name = name
         service = part as? any Service
         status = part as? any StatusContributor
@@ -37,80 +37,80 @@ struct DaemonPart: Sendable {
 
 /// A part of the daemon that shows something in the status. Each fills in its own fields
 /// only, so the order they are asked in does not matter.
-protocol StatusContributor: Sendable {
+package protocol StatusContributor: Sendable {
     func contribute(to status: inout DaemonStatus) async
 }
 
 /// A part that knows a fact the attention rules need and the status does not show.
-protocol AttentionWitness: Sendable {
+package protocol AttentionWitness: Sendable {
     func note(_ facts: inout AttentionRules.Facts) async
 }
 
 /// A part of the daemon that takes new settings on reload, through the same mapping from
 /// `Settings` it was started with.
-protocol Reconfigurable: Sendable {
+package protocol Reconfigurable: Sendable {
     func apply(_ settings: Settings) async
 }
 
 extension IngestService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { apply(Options(settings)) }
+    package func apply(_ settings: Settings) async { apply(Options(settings)) }
 }
 
 extension UploaderService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+    package func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
 extension AccountService: StatusContributor, Reconfigurable, AttentionWitness {
-    func apply(_ settings: Settings) async { reconfigure(AccountService.Options(settings)) }
+    package func apply(_ settings: Settings) async { reconfigure(AccountService.Options(settings)) }
 
     /// A device id is made at the first sign-in and kept: "not signed in" on a NAS that
     /// has one means backups that ran have stopped, not a fresh install.
-    func note(_ facts: inout AttentionRules.Facts) async { facts.signedInBefore = signedInBefore }
+    package func note(_ facts: inout AttentionRules.Facts) async { facts.signedInBefore = signedInBefore }
 }
 
 extension KeyService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { await apply(trust: TLSTrust(caFile: settings.tls.caFile)) }
+    package func apply(_ settings: Settings) async { await apply(trust: TLSTrust(caFile: settings.tls.caFile)) }
 }
 
 extension NotifyService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+    package func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
 extension BandwidthSchedule: StatusContributor, Reconfigurable {}
 
 extension AuditTrail: Reconfigurable {
-    func apply(_ settings: Settings) async { setMaxSize(settings.audit.maxSize) }
+    package func apply(_ settings: Settings) async { setMaxSize(settings.audit.maxSize) }
 }
 
 extension MetricsListenerService: StatusContributor, Reconfigurable {
-    func contribute(to status: inout DaemonStatus) async {
+    package func contribute(to status: inout DaemonStatus) async {
         if let problem { status.problems.append(problem) }
     }
 
-    func apply(_ settings: Settings) async { await apply(settings.metrics.listen) }
+    package func apply(_ settings: Settings) async { await apply(settings.metrics.listen) }
 }
 
 extension ThumbnailService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+    package func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
 extension InventoryService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+    package func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
 extension ManifestService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+    package func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
 extension RestoreService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+    package func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
 extension CatalogService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+    package func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }
 
 extension ManifestAlarms: StatusContributor {}
 extension MirrorService: StatusContributor, Reconfigurable {
-    func apply(_ settings: Settings) async { await apply(Options(settings)) }
+    package func apply(_ settings: Settings) async { await apply(Options(settings)) }
 }

@@ -9,7 +9,7 @@ import ServiceLifecycle
 /// memory only after ingest's work: the pages of a stage's few writes would otherwise be
 /// copied whenever that came, an hour later, waking a disk that had spun down (issue 25,
 /// "disks left asleep"). A stream of writes (a first scan) is left to SQLite.
-actor WALCheckpointer: Service {
+package actor WALCheckpointer: Service {
     private let database: QueueDatabase
     private let clock: any DaemonClock
     private let quiet: TimeInterval
@@ -17,13 +17,13 @@ actor WALCheckpointer: Service {
     private var covered: Date?
 
     /// - Parameter quiet: how long no row may have changed before the checkpoint.
-    init(database: QueueDatabase, clock: any DaemonClock = SystemClock(), quiet: TimeInterval = 5) {
+    package init(database: QueueDatabase, clock: any DaemonClock = SystemClock(), quiet: TimeInterval = 5) {
         self.database = database
         self.clock = clock
         self.quiet = quiet
     }
 
-    func run() async throws {
+    package func run() async throws {
         let loop = StageLoop(clock: clock, wakes: [.signal(database.signals.wrote)])
         await loop.run { _ in await self.step() }
     }

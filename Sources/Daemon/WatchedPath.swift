@@ -3,9 +3,9 @@ import PhotolalaCore
 /// A path given to `photolalactl files`, in the queue's terms: the queue stores paths as
 /// found under each watched folder, so a path reached through a symlink (or a folder
 /// configured through one) is mapped back by its real path. Pure apart from `realPath`.
-enum WatchedPath {
+package enum WatchedPath {
     /// The path as the queue would hold it, or nil when it is under no watched folder.
-    static func resolve(_ path: String, folders: [String], realPath: (String) -> String?) -> String? {
+    package static func resolve(_ path: String, folders: [String], realPath: (String) -> String?) -> String? {
         var path = path
         while path.utf8.count > 1 && path.utf8.last == UInt8(ascii: "/") { path.removeLast() }
         guard path.utf8.first == UInt8(ascii: "/") else { return nil }

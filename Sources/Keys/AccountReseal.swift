@@ -4,7 +4,7 @@ import ManifestFormat
 import Vault
 
 /// Where a re-seal reads and writes: the account's metadata, nothing else.
-protocol ResealStore: Sendable {
+package protocol ResealStore: Sendable {
     /// Every key under `prefix`.
     func keys(under prefix: String) async throws -> [String]
     func bytes(_ key: String) async throws -> [UInt8]?
@@ -22,7 +22,7 @@ protocol ResealStore: Sendable {
 /// (`resealedFrom`), so the next segment, still old, is known to have followed it. A link
 /// that did not hold before (a gap, a replaced segment) is not mended: the re-seal keeps
 /// the header as it was, and readers still see the break.
-struct AccountReseal: Sendable {
+package struct AccountReseal: Sendable {
     let userId: String
     let old: AccountKey
     let new: AccountKey

@@ -3,7 +3,7 @@ import Foundation
 import PhotolalaCore
 
 /// Why a look at the account key ended early.
-enum KeyLookFailure: Error {
+package enum KeyLookFailure: Error {
     /// The bucket changed under a conditional write: look again at once (up to
     /// `KeyLookRetry.conflictsInARow` times; more is a store that does not honour the
     /// condition, as Ceph Pacific refuses a quoted `If-Match` that holds: then backoff, not a spin).
@@ -16,7 +16,7 @@ enum KeyLookFailure: Error {
 
     /// A bucket request that failed: without a grant there is nothing to retry until the
     /// account changes, so that is no failure of the look's own.
-    init(_ error: S3Error) {
+    package init(_ error: S3Error) {
         switch error.kind {
         case .unavailable, .cancelled: self = .unavailable
         default: self = .bucket(error)
@@ -27,8 +27,8 @@ enum KeyLookFailure: Error {
 /// When the key service looks again after a look ended early, and what the status says
 /// meanwhile. A pure value: a lost race is retried at once, a store that keeps refusing
 /// conditional writes is not raced forever, and everything else backs off.
-struct KeyLookRetry: Sendable {
-    enum Next: Sendable, Equatable {
+package struct KeyLookRetry: Sendable {
+    package enum Next: Sendable, Equatable {
         /// A race lost: look again at once.
         case now
         /// Nothing to do until the sign-in changes.
@@ -38,7 +38,7 @@ struct KeyLookRetry: Sendable {
     }
 
     /// A race lost is looked at again at once; this many in a row is the store, not a race.
-    static let conflictsInARow = 3
+    package static let conflictsInARow = 3
 
     private var backoff = Backoff(base: 2, cap: 300, jitter: .equal, floor: 1)
     /// Conditional writes refused since the last look that ended well.

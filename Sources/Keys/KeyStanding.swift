@@ -6,8 +6,8 @@ import Vault
 /// (`signInOutcome`) and the status (`recovery`). A pure value: the key service keeps the
 /// phase and the key file, and asks this what they mean, so every asker gets the same
 /// reading of a key being made, rotated or checked.
-struct KeyStanding: Sendable, Equatable {
-    enum Phase: Sendable, Equatable {
+package struct KeyStanding: Sendable, Equatable {
+    package enum Phase: Sendable, Equatable {
         case none, checking, ready, needed
         case unreadable(String)
 
@@ -38,7 +38,7 @@ struct KeyStanding: Sendable, Equatable {
     /// Objects sealed again so far, while a new account key is put in place here.
     var resealed: Int?
 
-    static func == (a: KeyStanding, b: KeyStanding) -> Bool {
+    package static func == (a: KeyStanding, b: KeyStanding) -> Bool {
         a.phase == b.phase && a.local == b.local && a.outdated == b.outdated && a.lastError == b.lastError && a.neededWhy == b.neededWhy
             && a.replaced?.at == b.replaced?.at && a.replaced?.why == b.replaced?.why && a.transition == b.transition
             && a.resealed == b.resealed
@@ -46,7 +46,7 @@ struct KeyStanding: Sendable, Equatable {
 
     /// `.ready` only once the bucket confirmed the key (a key being made may still lose to
     /// another NAS's): until then `.none`, and the manifest waits as it does while signed out.
-    var metadataKey: MetadataKeyState {
+    package var metadataKey: MetadataKeyState {
         switch phase {
         case .none, .checking: .none
         case .ready: local.map { .ready($0.accountKey) } ?? .none
@@ -57,7 +57,7 @@ struct KeyStanding: Sendable, Equatable {
 
     /// The key file's state, if it is settled enough to show or rotate: a key still being
     /// made or replaced may yet be dropped, and showing it would hand out a key that opens nothing.
-    func held(signedIn: Bool) throws(RecoveryKeyRefusal) -> AccountKeyState {
+    package func held(signedIn: Bool) throws(RecoveryKeyRefusal) -> AccountKeyState {
         guard signedIn else { throw .notSignedIn }
         switch phase {
         case .none: throw .notSignedIn
@@ -84,7 +84,7 @@ struct KeyStanding: Sendable, Equatable {
     /// key for this sign-in, which counts only once the bucket confirmed it. Still `checking`
     /// after a look failed: the bucket is failing, and `login` says to watch the status
     /// rather than wait out its time.
-    func signInOutcome(madeHere: Bool) -> KeySignInOutcome? {
+    package func signInOutcome(madeHere: Bool) -> KeySignInOutcome? {
         switch phase {
         case .none: nil
         case .checking: lastError == nil ? nil : KeySignInOutcome(created: false, state: .checking)
@@ -94,7 +94,7 @@ struct KeyStanding: Sendable, Equatable {
 
     /// The status's `recovery`: a fingerprint only for a key in hand, and a sentence for
     /// every state that asks something of the user.
-    var recovery: DaemonStatus.Recovery {
+    package var recovery: DaemonStatus.Recovery {
         var r = DaemonStatus.Recovery(state: phase.state, lastError: lastError)
         r.keyObjectReplaced = replaced?.why
         r.replacedAt = replaced?.at

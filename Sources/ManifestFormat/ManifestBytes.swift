@@ -1,9 +1,11 @@
 /// The manifest's binary primitives: unsigned LEB128 varints, zigzag for signed ones,
 /// big-endian fixed widths. Every reader in docs/manifest.md needs exactly these.
-struct ManifestByteWriter {
-    var bytes: [UInt8] = []
+package struct ManifestByteWriter {
+    package var bytes: [UInt8] = []
 
-    mutating func uvarint(_ value: UInt64) {
+    package init() {}
+
+    package mutating func uvarint(_ value: UInt64) {
         var v = value
         while v >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
@@ -12,29 +14,29 @@ struct ManifestByteWriter {
         bytes.append(UInt8(v))
     }
 
-    mutating func svarint(_ value: Int64) {
+    package mutating func svarint(_ value: Int64) {
         uvarint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
     }
 
-    mutating func u32(_ value: UInt32) {
+    package mutating func u32(_ value: UInt32) {
         for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
     }
 
-    mutating func append(_ other: some Sequence<UInt8>) {
+    package mutating func append(_ other: some Sequence<UInt8>) {
         bytes.append(contentsOf: other)
     }
 }
 
-struct ManifestByteReader {
+package struct ManifestByteReader {
     let bytes: [UInt8]
     var offset: Int
 
-    init(_ bytes: [UInt8], offset: Int = 0) {
+    package init(_ bytes: [UInt8], offset: Int = 0) {
         self.bytes = bytes
         self.offset = offset
     }
 
-    var atEnd: Bool { offset >= bytes.count }
+    package var atEnd: Bool { offset >= bytes.count }
 
     mutating func byte() -> UInt8? {
         guard offset < bytes.count else { return nil }
@@ -43,7 +45,7 @@ struct ManifestByteReader {
     }
 
     /// nil past the end, or for a varint longer than 64 bits.
-    mutating func uvarint() -> UInt64? {
+    package mutating func uvarint() -> UInt64? {
         var value: UInt64 = 0
         var shift: UInt64 = 0
         while let b = byte() {
@@ -56,12 +58,12 @@ struct ManifestByteReader {
         return nil
     }
 
-    mutating func svarint() -> Int64? {
+    package mutating func svarint() -> Int64? {
         guard let u = uvarint() else { return nil }
         return Int64(bitPattern: (u >> 1) ^ (0 &- (u & 1)))
     }
 
-    mutating func u32() -> UInt32? {
+    package mutating func u32() -> UInt32? {
         guard offset + 4 <= bytes.count else { return nil }
         defer { offset += 4 }
         return bytes[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) }

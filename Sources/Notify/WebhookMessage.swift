@@ -8,6 +8,11 @@ package struct WebhookMessage: Sendable, Equatable {
     package struct Header: Sendable, Equatable {
         package var name: String
         package var value: String
+
+        package init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
     }
 
     package var headers: [Header]

@@ -37,6 +37,13 @@ package struct BandwidthTimetable: Sendable, Equatable, CustomStringConvertible 
         package var minute: Int
         package var rate: Rate
 
+        package init(weekday: Int?, hour: Int, minute: Int, rate: Rate) {
+            self.weekday = weekday
+            self.hour = hour
+            self.minute = minute
+            self.rate = rate
+        }
+
         /// Minutes from the start of the cycle (Monday 00:00, or midnight).
         var position: Int { ((weekday ?? 1) - 1) * 1440 + hour * 60 + minute }
 

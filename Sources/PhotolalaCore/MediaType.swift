@@ -4,6 +4,11 @@ package struct MediaType: Sendable, Equatable {
     package var contentType: String
     package var originalFormat: String
 
+    package init(contentType: String, originalFormat: String) {
+        self.contentType = contentType
+        self.originalFormat = originalFormat
+    }
+
     package static func forPath(_ path: String) -> MediaType {
         let name = path.split(separator: "/").last.map(String.init) ?? path
         guard let dot = name.lastIndex(of: ".") else { return unknown }

@@ -7,16 +7,16 @@ import PhotolalaCore
 /// loading library we keep out of the worker). Uncompressed 1-, 4-, 8-, 24- and 32-bit
 /// and 16/32-bit bit-field files, bottom-up or top-down; every offset is bounds-checked.
 /// Runs in the sandboxed worker like every other decoder.
-enum BMPDecoder {
-    struct Bitmap {
-        var width: Int
-        var height: Int
+package enum BMPDecoder {
+    package struct Bitmap {
+        package var width: Int
+        package var height: Int
         /// Three bytes a pixel, rows top to bottom.
-        var rgb: [UInt8]
+        package var rgb: [UInt8]
     }
 
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
     }
 
     static func decode(fd: Int32, maximumPixels: Int) -> Result<Bitmap, Failure> {
@@ -34,7 +34,7 @@ enum BMPDecoder {
         return decode(bytes, maximumPixels: maximumPixels)
     }
 
-    static func decode(_ b: [UInt8], maximumPixels: Int) -> Result<Bitmap, Failure> {
+    package static func decode(_ b: [UInt8], maximumPixels: Int) -> Result<Bitmap, Failure> {
         func fail(_ why: String) -> Result<Bitmap, Failure> { .failure(Failure(description: "not a BMP this reader knows: \(why)")) }
         func u16(_ at: Int) -> Int? { at >= 0 && at + 2 <= b.count ? Int(b[at]) | Int(b[at + 1]) << 8 : nil }
         func u32(_ at: Int) -> Int? { at >= 0 && at + 4 <= b.count ? Int(b[at]) | Int(b[at + 1]) << 8 | Int(b[at + 2]) << 16 | Int(b[at + 3]) << 24 : nil }

@@ -2,8 +2,8 @@ import GRDB
 
 /// The named migrations of the queue database. Shipped migrations are never edited:
 /// a change is a new migration appended here.
-enum QueueSchema {
-    static var migrator: DatabaseMigrator {
+package enum QueueSchema {
+    package static var migrator: DatabaseMigrator {
         var m = DatabaseMigrator()
         m.registerMigration("v1-files-objects") { db in
             // One row per content: two files with the same bytes share it and are uploaded once.

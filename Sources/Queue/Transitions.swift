@@ -24,6 +24,11 @@ package struct Transitions {
     package struct Moved: Sendable, Equatable {
         package var objects = 0
         package var files = 0
+
+        package init(objects: Int = 0, files: Int = 0) {
+            self.objects = objects
+            self.files = files
+        }
     }
 
     // MARK: - Objects, and their files with them

@@ -11,7 +11,7 @@ import RestoreWire
 /// key, read again here): a plaintext manifest proves nothing, and anyone who can write
 /// the bucket could make one record whatever they like. Only the MD5s the export writes
 /// are kept, so memory grows with the export (about 100 bytes a photo), not the manifests.
-struct ExportDigests: Sendable {
+package struct ExportDigests: Sendable {
     struct Known: Sendable, Equatable {
         /// nil: two manifests record different sizes for this MD5 (no one bound).
         var size: Int64?
@@ -27,10 +27,10 @@ struct ExportDigests: Sendable {
     /// MD5s two manifests disagree about: never given a value again.
     private var conflicted: Set<MD5Value> = []
 
-    init() {}
+    package init() {}
 
     /// Every entry of a readable device's segments, for the MD5s in `wanted`.
-    mutating func add(_ entries: [ManifestEntry], wanted: Set<MD5Value>) {
+    package mutating func add(_ entries: [ManifestEntry], wanted: Set<MD5Value>) {
         for entry in entries {
             guard let v = entry.version, wanted.contains(v.md5), !conflicted.contains(v.md5) else { continue }
             guard var k = known[v.md5] else {

@@ -6,7 +6,7 @@ import RestoreWire
 /// What a restore has done so far, file by file: the counts the bar shows and the problems
 /// the summary lists. The worker threads share one, under a lock, each adding what became
 /// of its file.
-struct RestoreTally: Sendable {
+package struct RestoreTally: Sendable {
     enum Outcome: Sendable, Equatable {
         case restored
         case alreadyThere
@@ -44,24 +44,24 @@ struct RestoreTally: Sendable {
 /// The files whose objects wait in an archive class, asked after again and again (2 s
 /// doubling to 15 minutes) until they can be read: a missing object fails at once; one
 /// whose state stays unknown (the bucket cannot be asked) fails after five rounds in a row.
-struct ArchiveWait: Sendable {
+package struct ArchiveWait: Sendable {
     private(set) var waiting: [RestoreItem]
     private var unknownRounds = 0
     private var poll = Backoff(base: 2, cap: 900, jitter: .none)
 
-    init(_ waiting: [RestoreItem]) {
+    package init(_ waiting: [RestoreItem]) {
         self.waiting = waiting
     }
 
-    var md5s: Set<String> { Set(waiting.map(\.version.md5.hex)) }
+    package var md5s: Set<String> { Set(waiting.map(\.version.md5.hex)) }
 
     /// Seconds until the next round.
-    mutating func nextWait() -> Double {
+    package mutating func nextWait() -> Double {
         poll.fail(random: 0)
     }
 
     /// A round's answer: the files that can be read now, and those given up with why.
-    mutating func answered(_ statuses: [String: ObjectStatus]) -> (ready: [RestoreItem], gaveUp: [(item: RestoreItem, why: String)]) {
+    package mutating func answered(_ statuses: [String: ObjectStatus]) -> (ready: [RestoreItem], gaveUp: [(item: RestoreItem, why: String)]) {
         func state(_ item: RestoreItem) -> ObjectStatus? { statuses[item.version.md5.hex] }
         let unknown = waiting.filter { state($0)?.state == .unknown }
         unknownRounds = unknown.isEmpty ? 0 : unknownRounds + 1

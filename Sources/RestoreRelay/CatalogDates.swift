@@ -33,6 +33,11 @@ package final class CatalogDates: Sendable {
         package var rows = 0
         /// Rows without an MD5 in their third column, or longer than a row can be: not used.
         package var malformed = 0
+
+        package init(rows: Int = 0, malformed: Int = 0) {
+            self.rows = rows
+            self.malformed = malformed
+        }
     }
 
     /// 16 bytes of MD5, the date (big-endian; `Int64.min`: none), the extension's number,

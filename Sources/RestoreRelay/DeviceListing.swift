@@ -9,19 +9,25 @@ import Vault
 /// manifest, what each record says, whether this NAS can read it, and the list's order and
 /// note. `RestoreService` only fetches the bytes, so every one of these rules can be tested
 /// without a bucket.
-struct DeviceListing: Sendable, Equatable {
+package struct DeviceListing: Sendable, Equatable {
     /// What the listing shows of one device's objects.
-    struct Seen: Sendable, Equatable {
-        var record = false
+    package struct Seen: Sendable, Equatable {
+        package var record = false
         /// An object ends in `.pls`: the manifest is sealed (format 2), record or not.
-        var sealed = false
-        var changed = Date.distantPast
+        package var sealed = false
+        package var changed = Date.distantPast
+
+        package init(record: Bool = false, sealed: Bool = false, changed: Date = .distantPast) {
+            self.record = record
+            self.sealed = sealed
+            self.changed = changed
+        }
     }
 
     /// Every device with an object under the account's devices prefix, by id.
-    private(set) var seen: [String: Seen] = [:]
+    package private(set) var seen: [String: Seen] = [:]
 
-    init(_ listing: [ListedObject], userId: String) {
+    package init(_ listing: [ListedObject], userId: String) {
         for object in listing {
             guard let (device, isRecord) = ManifestKeys.deviceOf(key: object.key, userId: userId) else { continue }
             var d = seen[device] ?? Seen()
@@ -36,7 +42,7 @@ struct DeviceListing: Sendable, Equatable {
     /// key a device of format 2 shows only its id and when its manifest last changed; one
     /// that does not open is named as such. `counter`: the record's, when it opened, for the
     /// caller to hold against the one this NAS remembers (`rolledBack`).
-    static func row(_ id: String, _ seen: Seen, current: Bool, record bytes: [UInt8]?, recordKey: String,
+    package static func row(_ id: String, _ seen: Seen, current: Bool, record bytes: [UInt8]?, recordKey: String,
                     keyState: MetadataKeyState) -> (device: DeviceList.Device, counter: Int64?) {
         var device = DeviceList.Device(id: id, name: nil, folders: [], lastBackupAt: nil, files: 0, bytes: 0, current: current,
                                        updatedAt: nil, changedAt: Timestamp.string(seen.changed))
@@ -93,22 +99,22 @@ struct DeviceListing: Sendable, Equatable {
     static let rolledBack = "its device record is older than one this NAS read before: the bucket was rolled back"
 
     /// This NAS first, then the most recently backed up (or changed) first.
-    static func sorted(_ list: [DeviceList.Device]) -> [DeviceList.Device] {
+    package static func sorted(_ list: [DeviceList.Device]) -> [DeviceList.Device] {
         list.sorted { a, b in
             a.current != b.current ? a.current : (a.lastBackupAt ?? a.changedAt ?? "", a.id) > (b.lastBackupAt ?? b.changedAt ?? "", b.id)
         }
     }
 
     /// What the list says when a device waits for this NAS to hold the key; nil otherwise.
-    static func note(_ list: [DeviceList.Device], keyState: MetadataKeyState) -> String? {
+    package static func note(_ list: [DeviceList.Device], keyState: MetadataKeyState) -> String? {
         guard list.contains(where: { $0.access == .keyNeeded }) else { return nil }
         if case .unreadable(let why) = keyState { return "encrypted manifests cannot be read: \(why)" }
         return "names, folders and totals of encrypted manifests need this account's recovery key on this NAS: \(enterHint)"
     }
 
-    static let enterHint = "sudo photolalactl recovery-key --enter"
+    package static let enterHint = "sudo photolalactl recovery-key --enter"
 
-    static func notReadable(_ device: String) -> String {
+    package static func notReadable(_ device: String) -> String {
         "the manifest of device \(device) is not readable with this account's key: it was written with another key, or altered"
     }
 

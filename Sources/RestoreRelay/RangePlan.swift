@@ -1,9 +1,9 @@
 /// How an object is read: whole in one GET when small, or as consecutive ranges of
 /// `rangeSize` (the last shorter) read several at a time and relayed in order.
-struct RangePlan: Sendable, Equatable {
-    let ranges: [ClosedRange<Int64>]
+package struct RangePlan: Sendable, Equatable {
+    package let ranges: [ClosedRange<Int64>]
 
-    init(size: Int64, threshold: Int64, rangeSize: Int64) {
+    package init(size: Int64, threshold: Int64, rangeSize: Int64) {
         guard size > threshold, rangeSize > 0 else {
             ranges = size > 0 ? [0...(size - 1)] : []
             return
@@ -18,5 +18,5 @@ struct RangePlan: Sendable, Equatable {
         ranges = out
     }
 
-    var isRanged: Bool { ranges.count > 1 }
+    package var isRanged: Bool { ranges.count > 1 }
 }

@@ -4,8 +4,8 @@ import PhotolalaCore
 
 /// An answer the command can act on, for what goes wrong before the first byte: not
 /// signed in, no grant now (paused, stopping), an object archived or missing.
-struct Refusal: Error {
-    var response: ControlResponse
+package struct Refusal: Error {
+    package var response: ControlResponse
 
     static let notSignedIn = Refusal(response: .error(
         409, "not_signed_in", "this NAS is not signed in: run `photolalactl login` first (with the Apple ID the devices were backed up with)"))
@@ -15,7 +15,7 @@ struct Refusal: Error {
     }
 
     /// nil for a failure that is the bucket's (a 502 with the error's words).
-    init?(_ error: S3Error, key: String? = nil) {
+    package init?(_ error: S3Error, key: String? = nil) {
         if error.kind == .unavailable {
             // `S3Error.unavailable` says why the grant source had none.
             let why: String

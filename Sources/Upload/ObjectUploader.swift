@@ -8,7 +8,7 @@ import Queue
 
 /// What became of one attempt at one object. The uploader records it in the queue; the
 /// outage backoff reads it to tell "S3 answered" from "S3 is failing".
-enum UploadOutcome: Sendable, Equatable {
+package enum UploadOutcome: Sendable, Equatable {
     /// `etag`: what S3 lists for the bytes sent (see `ETag`), recorded for `verify`.
     case uploaded(sent: Int64, etag: String, key: String)
     case alreadyPresent

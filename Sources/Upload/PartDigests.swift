@@ -5,27 +5,27 @@ import Foundation
 /// each part's MD5 (its Content-MD5 and expected ETag) and, over plain HTTP, its SHA-256
 /// (signed), while a running MD5 of the whole file proves the bytes still are the ones
 /// the key names.
-final class PartDigests: @unchecked Sendable {
+package final class PartDigests: @unchecked Sendable {
     // @unchecked: one upload reads its parts in order, one `next` at a time; the running
     // MD5 and the position are never touched from two threads at once.
 
-    struct Part: Sendable {
-        var md5Hex: String
-        var contentMD5: String
-        var sha256Hex: String?
+    package struct Part: Sendable {
+        package var md5Hex: String
+        package var contentMD5: String
+        package var sha256Hex: String?
     }
 
     private let file: VerifiedFile
     private var whole = MD5()
     private var position: Int64 = 0
 
-    init(_ file: VerifiedFile) {
+    package init(_ file: VerifiedFile) {
         self.file = file
         file.advise(.sequential)
     }
 
     /// Digests the next `length` bytes (parts are read in order).
-    func next(length: Int64, sha256 wantSHA: Bool) throws(VerifiedFile.Failure) -> Part {
+    package func next(length: Int64, sha256 wantSHA: Bool) throws(VerifiedFile.Failure) -> Part {
         var md5 = MD5()
         var sha = SHA256()
         try file.read(from: position, length: length) { chunk in
@@ -41,7 +41,7 @@ final class PartDigests: @unchecked Sendable {
 
     /// After the last part: the whole file's MD5, and whether the file is unchanged since
     /// opening (by its descriptor and by its path).
-    func finish() -> (md5: String, unchanged: Bool) {
+    package func finish() -> (md5: String, unchanged: Bool) {
         (Hex.string(whole.finalize()), file.isUnchanged)
     }
 }

@@ -11,10 +11,14 @@ import Queue
 /// (rewritten, truncated — even while its body was on the wire): it is read again. Only
 /// the very file that was hashed, unreadable (EACCES, EIO), is `failed` — a file an editor
 /// is re-saving must not need `photolalactl retry`.
-struct SourceCheck: Sendable {
+package struct SourceCheck: Sendable {
     var followSymlinks: Bool
 
-    func outcome(_ failure: VerifiedFile.Failure, _ job: UploadJob) -> UploadOutcome {
+    package init(followSymlinks: Bool) {
+        self.followSymlinks = followSymlinks
+    }
+
+    package func outcome(_ failure: VerifiedFile.Failure, _ job: UploadJob) -> UploadOutcome {
         switch failure {
         case .vanished, .notRegularFile: .sourceChanged(gone: true)
         case .changed: recheck(job, unreadable: nil)
@@ -24,7 +28,7 @@ struct SourceCheck: Sendable {
 
     /// - Parameter why: the read error, when the file could not be read; nil when it was
     ///   read but did not hold the hashed bytes.
-    func recheck(_ job: UploadJob, unreadable why: String?) -> UploadOutcome {
+    package func recheck(_ job: UploadJob, unreadable why: String?) -> UploadOutcome {
         var st = stat()
         let rc = followSymlinks ? stat(job.path, &st) : lstat(job.path, &st)
         if rc != 0 {

@@ -17,6 +17,18 @@ package struct UploadJob: Sendable, Equatable {
     /// The object in the bucket is known to be wrong (`verify`): send it again without
     /// asking whether it is there and without `If-None-Match`.
     package var overwrite = false
+
+    package init(md5: String, size: Int64, path: String, identity: FileIdentity, attempts: Int,
+                 uploadId: String? = nil, partSize: Int64? = nil, overwrite: Bool = false) {
+        self.md5 = md5
+        self.size = size
+        self.path = path
+        self.identity = identity
+        self.attempts = attempts
+        self.uploadId = uploadId
+        self.partSize = partSize
+        self.overwrite = overwrite
+    }
 }
 
 /// The upload stage's rows: `object` from `pending` to `uploading` and on, its files with

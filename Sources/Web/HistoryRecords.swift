@@ -35,6 +35,12 @@ package struct FailureRow: Codable, Sendable, Equatable {
     package var path: String?
     package var why: String
     package var count: Int
+
+    package init(path: String?, why: String, count: Int) {
+        self.path = path
+        self.why = why
+        self.count = count
+    }
 }
 
 extension QueueDatabase {

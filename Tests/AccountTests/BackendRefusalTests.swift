@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Account
+import Account
 import PhotolalaCore
 
 /// Every error answer of backend-api.md (a status and `{"error", "message"}`) mapped to the

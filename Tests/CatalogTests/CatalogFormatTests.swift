@@ -1,5 +1,5 @@
 import Testing
-@testable import Catalog
+import Catalog
 
 /// Keys, the pointer, the header and our rows exactly as app-catalog.md spells them.
 @Suite struct CatalogFormatTests {

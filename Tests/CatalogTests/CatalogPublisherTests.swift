@@ -3,8 +3,8 @@ import GRDB
 import Logging
 import Synchronization
 import Testing
-@testable import Catalog
-@testable import Queue
+import Catalog
+import Queue
 
 /// One sync's logic against a bucket in memory and a real queue database: the merge
 /// rules, races, stores that refuse conditions, catalogs that cannot be read.

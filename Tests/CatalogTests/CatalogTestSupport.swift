@@ -5,8 +5,8 @@ import Foundation
 import GRDB
 import Logging
 import Testing
-@testable import Catalog
-@testable import Queue
+import Catalog
+import Queue
 
 /// A directory removed when the value goes away.
 final class TempDir: Sendable {

@@ -1,5 +1,5 @@
 import Testing
-@testable import Config
+import Config
 import PhotolalaCore
 
 @Suite struct ConfigLoaderTests {

@@ -1,5 +1,5 @@
 import Testing
-@testable import Control
+import Control
 
 @Suite struct AccessPolicyTests {
     let policy = AccessPolicy(daemonUID: 998, readerGroup: 997, readerGroupName: "photolala")

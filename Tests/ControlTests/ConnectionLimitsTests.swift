@@ -1,6 +1,6 @@
 import NIOCore
 import Testing
-@testable import Control
+import Control
 
 @Suite struct ConnectionLimitsTests {
     func limits() -> ControlServer.Limits {

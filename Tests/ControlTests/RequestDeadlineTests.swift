@@ -7,7 +7,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
-@testable import Control
+import Control
 
 /// Why root's request once got "request not received in time" under a member's flood
 /// (issue 31 item 9): NIO makes a taken connection active in a task and runs every due

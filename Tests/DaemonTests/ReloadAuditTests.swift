@@ -5,7 +5,7 @@ import PhotolalaCore
 import Queue
 import Testing
 import UnixSignals
-@testable import Daemon
+import Daemon
 
 /// A reload (SIGHUP) in the audit trail: systemd's, with what changed, or why the file was
 /// refused and the old settings stayed.

@@ -3,7 +3,7 @@ import Logging
 import PhotolalaCore
 import Queue
 import Testing
-@testable import Daemon
+import Daemon
 
 /// The timetable's pause where the parts meet, the schedule's slots, and the attention
 /// list the assembled status carries.

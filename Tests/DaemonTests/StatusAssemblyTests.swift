@@ -3,7 +3,7 @@ import Logging
 import PhotolalaCore
 import Queue
 import Testing
-@testable import Daemon
+import Daemon
 
 @Suite struct StatusAssemblyTests {
     struct Part: StatusContributor {

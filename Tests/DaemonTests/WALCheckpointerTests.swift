@@ -3,7 +3,7 @@ import Glibc
 import PhotolalaCore
 import Queue
 import Testing
-@testable import Daemon
+import Daemon
 
 /// Issue 25 ("disks left asleep"): the pages a stage wrote reach queue.db a moment after
 /// writing stops, not at some later checkpoint that would wake the disk again.

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Daemon
+import Daemon
 
 /// A path given to `photolalactl files`, mapped into the queue's terms.
 @Suite struct WatchedPathTests {

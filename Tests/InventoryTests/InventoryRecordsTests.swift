@@ -1,9 +1,9 @@
 import Foundation
 import GRDB
-@testable import Inventory
+import Inventory
 import Ingest
 import PhotolalaCore
-@testable import Queue
+import Queue
 import Testing
 import Upload
 

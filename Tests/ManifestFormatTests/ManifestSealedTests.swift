@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 import Vault
-@testable import ManifestFormat
+import ManifestFormat
 
 /// Format 2: sealed segments with owners, SHA-256s and folder records; the chain; the
 /// reader's freshness checks (a flipped byte, a copied object, a rolled-back head).

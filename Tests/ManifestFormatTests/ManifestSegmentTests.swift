@@ -1,7 +1,7 @@
 import Digests
 import Foundation
 import Testing
-@testable import ManifestFormat
+import ManifestFormat
 
 @Suite struct ManifestSegmentTests {
     static let md5 = MD5Value(hex: "0123456789abcdef0123456789abcdef")!

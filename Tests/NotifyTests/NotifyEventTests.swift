@@ -1,7 +1,7 @@
 import Foundation
 import PhotolalaCore
 import Testing
-@testable import Notify
+import Notify
 
 /// The event object and the three webhook formats, and that no secret ever rides along.
 @Suite struct NotifyEventTests {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import PhotolalaCore
+import PhotolalaCore
 
 /// The timetable of `upload.bandwidth_limit` on plain dates: which slot is in force, when it
 /// ends, past midnight, by weekday, and on the days the clock jumps.

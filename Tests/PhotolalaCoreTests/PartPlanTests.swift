@@ -1,5 +1,5 @@
 import Testing
-@testable import PhotolalaCore
+import PhotolalaCore
 
 @Suite struct PartPlanTests {
     @Test func singlePutUpToTheThreshold() {

@@ -1,5 +1,5 @@
 import Testing
-@testable import Previews
+import Previews
 
 /// The worker's own BMP reader, on files built here byte by byte.
 @Suite struct BMPDecoderTests {

@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import PhotolalaCore
 import Testing
-@testable import Queue
+import Queue
 
 /// The object state machine, edge by edge: what each move does to an object in every
 /// state and to its files in every state, on a real database; and the schema refusing a

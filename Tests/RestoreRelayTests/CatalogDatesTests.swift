@@ -2,7 +2,7 @@ import Foundation
 import ManifestFormat
 import RestoreFiles
 import Testing
-@testable import RestoreRelay
+import RestoreRelay
 
 /// The catalog's dates and formats as an export reads them: the apps' way of reading a
 /// line, malformed rows skipped one by one, a table on disk sorted in runs and merged.

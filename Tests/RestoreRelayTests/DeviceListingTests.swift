@@ -5,7 +5,7 @@ import PhotolalaCore
 import RestoreWire
 import Testing
 import Vault
-@testable import RestoreRelay
+import RestoreRelay
 
 @Suite struct DeviceListingTests {
     let key = AccountKey.generate()

@@ -5,7 +5,7 @@ import ManifestFormat
 import PhotolalaCore
 import RestoreWire
 import Testing
-@testable import RestoreRelay
+import RestoreRelay
 
 @Suite struct RestoreDaemonSideTests {
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)

@@ -6,7 +6,7 @@ import GRDB
 import PhotolalaCore
 import Queue
 import Testing
-@testable import Catalog
+import Catalog
 
 /// The catalog actor in-process: our ready photos published into the user's catalog,
 /// read back as the apps read it (app-catalog.md), another device's rows kept.

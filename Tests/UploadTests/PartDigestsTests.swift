@@ -5,7 +5,7 @@ import Foundation
 import Digests
 import PhotolalaCore
 import Testing
-@testable import Upload
+import Upload
 
 @Suite struct PartDigestsTests {
     let dir: String

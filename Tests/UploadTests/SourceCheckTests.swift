@@ -4,9 +4,9 @@ import Glibc
 import Foundation
 import Digests
 import PhotolalaCore
-@testable import Queue
+import Queue
 import Testing
-@testable import Upload
+import Upload
 
 @Suite struct SourceCheckTests {
     let dir: String

@@ -1,8 +1,8 @@
 import Foundation
 import GRDB
 import Testing
-@testable import Queue
-@testable import Web
+import Queue
+import Web
 
 /// `/api/history` (web.md): per month, photos here, in the cloud, only in the cloud, only
 /// here — from the files, the objects, the inventory and the catalog dates.
