@@ -148,18 +148,18 @@ def pytest_collection_modifyitems(config, items):
     # Those that need the .deb go last (the container's suite before the package's, so
     # its long chain starts first and the package's tests fill the other workers), the
     # format-1 upgrade tests just before them (their old photolalad builds meanwhile).
-    alone = [i for i in items if i.get_closest_marker("alone")]
+    # The ten-minute idle watch goes before them: it holds the machine only while it
+    # sets up (`step_out`), then only waits, beside the alone tests.
+    idle = [i for i in items if "test_idle.py::" in i.nodeid]
+    alone = [i for i in items if i.get_closest_marker("alone") and i not in idle]
     for item in alone:
         item.add_marker(pytest.mark.xdist_group("alone"))
-    rest = [i for i in items if not i.get_closest_marker("alone")]
-    # The ten-minute idle watch only waits: started first, it ends long before the rest.
+    rest = [i for i in items if not i.get_closest_marker("alone") and i not in idle]
     def rank(i):
-        if i.nodeid.startswith("Tests/e2e/test_idle.py") or "/test_idle.py" in i.nodeid:
-            return -2
         if _deb_rank(i.nodeid) < len(DEB_MODULES):
             return _deb_rank(i.nodeid) + 1
         return 0 if _needs_format1(i.nodeid) else -1
-    items[:] = alone + sorted(rest, key=rank)
+    items[:] = idle + alone + sorted(rest, key=rank)
     if not is_worker(config) and not config.pluginmanager.hasplugin("dsession"):
         _start_deb_build(config, [i.nodeid for i in items])
         _start_format1_build(config, [i.nodeid for i in items])
@@ -200,6 +200,13 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
     finally:
         _machine.leave(keep=alone and nextitem is not None and nextitem.get_closest_marker("alone") is not None)
+
+
+@pytest.fixture
+def machine() -> run.MachineLock:
+    """The run's machine lock as this test holds it: `machine.step_out()` once the test
+    only waits, so that the alone tests need not wait for it."""
+    return _machine
 
 
 @pytest.fixture

@@ -10,7 +10,10 @@ catalog checks through the proxy, Apple checks at the backend, pings at the swit
 that of a stalled daemon. A debug build names the tables a stray transaction changed
 (PHOTOLALAD_TRACE_WRITES) in the failure.
 
-Not marked `alone`: the test only waits, and other tests' load does not make the daemon write."""
+Not marked `alone`: the test only waits, and other tests' load does not make the daemon write.
+It runs first and holds the machine (a shared lock) only while its daemon backs up and
+mirrors; then it steps out, and the alone tests run during its ten minutes: its own
+daemon, idle, is no load for them."""
 from __future__ import annotations
 
 import shutil
@@ -29,7 +32,7 @@ MINUTE = "60s"
 WATCH_SECONDS = 600
 
 
-def test_idle_signed_in_writes_nothing_to_the_state_directory(world):
+def test_idle_signed_in_writes_nothing_to_the_state_directory(world, machine):
     hook, switch = Receiver("json").start(), Receiver().start()
     # The daemon logs to its standard output: a pipe to journald under systemd, a file here,
     # kept on tmpfs so that `write_bytes` counts what the daemon itself puts on a disk.
@@ -66,6 +69,7 @@ def test_idle_signed_in_writes_nothing_to_the_state_directory(world):
                    and s["thumbnails"]["pending"] == 0 and not s["watch"]["scanning"] and s["mirror"]["present"] == 1,
                    timeout=120, what="two photos backed up and in the catalog, the phone's mirrored")
         assert sorted(world.objects(uid)) == sorted(world.key(uid, b) for b in bodies + [phone])
+        machine.step_out()
         # Each chore's first round after the uploads may learn something (the listing finds the
         # two photos, the manifest logs them): let every one of them run once before watching.
         time.sleep(75)
