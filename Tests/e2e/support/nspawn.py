@@ -28,8 +28,8 @@ The .deb is built outside the checkout (a test run leaves the checkout as it fou
 it): into PHOTOLALA_DEB_OUT, default ~/.cache/photolala/build-deb/<checkout's hash>,
 which keeps the staging tree's incremental Swift build between runs; its log goes to
 the run's output directory. What it made is kept by the content of what went into it
-(~/.cache/photolala/deb/<hash of every file scripts/build-deb stages but Tests/ and
-docs/, and the toolchain's version>): a run of a tree already packaged, from any clone,
+(~/.cache/photolala/deb/<hash of every file scripts/build-deb stages but Tests/, docs/,
+the top-level Markdown and scripts/ other than build-deb, and the toolchain's version>): a run of a tree already packaged, from any clone,
 takes that .deb instead of a release build of several minutes. The image goes to ~/.cache/photolala/build-image/<checkout's
 hash>, its Debian layer cached by scripts/build-image. Once per run, not per xdist
 worker: the first worker to ask builds under a lock, the others take its result.
@@ -158,8 +158,9 @@ DEB_KEPT = 3   # packaged trees kept (the newest by use)
 
 def deb_content_key() -> str:
     """What the .deb is made of: every file scripts/build-deb stages (git's tracked and
-    not-ignored files, as they are on disk now) but the tests and docs, which nothing in
-    the package is built from, and the Swift toolchain that compiles them."""
+    not-ignored files, as they are on disk now) but the tests, the docs, the top-level
+    Markdown and the scripts other than build-deb, none of which debian/rules reads or
+    installs; and the Swift toolchain that compiles them."""
     listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             check=True, capture_output=True).stdout.split(b"\0")
     h = hashlib.sha256()
@@ -167,7 +168,8 @@ def deb_content_key() -> str:
     h.update(subprocess.run([str(swift), "--version"], capture_output=True).stdout)
     h.update(os.environ.get("DEB_BUILD_OPTIONS", "").encode() + b"\0")
     for name in sorted(set(n for n in listed if n)):
-        if name.startswith((b"Tests/", b"docs/")):
+        if name.startswith((b"Tests/", b"docs/")) or (name.endswith(b".md") and b"/" not in name) \
+                or (name.startswith(b"scripts/") and name != b"scripts/build-deb"):
             continue
         path = REPO / os.fsdecode(name)
         if path.is_symlink():
