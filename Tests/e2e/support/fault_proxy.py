@@ -291,13 +291,14 @@ class FaultProxy:
                                       "truncated": 0, "expired_enforced": 0, "upstream_error": 0,
                                       "access_denied": 0, "corrupted": 0,
                                       "refused_if_match": 0},
-                           "requests": []}
+                           "requests": [], "held": []}
 
     def stats(self) -> dict:
         """total (requests), connections (accepted), tls_refused (handshakes that failed), methods {METHOD: n},
         writes_forwarded (PUT/POST/DELETE answered 2xx by upstream), bytes_forwarded (request body bytes sent
         upstream), faults {kind: n}, requests [{time, method, path, status, fault, bytes, payload, ifNoneMatch}]
-        (status None when no answer)."""
+        (status None when no answer), held [{time, method, path}]: requests `latency` is holding or held,
+        recorded as they arrive (a test can change the bucket while the request waits)."""
         with self._lock:
             return json.loads(json.dumps(self._stats))
 
@@ -520,6 +521,8 @@ class FaultProxy:
             return error_reply(412, "Precondition Failed", "PreconditionFailed",
                                "At least one of the pre-conditions you specified did not hold", "refused_if_match")
         if f.latency > 0:
+            with self._lock:
+                self._stats["held"].append({"time": time.time(), "method": method, "path": _clean_path(req["target"])})
             self._stopping.wait(f.latency)
 
         truncate = (f.truncate_count > 0 and self._take("truncate_count")) or r_trunc < f.truncate_rate
