@@ -150,7 +150,7 @@ def pytest_collection_modifyitems(config, items):
     # format-1 upgrade tests just before them (their old photolalad builds meanwhile).
     # The ten-minute idle watch goes before them: it holds the machine only while it
     # sets up (`step_out`), then only waits, beside the alone tests.
-    idle = [i for i in items if "test_idle.py::" in i.nodeid]
+    idle = [i for i in items if _steps_out(i)]
     alone = [i for i in items if i.get_closest_marker("alone") and i not in idle]
     for item in alone:
         item.add_marker(pytest.mark.xdist_group("alone"))
@@ -192,6 +192,16 @@ def _start_deb_build(config, nodeids):
 _machine = run.MachineLock()
 
 
+def _steps_out(item) -> bool:
+    return "test_idle.py::" in item.nodeid
+
+
+def pytest_collection_finish(session):
+    # The items left after -k and deselection: the alone tests wait for the idle watch
+    # to set up only when it is in the run.
+    _machine.awaits_step_out = any(_steps_out(i) for i in session.items)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     alone = item.get_closest_marker("alone") is not None
@@ -199,6 +209,8 @@ def pytest_runtest_protocol(item, nextitem):
     try:
         return (yield)
     finally:
+        if _steps_out(item):
+            _machine.mark_stepped_out()
         _machine.leave(keep=alone and nextitem is not None and nextitem.get_closest_marker("alone") is not None)
 
 

@@ -24,6 +24,7 @@ import random
 import signal
 import socket
 import tempfile
+import time
 from pathlib import Path
 
 OUT_ENV = "PHOTOLALA_TEST_OUT"
@@ -158,9 +159,17 @@ class MachineLock:
     keep the exclusive lock from one to the next (`leave(keep=True)`), so they run as
     one block instead of each waiting again for the tests that slipped in between."""
 
+    STEPPED_OUT = ".stepped-out"
+    # How long the first alone test waits for a test that will step out (its setup took
+    # about 60 s when measured; a failed setup writes the mark too, on the way out).
+    STEP_OUT_WAIT = 300.0
+
     def __init__(self):
         self._turnstile = self._machine = None
         self._held: str | None = None    # None, "shared" or "alone"
+        # Set when the run holds a test that steps out (the idle watch): the first alone
+        # test lets it set up first, else it would wait for the whole alone block.
+        self.awaits_step_out = False
 
     def _active(self) -> bool:
         return worker_count() > 1 and bool(os.environ.get(OUT_ENV))
@@ -170,6 +179,11 @@ class MachineLock:
             return
         if self._active():
             out = output_dir()
+            if alone and self.awaits_step_out:
+                self.awaits_step_out = False
+                deadline = time.monotonic() + self.STEP_OUT_WAIT
+                while not (out / self.STEPPED_OUT).exists() and time.monotonic() < deadline:
+                    time.sleep(0.5)
             self._turnstile = open(out / ".turnstile.lock", "a")
             self._machine = open(out / ".machine.lock", "a")
             fcntl.flock(self._turnstile, fcntl.LOCK_EX)
@@ -196,6 +210,12 @@ class MachineLock:
         alone tests run beside it: it drops its shared lock for the rest of the test."""
         if self._held == "shared":
             self._close()
+        self.mark_stepped_out()
+
+    def mark_stepped_out(self) -> None:
+        """Tells a waiting alone test that the test it waits for is out of its way."""
+        if self._active():
+            (output_dir() / self.STEPPED_OUT).touch()
 
     def _close(self) -> None:
         for f in (self._machine, self._turnstile):
