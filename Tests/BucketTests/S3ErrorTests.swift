@@ -44,6 +44,20 @@ struct S3ErrorTests {
         #expect(fromBody.serverDate == serverNow.addingTimeInterval(1))
     }
 
+    @Test("server dates: ISO 8601 with or without a fraction, an HTTP date, nothing from garbage")
+    func serverDates() {
+        func decoded(date: String?, serverTime: String) -> Date? {
+            let body = "<Error><Code>RequestTimeTooSkewed</Code><ServerTime>\(serverTime)</ServerTime></Error>"
+            return S3Error.decode(status: 403, headers: date.map { [("Date", $0)] } ?? [], body: Array(body.utf8)).serverDate
+        }
+        #expect(decoded(date: nil, serverTime: "2026-11-22T07:00:00.250Z") == serverNow.addingTimeInterval(0.25))
+        #expect(decoded(date: nil, serverTime: "2026-11-22T07:00:00Z") == serverNow)
+        #expect(decoded(date: "Sun, 22 Nov 2026 07:00:00 GMT", serverTime: "junk") == serverNow)
+        // An unreadable Date falls back to the body's; neither readable: no date.
+        #expect(decoded(date: "Sun, 22 Foo 2026 07:00:00 GMT", serverTime: "2026-11-22T07:00:02Z") == serverNow.addingTimeInterval(2))
+        #expect(decoded(date: "yesterday", serverTime: "2026-13-45T99:00:00Z") == nil)
+    }
+
     @Test("a 200 answer to CompleteMultipartUpload can still be an error, whitespace-padded")
     func errorInsideOK() {
         let body = "\n   \n<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>InternalError</Code>"
