@@ -150,6 +150,21 @@ extension QueueDatabase {
         }
     }
 
+    /// Which of `paths` some entry names (at most a few thousand at a time).
+    package func mirrorPathsTaken(_ paths: [String]) async throws -> Set<String> {
+        guard !paths.isEmpty else { return [] }
+        return try await read { db in
+            var out: Set<String> = []
+            for start in stride(from: 0, to: paths.count, by: 500) {
+                let chunk = paths[start..<min(paths.count, start + 500)]
+                let marks = chunk.map { _ in "?" }.joined(separator: ",")
+                out.formUnion(try String.fetchAll(db, sql: "SELECT path FROM mirror_object WHERE path IN (\(marks))",
+                                                  arguments: StatementArguments(Array(chunk))))
+            }
+            return out
+        }
+    }
+
     /// The sizes of the objects not yet on this NAS (what a file in the folder must have to
     /// be adopted), and how many there are.
     package func mirrorAdoptableSizes() async throws -> Set<Int64> {

@@ -141,17 +141,19 @@ package struct MirrorPaths: Sendable {
         guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { return nil }
         var md5 = MD5()
         var sha = SHA256()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        // Sized to the file (up to 1 MiB) and not zeroed: a zeroed 1 MiB buffer for each
+        // file was 35 % of the CPU of adopting 100,000 small files, and its page faults more.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(max(Int64(st.st_size) + 1, 4096), 1 << 20)),
+                                                            alignment: 64)
+        defer { buffer.deallocate() }
         var total: Int64 = 0
         while true {
-            let n = buffer.withUnsafeMutableBytes { raw in retryingInterrupts { read(fd, raw.baseAddress, raw.count) } }
+            let n = retryingInterrupts { read(fd, buffer.baseAddress, buffer.count) }
             guard n >= 0 else { return nil }
             if n == 0 { break }
             total += Int64(n)
-            buffer.withUnsafeBytes { raw in
-                md5.update(UnsafeRawBufferPointer(rebasing: raw[0..<n]))
-                if sha256 { sha.update(UnsafeRawBufferPointer(rebasing: raw[0..<n])) }
-            }
+            md5.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            if sha256 { sha.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
         }
         guard let value = MD5Value(bytes: md5.finalize()) else { return nil }
         return (value, sha256 ? SHA256Value(bytes: sha.finalize()) : nil, total, UInt64(st.st_dev), UInt64(st.st_ino))

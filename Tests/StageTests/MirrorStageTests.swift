@@ -280,6 +280,30 @@ import Mirror
         await running.stop()
     }
 
+    @Test func moreFilesThanAChunkAreAdoptedOnceEachAndDecoysAreNot() async throws {
+        let m = try Mirrored()
+        let bytes = (0..<300).map { StageWorld.bytes(200 + $0 % 7, seed: 1_000 + $0) }
+        let md5s = bytes.map { m.phone($0, date: 1_600_000_000) }
+        m.publish()
+        func put(_ relative: String, _ b: [UInt8]) throws {
+            let path = m.folder + "/" + relative
+            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data(b).write(to: URL(fileURLWithPath: path))
+        }
+        for (i, b) in bytes.enumerated() { try put("Old/\(i).jpg", b) }
+        // The same bytes twice are one adoption; a file of an object's size with other bytes is none.
+        for i in 0..<10 { try put("Copies/\(i).jpg", bytes[i]) }
+        for i in 0..<5 { try put("Decoys/\(i).jpg", StageWorld.bytes(200 + i, seed: 9_000 + i)) }
+        let service = m.service()
+        let running = Running { try await service.run() }
+        try await m.world.waitUntil("adopted") { await m.status(service).adopted == 300 }
+        #expect(m.world.bucket.requests("GetObject", under: "photos/") == 0)
+        let entries = try await m.world.database.mirrorEntries(md5s: md5s)
+        #expect(entries.values.allSatisfy { $0.state == .adopted && $0.path != nil && !$0.path!.hasPrefix("Decoys/") })
+        #expect(Set(entries.values.compactMap(\.path)).count == 300, "each object names one file")
+        await running.stop()
+    }
+
     @Test func archivedObjectsAreCountedThenAskedBackAndFetched() async throws {
         let m = try Mirrored(skipsWaitsUpTo: 10)
         let bytes = StageWorld.bytes(2_500, seed: 30)
