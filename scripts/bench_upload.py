@@ -11,8 +11,14 @@ cp`. Every run also counts the TCP connections each tool opened to the server (f
 `ss`: every socket to or from the server's port seen during the run and in TIME_WAIT
 after it), printed per photo.
 
+With --shape RTT_MS:MBIT[:JITTER_MS] every tool reaches the server through a shaping
+proxy on the loopback (Tests/e2e/support/shaper.py): a home uplink of that rate shared by
+the tool's connections, that round trip added to every byte. With --bandwidth-limit RATE
+the daemon runs with that `upload.bandwidth_limit` and the rate it held on the wire in the
+middle 80 % of its bytes is printed beside the limit.
+
 Usage: scripts/bench upload [--photos 500] [--big-gib 2] [--concurrency 4] [--rounds 3] [--bin PATH]
-                            [--https] [--target moto|rgw]
+                            [--https] [--target moto|rgw] [--shape 40:20] [--bandwidth-limit 1MiB/s]
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ sys.path.insert(0, str(REPO / "Tests" / "e2e"))
 from support.daemon import connectable, raw_request  # noqa: E402
 from support.fake_backend import FakeBackend, user_id_for  # noqa: E402
 from support.rgw import RadosGateway, unavailable  # noqa: E402
+from support.shaper import Shaper  # noqa: E402
 from support.stack import MotoServer  # noqa: E402
 from support.tls import TestCA  # noqa: E402
 
@@ -143,7 +150,7 @@ def children_cpu_s() -> float:
 
 class DaemonRun:
     def __init__(self, binary: str, root: Path, backend: FakeBackend, concurrency: int, sub: str,
-                 ca_file: str | None = None, sign_in: bool = True):
+                 ca_file: str | None = None, sign_in: bool = True, bandwidth_limit: str = "off"):
         self.root = root
         self.backend, self.sub = backend, sub
         self.binary = binary
@@ -158,6 +165,7 @@ folders = ["{self.watched}"]
 settle = "1s"
 [upload]
 concurrency = {concurrency}
+bandwidth_limit = "{bandwidth_limit}"
 [daemon]
 state_dir = "{root / 'state'}"
 socket = "{self.socket}"
@@ -222,7 +230,19 @@ def main() -> int:
     ap.add_argument("--https", action="store_true", help="everything over TLS, trusting a test CA made for the run")
     ap.add_argument("--target", choices=["moto", "rgw"], default="moto",
                     help="rgw: Ceph's RADOS Gateway on a one-node cluster, against `aws s3 cp` only")
+    ap.add_argument("--shape", metavar="RTT_MS:MBIT[:JITTER_MS]",
+                    help="every tool through a shaping proxy: that round trip, that shared uplink rate")
+    ap.add_argument("--bandwidth-limit", default="off", metavar="RATE",
+                    help="the daemon's upload.bandwidth_limit; the rate it held is printed")
     args = ap.parse_args()
+    shape = None
+    if args.shape:
+        parts = [float(x) for x in args.shape.split(":")]
+        if len(parts) not in (2, 3):
+            ap.error("--shape is RTT_MS:MBIT or RTT_MS:MBIT:JITTER_MS, e.g. 40:20")
+        shape = {"rtt_ms": parts[0], "up_mbit": parts[1], "jitter_ms": parts[2] if len(parts) == 3 else 0.0}
+    elif args.bandwidth_limit != "off":
+        shape = {"rtt_ms": 0.0, "up_mbit": 0.0}   # a meter only
 
     binary = args.bin or release_binary()
     if args.target == "moto":
@@ -243,6 +263,12 @@ def main() -> int:
         server_pids = lambda: [server.proc.pid]
         port = server.port
     backend = FakeBackend(server, tls=cert).start()
+    endpoint = server.endpoint
+    shaper = None
+    if shape:
+        shaper = Shaper(port, **shape).start()
+        endpoint = shaper.url("https" if cert else "http")
+        backend.configure(sts_endpoint=endpoint)
     sub = "bench-apple-subject"
     user = user_id_for(sub)
     server_cpu_s = lambda: sum(proc_cpu_s(pid) for pid in server_pids())
@@ -251,7 +277,10 @@ def main() -> int:
         total = make_photos(staging, args.photos)
         mb = total / 1e6
         print(f"upload: {args.photos} photos, {mb:.0f} MB, into {args.target} at {server.endpoint}; "
-              f"{args.rounds} round(s); peers with {args.peer_credentials.upper()} credentials")
+              f"{args.rounds} round(s); peers with {args.peer_credentials.upper()} credentials"
+              + (f"; through a shaping proxy: {shape['rtt_ms']:g} ms round trip, "
+                 f"{shape['up_mbit']:g} Mbit/s up" + (f", {shape['jitter_ms']:g} ms jitter" if shape.get("jitter_ms") else "")
+                 if args.shape else ""))
         subprocess.run(["cat", *map(str, staging.iterdir())], stdout=subprocess.DEVNULL)  # warm the page cache for everyone
 
         # The peers use the same kind of credentials as the daemon: STS keys with a session
@@ -274,7 +303,7 @@ def main() -> int:
                 env.update(AWS_REQUEST_CHECKSUM_CALCULATION="when_required",
                            AWS_RESPONSE_CHECKSUM_VALIDATION="when_required")
             tls = ["--ca-bundle", ca_file] if ca_file else []
-            return timed(["aws", "--endpoint-url", server.endpoint, *tls, "s3", "cp", "--recursive",
+            return timed(["aws", "--endpoint-url", endpoint, *tls, "s3", "cp", "--recursive",
                           "--only-show-errors", str(staging), f"s3://{server.bucket}/photos/{user}/aws-{r}/"], env=env)
 
         def run_rclone(r: int) -> float:
@@ -283,7 +312,7 @@ def main() -> int:
             renv.update(RCLONE_CONFIG_MOTO_TYPE="s3", RCLONE_CONFIG_MOTO_PROVIDER="Other",
                         RCLONE_CONFIG_MOTO_ACCESS_KEY_ID=c["accessKeyId"],
                         RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY=c["secretAccessKey"],
-                        RCLONE_CONFIG_MOTO_ENDPOINT=server.endpoint, RCLONE_CONFIG_MOTO_REGION=server.region)
+                        RCLONE_CONFIG_MOTO_ENDPOINT=endpoint, RCLONE_CONFIG_MOTO_REGION=server.region)
             if c["sessionToken"]:
                 renv["RCLONE_CONFIG_MOTO_SESSION_TOKEN"] = c["sessionToken"]
             tls = ["--ca-cert", ca_file] if ca_file else []
@@ -292,14 +321,21 @@ def main() -> int:
 
         daemon_cpu: list[float] = []
 
+        held: list[float] = []
+
         def run_daemon(r: int) -> float:
-            run = DaemonRun(binary, work / f"daemon-{r}", backend, args.concurrency, sub, ca_file)
+            run = DaemonRun(binary, work / f"daemon-{r}", backend, args.concurrency, sub, ca_file,
+                            bandwidth_limit=args.bandwidth_limit)
             cpu0 = proc_cpu_s(run.proc.pid)
+            if shaper:
+                shaper.reset_stats()
             t0 = time.monotonic()
             os.rename(staging, run.watched / "photos")  # the drop: every file appears at once
             run.wait_uploaded(args.photos)
             elapsed = time.monotonic() - t0
             daemon_cpu.append(proc_cpu_s(run.proc.pid) - cpu0)
+            if shaper and args.bandwidth_limit != "off":
+                held.append(shaper.up.rate_between(0.1, 0.9))
             run.stop()
             os.rename(run.watched / "photos", staging)
             return elapsed
@@ -316,16 +352,22 @@ def main() -> int:
             order = names[r % len(names):] + names[:r % len(names)]
             for name in order:
                 c0, m0 = children_cpu_s(), server_cpu_s()
+                if shaper:
+                    shaper.reset_stats()
                 with ConnectionCounter(port) as counter:
                     t = tools[name](r)
                 m1 = server_cpu_s()
+                wire = ""
+                if shaper:
+                    up = shaper.stats()["up"]
+                    wire = f", {up['bytes'] / 1e6:.1f} MB up in {(up['last'] or 0) - (up['first'] or 0):.2f} s on the wire"
                 times[name].append(t)
                 cpu[name].append(daemon_cpu[-1] if name == "photolalad" else children_cpu_s() - c0)
                 server_cpu[name].append(m1 - m0)
                 conns[name].append(counter.opened)
                 print(f"  round {r + 1}  {name:<24} {t:7.2f} s  {mb / t:6.1f} MB/s  "
                       f"CPU {cpu[name][-1]:5.1f} s, {args.target}'s {server_cpu[name][-1]:5.1f} s, "
-                      f"{counter.opened} connections ({counter.opened / args.photos:.2f} per photo)", flush=True)
+                      f"{counter.opened} connections ({counter.opened / args.photos:.2f} per photo){wire}", flush=True)
                 server.empty_bucket()  # every tool starts on an empty bucket (and moto/memstore keep it in RAM)
         med = {n: statistics.median(times[n]) for n in names}
         print("medians:")
@@ -336,7 +378,14 @@ def main() -> int:
                   f"(runs: {', '.join(f'{t:.2f}' for t in times[n])})")
         peers = [n for n in names if n != "photolalad"]
         faster = min(med[n] for n in peers)
-        print(f"  ratio photolalad / faster peer = {med['photolalad'] / faster:.2f} (target <= 0.95, issue 14; settle 1s included)")
+        target = "target <= 1.0 through the shaping proxy, issue 33" if args.shape else "target <= 0.95, issue 14"
+        print(f"  ratio photolalad / faster peer = {med['photolalad'] / faster:.2f} ({target}; settle 1s included)")
+        if held:
+            limit = parse_rate(args.bandwidth_limit)
+            rates = ", ".join(f"{h / 2**20:.3f}" for h in held)
+            worst = max(abs(h - limit) / limit for h in held)
+            print(f"  bandwidth_limit {args.bandwidth_limit}: the daemon's uplink carried {rates} MiB/s in the middle 80 % "
+                  f"of its bytes (TLS records and HTTP heads included); furthest from the limit {worst * 100:.1f} % (goal <= 2 %)")
 
         if args.big_gib > 0:
             big = work / "big"
@@ -354,10 +403,22 @@ def main() -> int:
             print(f"upload: one {args.big_gib:g} GiB file: peak RSS {peak / 1024:.1f} MB (before the drop {base / 1024:.1f} MB; target <= 64 MB)")
             run.stop()
     finally:
+        if shaper:
+            shaper.stop()
         backend.stop()
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def parse_rate(text: str) -> float:
+    """Bytes per second of a rate as config.md writes one ("10MiB/s", "500KiB/s", "2MB/s")."""
+    units = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+    number = text.upper().removesuffix("/S")
+    for unit in sorted(units, key=len, reverse=True):
+        if number.endswith(unit):
+            return float(number[: -len(unit)]) * units[unit]
+    raise ValueError(f"not a rate: {text!r} (for example 10MiB/s)")
 
 
 if __name__ == "__main__":
