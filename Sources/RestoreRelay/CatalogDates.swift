@@ -103,7 +103,12 @@ package final class CatalogDates: Sendable {
 
     /// Reads the snapshot in `snapshot` (from its start) into a new table whose files go
     /// in `directory`. `cancelled` is asked every few thousand rows.
-    package static func build(snapshot: ScratchFile, directory: String, runLength: Int = 131_072,
+    ///
+    /// Runs of 16,384 rows: a run in memory (its records, the sort's scratch, its bytes)
+    /// costs about 2 MB. Runs of 131,072 cost about 13 MB, the peak of a mirror's full pass
+    /// over a 100,000-row catalog (docs/benchmarks.md); the merge reads any number of runs
+    /// within 1 MB of buffers.
+    package static func build(snapshot: ScratchFile, directory: String, runLength: Int = 16_384,
                               cancelled: () -> Bool = { false }) throws(ScratchFile.Failure) -> CatalogDates {
         var counts = Counts()
         let runs = try ScratchFile(directory: directory)
@@ -192,8 +197,8 @@ package final class CatalogDates: Sendable {
                               cancelled: () -> Bool) throws(ScratchFile.Failure) -> (file: ScratchFile, count: Int) {
         let out = try ScratchFile(directory: directory)
         var writer = RecordWriter(file: out)
-        // A few MB of buffers however many runs there are.
-        let buffer = max(256, (4 << 20) / recordSize / lengths.count)
+        // 1 MB of buffers however many runs there are (at least 256 records a run).
+        let buffer = max(256, (1 << 20) / recordSize / lengths.count)
         var readers: [RunReader] = []
         var start = 0
         for n in lengths {
