@@ -39,7 +39,10 @@ import Queue
             _ = try? await db.counts()
             finished.done()
         }
-        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+        // A hang is for good; a minute tells it from a slow start. Ten seconds were once
+        // not enough beside the other suites on two busy cores (a clean-clone CI run; the
+        // read and the release wait for libdispatch's threads, which those suites share).
+        let deadline = ContinuousClock.now.advanced(by: .seconds(60))
         while !finished.isDone && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         #expect(finished.isDone, "releasing memory while a read was under way hung the database")
     }
