@@ -60,19 +60,34 @@ package final class HasherPool: Sendable {
     /// cancelled while waiting is answered at once ("stopping"); the thread reading its
     /// file finishes it and the digest is dropped.
     package func hash(path: String, followSymlinks: Bool = false, sha256: Bool = false) async -> Result {
-        let answer = Answer()
+        await hash(paths: [path], followSymlinks: followSymlinks, sha256: sha256)[0]
+    }
+
+    /// Many files in one request, answered together in their order: one wake-up of the
+    /// caller for the lot instead of one a file. Small files hash in microseconds, and a
+    /// thread hop and an actor hop for each cost more than the read.
+    package func hash(paths: [String], followSymlinks: Bool = false, sha256: Bool = false) async -> [Result] {
+        guard !paths.isEmpty else { return [] }
+        let answer = Answer(count: paths.count)
         return await withTaskCancellationHandler {
-            await Blocking.completion { (done: @escaping @Sendable (Result) -> Void) in
+            await Blocking.completion { (done: @escaping @Sendable ([Result]) -> Void) in
                 guard answer.wait(done) else { return }
                 let accepted = state.withLock { s -> Bool in
                     guard !s.stopped else { return false }
-                    s.jobs.append(Job(path: path, followSymlinks: followSymlinks, sha256: sha256, done: { answer.give($0) }))
+                    for (i, path) in paths.enumerated() {
+                        s.jobs.append(Job(path: path, followSymlinks: followSymlinks, sha256: sha256, done: { answer.give(i, $0) }))
+                    }
                     return true
                 }
-                if accepted { wake.signal() } else { answer.give(.failure(.unreadable("the daemon is stopping"))) }
+                if accepted {
+                    // One a job: a thread without lanes takes one job a wake-up.
+                    for _ in paths { wake.signal() }
+                } else {
+                    answer.giveAll(.failure(.unreadable("the daemon is stopping")))
+                }
             }
         } onCancel: {
-            answer.give(.failure(.unreadable("the daemon is stopping")))
+            answer.giveAll(.failure(.unreadable("the daemon is stopping")))
         }
     }
 
@@ -130,17 +145,24 @@ package final class HasherPool: Sendable {
         }
     }
 
+    /// How long an idle thread keeps its lanes' buffers for the next file.
+    static let keepLanes: DispatchTimeInterval = .milliseconds(500)
+
     /// Many files at once: waits only when no lane is busy, otherwise takes whatever has
     /// been queued into free lanes between rounds.
     private func laneLoop() {
         let dropCacheAbove = FileHasher.defaultDropCacheAbove
-        // Made for each burst of work and dropped when every lane is empty: its 1 MiB of
-        // buffers goes back to the system while the daemon idles.
+        // Made for each burst of work and dropped once every lane has been empty for a
+        // while: its 1 MiB of buffers goes back to the system while the daemon idles. Not
+        // at once: small files leave the lanes empty between two results many times a
+        // second, and a new 1 MiB each time was an mmap, a munmap and 256 page faults.
         var current: LaneHasher<Job, HashPass>?
         while true {
             if current?.active ?? 0 == 0 {
-                current = nil
-                wake.wait()
+                if current == nil || wake.wait(timeout: .now() + Self.keepLanes) == .timedOut {
+                    current = nil
+                    wake.wait()
+                }
             }
             guard let taken = take(upTo: current?.free ?? LaneHasher<Job, HashPass>.lanes) else {
                 let stopped = current?.removeAll() ?? []
@@ -170,21 +192,27 @@ package final class HasherPool: Sendable {
     }
 }
 
-/// One hash's answer, given once: by the thread that read the file, or by the caller's
-/// cancellation first (the thread's later answer is then dropped).
+/// A request's answers, given once each: by the threads that read the files, or all at
+/// once by the caller's cancellation (the threads' later answers are then dropped). The
+/// caller is resumed when the last one is in.
 private final class Answer: Sendable {
     private struct State: ~Copyable {
-        var waiting: (@Sendable (HasherPool.Result) -> Void)?
-        var early: HasherPool.Result?
-        var given = false
+        var waiting: (@Sendable ([HasherPool.Result]) -> Void)?
+        var results: [HasherPool.Result?]
+        var missing: Int
+        var complete = false
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
-    /// Holds the caller's completion; false when the answer came first (it is answered with it).
-    func wait(_ continuation: @escaping @Sendable (HasherPool.Result) -> Void) -> Bool {
-        let early = state.withLock { s -> HasherPool.Result? in
-            if let early = s.early { return early }
+    init(count: Int) {
+        state = Mutex(State(results: Array(repeating: nil, count: count), missing: count))
+    }
+
+    /// Holds the caller's completion; false when every answer came first (it is answered with them).
+    func wait(_ continuation: @escaping @Sendable ([HasherPool.Result]) -> Void) -> Bool {
+        let early = state.withLock { s -> [HasherPool.Result]? in
+            if s.complete { return s.results.map { $0! } }
             s.waiting = continuation
             return nil
         }
@@ -193,17 +221,32 @@ private final class Answer: Sendable {
         return false
     }
 
-    func give(_ result: HasherPool.Result) {
-        let waiting = state.withLock { s -> (@Sendable (HasherPool.Result) -> Void)? in
-            guard !s.given else { return nil }
-            s.given = true
-            guard let waiting = s.waiting else {
-                s.early = result
-                return nil
-            }
-            s.waiting = nil
-            return waiting
+    func give(_ index: Int, _ result: HasherPool.Result) {
+        finish { s in
+            guard case .none = s.results[index] else { return }
+            s.results[index] = result
+            s.missing -= 1
         }
-        waiting?(result)
+    }
+
+    /// Answers every file not answered yet with `result`.
+    func giveAll(_ result: HasherPool.Result) {
+        finish { s in
+            for i in s.results.indices { if case .none = s.results[i] { s.results[i] = result } }
+            s.missing = 0
+        }
+    }
+
+    private func finish(_ update: (inout State) -> Void) {
+        let resume = state.withLock { s -> ((@Sendable ([HasherPool.Result]) -> Void), [HasherPool.Result])? in
+            guard !s.complete else { return nil }
+            update(&s)
+            guard s.missing == 0 else { return nil }
+            s.complete = true
+            guard let waiting = s.waiting else { return nil }
+            s.waiting = nil
+            return (waiting, s.results.map { $0! })
+        }
+        if let (waiting, results) = resume { waiting(results) }
     }
 }

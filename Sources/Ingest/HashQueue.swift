@@ -93,6 +93,9 @@ package struct HashQueue: Sendable {
     /// Nothing waits in memory.
     var isDrained: Bool { head >= order.count }
 
+    /// Paths waiting in memory, at most (some may have left the queue since).
+    var waiting: Int { order.count - head }
+
     // MARK: the backlog in the database
 
     /// Points the backlog at `start` (the row before the first file waiting for a hash).

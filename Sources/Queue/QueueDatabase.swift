@@ -70,6 +70,12 @@ package final class QueueDatabase: Sendable {
             // A WAL grown by a first scan (see `bulkWrites`) shrinks back to 4 MB once reset.
             try db.execute(sql: "PRAGMA journal_size_limit = 4194304")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
+            // Statement journals in memory: a statement that may abort halfway (foreign
+            // keys, CHECKs) inside a long transaction journals the pages it changes, and
+            // past 64 KiB SQLite spilled them to a file in /var/tmp — on a first start,
+            // about 20,000 writes a second to a file nobody reads (docs/benchmarks.md).
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            if !db.configuration.readonly { try db.execute(sql: "PRAGMA cache_size = -8192") }
         }
         // Readers stay open once opened: one opened again reopens the WAL, which SQLite
         // running as root chowns, touching the inode and waking a disk that may spin down

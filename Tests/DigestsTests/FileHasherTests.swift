@@ -226,6 +226,81 @@ import Digests
         #expect(pool.bytesHashed == Int64((0..<20).map { 1000 * $0 }.reduce(0, +)))
     }
 
+    /// A batch is answered in its own order, whatever order the lanes finish in, with a
+    /// missing file's failure in its place; several batches at once do not mix.
+    @Test(arguments: [Int32(PL_MD5_SCALAR), pl_md5_lanes_best_level()])
+    func aBatchIsAnsweredInItsOrder(level: Int32) async throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var paths: [String] = []
+        var expected: [String] = []
+        for i in 0..<40 {
+            let f = dir.appendingPathComponent("b\(i).jpg")
+            // Big ones first: the small ones behind them finish earlier.
+            try Self.randomFile(f, size: (40 - i) * 20_000)
+            paths.append(f.path)
+            expected.append(try Self.md5sum(f.path))
+        }
+        paths.insert("/missing.jpg", at: 7)
+        expected.insert("vanished", at: 7)
+        let pool = HasherPool(workers: 2, level: level)
+        defer { pool.shutdown() }
+        let batch = paths
+        let batches = try await withThrowingTaskGroup(of: (Int, [HasherPool.Result]).self) { group in
+            for k in 0..<3 { group.addTask { (k, await pool.hash(paths: k == 1 ? batch.reversed() : batch)) } }
+            var all: [Int: [HasherPool.Result]] = [:]
+            for try await (k, results) in group { all[k] = results }
+            return all
+        }
+        for (k, results) in batches {
+            let want = k == 1 ? expected.reversed() : expected
+            let got = results.map { r -> String in
+                switch r {
+                case .success(let d): d.md5
+                case .failure(let f): f == .vanished ? "vanished" : "\(f)"
+                }
+            }
+            #expect(got == Array(want), "batch \(k)")
+        }
+        #expect(await pool.hash(paths: []).isEmpty)
+    }
+
+    /// A stopping pool answers a batch at once, every file "stopping", and a cancelled
+    /// caller is not kept waiting for the files being read.
+    @Test func aBatchIsAnsweredWhenThePoolStopsOrTheCallerIsCancelled() async throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let f = dir.appendingPathComponent("one.jpg")
+        try Self.randomFile(f, size: 10)
+        let stopped = HasherPool(workers: 1)
+        stopped.shutdown()
+        let answers = await stopped.hash(paths: [f.path, f.path])
+        #expect(answers.count == 2)
+        for a in answers { #expect(a == .failure(.unreadable("the daemon is stopping"))) }
+
+        // One thread, one file at a time: 400 files take it tens of milliseconds, and the
+        // caller cancelled at once, or the pool stopped meanwhile, is answered for all.
+        var many: [String] = []
+        for i in 0..<400 {
+            let g = dir.appendingPathComponent("m\(i).jpg")
+            try Self.randomFile(g, size: 100_000)
+            many.append(g.path)
+        }
+        let pool = HasherPool(workers: 1, level: Int32(PL_MD5_SCALAR))
+        let files = many
+        let waiting = Task { await pool.hash(paths: files) }
+        waiting.cancel()
+        let cancelled = await waiting.value
+        #expect(cancelled.count == 400)
+        #expect(cancelled.contains(.failure(.unreadable("the daemon is stopping"))))
+        let running = Task { await pool.hash(paths: files) }
+        try await Task.sleep(for: .milliseconds(5))
+        pool.shutdown()
+        let ended = await running.value
+        #expect(ended.count == 400)
+        #expect(ended.contains(.failure(.unreadable("the daemon is stopping"))))
+    }
+
     @Test func poolThreadsAreNamedAndNicedInPsAndTop() async throws {
         let dir = try Self.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }

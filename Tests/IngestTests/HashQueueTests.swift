@@ -15,6 +15,18 @@ import Testing
         #expect(q.isDrained)
     }
 
+    /// What a hash step shares out: the paths still waiting in memory.
+    @Test func waitingCountsWhatIsLeftToTake() {
+        var q = HashQueue()
+        #expect(q.waiting == 0)
+        for p in ["/p/a", "/p/b", "/p/c"] { q.enqueue(p) }
+        #expect(q.waiting == 3)
+        _ = q.next()
+        #expect(q.waiting == 2)
+        _ = q.next(); _ = q.next()
+        #expect(q.waiting == 0 && q.isDrained)
+    }
+
     @Test func nfcAndNfdTwinsAreTwoFiles() {
         var q = HashQueue()
         #expect(q.enqueue(nfc) == true)
