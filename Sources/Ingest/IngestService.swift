@@ -48,6 +48,8 @@ package actor IngestService: Service, Stage {
     static let filesInFlightPerWorker = 4
     /// The most files one hash step asks the pool for at once.
     static let hashBatch = 16
+    /// Hash results waiting to be written, at most, before the hash loops wait.
+    static let unrecordedLimit = 4096
 
     private let hashMeter = RateMeter()
     /// SHA-256s for signed uploads, taken in the hashing pass when the uploader wants them.
@@ -514,6 +516,9 @@ package actor IngestService: Service, Stage {
             needsHashSeen = needsHash
             await armBacklog()
         }
+        // The writer sets the pace: results waiting for it are memory (a million-file first
+        // start held 400 MB of them), so past a bound the loops wait for its next write.
+        guard hashed.count < Self.unrecordedLimit else { return .wake }
         guard !hashHeld, let first = await nextToHash() else { return .wake }
         var paths = [first]
         let share = min(Self.hashBatch, hashes.waiting / hashLoops)
@@ -552,6 +557,8 @@ package actor IngestService: Service, Stage {
         while !hashed.isEmpty {
             let results = hashed
             hashed.removeAll(keepingCapacity: true)
+            // Hash loops waiting for room go on while this batch is written.
+            if results.count >= Self.unrecordedLimit { hashLoop.wake() }
             let outcome = await recorder.record(results)
             for path in outcome.unsettled { aggregator.markUnsettled(path, now: .now) }
             if outcome.writeFailed { writeFailed() }
