@@ -131,7 +131,7 @@ package actor AuditTrail: AuditRecorder, Service {
         var newestFirst: [AuditRecord] = []
         let decoder = JSONDecoder()
         for file in 0...2 {
-            guard let bytes = read(path(file)) else { continue }
+            guard let bytes = files.read(path(file)) else { continue }
             for line in AuditChain.lines(of: bytes).reversed() {
                 guard let record = try? decoder.decode(AuditRecord.self, from: Data(line)) else { continue }
                 if let since, let at = Timestamp.parse(record.at), at < since { return (newestFirst.reversed(), false) }
@@ -160,7 +160,7 @@ package actor AuditTrail: AuditRecorder, Service {
         }
         var check = AuditSealCheck(entries: entries, state: sealing?.visible, head: start, key: nil)
         for file in [2, 1, 0] {
-            guard let bytes = read(path(file)) else { continue }
+            guard let bytes = files.read(path(file)) else { continue }
             for (i, line) in AuditChain.lines(of: bytes).enumerated() {
                 let (seq, hash) = chain.add(line, file: Self.name(file), line: i + 1)
                 check.add(seq: seq, hash: hash)
@@ -394,8 +394,8 @@ package actor AuditTrail: AuditRecorder, Service {
             return
         }
         cleared("rotate", nil)
-        syncDirectory()
-        if dropping, let first = firstRecord(path(2)) {
+        files.syncDirectory()
+        if dropping, let first = files.firstRecord(path(2)) {
             // The oldest kept file now starts later: the head says where (and the next seal binds it).
             head = AuditMark(seq: first.seq - 1, hash: first.prev)
             await save(Self.headKey, head)
@@ -420,7 +420,7 @@ package actor AuditTrail: AuditRecorder, Service {
         _ = fchmod(fd, 0o600)
         var st = stat()
         size = fstat(fd, &st) == 0 ? Int64(st.st_size) : 0
-        if !existed { syncDirectory() }
+        if !existed { files.syncDirectory() }
         return true
     }
 
@@ -446,8 +446,10 @@ package actor AuditTrail: AuditRecorder, Service {
             await save(Self.sealKey, forward.mark)
             logger.notice("the queue database held no seal of the audit trail: took it from \(AuditSealStore.sealsFile) (record \(forward.seq))")
         }
-        dropUnfinishedRecord()
-        let last = lastLine()
+        if let dropped = files.dropUnfinishedRecord() {
+            logger.notice("dropped the end of \(path(0)): \(dropped) bytes of a record cut short by a crash or power cut (never sealed)")
+        }
+        let last = files.lastLine()
         switch (seal, last) {
         case (nil, nil):
             position = .origin
@@ -455,7 +457,7 @@ package actor AuditTrail: AuditRecorder, Service {
             // A new or rebuilt queue database: the trail's end is taken as it stands.
             position = AuditMark(seq: last.seq ?? 0, hash: last.hash)
             await save(Self.sealKey, position)
-            if await mark(Self.headKey) == nil, let first = oldestFirstRecord(), first.seq > 1 || first.prev != AuditMark.origin.hash {
+            if await mark(Self.headKey) == nil, let first = files.oldestFirstRecord(), first.seq > 1 || first.prev != AuditMark.origin.hash {
                 await save(Self.headKey, AuditMark(seq: first.seq - 1, hash: first.prev))
             }
             logger.notice("the queue database held no seal of the audit trail (a new or rebuilt database): sealed it at record \(position.seq) as it stands; a cut before now cannot be caught")
@@ -467,7 +469,7 @@ package actor AuditTrail: AuditRecorder, Service {
         case let (seal?, last?):
             position = seal
             if last.seq == seal.seq && last.hash == seal.hash { break }
-            if let seq = last.seq, seq > seal.seq, chainsForward(from: seal) {
+            if let seq = last.seq, seq > seal.seq, files.chainsForward(from: seal) {
                 // Written and synced, but the seal's commit was lost (a crash or power cut
                 // between the two): the records are ours.
                 position = AuditMark(seq: seq, hash: last.hash)
@@ -510,100 +512,17 @@ package actor AuditTrail: AuditRecorder, Service {
         }
     }
 
-    /// A last line without its newline was being written when the process or the power
-    /// went: never sealed, it is cut off so the next record starts on a line of its own.
-    private func dropUnfinishedRecord() {
-        let fd = open(path(0), O_RDWR | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return }
-        defer { _ = Glibc.close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, st.st_size > 0 else { return }
-        let fileSize = Int64(st.st_size)
-        let window = min(fileSize, Int64(Self.tailWindow))
-        var tail = [UInt8](repeating: 0, count: Int(window))
-        guard pread(fd, &tail, tail.count, off_t(fileSize - window)) == tail.count, tail.last != UInt8(ascii: "\n") else { return }
-        guard let newline = tail.lastIndex(of: UInt8(ascii: "\n")) ?? (window == fileSize ? -1 : nil) else { return }
-        let keep = fileSize - window + Int64(newline) + 1
-        guard ftruncate(fd, off_t(keep)) == 0 else { return }
-        _ = fsync(fd)
-        logger.notice("dropped the end of \(path(0)): \(fileSize - keep) bytes of a record cut short by a crash or power cut (never sealed)")
-    }
-
-    /// The newest line of the trail: its hash, and its number if it is a record.
-    private func lastLine() -> (seq: Int64?, hash: String)? {
-        for file in 0...2 {
-            guard let bytes = read(path(file), last: Self.tailWindow), let line = AuditChain.lines(of: bytes).last, !line.isEmpty else { continue }
-            return (AuditLine.head(line)?.seq, AuditLine.hash(line))
-        }
-        return nil
-    }
-
-    private func oldestFirstRecord() -> (seq: Int64, prev: String)? {
-        for file in [2, 1, 0] where access(path(file), F_OK) == 0 {
-            return firstRecord(path(file))
-        }
-        return nil
-    }
-
-    private func firstRecord(_ path: String) -> (seq: Int64, prev: String)? {
-        guard let bytes = read(path, first: Self.tailWindow), let line = AuditChain.lines(of: bytes).first else { return nil }
-        return AuditLine.head(line)
-    }
-
-    /// Whether the records after `seal` in the files follow it, each chained to the one before.
-    private func chainsForward(from seal: AuditMark) -> Bool {
-        var newer: (seq: Int64, prev: String)?
-        for file in 0...2 {
-            guard let bytes = read(path(file)) else { continue }
-            for line in AuditChain.lines(of: bytes).reversed() {
-                guard let head = AuditLine.head(line) else { return false }
-                let hash = AuditLine.hash(line)
-                if let newer, newer.seq != head.seq + 1 || newer.prev != hash { return false }
-                if head.seq <= seal.seq { return head.seq == seal.seq && hash == seal.hash }
-                newer = head
-            }
-        }
-        return false
-    }
-
     // MARK: files and the database
 
+    /// The files as they stand, read with the size in force.
+    private var files: AuditFiles { AuditFiles(directory: directory, maxSize: maxSize) }
+
     private func path(_ generation: Int) -> String {
-        "\(directory)/\(Self.name(generation))"
+        files.path(generation)
     }
 
     static func name(_ generation: Int) -> String {
         generation == 0 ? fileName : "\(fileName).\(generation)"
-    }
-
-    /// The whole file (`first`/`last`: only that many bytes from its start or end); nil if
-    /// missing. Never more than twice `max_size` (at least 64 MiB): a file grown far past
-    /// it by someone else is read only that far (its end then shows as damaged or cut).
-    private func read(_ path: String, first: Int? = nil, last: Int? = nil) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return nil }
-        defer { _ = Glibc.close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return nil }
-        let fileSize = Int(st.st_size)
-        let count = min(fileSize, first ?? last ?? fileSize, max(64 << 20, Int(clamping: min(maxSize, 1 << 40)) * 2))
-        let offset = last != nil ? fileSize - count : 0
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(offset + done)) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            done += n
-        }
-        return Array(bytes.prefix(done))
-    }
-
-    private func syncDirectory() {
-        let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dirFD >= 0 else { return }
-        _ = fsync(dirFD)
-        _ = Glibc.close(dirFD)
     }
 
     private func mark(_ key: String) async -> AuditMark? {

@@ -68,6 +68,21 @@ package struct AccountReseal: Sendable {
         return report
     }
 
+    /// At most three runs. Another NAS may have sealed a segment under the old key while this
+    /// one went by (it stops at its next write, once it sees the new key object): a run that
+    /// finds nothing left to seal ends it.
+    func runUntilSettled(_ store: any ResealStore, progress: @Sendable (Report) async -> Void) async throws -> Report {
+        var total = Report()
+        for _ in 0..<3 {
+            let report = try await run(store, progress: progress)
+            total.sealed += report.sealed
+            total.devices = report.devices
+            total.unreadable = report.unreadable
+            if report.sealed == 0 { break }
+        }
+        return total
+    }
+
     private func open(_ key: String, _ store: any ResealStore) async throws -> Found? {
         guard let bytes = try await store.bytes(key) else { return nil }
         if let plain = try? SealedObject.open(bytes, key: new.metadataKey, objectKey: key) {

@@ -110,9 +110,6 @@ package actor KeyService: Service, MetadataKeySource {
         return standing.metadataKey
     }
 
-    static let transitionSentence = "a new account key is being put in place (recovery-key --rotate --new-account-key): "
-        + "everything under the account's metadata is being sealed again; try again once that is done"
-
     /// A HEAD of the key object before the manifest writes: one that changed since the last
     /// look (a new account key elsewhere, a substitution) is looked at whole first.
     package func currentKeyState() async -> MetadataKeyState {
@@ -211,7 +208,7 @@ package actor KeyService: Service, MetadataKeySource {
                 try erase()
             }
             loaded = true
-            if let l = local { remember(l) }
+            if let l = local { l.registerSecrets() }
         }
         // A confirmed key serves at once, before the bucket answers (a rotation cut short
         // keeps the same account key).
@@ -298,11 +295,9 @@ package actor KeyService: Service, MetadataKeySource {
                     reach(decision.state)
                     return
                 }
-                object = KeyObject.wrap(state.accountKey, recoveryCreatedAt: state.recoveryCreatedAt, recovery: state.recoveryKey,
-                                        userId: uid, extras: .init(generation: state.generation, previous: old.accountKey,
-                                                                   endorsedBy: old.accountKey))
+                object = state.transitionalKeyObject(uid: uid, replacing: old)
             } else {
-                object = wrapped(state, uid: uid)
+                object = state.keyObject(uid: uid)
             }
             do throws(S3Error) {
                 current = try await bucket.putKeyObject(object, uid: uid, ifMatch: replace)
@@ -357,31 +352,6 @@ package actor KeyService: Service, MetadataKeySource {
         reach(decision.state)
     }
 
-    /// This NAS's key object: its account key under its recovery key, proven.
-    private func wrapped(_ state: AccountKeyState, uid: String) -> [UInt8] {
-        KeyObject.wrap(state.accountKey, recoveryCreatedAt: state.recoveryCreatedAt, recovery: state.recoveryKey, userId: uid,
-                       extras: .init(generation: state.generation))
-    }
-
-    static func replacedSentence(_ finding: KeyLifecycle.Finding) -> String {
-        let what = switch finding {
-        case .proven: "an older copy of the account's key object was put back in the bucket"
-        case .damaged: "the account's key object in the bucket was damaged or replaced by something that is not a key object"
-        default: "the account's key object in the bucket was replaced by one that was not written with this account's key"
-        }
-        return "\(what): this NAS wrote its own back (the account key and recovery key are unchanged). Someone with write access "
-            + "to the bucket did this: check who holds the storage credentials, and see `photolalactl audit`."
-    }
-
-    static func found(_ finding: KeyLifecycle.Finding) -> String {
-        switch finding {
-        case .proven: "older copy"
-        case .damaged: "damaged"
-        case .missing: "missing"
-        default: "not written with this account key"
-        }
-    }
-
     private func reach(_ state: KeyLifecycle.Decision.State) {
         switch state {
         case .ready(let stale):
@@ -410,7 +380,7 @@ package actor KeyService: Service, MetadataKeySource {
     private func make(_ uid: String) throws(KeyLookFailure) {
         let state = AccountKeyState(userId: uid, accountKey: .generate(), recoveryKey: .generate(),
                                     recoveryCreatedAt: Self.millis(clock.now()), pending: .creating)
-        remember(state)
+        state.registerSecrets()
         try save(state)
         logger.notice("the account has no key yet: making one", metadata: ["fingerprint": "\(state.fingerprint)"])
     }
@@ -443,22 +413,6 @@ package actor KeyService: Service, MetadataKeySource {
         local = nil
     }
 
-    /// Every form a secret could be printed in, known to the redactor before any use.
-    private func remember(_ state: AccountKeyState) {
-        var keys = [state.recoveryKey]
-        var accountKeys = [state.accountKey]
-        if case .rotating(let previous, _)? = state.pending { keys.append(previous) }
-        if case .newAccountKey(let old)? = state.pending {
-            keys.append(old.recoveryKey)
-            accountKeys.append(old.accountKey)
-        }
-        for key in keys {
-            SecretRedactor.shared.register(key.formatted)
-            SecretRedactor.shared.register(key.formatted.replacingOccurrences(of: "-", with: ""))
-        }
-        for key in accountKeys { SecretRedactor.shared.register(Data(key.bytes).base64EncodedString()) }
-    }
-
     // MARK: recovery-key (the control socket)
 
     /// `recovery-key`: the key as this NAS holds it. Recorded in the audit trail (never the key).
@@ -484,8 +438,7 @@ package actor KeyService: Service, MetadataKeySource {
             refused("enter", caller, .malformed(error))
             throw .malformed(error)
         }
-        SecretRedactor.shared.register(recovery.formatted)
-        SecretRedactor.shared.register(recovery.formatted.replacingOccurrences(of: "-", with: ""))
+        recovery.registerSecret()
         let result: Result<String, RecoveryKeyRefusal> = await exclusive { await self.adopt(recovery) }
         switch result {
         case .success(let fingerprint):
@@ -532,7 +485,7 @@ package actor KeyService: Service, MetadataKeySource {
         if let held = local, held.accountKey == state.accountKey { state.generation = max(state.generation, held.generation) }
         // Entered here: the person who typed it has it.
         state.recoveryShownAt = Self.millis(clock.now())
-        remember(state)
+        state.registerSecrets()
         do throws(KeyLookFailure) {
             try save(state)
         } catch {
@@ -608,29 +561,20 @@ package actor KeyService: Service, MetadataKeySource {
         var state = AccountKeyState(userId: uid, accountKey: before.accountKey, recoveryKey: next, recoveryCreatedAt: at,
                                     pending: .rotating(previous: before.recoveryKey, previousCreatedAt: before.recoveryCreatedAt),
                                     generation: max(before.generation, seenGeneration) + 1)
-        remember(state)
+        state.registerSecrets()
         do throws(KeyLookFailure) {
             try save(state)
         } catch {
             return .failure(.local("\(error); nothing was changed"))
         }
-        let object = wrapped(state, uid: uid)
-        do throws(S3Error) {
-            lastETag = .some(try await bucket.putKeyObject(object, uid: uid, ifMatch: etag))
-        } catch {
-            if error.kind == .preconditionFailed || error.kind == .notFound {
-                do throws(KeyLookFailure) { try save(before) } catch {
-                    // The pending marker stays: the loop settles it from the bucket.
-                    nextLook = nil
-                }
-                return .failure(.changedMeanwhile)
-            }
-            // Whether the bucket took it is unknown: the loop finds out which recovery key
-            // the key object opens with, and keeps that one.
-            nextLook = nil
-            loop.wake()
-            return .failure(.bucket("the new recovery key may not have reached the bucket (\(error)): photolalad keeps whichever "
-                + "recovery key the bucket's key object opens with; run `sudo photolalactl recovery-key` in a minute to see it"))
+        // Whether the bucket took it may be unknown: the loop finds out which recovery key
+        // the key object opens with, and keeps that one.
+        switch await putChange(state.keyObject(uid: uid), uid: uid, over: etag, before: before, unknown: {
+            "the new recovery key may not have reached the bucket (\($0)): photolalad keeps whichever "
+                + "recovery key the bucket's key object opens with; run `sudo photolalactl recovery-key` in a minute to see it"
+        }) {
+        case .success(let written): lastETag = .some(written)
+        case .failure(let refusal): return .failure(refusal)
         }
         state.pending = nil
         // The answer carries the new key to the command, which prints it.
@@ -650,6 +594,28 @@ package actor KeyService: Service, MetadataKeySource {
         return .success(ShownRecoveryKey(state, outdated: false))
     }
 
+    /// The step a rotation and a new account key share, once the key file says what is under
+    /// way: the key object put over the one `etag` names. Another NAS wrote it meanwhile (412,
+    /// or gone): the key file goes back to `before`. Any other failure leaves it unknown
+    /// whether the bucket took it: the loop looks at once, and `unknown` words it.
+    private func putChange(_ object: [UInt8], uid: String, over etag: String?, before: AccountKeyState,
+                           unknown: (S3Error) -> String) async -> Result<String, RecoveryKeyRefusal> {
+        do throws(S3Error) {
+            return .success(try await bucket.putKeyObject(object, uid: uid, ifMatch: etag))
+        } catch {
+            if error.kind == .preconditionFailed || error.kind == .notFound {
+                do throws(KeyLookFailure) { try save(before) } catch {
+                    // The pending marker stays: the loop settles it from the bucket.
+                    nextLook = nil
+                }
+                return .failure(.changedMeanwhile)
+            }
+            nextLook = nil
+            loop.wake()
+            return .failure(.bucket(unknown(error)))
+        }
+    }
+
     /// `logout`: why this NAS must not forget the account key now, in a sentence with the
     /// command that shows its recovery key; nil when it may. It must not while it holds the
     /// key and the recovery key was never shown nor entered here since it was made or
@@ -666,27 +632,11 @@ package actor KeyService: Service, MetadataKeySource {
                 held = try? self.store.load()
             }
             guard let held, held.recoveryShownAt == nil, !(self.loaded && self.outdated) else { return nil }
-            let making = held.pending == .creating
-                ? " (it is still being made: run the command again in a few seconds)" : ""
-            return "This NAS holds the account's key (fingerprint \(held.fingerprint)), and its recovery key was never shown "
-                + "nor entered here: after a logout no NAS could read this account's manifests. Show it and keep it somewhere "
-                + "other than this NAS: sudo photolalactl recovery-key\(making); then log out again. To log out anyway and lose "
-                + "this copy: sudo photolalactl logout --forget-key"
+            return Self.logoutHoldSentence(held)
         }
     }
 
     // MARK: recovery-key --rotate --new-account-key
-
-    /// What `--new-account-key` did: the new recovery key shown, and how many objects of
-    /// how many devices were sealed again.
-    package struct NewAccountKey: Sendable, Equatable {
-        package var shown: ShownRecoveryKey
-        package var previousFingerprint: String
-        package var sealed: Int
-        package var devices: Int
-        /// Objects that opened under neither key, left as they were.
-        package var unreadable: [String]
-    }
 
     /// `recovery-key --rotate --new-account-key` (privacy.md "No side doors"): a new account
     /// key and recovery key; every object under the account's metadata, of every device,
@@ -721,7 +671,7 @@ package actor KeyService: Service, MetadataKeySource {
                                            recoveryCreatedAt: before.recoveryCreatedAt, generation: before.generation)
         var state = AccountKeyState(userId: uid, accountKey: .generate(), recoveryKey: .generate(), recoveryCreatedAt: Self.millis(clock.now()),
                                     pending: .newAccountKey(old), generation: max(before.generation, seenGeneration) + 1)
-        remember(state)
+        state.registerSecrets()
         do throws(KeyLookFailure) {
             try save(state)
         } catch {
@@ -729,22 +679,15 @@ package actor KeyService: Service, MetadataKeySource {
         }
         logger.notice("making a new account key: every object under the account's metadata is sealed again",
                       metadata: ["fingerprint": "\(state.fingerprint)", "previous": "\(before.fingerprint)"])
-        let object = KeyObject.wrap(state.accountKey, recoveryCreatedAt: state.recoveryCreatedAt, recovery: state.recoveryKey, userId: uid,
-                                    extras: .init(generation: state.generation, previous: old.accountKey, endorsedBy: old.accountKey))
+        // Whether the bucket took it may be unknown: the loop looks, and goes on (the
+        // transitional object is there) or keeps the previous key (it is not).
         let written: String
-        do throws(S3Error) {
-            written = try await bucket.putKeyObject(object, uid: uid, ifMatch: etag)
-        } catch {
-            if error.kind == .preconditionFailed || error.kind == .notFound {
-                do throws(KeyLookFailure) { try save(before) } catch { nextLook = nil }
-                return .failure(.changedMeanwhile)
-            }
-            // Whether the bucket took it is unknown: the loop looks, and goes on (the
-            // transitional object is there) or keeps the previous key (it is not).
-            nextLook = nil
-            loop.wake()
-            return .failure(.bucket("the new account key may not have reached the bucket (\(error)): photolalad goes on with it if "
-                + "it did, or keeps the previous one; run `sudo photolalactl recovery-key` in a few minutes to see which"))
+        switch await putChange(state.transitionalKeyObject(uid: uid, replacing: old), uid: uid, over: etag, before: before, unknown: {
+            "the new account key may not have reached the bucket (\($0)): photolalad goes on with it if "
+                + "it did, or keeps the previous one; run `sudo photolalactl recovery-key` in a few minutes to see which"
+        }) {
+        case .success(let tag): written = tag
+        case .failure(let refusal): return .failure(refusal)
         }
         var marked = old
         marked.resealing = true
@@ -776,29 +719,18 @@ package actor KeyService: Service, MetadataKeySource {
         }
         let reseal = AccountReseal(userId: uid, old: old.accountKey, new: state.accountKey,
                                    wrap: SealedRecord.Wrap(recovery: state.recoveryKey, createdAt: state.recoveryCreatedAt))
-        var total = AccountReseal.Report()
-        // Another NAS may have sealed a segment under the old key while this one went by (it
-        // stops at its next write, once it sees the new key object): a pass that finds
-        // nothing left to seal ends it.
-        for _ in 0..<3 {
-            let report: AccountReseal.Report
-            do {
-                report = try await reseal.run(ResealBucket(bucket: bucket, uid: uid)) { [weak self] r in
-                    // Awaited, not a task per device: progress lands in order, and none after the end.
-                    await self?.progress(r.sealed)
-                }
-            } catch let error as S3Error {
-                throw KeyLookFailure(error)
-            } catch {
-                throw .local("cannot seal the account's objects again: \(error)")
+        let total: AccountReseal.Report
+        do {
+            total = try await reseal.runUntilSettled(ResealBucket(bucket: bucket, uid: uid)) { [weak self] r in
+                // Awaited, not a task per device: progress lands in order, and none after the end.
+                await self?.progress(r.sealed)
             }
-            total.sealed += report.sealed
-            total.devices = report.devices
-            total.unreadable = report.unreadable
-            if report.sealed == 0 { break }
+        } catch let error as S3Error {
+            throw KeyLookFailure(error)
+        } catch {
+            throw .local("cannot seal the account's objects again: \(error)")
         }
-        let final = KeyObject.wrap(state.accountKey, recoveryCreatedAt: state.recoveryCreatedAt, recovery: state.recoveryKey, userId: uid,
-                                   extras: .init(generation: state.generation, endorsedBy: old.accountKey))
+        let final = state.finalKeyObject(uid: uid, replacing: old)
         do throws(S3Error) {
             let current = try await bucket.keyObject(uid)
             lastETag = .some(try await bucket.putKeyObject(final, uid: uid, ifMatch: current?.etag ?? etag))

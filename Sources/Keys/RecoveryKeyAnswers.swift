@@ -19,6 +19,19 @@ package struct ShownRecoveryKey: Sendable, Equatable {
     }
 }
 
+extension KeyService {
+    /// What `--new-account-key` did: the new recovery key shown, and how many objects of
+    /// how many devices were sealed again.
+    package struct NewAccountKey: Sendable, Equatable {
+        package var shown: ShownRecoveryKey
+        package var previousFingerprint: String
+        package var sealed: Int
+        package var devices: Int
+        /// Objects that opened under neither key, left as they were.
+        package var unreadable: [String]
+    }
+}
+
 /// How a sign-in left the key, for `login`'s hint: made here (keep the recovery key), or
 /// in any other state (`ready`, `needed`, `unreadable`).
 package struct KeySignInOutcome: Sendable, Equatable {

@@ -19,32 +19,6 @@ import Vault
 /// account's changes); it also looks every `pollInterval` for changes nothing signals
 /// (files gone or moved).
 package actor ManifestService: Service, Stage {
-    package struct Options: Sendable, Equatable {
-        package var folders: [String]
-        package var deviceName: String
-        package var policy: ManifestPolicy
-        package var trust: TLSTrust
-        /// How often this NAS's own manifest in the bucket is looked at for a downgrade or an
-        /// older record put back (`PHOTOLALAD_MANIFEST_CHECK_INTERVAL`, seconds, for tests).
-        package var ownCheckInterval: TimeInterval = 3600
-
-        /// The one mapping from settings, at start and on reload.
-        package init(_ settings: Settings, environment: [String: String] = ProcessInfo.processInfo.environment) {
-            folders = settings.watch.folders
-            deviceName = settings.account.deviceName ?? HostName.current()
-            policy = ManifestPolicy()
-            trust = TLSTrust(caFile: settings.tls.caFile)
-            // A tuning knob for tests and for people measuring compaction: compact after
-            // this many log segments (docs/manifest.md).
-            if let n = environment["PHOTOLALAD_MANIFEST_COMPACT_SEGMENTS"].flatMap(Int.init), n > 0 {
-                policy.maxLogSegments = n
-            }
-            if let n = environment["PHOTOLALAD_MANIFEST_CHECK_INTERVAL"].flatMap(Double.init), n > 0 {
-                ownCheckInterval = n
-            }
-        }
-    }
-
     /// The queue, clock, log, status feed and audit trail (`Stage` reads them through it).
     package nonisolated let context: StageContext
     private let session: BucketSession
@@ -209,16 +183,7 @@ package actor ManifestService: Service, Stage {
     private func reanchor(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey, fingerprint: String) async throws {
         guard var l = ledger else { return }
         if l.keyFingerprint != nil && l.seq > 0 {
-            var sha: String?
-            if let bytes = try await store.bytes(keys.log(l.seq)),
-               let (segment, _) = try? ManifestSegment.open(bytes, key: key, objectKey: keys.log(l.seq)),
-               segment.header.kind == .log, segment.header.seq == l.seq {
-                sha = ManifestSegment.sealedDigestHex(of: bytes)
-            } else if l.snapshot == l.seq, let bytes = try await store.bytes(keys.snapshotIndex(l.seq)),
-                      let (index, _) = try? ManifestSegment.open(bytes, key: key, objectKey: keys.snapshotIndex(l.seq)),
-                      index.header.kind == .snapshotIndex, let prev = index.header.prev {
-                sha = prev
-            }
+            let sha = try await store.headSHA(l.seq, snapshot: l.snapshot == l.seq, keys, key)
             if let sha {
                 l.headSHA = sha
             } else {
@@ -398,33 +363,13 @@ package actor ManifestService: Service, Stage {
         logger.debug("manifest segment written", metadata: ["seq": "\(seq)", "entries": "\(all.count)", "bytes": "\(bytes.count)"])
     }
 
-    /// The folder records a batch of file records brings: each folder from the watched
-    /// folder down to the files' own, stat'ed now, whose owner, group or mode the manifest
-    /// does not hold yet. A folder's time alone changing (a file added) is not a change.
+    /// The folder records a batch of file records brings (`ManifestFolders`), against what
+    /// the manifest holds of each folder.
     private func folderRecords(for records: [ManifestRecord], time: Int64) async throws -> [ManifestRecord] {
-        var seen = ExactKeyed<String>()
-        var wanted: [String] = []
-        // Files come in runs of one folder: a file whose folder is the previous file's adds
-        // nothing, and comparing bytes costs less than building and hashing its folders.
-        var previous: (path: String, folder: String)?
-        for r in records where r.kind == 1 || r.kind == 2 {
-            if let p = previous, ExactPath.bytesEqual(p.folder, r.folder), ExactPath.sameParent(p.path, r.path) { continue }
-            previous = (r.path, r.folder)
-            for f in ManifestChanges.folders(above: r.path, in: r.folder) where seen[f] == nil {
-                seen[f] = r.folder
-                wanted.append(f)
-            }
-        }
-        guard !wanted.isEmpty else { return [] }
-        let known = try await database.manifestFolderRecords(wanted)
-        var out: [ManifestRecord] = []
-        for path in wanted {
-            guard let (owner, mtime) = FolderStat.of(path), let folder = seen[path] else { continue }
-            if let last = known[path], ManifestChanges.sameOwner(last.owner, owner) { continue }
-            out.append(ManifestRecord(kind: 4, path: path, folder: folder, time: time, size: nil, md5: nil, mtimeSec: mtime.sec,
-                                      mtimeNsec: mtime.nsec, owner: names.ownership(owner)))
-        }
-        return out
+        let wanted = ManifestFolders(records)
+        guard !wanted.paths.isEmpty else { return [] }
+        let known = try await database.manifestFolderRecords(wanted.paths)
+        return wanted.records(known: known, time: time, names: &names)
     }
 
     /// Writes a snapshot of the whole mirror as of the last segment, then deletes what it
@@ -482,7 +427,7 @@ package actor ManifestService: Service, Stage {
         // What the newest complete snapshot makes useless: the logs it covers, older
         // snapshots, unfinished ones older than it.
         let chain = ManifestChain(keys: try await store.keys(under: keys.prefix), layout: keys)
-        try await delete(chain.stale, store, keys, why: "compaction")
+        try await store.delete(chain.stale, keys, why: "compaction", audit: audit, logger: logger)
         // A compaction is a burst: what it freed goes back to the system now.
         photolala_trim_malloc()
     }
@@ -574,30 +519,6 @@ package actor ManifestService: Service, Stage {
                                                                 "why": .string("manifest encrypted (format 2)")]))
     }
 
-    /// Deletes `stale` one by one, then records how many went (and, if one failed after
-    /// some went, that it did).
-    private func delete(_ stale: [String], _ store: ManifestStore, _ keys: ManifestKeys, why: String) async throws {
-        guard !stale.isEmpty else { return }
-        var deleted = 0
-        func record(_ outcome: AuditOutcome, _ error: (any Error)? = nil) {
-            var details: AuditDetails = ["prefix": .string(keys.prefix), "count": .int(Int64(deleted)), "why": .string(why)]
-            if let error { details["error"] = .string("\(error)"); details["of"] = .int(Int64(stale.count)) }
-            audit?.record(AuditEvent(.s3Delete, by: .daemon, outcome, details))
-            logger.info("deleted manifest objects", metadata: ["prefix": "\(keys.prefix)", "count": "\(deleted)", "why": "\(why)"])
-        }
-        do {
-            for key in stale {
-                try await store.delete(key)
-                deleted += 1
-            }
-        } catch {
-            // What went before the failure is recorded; a delete that failed removed nothing.
-            if deleted > 0 { record(.failed, error) }
-            throw error
-        }
-        record(.ok)
-    }
-
     // MARK: comparing the bucket's manifest with the ledger (see `ManifestSync`)
 
     private func sync(_ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey) async throws {
@@ -637,7 +558,7 @@ package actor ManifestService: Service, Stage {
                 }
             } catch let error as ManifestReadError {
                 logger.warning("a manifest segment in the bucket cannot be used; writing it again: \(error)")
-                try await delete(plan.unusable(seq), store, keys, why: "unusable segment")
+                try await store.delete(plan.unusable(seq), keys, why: "unusable segment", audit: audit, logger: logger)
                 break
             }
             current = try await adopt(segment, seq: seq, sha256: ManifestSegment.sealedDigestHex(of: sealed))
@@ -648,7 +569,7 @@ package actor ManifestService: Service, Stage {
             logger.warning("the bucket lacks manifest segments this NAS wrote; writing a snapshot of the whole manifest again")
             needsSnapshot = true
         case .tidy(let stale):
-            try await delete(stale, store, keys, why: "tidy")
+            try await store.delete(stale, keys, why: "tidy", audit: audit, logger: logger)
         }
         ledger = current
     }
@@ -666,68 +587,12 @@ package actor ManifestService: Service, Stage {
         return saved
     }
 
-    /// A new mirror from the snapshot `seq`; every backed-up file stays a change, which
-    /// then finds its record already there and writes nothing.
+    /// A new mirror from the snapshot `seq` (`ManifestRebuild`); the record's counter stays.
     private func rebuild(from seq: Int64, _ store: ManifestStore, _ keys: ManifestKeys, _ key: MetadataKey, writer: String) async throws -> ManifestLedger {
         logger.notice("rebuilding the manifest mirror from the bucket", metadata: ["snapshot": "\(seq)"])
-        let counter = ledger?.counter
-        try await database.resetManifest(ManifestLedger(userId: keys.userId, deviceId: keys.deviceId, writer: writer))
-        let index = try await store.sealedSegment(keys.snapshotIndex(seq), key: key).segment
-        guard index.header.kind == .snapshotIndex, index.header.seq == seq, let prev = index.header.prev else {
-            throw ManifestReadError.damaged(keys.snapshotIndex(seq), "it is not the index of snapshot \(seq)")
-        }
-        var ord: Int64 = 0
-        var saved = try await database.manifestLedger()
-        for part in index.header.parts ?? [] {
-            let segment = try await store.sealedSegment(keys.snapshotPart(seq, part: part.part), key: key, digest: part.sha256).segment
-            let records = segment.entries.compactMap(ManifestChanges.record)
-            saved = try await database.recordManifestSegment(seq: seq, records: records, through: nil, ordBase: ord) { l in
-                l.seq = seq
-                l.snapshot = seq
-                l.snapshotEntries += Int64(records.count)
-                l.lastChange = max(l.lastChange ?? 0, records.map(\.time).max() ?? 0)
-            }
-            ord += Int64(records.count)
-        }
-        var result = saved ?? ManifestLedger(userId: keys.userId, deviceId: keys.deviceId, writer: writer)
-        result.headSHA = prev
-        result.counter = counter
-        try await database.saveManifestLedger(result)
+        let result = try await ManifestRebuild(database: database, store: store, keys: keys, key: key)
+            .mirror(from: seq, writer: writer, counter: ledger?.counter)
         ledger = result
         return result
-    }
-}
-
-/// The manifest's objects in the bucket under `metadata/{userId}/`, through the stage's
-/// session: each request on its own, with no transient retry in place
-/// (`BucketBudget.handBack`): a failed step is tried again on the stage's backoff.
-private struct ManifestStore: ManifestObjects {
-    let session: BucketSession
-    let prefix: String
-
-    init(session: BucketSession, userId: String) {
-        self.session = session
-        prefix = ManifestKeys.userPrefix(userId)
-    }
-
-    func keys(under prefix: String, from token: String?) async throws(S3Error) -> (keys: [String], next: String?) {
-        let page = try await session.perform(under: self.prefix) { bucket throws(S3Error) in
-            try await bucket.listObjects(prefix: prefix, continuationToken: token)
-        }
-        return (page.objects.map(\.key), page.nextContinuationToken)
-    }
-
-    func bytes(_ key: String) async throws(S3Error) -> [UInt8]? {
-        try await session.perform(under: prefix) { bucket throws(S3Error) in try await bucket.getObjectIfPresent(key: key)?.bytes }
-    }
-
-    func put(_ key: String, _ bytes: [UInt8], contentType: String = "application/octet-stream", ifNoneMatch: Bool = false) async throws(S3Error) {
-        _ = try await session.perform(under: prefix) { bucket throws(S3Error) in
-            try await bucket.putObject(key: key, bytes: bytes, contentType: contentType, ifNoneMatch: ifNoneMatch)
-        }
-    }
-
-    func delete(_ key: String) async throws(S3Error) {
-        try await session.perform(under: prefix) { bucket throws(S3Error) in try await bucket.deleteObject(key: key) }
     }
 }

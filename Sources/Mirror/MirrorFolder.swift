@@ -148,3 +148,52 @@ package struct MirrorFolder: Sendable {
         }
     }
 }
+
+extension MirrorFolder {
+    /// What making the folder ready takes now.
+    enum Preparation: Equatable {
+        /// Ready as it is.
+        case ready
+        /// Not usable now; the sentence says why and what to do.
+        case problem(String)
+        /// Writable and without this account's marker as recorded: the marker is to be
+        /// written and the folder recorded (files already in it are then adopted).
+        case claim
+    }
+
+    /// The folder against `marker`, the id recorded for it (nil: none recorded for this
+    /// folder and account), and the account's tag. Makes it when missing and never marked.
+    func preparation(marker: String?, account accountTag: String) -> Preparation {
+        switch look() {
+        case .ready(let id, let account):
+            if let account, account != accountTag {
+                return .problem("\(path) holds the copy of another Photolala account (its \(MirrorNaming.marker) says so): set mirror.folder to another folder, or move that one away")
+            }
+            if let id, id == marker, account != nil { break }
+            if let problem = unwritable() { return .problem(problem) }
+            return .claim
+        case .unmarked:
+            if marker != nil {
+                return .problem("\(path) has lost its \(MirrorNaming.marker): the volume is probably not mounted, so the mirror waits. If it is the right folder, put the marker back: touch \(path)/\(MirrorNaming.marker)")
+            }
+            if let problem = unwritable() { return .problem(problem) }
+            return .claim
+        case .missing(let parentExists):
+            if marker != nil {
+                return .problem("\(path) is missing: the volume is probably not mounted, so the mirror waits (it never creates the folder again by itself; mount it, or remove mirror.folder)")
+            }
+            guard parentExists else {
+                return .problem("\(path) cannot be made: the folder above it does not exist (create it, or set mirror.folder to a folder whose parent exists)")
+            }
+            do {
+                try create()
+            } catch {
+                return .problem("\(error)")
+            }
+            return .claim
+        case .unusable(let why):
+            return .problem(why)
+        }
+        return unwritable().map(Preparation.problem) ?? .ready
+    }
+}

@@ -24,60 +24,6 @@ import Synchronization
 /// deleted because the account deleted it. It waits while the account, the user, the
 /// bandwidth timetable, the folder or its free space say so (`MirrorPause`).
 package actor MirrorService: Service, Stage {
-    package struct Options: Sendable {
-        package var folder: String?
-        package var include: Settings.Mirror.Include
-        package var onCloudDelete: Settings.Mirror.OnCloudDelete
-        package var minFree: Settings.Mirror.FreeSpace
-        package var downloadLimit: Int64?
-        package var thawArchived: Bool
-        /// `owner` as ids (`UInt32.max`: that one unchanged); nil: the daemon's.
-        package var owner: (uid: UInt32, gid: UInt32)?
-        /// Why `owner` names nobody on this system now (nil: it does, or none is set).
-        package var ownerProblem: String?
-        package var fileMode: UInt32
-        package var dirMode: UInt32
-        package var checkInterval: TimeInterval
-        package var listInterval: TimeInterval
-        package var trust: TLSTrust
-        /// Where the catalog's copy goes (the state directory).
-        package var scratchDirectory: String
-        /// Objects fetched at once; 2 while uploads are under way.
-        package var concurrency = 8
-        package var whileUploading = 2
-
-        package init(_ settings: Settings) {
-            let m = settings.mirror
-            folder = m.folder
-            include = m.include
-            onCloudDelete = m.onCloudDelete
-            minFree = m.minFree
-            downloadLimit = m.downloadLimit
-            thawArchived = m.thawArchived
-            fileMode = m.fileMode
-            dirMode = m.dirMode
-            checkInterval = Units.seconds(m.checkInterval)
-            listInterval = Units.seconds(m.listInterval)
-            trust = TLSTrust(caFile: settings.tls.caFile)
-            scratchDirectory = settings.daemon.stateDir
-            if let o = m.owner {
-                let names = Identities()
-                let uid = o.user.map { UInt32($0) ?? names.user($0) } ?? UInt32.max
-                let gid = o.group.map { UInt32($0) ?? names.group($0) } ?? UInt32.max
-                if let uid, let gid {
-                    owner = (uid, gid)
-                } else {
-                    ownerProblem = "mirror.owner \(o) names nobody on this system now: the copies keep photolalad's owner"
-                }
-            }
-        }
-
-        var same: [String] {
-            [folder ?? "", include.rawValue, onCloudDelete.rawValue, minFree.description, "\(downloadLimit ?? 0)", "\(thawArchived)",
-             owner.map { "\($0.uid):\($0.gid)" } ?? "", "\(fileMode)", "\(dirMode)", "\(checkInterval)", "\(listInterval)"]
-        }
-    }
-
     /// Reads the bucket in place 4 times (0.25–8 s) before a pass or an object waits.
     package static let budget = BucketBudget(transientRetries: 4, backoff: Backoff(base: 1, cap: 8, jitter: .full, floor: 0.25),
                                      repeatsUnreadableAnswers: true)
@@ -249,38 +195,11 @@ package actor MirrorService: Service, Stage {
             memory = MirrorSchedule.Memory()
             catalog = nil
         }
-        let marker = ours ? known[Self.markerKey] : nil
-        switch folder.look() {
-        case .ready(let id, let account):
-            if let account, account != accountTag {
-                return "\(path) holds the copy of another Photolala account (its \(MirrorNaming.marker) says so): set mirror.folder to another folder, or move that one away"
-            }
-            if let id, id == marker, account != nil { break }
-            if let problem = folder.unwritable() { return problem }
-            return await claim(folder, account: accountTag)
-        case .unmarked:
-            if marker != nil {
-                return "\(path) has lost its \(MirrorNaming.marker): the volume is probably not mounted, so the mirror waits. If it is the right folder, put the marker back: touch \(path)/\(MirrorNaming.marker)"
-            }
-            if let problem = folder.unwritable() { return problem }
-            return await claim(folder, account: accountTag)
-        case .missing(let parentExists):
-            if marker != nil {
-                return "\(path) is missing: the volume is probably not mounted, so the mirror waits (it never creates the folder again by itself; mount it, or remove mirror.folder)"
-            }
-            guard parentExists else {
-                return "\(path) cannot be made: the folder above it does not exist (create it, or set mirror.folder to a folder whose parent exists)"
-            }
-            do {
-                try folder.create()
-            } catch {
-                return "\(error)"
-            }
-            return await claim(folder, account: accountTag)
-        case .unusable(let why):
-            return why
+        switch folder.preparation(marker: ours ? known[Self.markerKey] : nil, account: accountTag) {
+        case .ready: return nil
+        case .problem(let why): return why
+        case .claim: return await claim(folder, account: accountTag)
         }
-        return folder.unwritable()
     }
 
     /// The marker written, the folder recorded as this account's: its files are adopted.
@@ -432,154 +351,29 @@ package actor MirrorService: Service, Stage {
     // MARK: the folder at a full pass
 
     private func survey(folder: String) async {
-        let survey = MirrorSurvey(database: database, root: folder)
         let (adopt, inFlight, clock) = (needsAdoption, Set(self.inFlight.keys), clock)
-        let result: Result<MirrorSurvey.Result, any Error>
-        do {
-            result = .success(try await survey.run(adopt: adopt, inFlight: inFlight, now: { clock.now() }, cancelled: { false }))
-        } catch {
-            result = .failure(error)
-        }
-        switch result {
-        case .success(let r):
-            if adopt { needsAdoption = false }
-            if r.adopted + r.moved + r.removed + r.temporaries > 0 {
-                logger.notice("the mirror looked at its folder", metadata: [
-                    "adopted": "\(r.adopted)", "moved": "\(r.moved)", "removedHere": "\(r.removed)", "temporaryFilesRemoved": "\(r.temporaries)"])
-            }
-            for problem in r.problems.prefix(3) { logger.warning("the mirror could not read a folder of its own: \(problem)") }
-        case .failure(let error):
-            logger.error("the mirror could not look at its folder: \(error)")
-        }
+        let looked = await MirrorSurvey(database: database, root: folder).look(adopt: adopt, inFlight: inFlight, now: { clock.now() },
+                                                                                 logger: logger)
+        if looked, adopt { needsAdoption = false }
     }
 
     // MARK: what the account lost
 
-    /// Moves copies the account lost into `.trash/`, unless that many at once looks like a
-    /// listing gone wrong (`TrashGuard`): then they stay, counted as only on this NAS.
+    /// Copies the account lost, into `.trash/` (`MirrorTrash`).
     private func trash(_ entries: [MirrorEntry]) async {
         guard !entries.isEmpty, let folder = options.folder else { return }
-        let now = clock.now()
-        let present = ((try? await database.mirrorCounts()) ?? MirrorCounts()).present
-        guard TrashGuard.allows(trashing: entries.count, present: present) else {
-            let why = "\(entries.count) copies would move into \(MirrorNaming.trashFolder)/ at once, more than half of the \(present) here: nothing was moved; they stay, counted as only on this NAS (the next full listing decides again)"
-            logger.warning("\(why)")
-            lastError = why
-            try? await database.applyMirror(saving: entries.map { var e = $0; e.gone = true; return e }, forgetting: [], now: now)
-            return
-        }
-        let paths = MirrorPaths(root: folder)
-        var moved = 0
-        var saving: [MirrorEntry] = []
-        for entry in entries {
-            var e = entry
-            e.gone = true
-            guard let path = entry.path else { continue }
-            var done = false
-            for n in 1...MirrorNaming.maxCandidates {
-                let to = MirrorNaming.trash(path, attempt: n)
-                do {
-                    if try paths.move(path, to: to, dirMode: options.dirMode, owner: options.owner) {
-                        e.state = .trashed
-                        e.path = to
-                        done = true
-                        break
-                    }
-                } catch {
-                    // Not there any more (removed here): nothing to move.
-                    e.state = paths.identity(of: path) == nil ? .removed : e.state
-                    lastError = error.description
-                    break
-                }
-            }
-            if done { moved += 1 }
-            saving.append(e)
-        }
-        try? await database.applyMirror(saving: saving, forgetting: [], now: now)
-        if moved > 0 {
-            logger.notice("the account lost objects the mirror had: their copies moved into \(MirrorNaming.trashFolder)/", metadata: ["count": "\(moved)"])
-            audit?.record(AuditEvent(.mirrorTrash, by: .daemon, .ok, ["count": .int(Int64(moved)), "folder": .string(folder)]))
-        }
+        let trash = MirrorTrash(database: database, folder: folder, dirMode: options.dirMode, owner: options.owner, clock: clock,
+                                logger: logger, audit: audit)
+        if let problem = await trash.run(entries) { lastError = problem }
     }
 
     // MARK: archived objects
 
-    /// With `thaw_archived`, archived objects are asked back (Bulk) once; those asked back
-    /// are looked at as `ThawRule` says, and fetched once readable.
+    /// Archived objects asked back and looked at (`MirrorThaw`).
     private func thaw(userId: String) async {
-        let prefix = "photos/\(userId)/"
-        let rule = ThawRule(checkInterval: options.checkInterval)
-        let now = clock.now()
-        if options.thawArchived {
-            let archived = (try? await database.mirrorEntries(in: [.archived], limit: 1000)) ?? []
-            for entry in archived where !entry.gone && entry.thawAskedAt == nil && (entry.nextAttemptAt ?? 0) <= now.timeIntervalSince1970 {
-                await ask(entry, prefix: prefix, rule: rule)
-            }
-        }
-        let due = (try? await database.mirrorEntries(in: [.thawing], dueBy: now, limit: 1000)) ?? []
-        for entry in due {
-            let key = entry.key(userId: userId)
-            let info: S3Client.ObjectInfo?
-            do {
-                info = try await session.perform(under: prefix, budget: Self.budget) { bucket throws(S3Error) in try await bucket.headObject(key: key) }
-            } catch {
-                continue
-            }
-            let status: ThawRule.RestoreStatus? = switch info?.restore {
-            case .available?: .available
-            case .inProgress?: .inProgress
-            case nil: nil
-            }
-            var e = entry
-            switch ThawRule.step(storageClass: info?.storageClass, restore: status, exists: info != nil) {
-            case .fetch, .readable:
-                e.state = .pending
-                e.attempts = 0
-                e.nextAttemptAt = nil
-            case .wait:
-                e.attempts += 1
-                e.nextAttemptAt = rule.nextLook(askedAt: Date(timeIntervalSince1970: e.thawAskedAt ?? now.timeIntervalSince1970), looks: e.attempts + 1)
-                    .timeIntervalSince1970
-            case .askAgain:
-                await ask(e, prefix: prefix, rule: rule)
-                continue
-            case .gone:
-                if case .forget = MirrorPlan.lost(e, onCloudDelete: options.onCloudDelete) {
-                    try? await database.applyMirror(saving: [], forgetting: [e.md5], now: now)
-                }
-                continue
-            }
-            try? await database.saveMirror(e, now: now)
-        }
-        if !due.isEmpty { markCounts() }
-    }
-
-    private func ask(_ entry: MirrorEntry, prefix: String, rule: ThawRule) async {
-        let key = prefix + entry.md5.hex + ".dat"
-        let now = clock.now()
-        var e = entry
-        do {
-            let answer = try await session.perform(under: prefix, budget: Self.budget) { bucket throws(S3Error) in
-                try await bucket.restoreObject(key: key, days: rule.days, tier: ThawRule.tier)
-            }
-            e.thawAskedAt = now.timeIntervalSince1970
-            switch answer {
-            case .available:
-                e.state = .pending
-                e.nextAttemptAt = nil
-            case .started, .inProgress:
-                e.state = .thawing
-                e.attempts = 0
-                e.nextAttemptAt = rule.nextLook(askedAt: now, looks: 1).timeIntervalSince1970
-                logger.info("the mirror asked an archived object back", metadata: ["key": "\(key)", "class": "\(entry.storageClass)"])
-            }
-        } catch {
-            e.lastError = "could not be asked back from \(entry.storageClass): \(error)"
-            e.nextAttemptAt = now.addingTimeInterval(Self.retry.delay(after: max(1, e.attempts + 1), random: .random(in: 0..<1))).timeIntervalSince1970
-            e.attempts += 1
-        }
-        try? await database.saveMirror(e, now: now)
-        markCounts()
+        let thaw = MirrorThaw(database: database, session: session, userId: userId, rule: ThawRule(checkInterval: options.checkInterval),
+                              onCloudDelete: options.onCloudDelete, clock: clock, logger: logger)
+        await thaw.run(thawArchived: options.thawArchived) { await self.markCounts() }
     }
 
     // MARK: the pull
@@ -790,31 +584,11 @@ package actor MirrorService: Service, Stage {
             counts = fresh
             countsAt = clock.now()
         }
-        var m = DaemonStatus.Mirror()
-        guard let folder = options.folder else { return m }
-        m.folder = folder
-        m.state = pause != nil ? .paused : pulling || !inFlight.isEmpty ? .pulling : .idle
-        m.pauseReason = pause.map { DaemonStatus.Mirror.PauseReason(rawValue: $0.rawValue) ?? .folder }
-        let c = counts
-        m.inAccount = c.inAccount
-        m.present = c.present
-        m.pending = c.pending
-        m.pendingBytes = c.pendingBytes
-        m.copied = c.copied
-        m.adopted = c.adopted
-        m.archived = c.archived
-        m.thawing = c.thawing
-        m.onlyHere = c.onlyHere
-        m.removedHere = c.removedHere
-        m.refused = c.refused
-        m.refusedRepeatedly = c.refusedRepeatedly
-        m.trashed = c.trashed
-        m.rate = meter.rate()
-        m.lastPassAt = memory.fullPassAt.map(Timestamp.string)
+        guard let folder = options.folder else { return DaemonStatus.Mirror() }
         let plan = MirrorSchedule(checkInterval: options.checkInterval, listInterval: options.listInterval)
-        m.nextCheckAt = Timestamp.string(plan.nextLookAt(memory, now: clock.now()))
-        m.lastError = pause == .folder ? folderProblem : lastError ?? options.ownerProblem
-        return m
+        return DaemonStatus.Mirror(folder: folder, pause: pause, pulling: pulling || !inFlight.isEmpty, counts: counts, rate: meter.rate(),
+                                   lastPassAt: memory.fullPassAt, nextCheckAt: plan.nextLookAt(memory, now: clock.now()),
+                                   lastError: pause == .folder ? folderProblem : lastError ?? options.ownerProblem)
     }
 
     package func contribute(to s: inout DaemonStatus) async {

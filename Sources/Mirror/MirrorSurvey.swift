@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ManifestFormat
 import PhotolalaCore
 import Queue
@@ -165,5 +166,25 @@ package struct MirrorSurvey: Sendable {
     private enum Look: Sendable {
         case same(device: UInt64, inode: UInt64)
         case missing
+    }
+}
+
+extension MirrorSurvey {
+    /// A full pass's look at the folder: `run`, what it found said in the log. False: it
+    /// could not look (said too).
+    func look(adopt: Bool, inFlight: Set<MD5Value>, now: @escaping @Sendable () -> Date, logger: Logger) async -> Bool {
+        let r: Result
+        do {
+            r = try await run(adopt: adopt, inFlight: inFlight, now: now, cancelled: { false })
+        } catch {
+            logger.error("the mirror could not look at its folder: \(error)")
+            return false
+        }
+        if r.adopted + r.moved + r.removed + r.temporaries > 0 {
+            logger.notice("the mirror looked at its folder", metadata: [
+                "adopted": "\(r.adopted)", "moved": "\(r.moved)", "removedHere": "\(r.removed)", "temporaryFilesRemoved": "\(r.temporaries)"])
+        }
+        for problem in r.problems.prefix(3) { logger.warning("the mirror could not read a folder of its own: \(problem)") }
+        return true
     }
 }
