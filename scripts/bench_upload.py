@@ -6,8 +6,8 @@ then the daemon's peak RSS while uploading one 2 GiB file.
 With --https everything goes over TLS with a test CA made for the run: moto serves HTTPS,
 the daemon gets the CA as tls.ca_file, `aws` as --ca-bundle and rclone as --ca-cert.
 With --target rgw the server is Ceph's RADOS Gateway on a throw-away one-node cluster
-(Tests/e2e/support/rgw.py; memstore, so the photos live in RAM) and the peer is `aws s3
-cp`. Every run also counts the TCP connections each tool opened to the server (from
+(Tests/e2e/support/rgw.py; memstore, so the photos live in RAM), with the same two peers
+(the bucket emptied before each tool). Every run also counts the TCP connections each tool opened to the server (from
 `ss`: every socket to or from the server's port seen during the run and in TIME_WAIT
 after it), printed per photo.
 
@@ -229,7 +229,7 @@ def main() -> int:
                          "iam: the backend's long-term IAM keys, which moto authenticates with less work")
     ap.add_argument("--https", action="store_true", help="everything over TLS, trusting a test CA made for the run")
     ap.add_argument("--target", choices=["moto", "rgw"], default="moto",
-                    help="rgw: Ceph's RADOS Gateway on a one-node cluster, against `aws s3 cp` only")
+                    help="rgw: Ceph's RADOS Gateway on a one-node cluster (memstore)")
     ap.add_argument("--shape", metavar="RTT_MS:MBIT[:JITTER_MS]",
                     help="every tool through a shaping proxy: that round trip, that shared uplink rate")
     ap.add_argument("--bandwidth-limit", default="off", metavar="RATE",
@@ -245,9 +245,8 @@ def main() -> int:
         shape = {"rtt_ms": 0.0, "up_mbit": 0.0}   # a meter only
 
     binary = args.bin or release_binary()
-    if args.target == "moto":
-        ensure_rclone()
-    elif unavailable():
+    ensure_rclone()
+    if args.target == "rgw" and unavailable():
         sys.exit(unavailable())
     work = Path(tempfile.mkdtemp(prefix="photolala-bench-", dir="/var/tmp"))
     ca = TestCA(work / "ca") if args.https else None
@@ -340,9 +339,7 @@ def main() -> int:
             os.rename(run.watched / "photos", staging)
             return elapsed
 
-        tools = {"aws s3 cp --recursive": run_aws, "photolalad": run_daemon}
-        if args.target == "moto":
-            tools = {"aws s3 cp --recursive": run_aws, "rclone copy": run_rclone, "photolalad": run_daemon}
+        tools = {"aws s3 cp --recursive": run_aws, "rclone copy": run_rclone, "photolalad": run_daemon}
         names = list(tools)
         times: dict[str, list[float]] = {n: [] for n in names}
         cpu: dict[str, list[float]] = {n: [] for n in names}
