@@ -22,27 +22,10 @@ import Watcher
 /// `SettleRule`, `FolderProblems`, `Backoff`); this actor performs the I/O around them.
 /// It runs on three `StageLoop`s like every stage: settling (its step hands settled files
 /// on and returns the next settle deadline), scanning (one requested scan a step, or wait
-/// for the next request or the periodic rescan) and hashing (a worker per file in
+/// for the next request or the periodic rescan) and hashing (a worker per batch in
 /// flight, woken by files to read and by the queue's `needsHash`). The loops and the work
 /// its synchronous code starts are children of `run()`.
 package actor IngestService: Service, Stage {
-    package struct Options: Sendable, Equatable {
-        package var watcher: WatcherOptions
-        package var rescanInterval: Duration?
-        package var hashWorkers: Int
-
-        /// The one mapping from settings, at start and on reload.
-        package init(_ settings: Settings, hashWorkers: Int = ProcessInfo.processInfo.activeProcessorCount) {
-            let watch = settings.watch
-            watcher = WatcherOptions(folders: watch.folders, extensions: Set(watch.extensions), exclude: watch.exclude,
-                                     followSymlinks: watch.followSymlinks, settle: watch.settle)
-            rescanInterval = watch.rescanInterval
-            self.hashWorkers = max(1, hashWorkers)
-        }
-
-        package var settleRule: SettleRule { SettleRule(settle: watcher.settle) }
-    }
-
     /// As many files per hasher thread as it hashes at once, and a few more: while one
     /// batch of results is being written the threads go on with the next files.
     static let filesInFlightPerWorker = 4
@@ -506,18 +489,16 @@ package actor IngestService: Service, Stage {
         return nil
     }
 
-    /// A few files read by the pool (one batch per hash loop in flight), or wait for files
-    /// to read. One file a step when few wait; a long queue (a first start, a folder of
-    /// thousands dropped in) is shared out in batches of up to `hashBatch`, so the thread
-    /// and actor hops are paid once a batch: 100,000 small files took 7.8 s one a step.
+    /// Files read by the pool, or wait for files to read. One a step when few wait; a long
+    /// queue is shared out in batches of up to `hashBatch`: a thread and an actor hop a
+    /// batch, not a file.
     private func hashStep() async -> StageLoop.Next {
         let needsHash = database.signals.needsHash.generation
         if needsHash != needsHashSeen {
             needsHashSeen = needsHash
             await armBacklog()
         }
-        // The writer sets the pace: results waiting for it are memory (a million-file first
-        // start held 400 MB of them), so past a bound the loops wait for its next write.
+        // The writer sets the pace: past a bound, results waiting for it are only memory.
         guard hashed.count < Self.unrecordedLimit else { return .wake }
         guard !hashHeld, let first = await nextToHash() else { return .wake }
         var paths = [first]
@@ -548,9 +529,7 @@ package actor IngestService: Service, Stage {
     }
 
     /// One write at a time: results that arrive while a transaction commits wait for the
-    /// next one. Clearing `recordScheduled` before the write let every result that came
-    /// meanwhile start a transaction of its own — 100,000 small files on a first start
-    /// made about 1.1 million WAL writes, 11 a file (docs/benchmarks.md "First start").
+    /// next one, not a transaction each (docs/benchmarks.md "First start").
     private func recordHashed() async {
         let recorder = HashRecorder(database: database, payloadDigests: payloadDigests, meter: hashMeter, clock: clock,
                                     logger: logger)

@@ -94,15 +94,22 @@ extension QueueDatabase {
         guard !md5s.isEmpty else { return [:] }
         return try await read { db in
             var out: [MD5Value: MirrorEntry] = [:]
-            for start in stride(from: 0, to: md5s.count, by: 500) {
-                let chunk = md5s[start..<min(md5s.count, start + 500)]
-                let marks = chunk.map { _ in "?" }.joined(separator: ",")
+            try Self.inChunks(md5s.map(\.hex)) { marks, arguments in
                 for row in try Row.fetchAll(db, sql: "SELECT \(Self.mirrorColumns) FROM mirror_object WHERE md5 IN (\(marks))",
-                                            arguments: StatementArguments(chunk.map(\.hex))) {
+                                            arguments: arguments) {
                     if let e = Self.mirrorEntry(row) { out[e.md5] = e }
                 }
             }
             return out
+        }
+    }
+
+    /// Runs `body` once per 500 values, with their placeholders and arguments: an `IN`
+    /// list stays under SQLite's limit on bound parameters whatever the batch.
+    private static func inChunks(_ values: [String], _ body: (_ marks: String, _ arguments: StatementArguments) throws -> Void) rethrows {
+        for start in stride(from: 0, to: values.count, by: 500) {
+            let chunk = values[start..<min(values.count, start + 500)]
+            try body(chunk.map { _ in "?" }.joined(separator: ","), StatementArguments(Array(chunk)))
         }
     }
 
@@ -155,11 +162,8 @@ extension QueueDatabase {
         guard !paths.isEmpty else { return [] }
         return try await read { db in
             var out: Set<String> = []
-            for start in stride(from: 0, to: paths.count, by: 500) {
-                let chunk = paths[start..<min(paths.count, start + 500)]
-                let marks = chunk.map { _ in "?" }.joined(separator: ",")
-                out.formUnion(try String.fetchAll(db, sql: "SELECT path FROM mirror_object WHERE path IN (\(marks))",
-                                                  arguments: StatementArguments(Array(chunk))))
+            try Self.inChunks(paths) { marks, arguments in
+                out.formUnion(try String.fetchAll(db, sql: "SELECT path FROM mirror_object WHERE path IN (\(marks))", arguments: arguments))
             }
             return out
         }
