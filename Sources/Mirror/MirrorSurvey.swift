@@ -136,8 +136,8 @@ package struct MirrorSurvey: Sendable {
                        cancelled: @escaping @Sendable () -> Bool) async throws -> Int {
         let paths = self.paths
         var adopted: Set<MD5Value> = []
-        for start in stride(from: 0, to: files.count, by: 256) where !cancelled() {
-            let chunk = Array(files[start..<min(files.count, start + 256)])
+        for range in Self.adoptionChunks(files.map(\.size)) where !cancelled() {
+            let chunk = Array(files[range])
             let taken = try await database.mirrorPathsTaken(chunk.map(\.path))
             let digests = await Blocking.run {
                 chunk.map { file in taken.contains(file.path) ? nil : paths.digest(of: file.path, sha256: false) }
@@ -160,6 +160,25 @@ package struct MirrorSurvey: Sendable {
             try await database.applyMirror(saving: saving, forgetting: [], now: now())
         }
         return adopted.count
+    }
+
+    /// Consecutive ranges of at most 256 files and, past the first file, 256 MB: a chunk
+    /// is read in one `Blocking.run`, and a stop is looked at between chunks, so a folder
+    /// of large videos must not make one minutes long.
+    package static func adoptionChunks(_ sizes: [Int64], files: Int = 256, bytes: Int64 = 256 << 20) -> [Range<Int>] {
+        var chunks: [Range<Int>] = []
+        var start = 0
+        var total: Int64 = 0
+        for (i, size) in sizes.enumerated() {
+            if i > start && (i - start == files || total + size > bytes) {
+                chunks.append(start..<i)
+                start = i
+                total = 0
+            }
+            total += size
+        }
+        if start < sizes.count { chunks.append(start..<sizes.count) }
+        return chunks
     }
 
     /// What a copy's path holds at a survey, when it is not the copy as it was recorded.
