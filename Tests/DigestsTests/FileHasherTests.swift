@@ -278,12 +278,17 @@ import Digests
         #expect(answers.count == 2)
         for a in answers { #expect(a == .failure(.unreadable("the daemon is stopping"))) }
 
-        // One thread, one file at a time: 400 files take it tens of milliseconds, and the
-        // caller cancelled at once, or the pool stopped meanwhile, is answered for all.
-        var many: [String] = []
-        for i in 0..<400 {
+        // One thread, one file at a time, and the batch's first file 256 MiB (sparse: zeros
+        // hashed at the CPU's speed, a few tenths of a second): the files behind it are still
+        // queued when the caller is cancelled or the pool stops, so they are answered
+        // "stopping", all of them, whatever the machine's load.
+        let big = dir.appendingPathComponent("big.jpg")
+        #expect(FileManager.default.createFile(atPath: big.path, contents: nil))
+        #expect(truncate(big.path, 256 << 20) == 0)
+        var many: [String] = [big.path]
+        for i in 0..<399 {
             let g = dir.appendingPathComponent("m\(i).jpg")
-            try Self.randomFile(g, size: 100_000)
+            try Self.randomFile(g, size: 1_000)
             many.append(g.path)
         }
         let pool = HasherPool(workers: 1, level: Int32(PL_MD5_SCALAR))
