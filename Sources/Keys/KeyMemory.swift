@@ -105,13 +105,13 @@ package struct KeyMemory: Sendable {
 
     /// What reaching a state says in the log, and whether the phase and the reason the
     /// key is needed are news to the feeds.
-    struct Reached {
-        var say: (level: Logger.Level, line: String)?
-        var phaseChanged = false
-        var needed = false
+    package struct Reached {
+        package var say: (level: Logger.Level, line: String)?
+        package var phaseChanged = false
+        package var needed = false
     }
 
-    mutating func reach(_ state: KeyLifecycle.Decision.State) -> Reached {
+    package mutating func reach(_ state: KeyLifecycle.Decision.State) -> Reached {
         var reached = Reached()
         switch state {
         case .ready(let stale):
@@ -139,7 +139,7 @@ package struct KeyMemory: Sendable {
 
     /// The key file a change cut short goes back to, with what the log says of it; nil:
     /// none was under way.
-    static func reverted(_ state: AccountKeyState, uid: String) -> (state: AccountKeyState, why: String)? {
+    package static func reverted(_ state: AccountKeyState, uid: String) -> (state: AccountKeyState, why: String)? {
         switch state.pending {
         case .rotating(let previous, let at)?:
             (AccountKeyState(userId: uid, accountKey: state.accountKey, recoveryKey: previous, recoveryCreatedAt: at,
