@@ -197,15 +197,11 @@ package actor KeyService: Service, MetadataKeySource {
     /// Whether this NAS's own device record opens under `key` (absent: there is none).
     private func ownRecord(_ uid: String, key: AccountKey) async throws(KeyLookFailure) -> KeyLifecycle.OwnRecord {
         guard let device = await grants.deviceId else { return .absent }
-        let recordKey = ManifestKeys(userId: uid, deviceId: device).record
-        let bytes: [UInt8]?
         do throws(S3Error) {
-            bytes = try await bucket.object(recordKey, uid: uid)
+            return try await bucket.ownRecord(uid, device: device, key: key)
         } catch {
             throw KeyLookFailure(error)
         }
-        guard let bytes, DeviceRecordBytes.isSealed(bytes) else { return .absent }
-        return (try? SealedObject.open(bytes, key: key.metadataKey, objectKey: recordKey)) != nil ? .opens : .doesNotOpen
     }
 
     private func perform(_ decision: KeyLifecycle.Decision, uid: String, etag: String?, finding: KeyLifecycle.Finding) async throws(KeyLookFailure) {
@@ -694,22 +690,8 @@ package actor KeyService: Service, MetadataKeySource {
     package func settled(for userId: String, within seconds: TimeInterval) async -> KeySignInOutcome? {
         let changes = keyChanges.changes()
         loop.wake()
-        let clock = self.clock
-        let deadline = clock.now().addingTimeInterval(seconds)
-        return await withTaskGroup(of: KeySignInOutcome?.self) { group in
-            group.addTask {
-                for await _ in changes {
-                    if let outcome = await self.outcome(for: userId) { return outcome }
-                }
-                return nil
-            }
-            group.addTask {
-                try? await clock.sleep(until: deadline)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        return await Self.firstAnswer(after: changes, by: clock.now().addingTimeInterval(seconds), clock: clock) {
+            await self.outcome(for: userId)
         }
     }
 
