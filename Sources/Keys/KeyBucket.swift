@@ -64,6 +64,13 @@ struct KeyBucket: Sendable {
         }
     }
 
+    /// Whether the device record of `device` is sealed and opens under `key` (absent: none there).
+    func ownRecord(_ uid: String, device: String, key: AccountKey) async throws(S3Error) -> KeyLifecycle.OwnRecord {
+        let recordKey = ManifestKeys(userId: uid, deviceId: device).record
+        guard let bytes = try await object(recordKey, uid: uid), DeviceRecordBytes.isSealed(bytes) else { return .absent }
+        return (try? SealedObject.open(bytes, key: key.metadataKey, objectKey: recordKey)) != nil ? .opens : .doesNotOpen
+    }
+
     /// Every key under `prefix` (inside the user's metadata).
     func keys(under prefix: String, uid: String) async throws(S3Error) -> [String] {
         var keys: [String] = []

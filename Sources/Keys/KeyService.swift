@@ -38,35 +38,10 @@ package actor KeyService: Service, MetadataKeySource {
     private let audit: (any AuditRecorder)?
     private let loop: StageLoop
 
-    /// The signed-in user the state below is for (nil: signed out).
-    private var user: String?
-    /// The key file as last read or written for `user`; nil: none (or not read yet).
-    private var local: AccountKeyState?
-    private var loaded = false
-    private var phase: KeyStanding.Phase = .none
-    private var outdated = false
-    /// The user whose account key this NAS made and no `login` has told of yet.
-    private var created: String?
-    private var lastError: String?
-    private var retry = KeyLookRetry()
-    /// When the loop looks at the bucket again (nil: at once).
-    private var nextLook: Date?
+    /// What it remembers of the signed-in account's key, and what follows from that alone.
+    private var memory = KeyMemory()
     private var busy = false
     private var waiting: [CheckedContinuation<Void, Never>] = []
-    /// The highest generation a key object proven under this account key showed (a lower
-    /// one coming back is an old copy put back).
-    private var seenGeneration: UInt64 = 0
-    /// Why the key is `needed` when this NAS held one that no longer serves.
-    private var neededWhy: String?
-    /// The last substitution of the key object found and written over (status attention
-    /// `keyObjectReplaced` until a look an hour later finds the object as it was put back).
-    private var replaced: (at: Date, why: String)?
-    /// The key object carries a previous account key: a new one is being put in place.
-    private var transition = false
-    /// The key object's ETag at the last whole look (nil: none there).
-    private var lastETag: String??
-    /// Objects sealed again so far by a new account key under way here.
-    private var resealed: Int?
 
     /// - Parameters:
     ///   - grants: who is signed in (the account service), and the session's credentials.
@@ -101,20 +76,14 @@ package actor KeyService: Service, MetadataKeySource {
     /// Only for the account signed in now: the state below may still be another's.
     package func metadataKeyState() async -> MetadataKeyState {
         let current = await grants.userId
-        guard let current, current == user else { return .none }
-        var replacing = false
-        if case .newAccountKey? = local?.pending { replacing = true }
-        if transition || resealed != nil || replacing, phase == .ready {
-            return .unreadable(Self.transitionSentence)
-        }
-        return standing.metadataKey
+        return memory.metadataKey(signedIn: current)
     }
 
     /// A HEAD of the key object before the manifest writes: one that changed since the last
     /// look (a new account key elsewhere, a substitution) is looked at whole first.
     package func currentKeyState() async -> MetadataKeyState {
         let current = await grants.userId
-        if let uid = current, uid == user, phase == .ready, resealed == nil, case .some(let known) = lastETag {
+        if let uid = current, uid == memory.user, memory.phase == .ready, memory.resealed == nil, case .some(let known) = memory.lastETag {
             var now: String??
             do throws(S3Error) {
                 now = .some(try await bucket.keyObjectETag(uid))
@@ -123,7 +92,7 @@ package actor KeyService: Service, MetadataKeySource {
                 now = nil
             }
             if let now, now != known {
-                nextLook = nil
+                memory.nextLook = nil
                 _ = await exclusive { await self.look() }
             }
         }
@@ -131,8 +100,7 @@ package actor KeyService: Service, MetadataKeySource {
     }
 
     package func recordWrap() async -> SealedRecord.Wrap? {
-        guard phase == .ready, !outdated, !transition, resealed == nil, let l = local, l.pending == nil else { return nil }
-        return SealedRecord.Wrap(recovery: l.recoveryKey, createdAt: l.recoveryCreatedAt)
+        memory.recordWrap
     }
 
     // MARK: the loop
@@ -144,46 +112,34 @@ package actor KeyService: Service, MetadataKeySource {
 
     private func look() async -> StageLoop.Next {
         let current = await grants.userId
-        if current != user { follow(current) }
+        if current != memory.user { follow(current) }
         guard let uid = current else { return .wake }
         let now = clock.now()
-        if let at = nextLook, at > now { return .wait(until: at) }
+        if let at = memory.nextLook, at > now { return .wait(until: at) }
         do throws(KeyLookFailure) {
             try await resolve(uid)
-            retry.succeeded()
+            memory.retry.succeeded()
             setError(nil)
             // From the time the look ended: the bucket's answers (and retries) took some.
-            let at = clock.now().addingTimeInterval(phase == .ready || phase == .needed ? Self.recheck : Self.recheckUnreadable)
-            nextLook = at
+            let at = clock.now().addingTimeInterval(memory.phase == .ready || memory.phase == .needed ? Self.recheck : Self.recheckUnreadable)
+            memory.nextLook = at
             return .wait(until: at)
         } catch {
-            switch retry.failed(error, random: .random(in: 0..<1)) {
+            switch memory.retry.failed(error, random: .random(in: 0..<1)) {
             case .now: return .now
             case .wake: return .wake
             case .after(let delay, let why):
                 let at = clock.now().addingTimeInterval(delay)
-                nextLook = at
-                if lastError != why { logger.warning("\(why); trying again at \(Timestamp.string(at))") }
+                memory.nextLook = at
+                if memory.lastError != why { logger.warning("\(why); trying again at \(Timestamp.string(at))") }
                 setError(why)
                 return .wait(until: at)
             }
         }
     }
 
-    /// A sign-in, a sign-out or another account: start over for `current`.
     private func follow(_ current: String?) {
-        user = current
-        local = nil
-        loaded = false
-        outdated = false
-        nextLook = nil
-        retry.restart()
-        lastError = nil
-        seenGeneration = 0
-        neededWhy = nil
-        replaced = nil
-        transition = false
-        lastETag = nil
+        memory.follow(current)
         set(current == nil ? .none : .checking)
         keyChanges.changed()
         statusChanges.changed()
@@ -191,31 +147,31 @@ package actor KeyService: Service, MetadataKeySource {
 
     /// Reads the key file, asks the bucket, and performs `KeyLifecycle`'s answer.
     private func resolve(_ uid: String) async throws(KeyLookFailure) {
-        if !loaded {
+        if !memory.loaded {
             // A temporary file a killed write left: the file itself is whole, old or new.
             store.removeTemporary()
             do {
-                local = try store.load()
+                memory.local = try store.load()
             } catch {
                 // Never replaced behind the user's back: it may hold the only copy.
                 set(.unreadable("This NAS's key file cannot be read: \(error)"))
                 return
             }
-            if let l = local, l.userId != uid {
+            if let l = memory.local, l.userId != uid {
                 // Signing in to another account replaces the sign-in, as a logout would have.
                 logger.notice("the key file belongs to another account: erasing it for this sign-in",
                               metadata: ["fingerprint": "\(l.fingerprint)"])
                 try erase()
             }
-            loaded = true
-            if let l = local { l.registerSecrets() }
+            memory.loaded = true
+            if let l = memory.local { l.registerSecrets() }
         }
         // A confirmed key serves at once, before the bucket answers (a rotation cut short
         // keeps the same account key).
-        if let l = local, l.pending != .creating { set(.ready) }
+        if let l = memory.local, l.pending != .creating { set(.ready) }
         let object = try await keyObject(uid)
-        let held = KeyLifecycle.Local(local)
-        var finding = object.map { KeyLifecycle.finding($0.bytes, holding: local, userId: uid) } ?? .missing(otherKeyMaterial: false)
+        let held = KeyLifecycle.Local(memory.local)
+        var finding = object.map { KeyLifecycle.finding($0.bytes, holding: memory.local, userId: uid) } ?? .missing(otherKeyMaterial: false)
         if case .missing = finding, held == .nothing || held == .creating {
             do throws(S3Error) {
                 finding = .missing(otherKeyMaterial: try await bucket.hasKeyMaterial(uid))
@@ -223,60 +179,43 @@ package actor KeyService: Service, MetadataKeySource {
                 throw KeyLookFailure(error)
             }
         }
-        if case .unproven(.unknown) = finding, let l = local, held == .confirmed || held == .rotating {
+        if case .unproven(.unknown) = finding, let l = memory.local, held == .confirmed || held == .rotating {
             finding = .unproven(ownRecord: try await ownRecord(uid, key: l.accountKey))
         }
-        if case .proven(let g) = finding { seenGeneration = max(seenGeneration, g) }
-        transition = finding == .opensWithCurrent(transition: true)
-        var decision = KeyLifecycle.decide(local: held, finding: finding, generation: local?.generation ?? 0, seen: seenGeneration)
+        if case .proven(let g) = finding { memory.seenGeneration = max(memory.seenGeneration, g) }
+        memory.transition = finding == .opensWithCurrent(transition: true)
+        var decision = KeyLifecycle.decide(local: held, finding: finding, generation: memory.local?.generation ?? 0, seen: memory.seenGeneration)
         if decision.state == .create {
             try make(uid)
             decision = KeyLifecycle.decide(local: .creating, finding: .missing(otherKeyMaterial: false))
         }
-        lastETag = .some(object?.etag)
-        if replaced != nil, !decision.replaced, case .ready = decision.state, let r = replaced,
-           clock.now().timeIntervalSince(r.at) >= Self.recheck {
-            replaced = nil
-            statusChanges.changed()
-        }
+        memory.lastETag = .some(object?.etag)
+        if memory.settleReplaced(decision, now: clock.now()) { statusChanges.changed() }
         try await perform(decision, uid: uid, etag: object?.etag, finding: finding)
     }
 
     /// Whether this NAS's own device record opens under `key` (absent: there is none).
     private func ownRecord(_ uid: String, key: AccountKey) async throws(KeyLookFailure) -> KeyLifecycle.OwnRecord {
         guard let device = await grants.deviceId else { return .absent }
-        let recordKey = ManifestKeys(userId: uid, deviceId: device).record
-        let bytes: [UInt8]?
         do throws(S3Error) {
-            bytes = try await bucket.object(recordKey, uid: uid)
+            return try await bucket.ownRecord(uid, device: device, key: key)
         } catch {
             throw KeyLookFailure(error)
         }
-        guard let bytes, DeviceRecordBytes.isSealed(bytes) else { return .absent }
-        return (try? SealedObject.open(bytes, key: key.metadataKey, objectKey: recordKey)) != nil ? .opens : .doesNotOpen
     }
 
     private func perform(_ decision: KeyLifecycle.Decision, uid: String, etag: String?, finding: KeyLifecycle.Finding) async throws(KeyLookFailure) {
-        guard var state = local else {
+        guard var state = memory.local else {
             reach(decision.state)
             return
         }
         let wasCreating = state.pending == .creating
         switch decision.local {
         case .revert:
-            switch state.pending {
-            case .rotating(let previous, let at)?:
-                logger.notice("a recovery key rotation was cut short: keeping the recovery key the bucket still holds")
-                state = AccountKeyState(userId: uid, accountKey: state.accountKey, recoveryKey: previous, recoveryCreatedAt: at,
-                                        generation: state.generation > 0 ? state.generation - 1 : 0)
+            if let reverted = KeyMemory.reverted(state, uid: uid) {
+                logger.notice("\(reverted.why)")
+                state = reverted.state
                 try save(state)
-            case .newAccountKey(let old)?:
-                logger.notice("a new account key never reached the bucket: keeping the account key it would have replaced")
-                state = AccountKeyState(userId: uid, accountKey: old.accountKey, recoveryKey: old.recoveryKey,
-                                        recoveryCreatedAt: old.recoveryCreatedAt, generation: old.generation)
-                try save(state)
-            default:
-                break
             }
         case .erase:
             try erase()
@@ -287,7 +226,7 @@ package actor KeyService: Service, MetadataKeySource {
             break
         }
         var current = etag
-        if decision.upload != .none, let state = local {
+        if decision.upload != .none, let state = memory.local {
             let object: [UInt8]
             let replace = decision.upload == .fresh ? nil : etag
             if decision.upload == .transition {
@@ -307,10 +246,10 @@ package actor KeyService: Service, MetadataKeySource {
                 if error.kind == .preconditionFailed || error.kind == .notFound { throw .again }
                 throw KeyLookFailure(error)
             }
-            lastETag = .some(current)
+            memory.lastETag = .some(current)
             if decision.replaced {
                 let why = Self.replacedSentence(finding)
-                replaced = (clock.now(), why)
+                memory.replaced = (clock.now(), why)
                 logger.warning("\(why)", metadata: ["fingerprint": "\(state.fingerprint)"])
                 record(.keyObjectRepaired, .daemon, .ok, ["fingerprint": .string(state.fingerprint), "found": .string(Self.found(finding))])
                 statusChanges.changed()
@@ -323,22 +262,22 @@ package actor KeyService: Service, MetadataKeySource {
                 var marked = state
                 marked.pending = .newAccountKey(old)
                 try save(marked)
-                transition = true
+                memory.transition = true
             }
         }
-        if decision.local == .confirm, var confirmed = local {
+        if decision.local == .confirm, var confirmed = memory.local {
             let replacing: AccountKeyState.Replaced? = if case .newAccountKey(let old)? = confirmed.pending { old } else { nil }
             confirmed.pending = nil
             try save(confirmed)
             if let old = replacing {
                 // Killed after the final key object reached the bucket: done, said once.
-                transition = false
+                memory.transition = false
                 keyChanges.changed()
                 record(.recoveryKeyNewAccountKey, .daemon, .ok, ["fingerprint": .string(confirmed.fingerprint),
                                                                   "previous": .string(old.accountKey.fingerprint)])
             }
             if wasCreating {
-                created = uid
+                memory.created = uid
                 logger.notice("made this account's key; keep its recovery key somewhere other than this NAS (sudo photolalactl recovery-key)",
                               metadata: ["fingerprint": "\(confirmed.fingerprint)"])
             } else {
@@ -353,27 +292,10 @@ package actor KeyService: Service, MetadataKeySource {
     }
 
     private func reach(_ state: KeyLifecycle.Decision.State) {
-        switch state {
-        case .ready(let stale):
-            if stale && !outdated {
-                logger.warning("this NAS's recovery key no longer opens the key object (a new one was made on another NAS); the account key still serves")
-            }
-            outdated = stale
-            set(.ready)
-        case .needed(let why):
-            if phase != .needed || neededWhy != why {
-                logger.notice("\(why ?? "this account already has a recovery key: enter it with sudo photolalactl recovery-key --enter")")
-            }
-            neededWhy = why
-            set(.needed)
-            statusChanges.changed()
-        case .unreadable(let why):
-            if phase != .unreadable(why) { logger.error("\(why)") }
-            set(.unreadable(why))
-        case .create, .reseal:
-            break
-        }
-        if case .needed = state {} else { neededWhy = nil }
+        let reached = memory.reach(state)
+        if let say = reached.say { logger.log(level: say.level, "\(say.line)") }
+        if reached.phaseChanged { phaseChanged() }
+        if reached.needed { statusChanges.changed() }
     }
 
     /// A new account key and recovery key, saved as `creating` before anything is sent.
@@ -401,7 +323,7 @@ package actor KeyService: Service, MetadataKeySource {
         } catch {
             throw .local("cannot save this NAS's key file: \(error)")
         }
-        local = state
+        memory.local = state
     }
 
     private func erase() throws(KeyLookFailure) {
@@ -410,7 +332,7 @@ package actor KeyService: Service, MetadataKeySource {
         } catch {
             throw .local("cannot erase this NAS's key file: \(error)")
         }
-        local = nil
+        memory.local = nil
     }
 
     // MARK: recovery-key (the control socket)
@@ -418,10 +340,10 @@ package actor KeyService: Service, MetadataKeySource {
     /// `recovery-key`: the key as this NAS holds it. Recorded in the audit trail (never the key).
     package func recoveryKey(by caller: AuditActor) throws(RecoveryKeyRefusal) -> ShownRecoveryKey {
         do throws(RecoveryKeyRefusal) {
-            let state = try standing.held(signedIn: user != nil)
-            record(.recoveryKeyShown, caller, .ok, ["fingerprint": .string(state.fingerprint), "outdated": .bool(outdated)])
+            let state = try memory.standing.held(signedIn: memory.user != nil)
+            record(.recoveryKeyShown, caller, .ok, ["fingerprint": .string(state.fingerprint), "outdated": .bool(memory.outdated)])
             noteShown(state)
-            return ShownRecoveryKey(state, outdated: outdated)
+            return ShownRecoveryKey(state, outdated: memory.outdated)
         } catch {
             refused("show", caller, error)
             throw error
@@ -452,9 +374,9 @@ package actor KeyService: Service, MetadataKeySource {
 
     private func adopt(_ recovery: RecoveryKey) async -> Result<String, RecoveryKeyRefusal> {
         let current = await grants.userId
-        if current != user { follow(current) }
+        if current != memory.user { follow(current) }
         guard let uid = current else { return .failure(.notSignedIn) }
-        if resealed != nil || (transition && phase == .ready) { return .failure(.busy(Self.transitionSentence)) }
+        if memory.changing { return .failure(.busy(Self.transitionSentence)) }
         let found: (bytes: [UInt8], etag: String)?
         let records: [KeyLifecycle.Record]
         do throws(KeyLookFailure) {
@@ -470,7 +392,7 @@ package actor KeyService: Service, MetadataKeySource {
             return .failure(.bucket("cannot read this account's key object from the bucket (\(error)); nothing was changed: try again"))
         }
         // A key this NAS uses: another one is refused (privacy.md "No side doors").
-        let holding = phase == .ready ? local : nil
+        let holding = memory.phase == .ready ? memory.local : nil
         let entered: KeyLifecycle.Entered
         do throws(RecoveryKeyRefusal) {
             entered = try KeyLifecycle.entered(recovery, keyObject: found?.bytes, records: records, holding: holding, userId: uid)
@@ -481,22 +403,16 @@ package actor KeyService: Service, MetadataKeySource {
             }
             return .failure(error)
         }
-        var state = entered.state
-        if let held = local, held.accountKey == state.accountKey { state.generation = max(state.generation, held.generation) }
-        // Entered here: the person who typed it has it.
-        state.recoveryShownAt = Self.millis(clock.now())
+        let state = memory.entered(entered.state, shownAt: Self.millis(clock.now()))
         state.registerSecrets()
         do throws(KeyLookFailure) {
             try save(state)
         } catch {
             return .failure(.local("\(error); nothing was changed"))
         }
-        loaded = true
-        outdated = entered.outdated
-        neededWhy = nil
-        transition = false
+        memory.adopted(outdated: entered.outdated)
         setError(nil)
-        nextLook = clock.now().addingTimeInterval(Self.recheck)
+        memory.nextLook = clock.now().addingTimeInterval(Self.recheck)
         set(.ready)
         logger.notice("the recovery key was entered: this NAS holds the account key", metadata: ["fingerprint": "\(state.fingerprint)"])
         if entered.repairKeyObject {
@@ -508,11 +424,11 @@ package actor KeyService: Service, MetadataKeySource {
                                                         replaced: found != nil),
                                   uid: uid, etag: found?.etag, finding: finding)
             } catch {
-                nextLook = nil
+                memory.nextLook = nil
                 loop.wake()
             }
         } else {
-            lastETag = .some(found?.etag)
+            memory.lastETag = .some(found?.etag)
         }
         return .success(state.fingerprint)
     }
@@ -537,11 +453,10 @@ package actor KeyService: Service, MetadataKeySource {
     private func changeStart() async -> Result<(AccountKeyState, String?), RecoveryKeyRefusal> {
         let before: AccountKeyState
         do throws(RecoveryKeyRefusal) {
-            before = try standing.held(signedIn: user != nil)
+            before = try memory.changeStart()
         } catch {
             return .failure(error)
         }
-        if transition { return .failure(.busy(Self.transitionSentence)) }
         do throws(KeyLookFailure) {
             return .success((before, try await keyObject(before.userId)?.etag))
         } catch {
@@ -558,9 +473,7 @@ package actor KeyService: Service, MetadataKeySource {
         let uid = before.userId
         let next = RecoveryKey.generate()
         let at = Self.millis(clock.now())
-        var state = AccountKeyState(userId: uid, accountKey: before.accountKey, recoveryKey: next, recoveryCreatedAt: at,
-                                    pending: .rotating(previous: before.recoveryKey, previousCreatedAt: before.recoveryCreatedAt),
-                                    generation: max(before.generation, seenGeneration) + 1)
+        var state = memory.rotation(from: before, to: next, at: at)
         state.registerSecrets()
         do throws(KeyLookFailure) {
             try save(state)
@@ -573,7 +486,7 @@ package actor KeyService: Service, MetadataKeySource {
             "the new recovery key may not have reached the bucket (\($0)): photolalad keeps whichever "
                 + "recovery key the bucket's key object opens with; run `sudo photolalactl recovery-key` in a minute to see it"
         }) {
-        case .success(let written): lastETag = .some(written)
+        case .success(let written): memory.lastETag = .some(written)
         case .failure(let refusal): return .failure(refusal)
         }
         state.pending = nil
@@ -585,9 +498,9 @@ package actor KeyService: Service, MetadataKeySource {
             // The bucket has the new key; the file still says "rotating", which the next
             // start settles to the same new key.
             logger.error("\(error)")
-            local = state
+            memory.local = state
         }
-        outdated = false
+        memory.outdated = false
         set(.ready)
         logger.notice("the recovery key was replaced: the previous one opens nothing in the bucket any more",
                       metadata: ["fingerprint": "\(state.fingerprint)"])
@@ -606,11 +519,11 @@ package actor KeyService: Service, MetadataKeySource {
             if error.kind == .preconditionFailed || error.kind == .notFound {
                 do throws(KeyLookFailure) { try save(before) } catch {
                     // The pending marker stays: the loop settles it from the bucket.
-                    nextLook = nil
+                    memory.nextLook = nil
                 }
                 return .failure(.changedMeanwhile)
             }
-            nextLook = nil
+            memory.nextLook = nil
             loop.wake()
             return .failure(.bucket(unknown(error)))
         }
@@ -624,15 +537,8 @@ package actor KeyService: Service, MetadataKeySource {
     /// the account's current recovery key was shown there.
     package func logoutHold() async -> String? {
         await exclusive { () async -> String? in
-            let held: AccountKeyState?
-            if self.loaded {
-                held = self.local
-            } else {
-                // Signed out (an expired sign-in keeps the file) or not looked at yet.
-                held = try? self.store.load()
-            }
-            guard let held, held.recoveryShownAt == nil, !(self.loaded && self.outdated) else { return nil }
-            return Self.logoutHoldSentence(held)
+            // Not loaded: signed out (an expired sign-in keeps the file) or not looked at yet.
+            self.memory.logoutHold(self.memory.loaded ? self.memory.local : (try? self.store.load()))
         }
     }
 
@@ -669,8 +575,8 @@ package actor KeyService: Service, MetadataKeySource {
         let uid = before.userId
         let old = AccountKeyState.Replaced(accountKey: before.accountKey, recoveryKey: before.recoveryKey,
                                            recoveryCreatedAt: before.recoveryCreatedAt, generation: before.generation)
-        var state = AccountKeyState(userId: uid, accountKey: .generate(), recoveryKey: .generate(), recoveryCreatedAt: Self.millis(clock.now()),
-                                    pending: .newAccountKey(old), generation: max(before.generation, seenGeneration) + 1)
+        var state = memory.newAccountKey(replacing: old, from: before, accountKey: .generate(), recoveryKey: .generate(),
+                                         at: Self.millis(clock.now()))
         state.registerSecrets()
         do throws(KeyLookFailure) {
             try save(state)
@@ -692,13 +598,13 @@ package actor KeyService: Service, MetadataKeySource {
         var marked = old
         marked.resealing = true
         state.pending = .newAccountKey(marked)
-        transition = true
+        memory.transition = true
         keyChanges.changed()
         do throws(KeyLookFailure) {
             try save(state)
             return .success(try await finishNewAccountKey(uid, etag: written, by: caller))
         } catch {
-            nextLook = nil
+            memory.nextLook = nil
             loop.wake()
             return .failure(.bucket("the new account key is in place but not every object is sealed under it yet (\(error)): "
                 + "photolalad goes on by itself; run `sudo photolalactl recovery-key` once status says the key is ready"))
@@ -709,12 +615,12 @@ package actor KeyService: Service, MetadataKeySource {
     /// keeps the new keys alone. Run by the command, and by the loop after a restart.
     @discardableResult
     private func finishNewAccountKey(_ uid: String, etag: String?, by caller: AuditActor) async throws(KeyLookFailure) -> NewAccountKey {
-        guard var state = local, case .newAccountKey(let old)? = state.pending else { throw .local("no new account key is under way") }
-        transition = true
-        resealed = 0
+        guard var state = memory.local, case .newAccountKey(let old)? = state.pending else { throw .local("no new account key is under way") }
+        memory.transition = true
+        memory.resealed = 0
         statusChanges.changed()
         defer {
-            resealed = nil
+            memory.resealed = nil
             statusChanges.changed()
         }
         let reseal = AccountReseal(userId: uid, old: old.accountKey, new: state.accountKey,
@@ -733,7 +639,7 @@ package actor KeyService: Service, MetadataKeySource {
         let final = state.finalKeyObject(uid: uid, replacing: old)
         do throws(S3Error) {
             let current = try await bucket.keyObject(uid)
-            lastETag = .some(try await bucket.putKeyObject(final, uid: uid, ifMatch: current?.etag ?? etag))
+            memory.lastETag = .some(try await bucket.putKeyObject(final, uid: uid, ifMatch: current?.etag ?? etag))
         } catch {
             if error.kind == .preconditionFailed { throw .again }
             throw KeyLookFailure(error)
@@ -742,8 +648,8 @@ package actor KeyService: Service, MetadataKeySource {
         // The command prints the new recovery key; a start that finished a killed one did not.
         if caller != .daemon { state.recoveryShownAt = Self.millis(clock.now()) }
         try save(state)
-        transition = false
-        outdated = false
+        memory.transition = false
+        memory.outdated = false
         set(.ready)
         keyChanges.changed()
         logger.notice("the new account key is in place: the previous recovery key and key object open nothing written since",
@@ -757,27 +663,21 @@ package actor KeyService: Service, MetadataKeySource {
     }
 
     private func progress(_ sealed: Int) {
-        guard resealed != nil else { return }
-        resealed = sealed
-        statusChanges.changed()
+        if memory.progress(sealed) { statusChanges.changed() }
     }
 
     /// `logout`: this NAS forgets the account key with the sign-in (the device id stays).
     /// Answers a sentence when the key file could not be erased.
     package func forget() async -> String? {
         await exclusive { () async -> String? in
-            let had = self.local != nil || self.loaded == false
+            let had = self.memory.local != nil || self.memory.loaded == false
             do throws(KeyLookFailure) {
                 try self.erase()
             } catch {
                 self.logger.error("\(error)")
                 return "\(error)"
             }
-            self.user = nil
-            self.loaded = false
-            self.created = nil
-            self.outdated = false
-            self.nextLook = nil
+            self.memory.forgotten()
             self.set(.none)
             if had { self.logger.notice("signed out: this NAS's copy of the account key was erased") }
             return nil
@@ -790,36 +690,19 @@ package actor KeyService: Service, MetadataKeySource {
     package func settled(for userId: String, within seconds: TimeInterval) async -> KeySignInOutcome? {
         let changes = keyChanges.changes()
         loop.wake()
-        let clock = self.clock
-        let deadline = clock.now().addingTimeInterval(seconds)
-        return await withTaskGroup(of: KeySignInOutcome?.self) { group in
-            group.addTask {
-                for await _ in changes {
-                    if let outcome = await self.outcome(for: userId) { return outcome }
-                }
-                return nil
-            }
-            group.addTask {
-                try? await clock.sleep(until: deadline)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        return await Self.firstAnswer(after: changes, by: clock.now().addingTimeInterval(seconds), clock: clock) {
+            await self.outcome(for: userId)
         }
     }
 
-    /// Told once: the next sign-in of the same account made nothing.
     private func outcome(for userId: String) -> KeySignInOutcome? {
-        guard user == userId, let outcome = standing.signInOutcome(madeHere: created == userId) else { return nil }
-        if outcome.created { created = nil }
-        return outcome
+        memory.outcome(for: userId)
     }
 
     // MARK: status
 
     package func contribute(to s: inout DaemonStatus) {
-        s.recovery = standing.recovery
+        s.recovery = memory.standing.recovery
     }
 
     // MARK: helpers
@@ -827,8 +710,7 @@ package actor KeyService: Service, MetadataKeySource {
     /// The recovery key reached a person: noted in the key file once (a write only the
     /// first time it is shown after being made or rotated).
     private func noteShown(_ state: AccountKeyState) {
-        guard var current = local, current.recoveryKey == state.recoveryKey, current.recoveryShownAt == nil else { return }
-        current.recoveryShownAt = Self.millis(clock.now())
+        guard let current = memory.shown(state, at: Self.millis(clock.now())) else { return }
         do throws(KeyLookFailure) {
             try save(current)
         } catch {
@@ -836,25 +718,17 @@ package actor KeyService: Service, MetadataKeySource {
         }
     }
 
-    /// What the phase and the key file mean to those who ask, as of now.
-    private var standing: KeyStanding {
-        var replacing = false
-        if case .newAccountKey? = local?.pending { replacing = true }
-        return KeyStanding(phase: phase, local: local, outdated: outdated, lastError: lastError, neededWhy: neededWhy,
-                           replaced: replaced.map { (Timestamp.string($0.at), $0.why) }, transition: transition || resealed != nil,
-                           resealed: resealed ?? (replacing ? 0 : nil))
+    private func set(_ next: KeyStanding.Phase) {
+        if memory.set(next) { phaseChanged() }
     }
 
-    private func set(_ next: KeyStanding.Phase) {
-        guard next != phase else { return }
-        phase = next
+    private func phaseChanged() {
         keyChanges.changed()
         statusChanges.changed()
     }
 
     private func setError(_ why: String?) {
-        guard why != lastError else { return }
-        lastError = why
+        guard memory.setError(why) else { return }
         statusChanges.changed()
         // A sign-in waiting in `settled` answers at once that the bucket is failing.
         keyChanges.changed()

@@ -21,34 +21,6 @@ import Vault
 /// checks them (authenticity, the chain, freshness against the heads it remembers) and
 /// hands over their plaintext, which the command reads again as untrusted input.
 package actor RestoreService: Service {
-    package struct Options: Sendable, Equatable {
-        /// `upload.bandwidth_limit`, applied to what restores read as well.
-        package var bandwidthLimit: Int64?
-        /// Objects larger than this are read as ranges of `rangeSize`, `parallelRanges` at a time.
-        package var rangeThreshold: Int64 = 16 << 20
-        package var rangeSize: Int64 = 8 << 20
-        package var parallelRanges = 3
-        /// Ranges held in memory at once, over every restore (bounds the daemon's memory).
-        package var bufferBudget: Int64 = 24 << 20
-        /// HEADs in flight when asking where objects stand.
-        package var headConcurrency = 16
-        /// Days a copy brought back from an archive class stays readable.
-        package var thawDays = 7
-        /// The system CA store plus `tls.ca_file`, as for every other connection.
-        package var trust: TLSTrust
-        /// Transient failures tried again in place: 4, after 0.25 s to 1, 2, 4 and 8 s.
-        package var budget = BucketBudget(transientRetries: 4, backoff: Backoff(base: 1, cap: 75, jitter: .full, floor: 0.25),
-                                          repeatsUnreadableAnswers: true)
-        /// Where `restore --by-date` keeps its copy of the apps' catalog (`state_dir`).
-        package var scratchDirectory: String
-
-        package init(_ settings: Settings) {
-            bandwidthLimit = settings.upload.bandwidthLimit
-            trust = TLSTrust(caFile: settings.tls.caFile)
-            scratchDirectory = settings.daemon.stateDir
-        }
-    }
-
     private let session: BucketSession
     /// The account's metadata key (nil: this NAS never holds one, as in some tests).
     private let keySource: (any MetadataKeySource)?
@@ -196,7 +168,7 @@ package actor RestoreService: Service {
     /// `names`: for a member of the socket group, which names it may be sent; each segment
     /// then goes without the records of the others (decoded, filtered, encoded again).
     package func manifest(device: String, allowUnencrypted: Bool = false, names: SharedListingCheck? = nil) async -> ControlResponse {
-        guard !device.isEmpty, device.utf8.count <= 64, device.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x41 && $0 <= 0x5a) }) else {
+        guard Self.isDeviceId(device) else {
             return .error(400, "bad_request", "device must be a device id (photolalactl devices lists them)")
         }
         let userId: String
@@ -295,14 +267,6 @@ package actor RestoreService: Service {
         }
     }
 
-    /// What the account's device records say of one another (the floor, format-2 traces):
-    /// read when this NAS holds the key; without it, only the listing and this NAS's memory
-    /// can tell a device is sealed for good.
-    private static func vouches(_ store: ManifestReads, userId: String, listing: [String], keyState: MetadataKeyState) async -> ManifestVouches {
-        guard case .ready(let accountKey) = keyState else { return ManifestVouches(records: [:]) }
-        return await ManifestVouches.read(store, userId: userId, listing: listing, key: accountKey.metadataKey)
-    }
-
     private func raiseDowngrade(_ device: String, trace: String) async {
         logger.error("a downgraded manifest was refused", metadata: ["device": "\(device)", "trace": "\(trace)"])
         await alarms?.raise(device: device, kind: .downgrade, message: DeviceListing.downgradedSentence(device, trace: trace),
@@ -313,21 +277,6 @@ package actor RestoreService: Service {
         logger.error("a manifest below what the account vouches for", metadata: ["device": "\(device)", "why": "\(why)"])
         await alarms?.raise(device: device, kind: .rollback, message: "The manifest of device \(device) was rolled back in the bucket: \(why)",
                             action: "restore with --as-of before the gap, or from another device")
-    }
-
-    /// A segment (format 2's plaintext, or a format-1 object) without the records whose
-    /// names `mayName` refuses; one that does not decode goes as it came (the command
-    /// refuses it, as it would have).
-    static func only(_ bytes: [UInt8], sealed: Bool, mayName: (String) -> Bool) -> [UInt8] {
-        let decoded = sealed ? try? ManifestSegment.decode(plaintext: bytes) : try? ManifestSegment.decode(bytes)
-        guard let segment = decoded else { return bytes }
-        let kept = segment.entries.filter { entry in
-            entry.path.isEmpty ? mayName(entry.folder) : mayName(entry.folder + "/" + String(decoding: entry.path, as: UTF8.self))
-        }
-        guard kept.count < segment.entries.count else { return bytes }
-        var encoder = ManifestSegmentEncoder(header: segment.header, format: sealed ? ManifestSegment.sealedFormat : ManifestSegment.formatVersion)
-        for entry in kept { encoder.append(entry) }
-        return sealed ? encoder.plaintext() : encoder.finish()
     }
 
     // MARK: where objects stand (HEAD), and asking archived ones back (`RestoreObject`)
@@ -439,12 +388,6 @@ package actor RestoreService: Service {
         }
     }
 
-    private static func isMD5(_ text: String) -> Bool {
-        text.utf8.count == 32 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
-    }
-
-    private static func photos(_ userId: String) -> String { "photos/\(userId)/" }
-
     // MARK: relaying one object to the command: small ones in one streamed GET (resumed
     // from where it broke off if the connection drops), big ones as ranges read several at
     // a time and sent in order. Whatever goes wrong before the first byte is answered as
@@ -482,9 +425,7 @@ package actor RestoreService: Service {
                        metadata: ["md5": "\(md5)", "size": "\(found)", "expected": "\(expected)"])
         audit?.record(AuditEvent(.restore, by: actor, .refused, ["step": "object", "md5": .string(md5), "size": .int(found),
                                                                  "expected": .int(expected), "why": "size"]))
-        let size = found < 0 ? "an unknown number of" : "\(found)"
-        return .error(422, "size_mismatch",
-                      "its object photos/…/\(md5).dat holds \(size) bytes in the bucket, not the \(expected) expected: it was replaced or cut in the bucket; not read")
+        return Self.sizeMismatch(md5: md5, found: found, expected: expected)
     }
 
     /// One GET streamed to the command; a transient failure resumes from the byte where
@@ -529,11 +470,6 @@ package actor RestoreService: Service {
             return
         }
         await Self.finish(writer, begun: relayed.begun)
-    }
-
-    private static func finish(_ writer: ControlStreamWriter, begun: Bool) async {
-        if !begun { try? await writer.begin(contentType: "application/octet-stream", contentLength: 0) }
-        try? await writer.finish()
     }
 
     /// The first range says how big the object is; then the rest, `parallelRanges` ahead,
@@ -641,9 +577,7 @@ package actor RestoreService: Service {
         let r = sessions.report(id) ?? r
         // An export (`restore --by-date`) records its own start and end, with what it wrote.
         guard r.device != RestoreReport.exportDevice else { return id }
-        var details: AuditDetails = ["device": .string(r.device), "destination": .string(r.to ?? "original folders")]
-        if let deviceId = r.deviceId { details["deviceId"] = .string(deviceId) }
-        if let asOf = r.asOf { details["asOf"] = .string(asOf) }
+        var details = Self.auditDetails(r)
         if before == nil {
             if let paths = r.paths, paths > 0 { details["paths"] = .int(Int64(paths)) }
             details["step"] = "started"
@@ -652,17 +586,7 @@ package actor RestoreService: Service {
         }
         if r.finished && before?.finished != true {
             let o = r.outcome ?? RestoreReport.Outcome()
-            details["step"] = "finished"
-            details["files"] = .int(Int64(r.filesTotal))
-            details["restored"] = .int(Int64(o.restored))
-            details["alreadyThere"] = .int(Int64(o.alreadyThere))
-            details["kept"] = .int(Int64(o.kept))
-            details["failed"] = .int(Int64(o.failed))
-            details["refused"] = .int(Int64(o.refused))
-            if o.waitingArchived > 0 { details["waitingArchived"] = .int(Int64(o.waitingArchived)) }
-            if o.interrupted { details["interrupted"] = true }
-            if let stopped = o.stopped { details["stopped"] = .string(stopped) }
-            let whole = o.failed == 0 && o.kept == 0 && o.refused == 0 && o.waitingArchived == 0 && !o.interrupted && o.stopped == nil
+            let whole = Self.finished(o, files: r.filesTotal, into: &details)
             logger.notice("a restore ended", metadata: ["device": "\(r.device)", "restored": "\(o.restored)", "failed": "\(o.failed)"])
             audit?.record(AuditEvent(.restore, by: actor, whole ? .ok : .failed, details))
         }
@@ -673,19 +597,3 @@ package actor RestoreService: Service {
         s.restore = sessions.current(now: clock.now(), rate: meter.rate())
     }
 }
-
-/// What a relay has sent, shared with the S3 client's callbacks; and the size that made
-/// it refuse the object, if one did.
-private final class Relayed: Sendable {
-    private let state = Mutex<(begun: Bool, total: Int64, sent: Int64, refused: Int64?)>((false, 0, 0, nil))
-    var begun: Bool { state.withLock { $0.begun } }
-    var sent: Int64 { state.withLock { $0.sent } }
-    var total: Int64 { state.withLock { $0.total } }
-    var refused: Int64? { state.withLock { $0.refused } }
-    func begin(_ total: Int64) { state.withLock { $0 = (true, total, $0.sent, nil) } }
-    func add(_ n: Int) { state.withLock { $0.sent += Int64(n) } }
-    func refuse(_ size: Int64) { state.withLock { $0.refused = size } }
-}
-
-/// Thrown from a GET's head: the object is not the size asked for.
-private struct SizeRefusal: Error {}
