@@ -27,7 +27,7 @@ import Daemon
     @Test func aFileWhereTheDirectoryShouldBeIsAClearError() throws {
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         let file = base + "/not-a-dir"
-        FileManager.default.createFile(atPath: file, contents: Data())
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
         #expect {
             try Daemon.prepareStateDirectory(file)
         } throws: { error in
