@@ -148,6 +148,10 @@ class RadosGateway:
             "osd pool default pg num = 8",
             "osd pool default pgp num = 8",
             "mon allow pool size one = true",
+            # The monitor refuses to start when the host's disk has less than 5 % free;
+            # this cluster keeps its data in memory (memstore), so the host's disk is not
+            # its concern (a build machine's big disk is often that full).
+            "mon data avail crit = 0",
             "mon warn on pool no redundancy = false",
             "mon max pg per osd = 1000",
             "osd objectstore = memstore",
@@ -201,7 +205,11 @@ class RadosGateway:
             self._run("ceph-mon", *c, "--mkfs", "-i", "a", "--monmap", str(self._path("monmap")))
             self._spawn("mon", "ceph-mon", *c, "-i", "a", "-f")
             osd_uuid = str(uuid.uuid4())
-            osd_id = self._run("ceph", *c, "--connect-timeout", "20", "osd", "new", osd_uuid).strip()
+            try:
+                osd_id = self._run("ceph", *c, "--connect-timeout", "20", "osd", "new", osd_uuid).strip()
+            except RuntimeError as e:
+                # "timed out" alone hides why: the monitor says it in its log.
+                raise RuntimeError(f"{e}; the monitor's last words: {self._log_tail('mon.a.log')}") from None
             self._run("ceph-osd", *c, "-i", osd_id, "--mkfs", "--osd-uuid", osd_uuid)
             self._spawn("osd", "ceph-osd", *c, "-i", osd_id, "-f")
             self._spawn("rgw", "radosgw", *c, "-n", "client.rgw", "-f")
@@ -212,6 +220,13 @@ class RadosGateway:
             self.stop()
             raise
         return self
+
+    def _log_tail(self, name: str, lines: int = 5) -> str:
+        try:
+            text = self._path("log", name).read_text(errors="replace").splitlines()
+        except OSError as e:
+            return f"(no log: {e})"
+        return " | ".join(line for line in text[-lines:] if line.strip())
 
     def _wait_gateway(self, deadline: float) -> None:
         last = None
