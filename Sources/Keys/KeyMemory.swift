@@ -188,12 +188,13 @@ package struct KeyMemory: Sendable {
                         generation: max(before.generation, seenGeneration) + 1)
     }
 
-    /// A new account key and recovery key replacing `old`, pending until every object is
+    /// A new account key and recovery key replacing `before`'s, pending until every object is
     /// sealed again under them.
-    func newAccountKey(replacing old: AccountKeyState.Replaced, from before: AccountKeyState, accountKey: AccountKey,
-                       recoveryKey: RecoveryKey, at: Int64) -> AccountKeyState {
-        AccountKeyState(userId: before.userId, accountKey: accountKey, recoveryKey: recoveryKey, recoveryCreatedAt: at,
-                        pending: .newAccountKey(old), generation: max(before.generation, seenGeneration) + 1)
+    func newAccountKey(from before: AccountKeyState, accountKey: AccountKey, recoveryKey: RecoveryKey, at: Int64) -> AccountKeyState {
+        let old = AccountKeyState.Replaced(accountKey: before.accountKey, recoveryKey: before.recoveryKey,
+                                           recoveryCreatedAt: before.recoveryCreatedAt, generation: before.generation)
+        return AccountKeyState(userId: before.userId, accountKey: accountKey, recoveryKey: recoveryKey, recoveryCreatedAt: at,
+                               pending: .newAccountKey(old), generation: max(before.generation, seenGeneration) + 1)
     }
 
     /// Answers whether the count is news (nil: no reseal under way here, none counted).

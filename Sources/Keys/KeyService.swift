@@ -35,7 +35,9 @@ package actor KeyService: Service, MetadataKeySource {
     private let bucket: KeyBucket
     private let clock: any DaemonClock
     private let logger: Logger
-    private let audit: (any AuditRecorder)?
+    /// The key object's reads and writes, the re-seal, and what the log and the audit trail
+    /// say of them.
+    private let flows: RecoveryKeyFlows
     private let loop: StageLoop
 
     /// What it remembers of the signed-in account's key, and what follows from that alone.
@@ -55,7 +57,7 @@ package actor KeyService: Service, MetadataKeySource {
         self.bucket = KeyBucket(session: bucket)
         self.clock = clock
         self.logger = logger
-        self.audit = audit
+        flows = RecoveryKeyFlows(bucket: self.bucket, logger: logger, audit: audit)
         self.statusChanges = statusChanges
         loop = StageLoop(clock: clock, wakes: ([grants.credentialDrops] + wakes).map { .stream($0.changes()) })
     }
@@ -169,7 +171,7 @@ package actor KeyService: Service, MetadataKeySource {
         // A confirmed key serves at once, before the bucket answers (a rotation cut short
         // keeps the same account key).
         if let l = memory.local, l.pending != .creating { set(.ready) }
-        let object = try await keyObject(uid)
+        let object = try await flows.keyObject(uid)
         let held = KeyLifecycle.Local(memory.local)
         var finding = object.map { KeyLifecycle.finding($0.bytes, holding: memory.local, userId: uid) } ?? .missing(otherKeyMaterial: false)
         if case .missing = finding, held == .nothing || held == .creating {
@@ -227,40 +229,17 @@ package actor KeyService: Service, MetadataKeySource {
         }
         var current = etag
         if decision.upload != .none, let state = memory.local {
-            let object: [UInt8]
-            let replace = decision.upload == .fresh ? nil : etag
-            if decision.upload == .transition {
-                guard case .newAccountKey(let old)? = state.pending else {
-                    reach(decision.state)
-                    return
-                }
-                object = state.transitionalKeyObject(uid: uid, replacing: old)
-            } else {
-                object = state.keyObject(uid: uid)
+            guard let object = RecoveryKeyFlows.keyObject(state, uid: uid, transitional: decision.upload == .transition) else {
+                reach(decision.state)
+                return
             }
-            do throws(S3Error) {
-                current = try await bucket.putKeyObject(object, uid: uid, ifMatch: replace)
-            } catch {
-                // Someone wrote the key object meanwhile (or our own write answered late):
-                // look again, and the lifecycle decides with what is there now.
-                if error.kind == .preconditionFailed || error.kind == .notFound { throw .again }
-                throw KeyLookFailure(error)
-            }
+            current = try await flows.write(object, uid: uid, over: decision.upload == .fresh ? nil : etag)
             memory.lastETag = .some(current)
-            if decision.replaced {
-                let why = Self.replacedSentence(finding)
+            if let why = flows.written(decision, state, finding: finding, wasCreating: wasCreating) {
                 memory.replaced = (clock.now(), why)
-                logger.warning("\(why)", metadata: ["fingerprint": "\(state.fingerprint)"])
-                record(.keyObjectRepaired, .daemon, .ok, ["fingerprint": .string(state.fingerprint), "found": .string(Self.found(finding))])
                 statusChanges.changed()
-            } else if !wasCreating && decision.upload != .transition {
-                logger.notice(decision.upload == .repair ? "the key object in the bucket was damaged: written again"
-                                                         : "the key object was missing from the bucket: written again")
             }
-            if decision.upload == .transition, case .newAccountKey(var old)? = state.pending {
-                old.resealing = true
-                var marked = state
-                marked.pending = .newAccountKey(old)
+            if decision.upload == .transition, let marked = RecoveryKeyFlows.resealing(state) {
                 try save(marked)
                 memory.transition = true
             }
@@ -269,20 +248,13 @@ package actor KeyService: Service, MetadataKeySource {
             let replacing: AccountKeyState.Replaced? = if case .newAccountKey(let old)? = confirmed.pending { old } else { nil }
             confirmed.pending = nil
             try save(confirmed)
-            if let old = replacing {
+            if replacing != nil {
                 // Killed after the final key object reached the bucket: done, said once.
                 memory.transition = false
                 keyChanges.changed()
-                record(.recoveryKeyNewAccountKey, .daemon, .ok, ["fingerprint": .string(confirmed.fingerprint),
-                                                                  "previous": .string(old.accountKey.fingerprint)])
             }
-            if wasCreating {
-                memory.created = uid
-                logger.notice("made this account's key; keep its recovery key somewhere other than this NAS (sudo photolalactl recovery-key)",
-                              metadata: ["fingerprint": "\(confirmed.fingerprint)"])
-            } else {
-                logger.notice("the new recovery key is in place", metadata: ["fingerprint": "\(confirmed.fingerprint)"])
-            }
+            if wasCreating { memory.created = uid }
+            flows.confirmed(confirmed, replacing: replacing, made: wasCreating)
         }
         if decision.state == .reseal {
             try await finishNewAccountKey(uid, etag: current, by: .daemon)
@@ -307,14 +279,6 @@ package actor KeyService: Service, MetadataKeySource {
         logger.notice("the account has no key yet: making one", metadata: ["fingerprint": "\(state.fingerprint)"])
     }
 
-    private func keyObject(_ uid: String) async throws(KeyLookFailure) -> (bytes: [UInt8], etag: String)? {
-        do throws(S3Error) {
-            return try await bucket.keyObject(uid)
-        } catch {
-            throw KeyLookFailure(error)
-        }
-    }
-
     // MARK: the key file
 
     private func save(_ state: AccountKeyState) throws(KeyLookFailure) {
@@ -335,94 +299,56 @@ package actor KeyService: Service, MetadataKeySource {
         memory.local = nil
     }
 
+    /// Keys a command takes: kept out of the logs, then saved; when they cannot be,
+    /// nothing changed.
+    private func keep(_ state: AccountKeyState) throws(RecoveryKeyRefusal) {
+        state.registerSecrets()
+        do throws(KeyLookFailure) {
+            try save(state)
+        } catch {
+            throw .local("\(error); nothing was changed")
+        }
+    }
+
     // MARK: recovery-key (the control socket)
 
     /// `recovery-key`: the key as this NAS holds it. Recorded in the audit trail (never the key).
     package func recoveryKey(by caller: AuditActor) throws(RecoveryKeyRefusal) -> ShownRecoveryKey {
-        do throws(RecoveryKeyRefusal) {
-            let state = try memory.standing.held(signedIn: memory.user != nil)
-            record(.recoveryKeyShown, caller, .ok, ["fingerprint": .string(state.fingerprint), "outdated": .bool(memory.outdated)])
-            noteShown(state)
-            return ShownRecoveryKey(state, outdated: memory.outdated)
-        } catch {
-            refused("show", caller, error)
-            throw error
-        }
+        let state = try flows.refusing("show", caller) { () throws(RecoveryKeyRefusal) in try memory.standing.held(signedIn: memory.user != nil) }
+        flows.record(.recoveryKeyShown, caller, .ok, ["fingerprint": .string(state.fingerprint), "outdated": .bool(memory.outdated)])
+        noteShown(state)
+        return ShownRecoveryKey(state, outdated: memory.outdated)
     }
 
     /// `recovery-key --enter`: keeps `text` if it opens the account's key object; otherwise
     /// nothing changes. Answers the account key's fingerprint.
     package func enter(_ text: String, by caller: AuditActor) async throws(RecoveryKeyRefusal) -> String {
-        let recovery: RecoveryKey
-        do throws(RecoveryKey.ParseError) {
-            recovery = try RecoveryKey.parse(text)
-        } catch {
-            refused("enter", caller, .malformed(error))
-            throw .malformed(error)
-        }
-        recovery.registerSecret()
-        let result: Result<String, RecoveryKeyRefusal> = await exclusive { await self.adopt(recovery) }
-        switch result {
-        case .success(let fingerprint):
-            record(.recoveryKeyEntered, caller, .ok, ["fingerprint": .string(fingerprint)])
-            return fingerprint
-        case .failure(let refusal):
-            refused("enter", caller, refusal)
-            throw refusal
-        }
+        let recovery = try flows.parse(text, by: caller)
+        let fingerprint = try await command("enter", by: caller) { () async throws(RecoveryKeyRefusal) in try await self.adopt(recovery) }
+        flows.record(.recoveryKeyEntered, caller, .ok, ["fingerprint": .string(fingerprint)])
+        return fingerprint
     }
 
-    private func adopt(_ recovery: RecoveryKey) async -> Result<String, RecoveryKeyRefusal> {
+    private func adopt(_ recovery: RecoveryKey) async throws(RecoveryKeyRefusal) -> String {
         let current = await grants.userId
         if current != memory.user { follow(current) }
-        guard let uid = current else { return .failure(.notSignedIn) }
-        if memory.changing { return .failure(.busy(Self.transitionSentence)) }
-        let found: (bytes: [UInt8], etag: String)?
-        let records: [KeyLifecycle.Record]
-        do throws(KeyLookFailure) {
-            found = try await keyObject(uid)
-            do throws(S3Error) {
-                records = try await bucket.deviceRecords(uid)
-            } catch {
-                throw KeyLookFailure(error)
-            }
-        } catch .unavailable {
-            return .failure(.notSignedIn)
-        } catch {
-            return .failure(.bucket("cannot read this account's key object from the bucket (\(error)); nothing was changed: try again"))
-        }
+        guard let uid = current else { throw .notSignedIn }
+        if memory.changing { throw .busy(Self.transitionSentence) }
+        let (found, records) = try await flows.entryMaterial(uid)
         // A key this NAS uses: another one is refused (privacy.md "No side doors").
-        let holding = memory.phase == .ready ? memory.local : nil
-        let entered: KeyLifecycle.Entered
-        do throws(RecoveryKeyRefusal) {
-            entered = try KeyLifecycle.entered(recovery, keyObject: found?.bytes, records: records, holding: holding, userId: uid)
-        } catch {
-            if case .otherAccountKey = error {
-                logger.warning("a recovery key that opens another account key was entered and refused: this NAS keeps its own",
-                               metadata: ["fingerprint": "\(holding?.fingerprint ?? "-")"])
-            }
-            return .failure(error)
-        }
+        let entered = try flows.entered(recovery, keyObject: found?.bytes, records: records,
+                                        holding: memory.phase == .ready ? memory.local : nil, userId: uid)
         let state = memory.entered(entered.state, shownAt: Self.millis(clock.now()))
-        state.registerSecrets()
-        do throws(KeyLookFailure) {
-            try save(state)
-        } catch {
-            return .failure(.local("\(error); nothing was changed"))
-        }
+        try keep(state)
         memory.adopted(outdated: entered.outdated)
         setError(nil)
         memory.nextLook = clock.now().addingTimeInterval(Self.recheck)
         set(.ready)
         logger.notice("the recovery key was entered: this NAS holds the account key", metadata: ["fingerprint": "\(state.fingerprint)"])
         if entered.repairKeyObject {
-            // The user's key opened a device record, not the key object: what stands there
-            // was not written with this account key. Ours goes back over it.
-            let finding: KeyLifecycle.Finding = found == nil ? .missing(otherKeyMaterial: true) : .unproven(ownRecord: .unknown)
+            let repair = RecoveryKeyFlows.repair(over: found != nil)
             do throws(KeyLookFailure) {
-                try await perform(KeyLifecycle.Decision(.ready(outdated: false), upload: found == nil ? .fresh : .repair,
-                                                        replaced: found != nil),
-                                  uid: uid, etag: found?.etag, finding: finding)
+                try await perform(repair.decision, uid: uid, etag: found?.etag, finding: repair.finding)
             } catch {
                 memory.nextLook = nil
                 loop.wake()
@@ -430,68 +356,21 @@ package actor KeyService: Service, MetadataKeySource {
         } else {
             memory.lastETag = .some(found?.etag)
         }
-        return .success(state.fingerprint)
+        return state.fingerprint
     }
 
     /// `recovery-key --rotate`: the same account key wrapped by a new recovery key, which
     /// replaces the key object; the old recovery key opens nothing in the bucket afterwards.
     package func rotate(by caller: AuditActor) async throws(RecoveryKeyRefusal) -> ShownRecoveryKey {
-        let result: Result<ShownRecoveryKey, RecoveryKeyRefusal> = await exclusive { await self.rotateNow() }
-        switch result {
-        case .success(let shown):
-            record(.recoveryKeyRotated, caller, .ok, ["fingerprint": .string(shown.fingerprint)])
-            return shown
-        case .failure(let refusal):
-            refused("rotate", caller, refusal)
-            throw refusal
-        }
+        let shown = try await command("rotate", by: caller) { () async throws(RecoveryKeyRefusal) in try await self.rotateNow() }
+        flows.record(.recoveryKeyRotated, caller, .ok, ["fingerprint": .string(shown.fingerprint)])
+        return shown
     }
 
-    /// Where a change of the keys starts (a rotation, a new account key): the keys this NAS
-    /// holds, nothing else under way, and the ETag of the key object the change replaces
-    /// (its conditional write fails if another NAS wrote it meanwhile).
-    private func changeStart() async -> Result<(AccountKeyState, String?), RecoveryKeyRefusal> {
-        let before: AccountKeyState
-        do throws(RecoveryKeyRefusal) {
-            before = try memory.changeStart()
-        } catch {
-            return .failure(error)
-        }
-        do throws(KeyLookFailure) {
-            return .success((before, try await keyObject(before.userId)?.etag))
-        } catch {
-            return .failure(.bucket("cannot read this account's key object from the bucket (\(error)); nothing was changed: try again"))
-        }
-    }
-
-    private func rotateNow() async -> Result<ShownRecoveryKey, RecoveryKeyRefusal> {
-        let before: AccountKeyState, etag: String?
-        switch await changeStart() {
-        case .success(let start): (before, etag) = start
-        case .failure(let refusal): return .failure(refusal)
-        }
-        let uid = before.userId
-        let next = RecoveryKey.generate()
-        let at = Self.millis(clock.now())
-        var state = memory.rotation(from: before, to: next, at: at)
-        state.registerSecrets()
-        do throws(KeyLookFailure) {
-            try save(state)
-        } catch {
-            return .failure(.local("\(error); nothing was changed"))
-        }
-        // Whether the bucket took it may be unknown: the loop finds out which recovery key
-        // the key object opens with, and keeps that one.
-        switch await putChange(state.keyObject(uid: uid), uid: uid, over: etag, before: before, unknown: {
-            "the new recovery key may not have reached the bucket (\($0)): photolalad keeps whichever "
-                + "recovery key the bucket's key object opens with; run `sudo photolalactl recovery-key` in a minute to see it"
-        }) {
-        case .success(let written): memory.lastETag = .some(written)
-        case .failure(let refusal): return .failure(refusal)
-        }
-        state.pending = nil
-        // The answer carries the new key to the command, which prints it.
-        state.recoveryShownAt = at
+    private func rotateNow() async throws(RecoveryKeyRefusal) -> ShownRecoveryKey {
+        let (pending, written) = try await startChange { self.memory.rotation(from: $0, to: .generate(), at: Self.millis(self.clock.now())) }
+        memory.lastETag = .some(written)
+        let state = RecoveryKeyFlows.rotated(pending)
         do throws(KeyLookFailure) {
             try save(state)
         } catch {
@@ -504,28 +383,34 @@ package actor KeyService: Service, MetadataKeySource {
         set(.ready)
         logger.notice("the recovery key was replaced: the previous one opens nothing in the bucket any more",
                       metadata: ["fingerprint": "\(state.fingerprint)"])
-        return .success(ShownRecoveryKey(state, outdated: false))
+        return ShownRecoveryKey(state, outdated: false)
     }
 
-    /// The step a rotation and a new account key share, once the key file says what is under
-    /// way: the key object put over the one `etag` names. Another NAS wrote it meanwhile (412,
-    /// or gone): the key file goes back to `before`. Any other failure leaves it unknown
-    /// whether the bucket took it: the loop looks at once, and `unknown` words it.
-    private func putChange(_ object: [UInt8], uid: String, over etag: String?, before: AccountKeyState,
-                           unknown: (S3Error) -> String) async -> Result<String, RecoveryKeyRefusal> {
-        do throws(S3Error) {
-            return .success(try await bucket.putKeyObject(object, uid: uid, ifMatch: etag))
-        } catch {
-            if error.kind == .preconditionFailed || error.kind == .notFound {
-                do throws(KeyLookFailure) { try save(before) } catch {
-                    // The pending marker stays: the loop settles it from the bucket.
-                    memory.nextLook = nil
-                }
-                return .failure(.changedMeanwhile)
+    /// Where a change of the keys starts (a rotation, a new account key), up to the key object
+    /// the bucket took: the keys this NAS holds, nothing else under way, and the ETag of the
+    /// key object the change replaces; then the key file says what is under way (`make`'s
+    /// keys, pending) before the bucket is written. Another NAS wrote the key object
+    /// meanwhile: the key file goes back. Any other failure leaves it unknown whether the
+    /// bucket took it: the loop looks at once.
+    private func startChange(_ make: (AccountKeyState) -> AccountKeyState) async throws(RecoveryKeyRefusal)
+        -> (state: AccountKeyState, written: String) {
+        let before = try memory.changeStart()
+        let etag = try await flows.keyObjectETag(before.userId)
+        let state = make(before)
+        try keep(state)
+        switch await flows.put(state, replacing: before, over: etag) {
+        case .written(let written):
+            return (state, written)
+        case .lost:
+            do throws(KeyLookFailure) { try save(before) } catch {
+                // The pending marker stays: the loop settles it from the bucket.
+                memory.nextLook = nil
             }
+            throw .changedMeanwhile
+        case .unknown(let why):
             memory.nextLook = nil
             loop.wake()
-            return .failure(.bucket(unknown(error)))
+            throw .bucket(why)
         }
     }
 
@@ -556,58 +441,25 @@ package actor KeyService: Service, MetadataKeySource {
     /// key object (without the previous key) replaces the transitional one; the key file
     /// keeps the new keys alone.
     package func newAccountKey(by caller: AuditActor) async throws(RecoveryKeyRefusal) -> NewAccountKey {
-        let result: Result<NewAccountKey, RecoveryKeyRefusal> = await exclusive { await self.startNewAccountKey(by: caller) }
-        switch result {
-        case .success(let done):
-            return done
-        case .failure(let refusal):
-            refused("new-account-key", caller, refusal)
-            throw refusal
+        try await command("new-account-key", by: caller) { () async throws(RecoveryKeyRefusal) in
+            try await self.startNewAccountKey(by: caller)
         }
     }
 
-    private func startNewAccountKey(by caller: AuditActor) async -> Result<NewAccountKey, RecoveryKeyRefusal> {
-        let before: AccountKeyState, etag: String?
-        switch await changeStart() {
-        case .success(let start): (before, etag) = start
-        case .failure(let refusal): return .failure(refusal)
+    private func startNewAccountKey(by caller: AuditActor) async throws(RecoveryKeyRefusal) -> NewAccountKey {
+        let (state, written) = try await startChange {
+            self.memory.newAccountKey(from: $0, accountKey: .generate(), recoveryKey: .generate(), at: Self.millis(self.clock.now()))
         }
-        let uid = before.userId
-        let old = AccountKeyState.Replaced(accountKey: before.accountKey, recoveryKey: before.recoveryKey,
-                                           recoveryCreatedAt: before.recoveryCreatedAt, generation: before.generation)
-        var state = memory.newAccountKey(replacing: old, from: before, accountKey: .generate(), recoveryKey: .generate(),
-                                         at: Self.millis(clock.now()))
-        state.registerSecrets()
-        do throws(KeyLookFailure) {
-            try save(state)
-        } catch {
-            return .failure(.local("\(error); nothing was changed"))
-        }
-        logger.notice("making a new account key: every object under the account's metadata is sealed again",
-                      metadata: ["fingerprint": "\(state.fingerprint)", "previous": "\(before.fingerprint)"])
-        // Whether the bucket took it may be unknown: the loop looks, and goes on (the
-        // transitional object is there) or keeps the previous key (it is not).
-        let written: String
-        switch await putChange(state.transitionalKeyObject(uid: uid, replacing: old), uid: uid, over: etag, before: before, unknown: {
-            "the new account key may not have reached the bucket (\($0)): photolalad goes on with it if "
-                + "it did, or keeps the previous one; run `sudo photolalactl recovery-key` in a few minutes to see which"
-        }) {
-        case .success(let tag): written = tag
-        case .failure(let refusal): return .failure(refusal)
-        }
-        var marked = old
-        marked.resealing = true
-        state.pending = .newAccountKey(marked)
+        let marked = RecoveryKeyFlows.resealing(state) ?? state
         memory.transition = true
         keyChanges.changed()
         do throws(KeyLookFailure) {
-            try save(state)
-            return .success(try await finishNewAccountKey(uid, etag: written, by: caller))
+            try save(marked)
+            return try await finishNewAccountKey(state.userId, etag: written, by: caller)
         } catch {
             memory.nextLook = nil
             loop.wake()
-            return .failure(.bucket("the new account key is in place but not every object is sealed under it yet (\(error)): "
-                + "photolalad goes on by itself; run `sudo photolalactl recovery-key` once status says the key is ready"))
+            throw RecoveryKeyFlows.unfinished(error)
         }
     }
 
@@ -623,27 +475,11 @@ package actor KeyService: Service, MetadataKeySource {
             memory.resealed = nil
             statusChanges.changed()
         }
-        let reseal = AccountReseal(userId: uid, old: old.accountKey, new: state.accountKey,
-                                   wrap: SealedRecord.Wrap(recovery: state.recoveryKey, createdAt: state.recoveryCreatedAt))
-        let total: AccountReseal.Report
-        do {
-            total = try await reseal.runUntilSettled(ResealBucket(bucket: bucket, uid: uid)) { [weak self] r in
-                // Awaited, not a task per device: progress lands in order, and none after the end.
-                await self?.progress(r.sealed)
-            }
-        } catch let error as S3Error {
-            throw KeyLookFailure(error)
-        } catch {
-            throw .local("cannot seal the account's objects again: \(error)")
+        let (total, written) = try await flows.reseal(uid, state, replacing: old, over: etag) { [weak self] sealed in
+            // Awaited, not a task per device: progress lands in order, and none after the end.
+            await self?.progress(sealed)
         }
-        let final = state.finalKeyObject(uid: uid, replacing: old)
-        do throws(S3Error) {
-            let current = try await bucket.keyObject(uid)
-            memory.lastETag = .some(try await bucket.putKeyObject(final, uid: uid, ifMatch: current?.etag ?? etag))
-        } catch {
-            if error.kind == .preconditionFailed { throw .again }
-            throw KeyLookFailure(error)
-        }
+        memory.lastETag = .some(written)
         state.pending = nil
         // The command prints the new recovery key; a start that finished a killed one did not.
         if caller != .daemon { state.recoveryShownAt = Self.millis(clock.now()) }
@@ -652,14 +488,7 @@ package actor KeyService: Service, MetadataKeySource {
         memory.outdated = false
         set(.ready)
         keyChanges.changed()
-        logger.notice("the new account key is in place: the previous recovery key and key object open nothing written since",
-                      metadata: ["fingerprint": "\(state.fingerprint)", "sealed": "\(total.sealed)", "devices": "\(total.devices)"])
-        var details: AuditDetails = ["fingerprint": .string(state.fingerprint), "previous": .string(old.accountKey.fingerprint),
-                                     "sealed": .int(Int64(total.sealed)), "devices": .int(Int64(total.devices))]
-        if !total.unreadable.isEmpty { details["unreadable"] = .int(Int64(total.unreadable.count)) }
-        record(.recoveryKeyNewAccountKey, caller, .ok, details)
-        return NewAccountKey(shown: ShownRecoveryKey(state, outdated: false), previousFingerprint: old.accountKey.fingerprint,
-                             sealed: total.sealed, devices: total.devices, unreadable: total.unreadable)
+        return flows.newAccountKey(state, replacing: old, total, by: caller)
     }
 
     private func progress(_ sealed: Int) {
@@ -734,16 +563,18 @@ package actor KeyService: Service, MetadataKeySource {
         keyChanges.changed()
     }
 
-    private func record(_ kind: AuditEvent.Kind, _ caller: AuditActor, _ outcome: AuditOutcome, _ details: AuditDetails) {
-        audit?.record(AuditEvent(kind, by: caller, outcome, details))
-    }
-
-    private func refused(_ action: String, _ caller: AuditActor, _ refusal: RecoveryKeyRefusal) {
-        record(.recoveryKeyRefused, caller, .refused, ["action": .string(action), "reason": .string(refusal.code)])
+    /// A command's change, run alone; a refusal is recorded in the audit trail as `action`'s.
+    private func command<T: Sendable>(_ action: String, by caller: AuditActor,
+                                      _ body: () async throws(RecoveryKeyRefusal) -> T) async throws(RecoveryKeyRefusal) -> T {
+        do throws(RecoveryKeyRefusal) {
+            return try await exclusive(body)
+        } catch {
+            throw flows.refuse(action, caller, error)
+        }
     }
 
     /// Runs `body` alone: no other look, entry or rotation meanwhile (in call order).
-    private func exclusive<T: Sendable>(_ body: () async -> T) async -> T {
+    private func exclusive<T: Sendable, E: Error>(_ body: () async throws(E) -> T) async throws(E) -> T {
         if busy {
             await withCheckedContinuation { waiting.append($0) }
         } else {
@@ -752,7 +583,7 @@ package actor KeyService: Service, MetadataKeySource {
         defer {
             if waiting.isEmpty { busy = false } else { waiting.removeFirst().resume() }
         }
-        return await body()
+        return try await body()
     }
 
     static func millis(_ date: Date) -> Int64 {
