@@ -38,7 +38,7 @@ package actor BandwidthSchedule: Service {
 
     package func run() async throws {
         publish(now: Date(), force: true)
-        try? await cancelWhenGracefulShutdown { await self.loop() }
+        await cancelWhenGracefulShutdown { await self.loop() }
     }
 
     private func loop() async {

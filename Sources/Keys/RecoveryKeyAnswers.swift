@@ -84,16 +84,6 @@ package enum RecoveryKeyRefusal: Error, Sendable, Equatable, CustomStringConvert
         case .keyObjectReplaced: "key_object_replaced"
         case .superseded: "superseded"
         case .busy: "busy"
-        case .otherAccountKey(let fingerprint):
-            "this NAS already holds the account's key (fingerprint \(fingerprint)); the key entered opens another one; nothing was "
-                + "changed. To take another account's key here, sign out first (sudo photolalactl logout), then sign in and enter it."
-        case .keyObjectReplaced:
-            "this recovery key opens the bucket's key object, but none of this account's device manifests opens with the key it "
-                + "holds: the key object was replaced by someone else. Enter the recovery key you were shown (sudo photolalactl "
-                + "recovery-key on a NAS of this account shows it). Nothing was changed."
-        case .superseded:
-            "this recovery key opens an account key that was replaced by a new one (recovery-key --rotate --new-account-key): "
-                + "enter the new recovery key (sudo photolalactl recovery-key on the NAS that made it shows it). Nothing was changed."
         case .changedMeanwhile: "changed"
         case .bucket: "bucket"
         case .local: "local"
