@@ -15,6 +15,13 @@ package final class QueueDatabase: Sendable {
     private let writeProblem = Mutex<String?>(nil)
     /// When a transaction last changed a row (what `WALCheckpointer` waits out).
     private let changedAt = Mutex<Date?>(nil)
+    /// Writes that changed a row since the open, counted on the writer's queue right after
+    /// each commit: an answer read under one count is still the database's while it stands.
+    private let changeCount = Atomic<Int>(0)
+    /// `counts()` as read under a change count: status asked many times a second (a page,
+    /// a script, a benchmark's poll) costs a full pass over the file index each time
+    /// otherwise, 11 ms of CPU at 100,000 files (docs/benchmarks.md, "The status").
+    private let countsRead = Mutex<(changes: Int, counts: QueueCounts)?>(nil)
     private let problemHook = Mutex<(@Sendable (String?) -> Void)?>(nil)
     /// The migrations this open applied to an existing database and how long they took
     /// (nil: none was due, or the file is new): a start that rebuilds a big table says why
@@ -131,7 +138,10 @@ package final class QueueDatabase: Sendable {
                         result = try updates(db)
                         return .commit
                     }
-                    return (result!, db.totalChangesCount != before)
+                    let changed = db.totalChangesCount != before
+                    // Before any caller hears of the commit.
+                    if changed { self.changeCount.add(1, ordering: .releasing) }
+                    return (result!, changed)
                 })
             }
         }
@@ -246,6 +256,17 @@ package final class QueueDatabase: Sendable {
     }
 
     package func counts() async throws -> QueueCounts {
+        // Read before the snapshot: a write committed meanwhile makes the next call read again.
+        let changes = changeCount.load(ordering: .acquiring)
+        if let known = countsRead.withLock({ $0 }), known.changes == changes { return known.counts }
+        let counts = try await readCounts()
+        countsRead.withLock { known in
+            if (known?.changes ?? -1) <= changes { known = (changes, counts) }
+        }
+        return counts
+    }
+
+    private func readCounts() async throws -> QueueCounts {
         try await read { db in
             var c = QueueCounts()
             let rows = try Row.fetchAll(db, sql: "SELECT state, count(*) AS n, coalesce(sum(size), 0) AS bytes FROM file GROUP BY state")

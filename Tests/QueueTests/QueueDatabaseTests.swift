@@ -47,6 +47,38 @@ import Queue
         #expect(finished.isDone, "releasing memory while a read was under way hung the database")
     }
 
+    /// Status reads the counts many times a second; they are read again only after a
+    /// write changed a row, and then at once.
+    @Test func countsFollowEveryWriteAndAreNotReadAgainWithoutOne() async throws {
+        let db = try QueueDatabase.open(path: path)
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        func insert(_ name: String, inode: UInt64) async throws {
+            try await db.write { db in
+                _ = try Transitions(db, now: now).insertFile(path: "/p/\(name)", identity: FileIdentity(device: 1, inode: inode, size: 5,
+                                                                                                       mtimeSec: 0, mtimeNsec: 0))
+            }
+        }
+        #expect(try await db.counts().pending == 0)
+        try await insert("a.jpg", inode: 1)
+        #expect(try await db.counts().pending == 1)
+        try await insert("b.jpg", inode: 2)
+        #expect(try await db.counts() == db.counts())
+        #expect(try await db.counts().pending == 2)
+        // A write that changes no row (the file is known) leaves the answer as it was.
+        try await insert("a.jpg", inode: 1)
+        #expect(try await db.counts().pending == 2)
+        // A row put in behind the queue's writes is not seen until the next write: the
+        // answer was not read again meanwhile.
+        try await db.pool.write { db in
+            try db.execute(sql: "INSERT INTO file(path, dir, state, updatedAt, size) VALUES ('/p/c.jpg', '/p', 'pending', 0, 5)")
+        }
+        #expect(try await db.counts().pending == 2)
+        try await db.write { db in try Transitions(db, now: now).fileGone(path: "/p/a.jpg") }
+        let after = try await db.counts()
+        #expect(after.pending == 2)
+        #expect(after.pendingBytes == 10)
+    }
+
     private final class Finished: Sendable {
         private let flag = Atomic<Bool>(false)
         func done() { flag.store(true, ordering: .relaxed) }
