@@ -718,3 +718,41 @@ def test_script_with_moto():
         assert creds["endpoint"] == info["proxy"]
     finally:
         finish(proc)
+
+
+# ---- the build caches outside the checkout ------------------------------------------------
+
+def test_a_build_folder_whose_checkout_is_gone_is_removed_others_stay(tmp_path, monkeypatch):
+    """Each checkout builds its .deb and image in a folder of its own under the cache
+    (1–2 GB with its Swift build); a clean clone tested and removed must not leave one
+    behind for ever, and nothing of a checkout still there, or still building, goes."""
+    import fcntl
+    from support import nspawn
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    parent = tmp_path / "cache" / "photolala" / "build-deb"
+    alive_checkout = tmp_path / "alive"
+    alive_checkout.mkdir()
+
+    def folder(name: str, checkout: Path | None) -> Path:
+        d = parent / name
+        (d / "src").mkdir(parents=True)
+        (d / "src" / "big").write_bytes(b"x" * 1024)
+        if checkout is not None:
+            (d / "checkout").write_text(f"{checkout}\n")
+        return d
+
+    gone = folder("aaaaaaaaaaaa", tmp_path / "removed-clone")
+    alive = folder("bbbbbbbbbbbb", alive_checkout)
+    unnoted = folder("cccccccccccc", None)
+    busy = folder("dddddddddddd", tmp_path / "removed-while-running")
+    with open(busy / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        here = nspawn.checkout_dir("build-deb")
+    assert here.parent == parent
+    assert (here / "checkout").read_text().strip() == str(nspawn.REPO)
+    assert not gone.exists()
+    assert alive.exists() and unnoted.exists() and busy.exists()
+    # Once its run has let go, the next run removes it.
+    nspawn.checkout_dir("build-deb")
+    assert not busy.exists()
+    assert here.exists() and alive.exists()

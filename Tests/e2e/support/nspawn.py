@@ -25,7 +25,8 @@ The roots are cached outside the repo (PHOTOLALA_NSPAWN_CACHE, default
 run on a machine pays for mmdebstrap (one to three minutes each); the packages it
 downloads are kept in ~/.cache/photolala/apt-archives/ for the next key.
 The .deb is built outside the checkout (a test run leaves the checkout as it found
-it): into PHOTOLALA_DEB_OUT, default ~/.cache/photolala/build-deb/<checkout's hash>,
+it): into PHOTOLALA_DEB_OUT, default ~/.cache/photolala/build-deb/<checkout's hash>
+(removed by a later run once its checkout is gone, as the image's folder is),
 which keeps the staging tree's incremental Swift build between runs; its log goes to
 the run's output directory. What it made is kept by the content of what went into it
 (~/.cache/photolala/deb/<hash of every file scripts/build-deb stages but Tests/, docs/,
@@ -100,8 +101,37 @@ def deb_out_dir() -> Path:
     given = os.environ.get("PHOTOLALA_DEB_OUT")
     if given:
         return Path(given).resolve()
+    return checkout_dir("build-deb")
+
+
+def checkout_dir(kind: str) -> Path:
+    """~/.cache/photolala/KIND/<checkout's hash>, made if needed, with a note of the
+    checkout it belongs to. The ones whose checkout is gone (a clean clone tested, then
+    removed: a staging tree with its Swift build, 1–2 GB) are removed, unless a run still
+    holds their lock; one without a note (made before there were notes) is left alone."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "photolala" / "build-deb" / hashlib.sha256(str(REPO).encode()).hexdigest()[:12]
+    parent = cache / "photolala" / kind
+    here = parent / hashlib.sha256(str(REPO).encode()).hexdigest()[:12]
+    here.mkdir(parents=True, exist_ok=True)
+    note = here / "checkout"
+    if not note.is_file() or note.read_text().strip() != str(REPO):
+        note.write_text(f"{REPO}\n")
+    for other in parent.iterdir():
+        if other == here or not other.is_dir():
+            continue
+        try:
+            owner = (other / "checkout").read_text().strip()
+        except OSError:
+            continue
+        if not owner or Path(owner).is_dir():
+            continue
+        try:
+            with open(other / ".lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(other, ignore_errors=True)
+        except OSError:
+            continue   # in use (a run from that checkout before it went), or already gone
+    return here
 
 
 @functools.cache
@@ -264,8 +294,7 @@ class BuiltImage:
 
 
 def image_out_dir() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "photolala" / "build-image" / hashlib.sha256(str(REPO).encode()).hexdigest()[:12]
+    return checkout_dir("build-image")
 
 
 @functools.cache
