@@ -24,12 +24,18 @@ package struct FileChunks: AsyncSequence, Sendable {
     let length: Int64
     let chunkSize: Int
     var depth = 8
-    /// Waits before the stream looks again whether the oldest chunk was dropped.
-    var pause: @Sendable () async throws -> Void = Self.pause
+    /// Waits before the stream looks again whether the oldest chunk was dropped; told how
+    /// many times it waited for this chunk already.
+    var pause: @Sendable (Int) async throws -> Void = Self.pause
 
-    /// A full ring means the network is `depth` chunks behind the disk: a quarter of a
-    /// millisecond's wait never starves it.
-    static let pause: @Sendable () async throws -> Void = { try await Task.sleep(for: .microseconds(250)) }
+    /// A full ring means the network is `depth` chunks behind the disk (2 MB at the
+    /// default size): a quarter of a millisecond's wait never starves it, and neither do
+    /// 2 ms. Doubling up to that: a fixed 250 µs looked again about twenty times for each
+    /// chunk a 50 MB/s connection drains, each look a timer and a thread woken
+    /// (docs/benchmarks.md, "The upload's waits").
+    static let pause: @Sendable (Int) async throws -> Void = { waited in
+        try await Task.sleep(for: .microseconds(250 << Swift.min(waited, 3)))
+    }
 
     package func makeAsyncIterator() -> Iterator {
         Iterator(file: file, position: offset, remaining: length, chunkSize: chunkSize, depth: Swift.max(1, depth), pause: pause)
@@ -41,13 +47,13 @@ package struct FileChunks: AsyncSequence, Sendable {
         var remaining: Int64
         let chunkSize: Int
         let depth: Int
-        let pause: @Sendable () async throws -> Void
+        let pause: @Sendable (Int) async throws -> Void
         /// Our own reference to each buffer handed out, oldest at `next`.
         private var ring: [ByteBuffer] = []
         private var oldest = 0
 
         init(file: VerifiedFile, position: Int64, remaining: Int64, chunkSize: Int, depth: Int,
-             pause: @escaping @Sendable () async throws -> Void) {
+             pause: @escaping @Sendable (Int) async throws -> Void) {
             self.file = file
             self.position = position
             self.remaining = remaining
@@ -66,8 +72,10 @@ package struct FileChunks: AsyncSequence, Sendable {
             if ring.count < depth {
                 buffer = ByteBufferAllocator().buffer(capacity: want)
             } else {
+                var waited = 0
                 while ring[oldest].modifyIfUniquelyOwned({ $0.clear() }) == nil {
-                    try await pause()
+                    try await pause(waited)
+                    waited += 1
                 }
                 buffer = ring[oldest]
                 // Our two references to one storage: the ring's dropped, the write below

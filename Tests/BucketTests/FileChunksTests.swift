@@ -18,7 +18,7 @@ import Testing
         let (path, file) = try Self.file(Self.bytes)
         defer { unlink(path) }
         let chunks = FileChunks(file: file, offset: 100, length: Int64(Self.bytes.count - 100), chunkSize: 64 << 10, depth: 2,
-                                pause: { Issue.record("a dropped chunk was waited for") })
+                                pause: { _ in Issue.record("a dropped chunk was waited for") })
         var got: [UInt8] = []
         var sizes: [Int] = []
         for try await chunk in chunks {
@@ -36,7 +36,8 @@ import Testing
         defer { unlink(path) }
         let held = Mutex<[ByteBuffer]>([])
         let waits = Atomic<Int>(0)
-        let chunks = FileChunks(file: file, offset: 0, length: Int64(Self.bytes.count), chunkSize: 32 << 10, depth: 3, pause: {
+        let chunks = FileChunks(file: file, offset: 0, length: Int64(Self.bytes.count), chunkSize: 32 << 10, depth: 3, pause: { waited in
+            #expect(waited == 0, "the oldest chunk is dropped at the first wait")
             waits.add(1, ordering: .relaxed)
             held.withLock { _ = $0.removeFirst() }
         })
@@ -53,6 +54,27 @@ import Testing
         #expect(got == Self.bytes)
         let kept = held.withLock { $0.flatMap { Array($0.readableBytesView) } }
         #expect(kept == Array(Self.bytes[(7 * 32 << 10)...]))
+    }
+
+    /// A chunk the client holds longer is looked for less often: each wait is told how
+    /// many came before it for that chunk, and the count starts again with the next.
+    @Test func theWaitsForOneChunkAreCountedSoTheyCanGrow() async throws {
+        let (path, file) = try Self.file(Self.bytes)
+        defer { unlink(path) }
+        let held = Mutex<[ByteBuffer]>([])
+        let told = Mutex<[Int]>([])
+        let chunks = FileChunks(file: file, offset: 0, length: 3 * (64 << 10), chunkSize: 64 << 10, depth: 1, pause: { waited in
+            told.withLock { $0.append(waited) }
+            // The client lets go of the chunk only at the fourth look.
+            if waited == 3 { held.withLock { $0.removeAll() } }
+        })
+        var count = 0
+        for try await chunk in chunks {
+            held.withLock { $0.append(chunk) }
+            count += 1
+        }
+        #expect(count == 3)
+        #expect(told.withLock { $0 } == [0, 1, 2, 3, 0, 1, 2, 3])
     }
 
     @Test func aCancelledUploadStopsWaiting() async throws {
