@@ -185,12 +185,14 @@ package struct RecoveryKeyFlows: Sendable {
 
     /// The key object of `state`, pending a change from `before`, put over the one `etag` names.
     func put(_ state: AccountKeyState, replacing before: AccountKeyState, over etag: String?) async -> Put {
-        let newAccountKey = if case .newAccountKey? = state.pending { true } else { false }
-        if newAccountKey {
+        let object: [UInt8], newAccountKey: Bool
+        if case .newAccountKey(let old)? = state.pending {
             logger.notice("making a new account key: every object under the account's metadata is sealed again",
                           metadata: ["fingerprint": "\(state.fingerprint)", "previous": "\(before.fingerprint)"])
+            (object, newAccountKey) = (state.transitionalKeyObject(uid: state.userId, replacing: old), true)
+        } else {
+            (object, newAccountKey) = (state.keyObject(uid: state.userId), false)
         }
-        let object = Self.keyObject(state, uid: state.userId, transitional: newAccountKey) ?? state.keyObject(uid: state.userId)
         do throws(S3Error) {
             return .written(etag: try await bucket.putKeyObject(object, uid: state.userId, ifMatch: etag))
         } catch {
