@@ -20,7 +20,8 @@ package final class QueueDatabase: Sendable {
     private let changeCount = Atomic<Int>(0)
     /// `counts()` as read under a change count: status asked many times a second (a page,
     /// a script, a benchmark's poll) costs a full pass over the file index each time
-    /// otherwise, 11 ms of CPU at 100,000 files (docs/benchmarks.md, "The status").
+    /// otherwise, 11 ms of CPU at 100,000 files (docs/benchmarks.md, "Each status and metrics
+    /// answer").
     private let countsRead = Mutex<(changes: Int, counts: QueueCounts)?>(nil)
     private let problemHook = Mutex<(@Sendable (String?) -> Void)?>(nil)
     /// The migrations this open applied to an existing database and how long they took
