@@ -43,23 +43,38 @@ import PhotolalaCore
     }
 
     /// A cancellation that comes after the deadline woke the sleep leaves nothing behind,
-    /// and sleeps with different deadlines each wake at their own.
-    @Test func sleepsWakeInTheirOrderAndALateCancelKeepsNothing() async throws {
-        final class Order: Sendable { let woken = Mutex<[Int]>([]) }
-        let order = Order()
+    /// and sleeps with different deadlines each wake at their own: never before it, and
+    /// the early ones long before a late one (the timer moves on to the next deadline).
+    /// Not their order: on a loaded machine a late timer finds two due at once.
+    @Test(.timeLimit(.minutes(1))) func sleepsWakeAtTheirOwnDeadlinesAndALateCancelKeepsNothing() async throws {
+        final class Woken: Sendable { let at = Mutex<[Int: ContinuousClock.Instant]>([:]) }
+        let woken = Woken()
+        let table = SleepTable()
+        let start = ContinuousClock.now
+        let deadlines: [Duration] = [.seconds(30), .milliseconds(40), .milliseconds(80)]
         await withTaskGroup(of: Void.self) { group in
-            for (i, ms) in [120, 40, 80].enumerated() {
+            for (i, after) in deadlines.enumerated() {
                 group.addTask {
-                    try? await Sleep.for(.milliseconds(ms))
-                    order.woken.withLock { $0.append(i) }
+                    do {
+                        try await table.sleep(until: start.advanced(by: after))
+                        woken.at.withLock { $0[i] = .now }
+                    } catch {}
                 }
             }
+            while woken.at.withLock({ $0.count }) < 2 { try? await Task.sleep(for: .milliseconds(5)) }
+            group.cancelAll()
         }
-        #expect(order.woken.withLock { $0 } == [1, 2, 0])
-        let table = SleepTable()
-        let woken = Task { try await table.sleep(until: .now.advanced(by: .milliseconds(10))) }
-        try await woken.value
-        woken.cancel()
+        let at = woken.at.withLock { $0 }
+        #expect(at[0] == nil, "the 30 s sleep was cancelled, not woken")
+        for i in [1, 2] {
+            let woke = try #require(at[i])
+            #expect(woke >= start.advanced(by: deadlines[i]), "sleep \(i) woke before its deadline")
+            #expect(woke < start.advanced(by: .seconds(20)), "sleep \(i) waited for a later deadline")
+        }
+        #expect(table.waiting == 0)
+        let late = Task { try await table.sleep(until: .now.advanced(by: .milliseconds(10))) }
+        try await late.value
+        late.cancel()
         #expect(table.waiting == 0)
     }
 }
