@@ -227,6 +227,7 @@ def main() -> int:
     ap.add_argument("--peer-credentials", choices=["sts", "iam"], default="sts",
                     help="sts: the peers use STS keys with a session token, as the daemon must (default); "
                          "iam: the backend's long-term IAM keys, which moto authenticates with less work")
+    ap.add_argument("--perf", metavar="FILE", help="record a perf profile of the daemon's upload in FILE.ROUND")
     ap.add_argument("--https", action="store_true", help="everything over TLS, trusting a test CA made for the run")
     ap.add_argument("--target", choices=["moto", "rgw"], default="moto",
                     help="rgw: Ceph's RADOS Gateway on a one-node cluster (memstore)")
@@ -326,6 +327,9 @@ def main() -> int:
             run = DaemonRun(binary, work / f"daemon-{r}", backend, args.concurrency, sub, ca_file,
                             bandwidth_limit=args.bandwidth_limit)
             cpu0 = proc_cpu_s(run.proc.pid)
+            # --perf: a sampled profile of the daemon for this round alone (perf report -i FILE.ROUND).
+            perf = subprocess.Popen(["perf", "record", "-F", "499", "-g", "-o", f"{args.perf}.{r}", "-p", str(run.proc.pid)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if args.perf else None
             if shaper:
                 shaper.reset_stats()
             t0 = time.monotonic()
@@ -333,6 +337,9 @@ def main() -> int:
             run.wait_uploaded(args.photos)
             elapsed = time.monotonic() - t0
             daemon_cpu.append(proc_cpu_s(run.proc.pid) - cpu0)
+            if perf:
+                perf.send_signal(2)
+                perf.wait()
             if shaper and args.bandwidth_limit != "off":
                 held.append(shaper.up.rate_between(0.1, 0.9))
             run.stop()
