@@ -143,6 +143,20 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def proc_faults_switches(pid: int) -> tuple[int, int]:
+    """Minor page faults of a running process, and its threads' context switches."""
+    faults = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[7])
+    switches = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if "ctxt_switches:" in line:
+                    switches += int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return faults, switches
+
+
 def children_cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -320,6 +334,7 @@ def main() -> int:
                           f"moto:{server.bucket}/photos/{user}/rclone-{r}/"], env=renv)
 
         daemon_cpu: list[float] = []
+        daemon_costs: list[str] = []
 
         held: list[float] = []
 
@@ -327,6 +342,7 @@ def main() -> int:
             run = DaemonRun(binary, work / f"daemon-{r}", backend, args.concurrency, sub, ca_file,
                             bandwidth_limit=args.bandwidth_limit)
             cpu0 = proc_cpu_s(run.proc.pid)
+            faults0, switches0 = proc_faults_switches(run.proc.pid)
             # --perf: a sampled profile of the daemon for this round alone (perf report -i FILE.ROUND).
             perf = subprocess.Popen(["perf", "record", "-F", "499", "-g", "-o", f"{args.perf}.{r}", "-p", str(run.proc.pid)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if args.perf else None
@@ -337,6 +353,8 @@ def main() -> int:
             run.wait_uploaded(args.photos)
             elapsed = time.monotonic() - t0
             daemon_cpu.append(proc_cpu_s(run.proc.pid) - cpu0)
+            faults1, switches1 = proc_faults_switches(run.proc.pid)
+            daemon_costs.append(f"{faults1 - faults0} minor page faults, {switches1 - switches0} context switches")
             if perf:
                 perf.send_signal(2)
                 perf.wait()
@@ -371,7 +389,8 @@ def main() -> int:
                 conns[name].append(counter.opened)
                 print(f"  round {r + 1}  {name:<24} {t:7.2f} s  {mb / t:6.1f} MB/s  "
                       f"CPU {cpu[name][-1]:5.1f} s, {args.target}'s {server_cpu[name][-1]:5.1f} s, "
-                      f"{counter.opened} connections ({counter.opened / args.photos:.2f} per photo){wire}", flush=True)
+                      f"{counter.opened} connections ({counter.opened / args.photos:.2f} per photo){wire}"
+                      + (f"; {daemon_costs[-1]}" if name == "photolalad" else ""), flush=True)
                 server.empty_bucket()  # every tool starts on an empty bucket (and moto/memstore keep it in RAM)
         med = {n: statistics.median(times[n]) for n in names}
         print("medians:")
