@@ -1,5 +1,6 @@
 import Digests
 import NIOCore
+import Synchronization
 
 /// A file range as a stream of `ByteBuffer`s of `chunkSize` bytes, read when the HTTP
 /// client asks for the next one, with at most `depth` of them in memory per body.
@@ -24,6 +25,8 @@ package struct FileChunks: AsyncSequence, Sendable {
     let length: Int64
     let chunkSize: Int
     var depth = 8
+    /// Where the ring's buffers come from and go back to when the body is done.
+    var buffers: ChunkBuffers = .shared
     /// Waits before the stream looks again whether the oldest chunk was dropped; told how
     /// many times it waited for this chunk already.
     var pause: @Sendable (Int) async throws -> Void = Self.pause
@@ -38,7 +41,8 @@ package struct FileChunks: AsyncSequence, Sendable {
     }
 
     package func makeAsyncIterator() -> Iterator {
-        Iterator(file: file, position: offset, remaining: length, chunkSize: chunkSize, depth: Swift.max(1, depth), pause: pause)
+        Iterator(file: file, position: offset, remaining: length, chunkSize: chunkSize, depth: Swift.max(1, depth), pause: pause,
+                 buffers: buffers)
     }
 
     package struct Iterator: AsyncIteratorProtocol {
@@ -48,29 +52,35 @@ package struct FileChunks: AsyncSequence, Sendable {
         let chunkSize: Int
         let depth: Int
         let pause: @Sendable (Int) async throws -> Void
+        let buffers: ChunkBuffers
         /// Our own reference to each buffer handed out, oldest at `next`.
         private var ring: [ByteBuffer] = []
         private var oldest = 0
 
         init(file: VerifiedFile, position: Int64, remaining: Int64, chunkSize: Int, depth: Int,
-             pause: @escaping @Sendable (Int) async throws -> Void) {
+             pause: @escaping @Sendable (Int) async throws -> Void, buffers: ChunkBuffers) {
             self.file = file
             self.position = position
             self.remaining = remaining
             self.chunkSize = chunkSize
             self.depth = depth
             self.pause = pause
+            self.buffers = buffers
         }
 
         package mutating func next() async throws -> ByteBuffer? {
             guard remaining > 0 else {
+                // Those the client let go of go back; the others are the client's to drop.
+                var done: [ByteBuffer] = []
+                for i in ring.indices where ring[i].modifyIfUniquelyOwned({ $0.clear() }) != nil { done.append(ring[i]) }
                 ring.removeAll()
+                buffers.keep(done)
                 return nil
             }
             let want = Int(Swift.min(Int64(chunkSize), remaining))
             var buffer: ByteBuffer
             if ring.count < depth {
-                buffer = ByteBufferAllocator().buffer(capacity: want)
+                buffer = buffers.take(capacity: chunkSize)
             } else {
                 var waited = 0
                 while ring[oldest].modifyIfUniquelyOwned({ $0.clear() }) == nil {
@@ -113,5 +123,51 @@ package struct FileChunks: AsyncSequence, Sendable {
             self.position += Int64(got)
             remaining -= Int64(got)
         }
+    }
+}
+
+/// The chunk buffers bodies leave behind, for the next body: a fresh 256 KB buffer is
+/// sixty-four page faults, each a zeroed page, and every upload of a photo began with
+/// eight of them: 3 % of the daemon's CPU in an upload of 300 photos (docs/benchmarks.md,
+/// "The upload's fresh buffers"). Only a buffer nobody else holds comes back (the HTTP
+/// client may still be writing the last ones); at most `limit` are kept, 4 MB at the
+/// default size, and the uploader drops them when it finds nothing to send.
+package final class ChunkBuffers: Sendable {
+    package static let shared = ChunkBuffers(limit: 16)
+
+    private let limit: Int
+    private let free = Mutex<[ByteBuffer]>([])
+
+    package init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Buffers kept now.
+    package var kept: Int { free.withLock { $0.count } }
+
+    /// An empty buffer of at least `capacity` bytes: a kept one, or a new one.
+    func take(capacity: Int) -> ByteBuffer {
+        let kept = free.withLock { free -> ByteBuffer? in
+            guard let last = free.last, last.capacity >= capacity else { return nil }
+            return free.removeLast()
+        }
+        return kept ?? ByteBufferAllocator().buffer(capacity: capacity)
+    }
+
+    /// Lets go of every kept buffer (their memory back to malloc).
+    package func drop() {
+        // Freed once out of the lock, as `dropped` goes.
+        let dropped = free.withLock { free -> [ByteBuffer] in
+            defer { free = [] }
+            return free
+        }
+        _ = dropped.count
+    }
+
+    /// Keeps `done` (empty, held by nobody else once the caller lets go) for other
+    /// bodies, as many as there is room for.
+    func keep(_ done: [ByteBuffer]) {
+        guard !done.isEmpty else { return }
+        free.withLock { $0.append(contentsOf: done.prefix(max(0, limit - $0.count))) }
     }
 }

@@ -147,6 +147,8 @@ package actor UploaderService: Service, Stage {
         }
         guard let job else {
             outage.inconclusive(probe: probe)
+            // Nothing to send: the bodies' buffers kept for the next upload go (4 MB).
+            ChunkBuffers.shared.drop()
             return .wait(until: try? await database.nextDueTime(now: now))
         }
         let epoch = outage.epoch

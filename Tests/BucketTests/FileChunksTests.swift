@@ -89,4 +89,67 @@ import Testing
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
     }
+
+    static func address(_ buffer: ByteBuffer) -> UInt {
+        buffer.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
+    }
+
+    /// A body's buffers the client let go of serve the next body: no fresh pages to fault
+    /// in and zero at the start of every upload.
+    @Test func theBuffersOfABodyServeTheNext() async throws {
+        let (path, file) = try Self.file(Self.bytes)
+        defer { unlink(path) }
+        let buffers = ChunkBuffers(limit: 4)
+        func body() -> FileChunks {
+            FileChunks(file: file, offset: 0, length: Int64(Self.bytes.count), chunkSize: 64 << 10, depth: 2, buffers: buffers,
+                       pause: { _ in Issue.record("a dropped chunk was waited for") })
+        }
+        var first: Set<UInt> = []
+        var got: [UInt8] = []
+        for try await chunk in body() {
+            first.insert(Self.address(chunk))
+            got += chunk.readableBytesView
+        }
+        #expect(got == Self.bytes)
+        #expect(first.count == 2, "a ring of two buffers")
+        #expect(buffers.kept == 2)
+        var second: [UInt] = []
+        got = []
+        for try await chunk in body() {
+            second.append(Self.address(chunk))
+            got += chunk.readableBytesView
+        }
+        #expect(got == Self.bytes, "a kept buffer holds nothing of the body before")
+        #expect(Set(second) == first)
+        #expect(buffers.kept == 2)
+        buffers.drop()
+        #expect(buffers.kept == 0)
+    }
+
+    /// A buffer the client still holds when its body ends is the client's: not kept, never
+    /// written again; and no more than the limit are kept.
+    @Test func aBufferTheClientStillHoldsIsNotKeptAndTheLimitHolds() async throws {
+        let (path, file) = try Self.file(Self.bytes)
+        defer { unlink(path) }
+        let buffers = ChunkBuffers(limit: 2)
+        var last: ByteBuffer?
+        for try await chunk in FileChunks(file: file, offset: 0, length: Int64(Self.bytes.count), chunkSize: 32 << 10, depth: 4, buffers: buffers,
+                                          pause: { _ in Issue.record("a dropped chunk was waited for") }) {
+            last = chunk
+        }
+        let held = try #require(last)
+        let heldBytes = Array(held.readableBytesView)
+        #expect(buffers.kept == 2, "three of four came back, two are kept")
+        let other = [UInt8](repeating: 0xA5, count: 96 << 10)
+        let (otherPath, otherFile) = try Self.file(other)
+        defer { unlink(otherPath) }
+        var addresses: [UInt] = []
+        for try await chunk in FileChunks(file: otherFile, offset: 0, length: Int64(other.count), chunkSize: 32 << 10, depth: 4,
+                                          buffers: buffers) {
+            addresses.append(Self.address(chunk))
+            #expect(chunk.readableBytesView.allSatisfy { $0 == 0xA5 })
+        }
+        #expect(!addresses.contains(Self.address(held)))
+        #expect(Array(held.readableBytesView) == heldBytes)
+    }
 }
