@@ -14,7 +14,7 @@ extension QueueDatabase {
             // The partial index holds only these rows; the planner would rather walk every
             // ready photo through the catalog-order index (a million at every wake). It
             // answers only when it sees the index's own constant, so the state is not bound.
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM photo INDEXED BY photo_unlisted WHERE state = \(PhotoState.ready.sqlLiteral) AND catalog IS NULL") ?? 0
+            try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM photo INDEXED BY photo_unlisted WHERE state = \(PhotoState.ready.sqlLiteral) AND catalog IS NULL")) ?? 0
         }
     }
 
@@ -22,10 +22,10 @@ extension QueueDatabase {
     /// `catalog.publish_interval`.
     package func catalogQueueDrained() async throws -> Bool {
         try await read { db in
-            try Bool.fetchOne(db, sql: """
+            try Bool.fetchOne(db.cachedStatement(sql: """
                 SELECT NOT EXISTS (SELECT 1 FROM file WHERE state IN (?, ?, ?))
                    AND NOT EXISTS (SELECT 1 FROM photo WHERE state = ?)
-                """, arguments: [FileState.pending, FileState.queued, FileState.uploading, PhotoState.pending]) ?? false
+                """), arguments: [FileState.pending, FileState.queued, FileState.uploading, PhotoState.pending]) ?? false
         }
     }
 

@@ -214,7 +214,7 @@ extension QueueDatabase {
 
     /// Whether any change waits for the manifest stage.
     func hasManifestChanges() async throws -> Bool {
-        try await read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM manifest_change)") ?? false }
+        try await read { db in try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS(SELECT 1 FROM manifest_change)")) ?? false }
     }
 }
 

@@ -346,7 +346,7 @@ package final class QueueDatabase: Sendable {
     /// Whether an object is due for upload now: thumbnails wait while originals do.
     package func hasDueObjects(now: Date = Date()) async throws -> Bool {
         try await read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE state = ? AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?))",
+            try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM object WHERE state = ? AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?))"),
                               arguments: [ObjectState.pending, now.timeIntervalSince1970]) ?? false
         }
     }
@@ -355,7 +355,7 @@ package final class QueueDatabase: Sendable {
     /// longer while uploads go on.
     package func hasUploadsInFlight() async throws -> Bool {
         try await read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN (?, ?, ?))",
+            try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS(SELECT 1 FROM file WHERE state IN (?, ?, ?))"),
                               arguments: [FileState.pending, FileState.queued, FileState.uploading]) ?? false
         }
     }
@@ -416,7 +416,7 @@ package final class QueueDatabase: Sendable {
 
     package func inventoryEntry(key: String) async throws -> InventoryEntry? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?", arguments: [key])
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?"), arguments: [key])
                 .map(Self.entry)
         }
     }
@@ -429,7 +429,7 @@ package final class QueueDatabase: Sendable {
     /// this daemon), absent from a complete listing of its prefix, or unknown.
     package func inventoryPresence(key: String) async throws -> InventoryPresence {
         try await read { db in
-            if let row = try Row.fetchOne(db, sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?",
+            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT key, size, etag, storageClass, seenAt FROM inventory WHERE key = ?"),
                                           arguments: [key]) {
                 return .present(Self.entry(row))
             }
@@ -446,11 +446,11 @@ package final class QueueDatabase: Sendable {
 
     /// The same, in `db`'s transaction.
     package static func recordStored(_ db: Database, key: String, size: Int64, etag: String, storageClass: String, now: Date) throws {
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO inventory(key, size, etag, storageClass, seenAt) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT(key) DO UPDATE SET size = excluded.size, etag = excluded.etag,
               storageClass = excluded.storageClass, seenAt = excluded.seenAt
-            """, arguments: [key, size, etag, storageClass, now.timeIntervalSince1970])
+            """).execute(arguments: [key, size, etag, storageClass, now.timeIntervalSince1970])
     }
 
 
@@ -460,9 +460,9 @@ package final class QueueDatabase: Sendable {
     }
 
     package static func listing(_ db: Database, prefix: String) throws -> InventoryListing? {
-        guard let row = try Row.fetchOne(db, sql: """
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: """
             SELECT state, startedAt, listedAt, objects, seen, failures, lastError, updatedAt FROM inventory_listing WHERE prefix = ?
-            """, arguments: [prefix]) else { return nil }
+            """), arguments: [prefix]) else { return nil }
         let date: (String) -> Date? = { name in (row[name] as Double?).map { Date(timeIntervalSince1970: $0) } }
         return InventoryListing(prefix: prefix, state: InventoryListing.State(rawValue: row["state"]) ?? .failed,
                                 startedAt: date("startedAt"), listedAt: date("listedAt"), objects: row["objects"],

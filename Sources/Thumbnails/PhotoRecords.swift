@@ -90,7 +90,7 @@ extension QueueDatabase {
     /// When the next postponed row becomes due (nil: none waits on a timer).
     package func nextPhotoDueTime(now: Date = Date()) async throws -> Date? {
         try await read { db in
-            try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM photo WHERE state = ? AND nextAttemptAt > ?",
+            try Double.fetchOne(db.cachedStatement(sql: "SELECT min(nextAttemptAt) FROM photo WHERE state = ? AND nextAttemptAt > ?"),
                                 arguments: [PhotoState.pending, now.timeIntervalSince1970]).map { Date(timeIntervalSince1970: $0) }
         }
     }
@@ -135,7 +135,7 @@ extension QueueDatabase {
         try await read { db in
             var c = PhotoCounts()
             var rows = 0
-            for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM photo GROUP BY state") {
+            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT state, count(*) AS n FROM photo GROUP BY state")) {
                 let n: Int = row["n"]
                 rows += n
                 switch PhotoState(rawValue: row["state"]) {
@@ -146,7 +146,7 @@ extension QueueDatabase {
                 case nil: break
                 }
             }
-            let uploaded = try Int.fetchOne(db, sql: "SELECT count(*) FROM object WHERE state = ?", arguments: [ObjectState.uploaded]) ?? 0
+            let uploaded = try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM object WHERE state = ?"), arguments: [ObjectState.uploaded]) ?? 0
             c.unseen = max(0, uploaded - rows)
             return c
         }

@@ -44,20 +44,20 @@ extension QueueDatabase {
     package func claimObject(now: Date) async throws -> UploadJob? {
         try await write { db in
             let t = now.timeIntervalSince1970
-            let candidates = try Row.fetchAll(db, sql: """
+            let candidates = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT md5, size, attempts, uploadId, partSize, overwrite FROM object
                 WHERE state = ? AND (nextAttemptAt IS NULL OR nextAttemptAt <= ?)
                 ORDER BY nextAttemptAt IS NOT NULL, updatedAt LIMIT 16
-                """, arguments: [ObjectState.pending, t])
+                """), arguments: [ObjectState.pending, t])
             for o in candidates {
                 let md5: String = o["md5"]
                 // Any live file with these bytes will do; the one seen most recently first.
-                guard let f = try Row.fetchOne(db, sql: """
+                guard let f = try Row.fetchOne(db.cachedStatement(sql: """
                     SELECT path, device, inode, size, mtimeSec, mtimeNsec FROM file
                     WHERE md5 = ? AND state IN (?, ?, ?) ORDER BY updatedAt DESC LIMIT 1
-                    """, arguments: [md5, FileState.queued, FileState.uploading, FileState.failed]) else {
+                    """), arguments: [md5, FileState.queued, FileState.uploading, FileState.failed]) else {
                     // No file holds these bytes any more: nothing to upload from.
-                    try db.execute(sql: "UPDATE object SET nextAttemptAt = ?, updatedAt = ? WHERE md5 = ?", arguments: [t + 3600, t, md5])
+                    try db.cachedStatement(sql: "UPDATE object SET nextAttemptAt = ?, updatedAt = ? WHERE md5 = ?").execute(arguments: [t + 3600, t, md5])
                     continue
                 }
                 try Transitions(db, now: now).moveObject(md5, .claim)
@@ -74,7 +74,7 @@ extension QueueDatabase {
     /// The earliest moment a waiting object becomes due (nil: none waits on a timer).
     package func nextDueTime(now: Date) async throws -> Date? {
         try await read { db in
-            try Double.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM object WHERE state = ? AND nextAttemptAt > ?",
+            try Double.fetchOne(db.cachedStatement(sql: "SELECT min(nextAttemptAt) FROM object WHERE state = ? AND nextAttemptAt > ?"),
                                 arguments: [ObjectState.pending, now.timeIntervalSince1970]).map { Date(timeIntervalSince1970: $0) }
         }
     }
