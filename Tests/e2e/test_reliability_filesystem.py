@@ -490,9 +490,11 @@ def test_permission_denied_is_reported_and_backed_up_once_readable(world, reliab
     d.start()
     caps = [line for line in Path(f"/proc/{d.proc.pid}/status").read_text().splitlines() if line.startswith("CapEff")]
     assert int(caps[0].split()[1], 16) & (1 << CAP_DAC_OVERRIDE) == 0, caps
+    # Paused before the sign-in: ok.jpg waits too (signed in first, it was seen uploaded
+    # before the pause arrived).
+    assert d.ctl("pause").returncode == 0
     uid = world.login(d)
     # Made unreadable after it was hashed, before its upload.
-    assert d.ctl("pause").returncode == 0
     bodies["later.jpg"] = write_photo(d.photos / "later.jpg", 25_000)
     d.wait_for(lambda s: s["queue"]["pending"] >= 2 and s["queue"]["hashing"] == 0 and not s["watch"]["scanning"],
                timeout=30, what="later.jpg hashed")

@@ -2,7 +2,8 @@
 HTTP server on loopback that records every request it gets:
 
 - `Receiver`: a webhook (any of the three formats) or a Healthchecks-style dead man's
-  switch; `answer(500, 200)` makes it answer those statuses in turn before plain 200s.
+  switch; `answer(500, 200)` makes it answer those statuses in turn before plain 200s
+  (`then_hold=True`: the first 200 waits for `release()`).
 - `CommandRecorder`: an executable script for `notify.command` that writes its whole
   environment to a new file per event (and says one line on standard output).
 
@@ -31,6 +32,8 @@ class Receiver:
         self.requests: list[dict] = []
         self._answers: list[int] = []
         self._lock = threading.Lock()
+        self._gate = threading.Event()
+        self._gate.set()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -40,7 +43,12 @@ class Receiver:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 with receiver._lock:
-                    status = receiver._answers.pop(0) if receiver._answers else 200
+                    scripted = receiver._answers.pop(0) if receiver._answers else None
+                if scripted is None:
+                    # `answer(..., then_hold=True)`: the first plain 200 waits for `release()`.
+                    receiver._gate.wait(timeout=60)
+                status = 200 if scripted is None else scripted
+                with receiver._lock:
                     receiver.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
                                               "body": body, "time": time.time(), "status": status})
                 reply = b"ok\n" if status < 300 else b"receiver says no\n"
@@ -74,10 +82,18 @@ class Receiver:
     def url(self, path: str = "/hook") -> str:
         return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}{path}"
 
-    def answer(self, *statuses: int):
-        """The next requests are answered with these statuses, in turn; then 200."""
+    def answer(self, *statuses: int, then_hold: bool = False):
+        """The next requests are answered with these statuses, in turn; then 200. With
+        `then_hold`, the request after them waits for `release()` (at most 60 s): a test
+        can then see the failure in the daemon's status however slowly it polls."""
         with self._lock:
             self._answers = list(statuses)
+            if then_hold:
+                self._gate.clear()
+
+    def release(self):
+        """Lets a request held by `answer(..., then_hold=True)` have its 200."""
+        self._gate.set()
 
     def received(self) -> list[dict]:
         with self._lock:
