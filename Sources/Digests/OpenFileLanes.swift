@@ -10,6 +10,11 @@ import Synchronization
 package struct OpenFileDigests: Sendable, Equatable {
     package var md5: [UInt8]
     package var sha256: [UInt8]?
+
+    package init(md5: [UInt8], sha256: [UInt8]?) {
+        self.md5 = md5
+        self.sha256 = sha256
+    }
 }
 
 /// Hashes files their callers hold open (a restore's temporary files, once written) on one

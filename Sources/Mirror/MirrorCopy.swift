@@ -27,13 +27,17 @@ package struct MirrorCopy: Sendable {
     let writer: RestoreWriter
     let paths: MirrorPaths
     let userId: String
+    /// Where bodies are gathered to be written past the page cache (nil: through it).
+    let directBuffers: DirectBuffers?
 
-    package init(database: QueueDatabase, transfer: MirrorTransfer, writer: RestoreWriter, root: String, userId: String) {
+    package init(database: QueueDatabase, transfer: MirrorTransfer, writer: RestoreWriter, root: String, userId: String,
+                 directBuffers: DirectBuffers? = .shared) {
         self.database = database
         self.transfer = transfer
         self.writer = writer
         self.paths = MirrorPaths(root: root)
         self.userId = userId
+        self.directBuffers = directBuffers
     }
 
     package enum Outcome: Sendable, Equatable {
@@ -100,9 +104,12 @@ package struct MirrorCopy: Sendable {
         let incoming: IncomingFile
         do {
             let (writer, temporary) = (self.writer, Array(MirrorNaming.temporaryName(e.md5).utf8))
+            // A body that comes whole, in order, is written past the page cache; ranges
+            // (written at their offsets from several tasks) go through it.
+            let direct = e.size <= transfer.rangeThreshold ? directBuffers : nil
             // Opens and makes folders (`openat2`, `mkdirat`): off the pool, like every call below.
             incoming = try await Blocking.run { () throws(RestoreWriter.Failure) -> IncomingFile in
-                try writer.incoming(in: try writer.parent(of: item), sha256: sha256 != nil, temporaryName: temporary)
+                try writer.incoming(in: try writer.parent(of: item), sha256: sha256 != nil, temporaryName: temporary, direct: direct)
             }
         } catch {
             return .finished(Self.place(error))

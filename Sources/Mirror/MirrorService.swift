@@ -466,6 +466,8 @@ package actor MirrorService: Service, Stage {
                 }
             }
         }
+        // The gathering buffers (8 MB at most) are not kept between pulls.
+        DirectBuffers.shared.drop()
         full = full || noSpace
         if full && !diskFull {
             logger.warning("the mirror's folder has less free space than mirror.min_free with the next copy: it waits",

@@ -91,6 +91,13 @@ package struct MirrorTransfer: Sendable {
             incoming.discard()
             return .failure(outcome)
         }
+        do {
+            try incoming.settle()
+        } catch {
+            incoming.discard()
+            if let code = error.errno, code == ENOSPC || code == EDQUOT { return .failure(.diskFull(error.message)) }
+            return .failure(.folder(error.message))
+        }
         // Counted once an object is in, not per buffer (a counter costs a lookup each time).
         DaemonCounter.mirrorBytes.increment(by: incoming.written)
         let (type, format) = box.formats
@@ -148,6 +155,8 @@ package struct MirrorTransfer: Sendable {
     private func whole(key: String, size: Int64, incoming: IncomingFile, box: Box) async -> Outcome? {
         guard size > 0 else { return nil }
         let bandwidth = self.bandwidth
+        // Bytes written past the page cache are on their way to the disk already.
+        let startWriteback = !incoming.writesDirect
         do throws(S3Error) {
             try await session.perform(under: prefix, budget: budget) { bucket throws(S3Error) in
                 let from = incoming.written
@@ -170,7 +179,7 @@ package struct MirrorTransfer: Sendable {
                     try box.writing { try buffer.withUnsafeReadableBytes { raw in try incoming.append(raw) } }
                     // Every 4 MiB, the disk starts on what came: the fdatasync before the
                     // rename then waits for little.
-                    if before >> 22 != incoming.written >> 22 {
+                    if startWriteback && before >> 22 != incoming.written >> 22 {
                         let start = ((incoming.written >> 22) << 22) - (4 << 20)
                         _ = photolala_start_writeback(incoming.descriptor, max(0, start), 4 << 20)
                     }

@@ -300,7 +300,8 @@ package struct RestoreWriter: Sendable {
     /// A hidden temporary file next to the destination, for its bytes: created new
     /// (O_EXCL, O_NOFOLLOW), mode 0600 until it is complete; readable, for `OpenFileLanes`.
     /// `temporaryName`: the mirror's own (named by the object, so a restart reuses it).
-    package func incoming(in parent: Parent, sha256: Bool = false, temporaryName: [UInt8]? = nil) throws(Failure) -> IncomingFile {
+    package func incoming(in parent: Parent, sha256: Bool = false, temporaryName: [UInt8]? = nil,
+                          direct: DirectBuffers? = nil) throws(Failure) -> IncomingFile {
         let temp = temporaryName ?? Self.temporaryName(for: parent.name)
         let flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
         var fd = Self.withCString(temp) { openat(parent.fd, $0, flags, 0o600) }
@@ -313,7 +314,7 @@ package struct RestoreWriter: Sendable {
             let code = Glibc.errno
             throw Failure("cannot create a temporary file in \(parent.path): \(Self.errno())", errno: code)
         }
-        return IncomingFile(parent: parent, temp: temp, fd: fd, sha256: sha256)
+        return IncomingFile(parent: parent, temp: temp, fd: fd, sha256: sha256, direct: direct)
     }
 
     /// `.plrestore-<16 hex of the name's SHA-256>.tmp`: hidden (the watcher skips it), short

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/xattr.h>
+#include <fcntl.h>
 
 // No core dump may hold a token. The Swift runtime's crash handler goes too: it prints
 // the bytes around every register (which may be a token's) to the journal, and on a
@@ -31,6 +32,16 @@ static inline int photolala_rename_noreplace(int olddirfd, const char *oldpath, 
 // calls it as a copy arrives, so the fdatasync before its rename finds little left to do.
 static inline int photolala_start_writeback(int fd, long long offset, long long count) {
     return (int)syscall(SYS_sync_file_range, fd, offset, count, 2u);
+}
+
+// Turns O_DIRECT (hidden behind _GNU_SOURCE; glibc's __O_DIRECT is each architecture's
+// value) on or off for an open file: 0, or -1 with errno (EINVAL where the filesystem
+// cannot do it).
+static inline int photolala_set_direct(int fd, int on) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0) return -1;
+    flags = on ? (flags | __O_DIRECT) : (flags & ~__O_DIRECT);
+    return fcntl(fd, F_SETFL, flags);
 }
 
 static inline long photolala_gettid(void) {
