@@ -25,6 +25,7 @@ from support.prom import parse, scrape_socket
 from support.app_catalog import md5_hex, publish_as_app, thumbnail_key
 from support.fake_backend import user_id_for
 from support.notify_receivers import Receiver
+from support.state_watch import filesystem_type
 from support.world import apple_subject, settled, write_photo
 
 FAST = {"check_interval": "10s", "list_interval": "1h", "min_free": "0"}
@@ -164,6 +165,41 @@ def test_a_phones_photos_arrive_named_dated_and_checked(world, tmp_path):
     d.wait_for(lambda s: mirror(s)["present"] == len(phone.bodies) + 1, timeout=60, what="the NAS's own photo copied too")
     mine = [p for p in files_under(folder).values() if md5_hex(p.read_bytes()) == md5_hex(own)]
     assert len(mine) == 1 and mine[0].name.endswith(f" {md5_hex(own)[:8]}.jpg")
+
+
+def resident_bytes(path: Path) -> int:
+    """How much of the file the page cache holds (util-linux's fincore, mincore(2) underneath)."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0])
+
+
+def test_a_pull_leaves_the_page_cache_to_the_nas(world, tmp_path):
+    """The mirror writes its copies past the page cache and gives back the pages its
+    read-back filled (docs/decisions.md): megabytes of photos pulled evict nothing the NAS
+    had cached. Only each copy's tail — its last, partial page, written through the cache
+    — may stay."""
+    if filesystem_type(tmp_path) in ("tmpfs", "ramfs"):
+        pytest.skip("on a RAM filesystem every file is the page cache")
+    sub = apple_subject("mirror-cache")
+    uid = user_id_for(sub)
+    phone = Phone(world.moto.s3_admin(), world.moto.bucket, uid)
+    for i in range(4):
+        phone.take(os.urandom(3 * 1024 * 1024 + 1000 * i + 7), "JPEG", 1_650_000_000 + i * 86_400)
+    phone.publish()
+    folder = tmp_path / "Photolala"
+    d = world.daemon(config={"mirror": {"folder": str(folder), **FAST}, "catalog": {"publish_interval": "1s"}})
+    assert world.login(d, sub=sub) == uid
+    d.wait_for(lambda s: mirror(s)["present"] == len(phone.bodies) and mirror(s)["state"] == "idle",
+               timeout=120, what="the phone's photos mirrored")
+    found = files_under(folder)
+    assert len(found) == len(phone.bodies)
+    # Before anything here reads them (which would fill the cache).
+    cached = {rel: resident_bytes(p) for rel, p in found.items()}
+    assert all(n <= 8192 for n in cached.values()), cached
+    expected = phone.expected()
+    for rel, (data, _) in expected.items():
+        assert found[rel].read_bytes() == data, rel
 
 
 def test_a_mirror_inside_a_watched_folder_uploads_nothing(world, tmp_path):
