@@ -52,12 +52,17 @@ import Testing
         return best.type == "tmpfs"
     }
 
+    /// A new temporary file for `it` that gathers its body in `buffers`.
+    func gathering(_ it: RestoreItem, in buffers: DirectBuffers) throws -> IncomingFile {
+        let writer = RestoreWriter(overwrite: false)
+        return try writer.incoming(in: try writer.parent(of: it), direct: buffers)
+    }
+
     @Test func aBodyInOddPiecesIsWrittenPastThePageCacheByteForByte() async throws {
         let buffers = DirectBuffers(size: 16_384, limit: 2)
         let data = Self.body(100_003)
         let it = w.item("direct.jpg", data)
-        let writer = RestoreWriter(overwrite: false)
-        let incoming = try writer.incoming(in: try writer.parent(of: it), direct: buffers)
+        let incoming = try gathering(it, in: buffers)
         #expect(incoming.writesDirect)
         for piece in Self.pieces(data) { try piece.withUnsafeBytes { try incoming.append($0) } }
         #expect(incoming.written == Int64(data.count))
@@ -78,10 +83,9 @@ import Testing
 
     @Test func aBodyOfWholeBuffersAndAnEmptyOneArriveToo() async throws {
         let buffers = DirectBuffers(size: 16_384, limit: 2)
-        let writer = RestoreWriter(overwrite: false)
         for (name, data) in [("whole.jpg", Self.body(3 * 16_384)), ("empty.jpg", [])] {
             let it = w.item(name, data)
-            let incoming = try writer.incoming(in: try writer.parent(of: it), direct: buffers)
+            let incoming = try gathering(it, in: buffers)
             try data.withUnsafeBytes { try incoming.append($0) }
             try incoming.settle()
             #expect(try await incoming.commit(it.version, replace: false, readBack: w.readBack(incoming)))
@@ -93,8 +97,7 @@ import Testing
         let buffers = DirectBuffers(size: 16_384, limit: 2)
         let data = Self.body(20_000)
         let it = w.item("tail.jpg", data)
-        let writer = RestoreWriter(overwrite: false)
-        let incoming = try writer.incoming(in: try writer.parent(of: it), direct: buffers)
+        let incoming = try gathering(it, in: buffers)
         try data.withUnsafeBytes { try incoming.append($0) }
         // The digests of what it must be (the read-back of a settled file gives the same).
         let digests = OpenFileDigests(md5: MD5.digest(data), sha256: nil)
@@ -102,7 +105,7 @@ import Testing
         #expect(FileManager.default.contents(atPath: w.root + "/photos/tail.jpg") == Data(data))
 
         let other = w.item("other.jpg", data)
-        let wrong = try writer.incoming(in: try writer.parent(of: other), direct: buffers)
+        let wrong = try gathering(other, in: buffers)
         try Self.body(20_001).withUnsafeBytes { try wrong.append($0) }
         #expect(throws: RestoreWriter.Failure.self) { try wrong.commit(other.version, replace: false, readBack: digests) }
         #expect(w.names("photos") == ["tail.jpg"])
@@ -112,10 +115,9 @@ import Testing
 
     @Test func aDiscardedBodyGivesItsBufferBackAndNoMoreThanTheLimitIsKept() throws {
         let buffers = DirectBuffers(size: 16_384, limit: 1)
-        let writer = RestoreWriter(overwrite: false)
         let files = try (0..<3).map { n in
             let it = w.item("d\(n).jpg", [1])
-            let incoming = try writer.incoming(in: try writer.parent(of: it), direct: buffers)
+            let incoming = try gathering(it, in: buffers)
             try Self.body(5_000).withUnsafeBytes { try incoming.append($0) }
             return incoming
         }
@@ -130,8 +132,7 @@ import Testing
         let buffers = DirectBuffers(size: 16_384, limit: 2)
         let data = Self.body(50_000)
         let it = w.item("ranges.jpg", data)
-        let writer = RestoreWriter(overwrite: false)
-        let incoming = try writer.incoming(in: try writer.parent(of: it), direct: buffers)
+        let incoming = try gathering(it, in: buffers)
         try data[25_000...].withUnsafeBytes { try incoming.write($0, at: 25_000) }
         #expect(!incoming.writesDirect && buffers.kept == 1)
         try data[..<25_000].withUnsafeBytes { try incoming.write($0, at: 0) }
