@@ -120,7 +120,6 @@ package struct MirrorTransfer: Sendable {
             incoming.discard()
             return .failure(.failed("the copy could not be read back to check it: \(why)"))
         }
-
         guard let found = MD5Value(bytes: digests.md5), found == md5 else {
             incoming.discard()
             return .failure(.refused("its bytes have MD5 \(MD5Value(bytes: digests.md5)?.hex ?? "?"), not the one its key names"))

@@ -187,7 +187,11 @@ package final class IncomingFile: Sendable {
             s = nil
             defer { buffers?.give(current.block) }
             if current.direct && photolala_set_direct(fd, 0) == 0 { current.direct = false }
-            return current.flush(fd: fd)
+            let code = current.flush(fd: fd)
+            // The gathered writes went to their offsets (`pwrite`): the file's position
+            // moves to its end, where a later `append` would write.
+            if code == 0 && lseek(fd, off_t(current.flushed), SEEK_SET) < 0 { return Glibc.errno }
+            return code
         }
         guard code == 0 else { throw failure(code) }
     }

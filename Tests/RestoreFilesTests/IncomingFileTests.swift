@@ -81,6 +81,18 @@ import Testing
         #expect(buffers.kept == 1)
     }
 
+    @Test func bytesAppendedAfterASettleFollowTheGatheredOnes() async throws {
+        let buffers = DirectBuffers(size: 16_384, limit: 2)
+        let data = Self.body(70_000)
+        let it = w.item("after.jpg", data)
+        let incoming = try gathering(it, in: buffers)
+        try data[..<40_000].withUnsafeBytes { try incoming.append($0) }
+        try incoming.settle()
+        try data[40_000...].withUnsafeBytes { try incoming.append($0) }
+        #expect(try await incoming.commit(it.version, replace: false, readBack: w.readBack(incoming)))
+        #expect(FileManager.default.contents(atPath: w.root + "/photos/after.jpg") == Data(data))
+    }
+
     @Test func aBodyOfWholeBuffersAndAnEmptyOneArriveToo() async throws {
         let buffers = DirectBuffers(size: 16_384, limit: 2)
         for (name, data) in [("whole.jpg", Self.body(3 * 16_384)), ("empty.jpg", [])] {
