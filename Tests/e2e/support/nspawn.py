@@ -516,24 +516,38 @@ class Container:
                                      stderr=subprocess.STDOUT, start_new_session=True,
                                      preexec_fn=_own_cgroup)
         deadline = time.monotonic() + self.BOOT_TIMEOUT
+        # What the last look saw, for the error: the console alone says nothing when
+        # systemd never wrote to it (it shows no status on a pipe).
+        seen = "no PID 1 of the container found"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise Unavailable(f"systemd-nspawn exited {self.proc.returncode} while booting: "
                                   f"{self.console.read_text(errors='replace')[-2000:]}")
             self.leader = self._find_leader()
             if self.leader:
-                r = self.run("systemctl is-system-running --wait", timeout=max(1, deadline - time.monotonic()))
+                try:
+                    r = self.run("systemctl is-system-running --wait", timeout=max(1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    seen = "systemctl is-system-running --wait did not answer"
+                    break
                 state = r.stdout.strip()
                 if state in ("running", "degraded"):
                     return
+                seen = f"systemctl is-system-running said {state!r} (exit {r.returncode}): {r.stderr.strip()[-500:]}"
                 if state in ("maintenance", "stopping", "offline"):
                     break
             time.sleep(0.2)
         log = self.console.read_text(errors="replace")[-3000:]
+        if self.leader:
+            try:
+                jobs = self.run("systemctl list-jobs --no-pager; systemctl --failed --no-pager", timeout=10)
+                seen += f"\nits jobs and failed units:\n{jobs.stdout[-2000:]}{jobs.stderr[-500:]}"
+            except (subprocess.TimeoutExpired, RuntimeError) as e:
+                seen += f"\n(its jobs could not be listed: {e})"
         self.stop()
         # It started and got stuck or was slow: a failure to see, not a machine without
         # containers to skip (that one exits above, at once).
-        raise RuntimeError(f"the container did not boot within {self.BOOT_TIMEOUT}s: {log}")
+        raise RuntimeError(f"the container did not boot within {self.BOOT_TIMEOUT}s: {seen}\nconsole: {log}")
 
     def _find_leader(self) -> int | None:
         """The container's PID 1: the descendant of systemd-nspawn whose NSpid ends in 1."""
