@@ -58,6 +58,13 @@ import Testing
         return try writer.incoming(in: try writer.parent(of: it), direct: buffers)
     }
 
+    /// Commits `incoming` as `it` (read back first, as the mirror and the restore do) and
+    /// expects `data` under its name.
+    func expectPlaced(_ incoming: IncomingFile, _ it: RestoreItem, _ data: [UInt8]) async throws {
+        #expect(try await incoming.commit(it.version, replace: false, readBack: w.readBack(incoming)))
+        #expect(FileManager.default.contents(atPath: it.root + "/" + String(decoding: it.destination, as: UTF8.self)) == Data(data))
+    }
+
     @Test func aBodyInOddPiecesIsWrittenPastThePageCacheByteForByte() async throws {
         let buffers = DirectBuffers(size: 16_384, limit: 2)
         let data = Self.body(100_003)
@@ -76,8 +83,7 @@ import Testing
         try incoming.settle()
         #expect(!incoming.writesDirect && buffers.kept == 1)
         #expect(fstat(incoming.descriptor, &st) == 0 && st.st_size == Int64(data.count))
-        #expect(try await incoming.commit(it.version, replace: false, readBack: w.readBack(incoming)))
-        #expect(FileManager.default.contents(atPath: w.root + "/photos/direct.jpg") == Data(data))
+        try await expectPlaced(incoming, it, data)
         #expect(buffers.kept == 1)
     }
 
@@ -89,8 +95,7 @@ import Testing
         try data[..<40_000].withUnsafeBytes { try incoming.append($0) }
         try incoming.settle()
         try data[40_000...].withUnsafeBytes { try incoming.append($0) }
-        #expect(try await incoming.commit(it.version, replace: false, readBack: w.readBack(incoming)))
-        #expect(FileManager.default.contents(atPath: w.root + "/photos/after.jpg") == Data(data))
+        try await expectPlaced(incoming, it, data)
     }
 
     @Test func aBodyOfWholeBuffersAndAnEmptyOneArriveToo() async throws {
@@ -100,8 +105,7 @@ import Testing
             let incoming = try gathering(it, in: buffers)
             try data.withUnsafeBytes { try incoming.append($0) }
             try incoming.settle()
-            #expect(try await incoming.commit(it.version, replace: false, readBack: w.readBack(incoming)))
-            #expect(FileManager.default.contents(atPath: w.root + "/photos/" + name) == Data(data))
+            try await expectPlaced(incoming, it, data)
         }
     }
 
@@ -148,7 +152,6 @@ import Testing
         try data[25_000...].withUnsafeBytes { try incoming.write($0, at: 25_000) }
         #expect(!incoming.writesDirect && buffers.kept == 1)
         try data[..<25_000].withUnsafeBytes { try incoming.write($0, at: 0) }
-        #expect(try await incoming.commit(it.version, replace: false, readBack: w.readBack(incoming)))
-        #expect(FileManager.default.contents(atPath: w.root + "/photos/ranges.jpg") == Data(data))
+        try await expectPlaced(incoming, it, data)
     }
 }
