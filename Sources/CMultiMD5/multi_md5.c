@@ -151,6 +151,41 @@ static void blocks_avx512(pl_md5_lanes *st, const uint8_t *base, const uint32_t 
     _mm512_mask_storeu_epi32(st->c, k, c); _mm512_mask_storeu_epi32(st->d, k, d);
 }
 
+// ---- AVX-512 on 256 bits: 8 lanes ---------------------------------------------------
+// A masked whole register still pays for its idle lanes' gathers: on this AMD EPYC,
+// 2 to 8 busy lanes took 124-131 ns a block on half a register against 176-200 ns on the
+// whole one (scripts/bench_md5_lanes.py, 1 MB a lane). Lanes in both halves stay on the
+// whole register. docs/benchmarks.md, "Half a register for eight lanes or fewer".
+#define V8F(b, c, d) _mm256_ternarylogic_epi32((b), (c), (d), 0xCA)
+#define V8G(b, c, d) _mm256_ternarylogic_epi32((d), (b), (c), 0xCA)
+#define V8H(b, c, d) _mm256_ternarylogic_epi32((b), (c), (d), 0x96)
+#define V8I(b, c, d) _mm256_ternarylogic_epi32((b), (c), (d), 0x39)
+#define V8STEP(FN, a, b, c, d, mw, k, s) \
+    a = _mm256_add_epi32((b), _mm256_rol_epi32(_mm256_add_epi32(_mm256_add_epi32((a), FN(b, c, d)), \
+                                                                  _mm256_add_epi32((mw), _mm256_set1_epi32((int)(k)))), (s)))
+
+__attribute__((target("avx512f,avx512vl")))
+static void blocks_avx512_half(pl_md5_lanes *st, int half, const uint8_t *base, const uint32_t offsets[16], uint32_t mask, size_t nblocks) {
+    const __mmask8 k = (__mmask8)((mask >> (8 * half)) & 0xffu);
+    const int o = 8 * half;
+    __m256i a = _mm256_loadu_si256((const __m256i *)(st->a + o)), b = _mm256_loadu_si256((const __m256i *)(st->b + o));
+    __m256i c = _mm256_loadu_si256((const __m256i *)(st->c + o)), d = _mm256_loadu_si256((const __m256i *)(st->d + o));
+    __m256i idx = _mm256_loadu_si256((const __m256i *)(offsets + o));
+    const __m256i step = _mm256_set1_epi32(64);
+    for (size_t n = 0; n < nblocks; n++) {
+        __m256i m[16];
+        for (int w = 0; w < 16; w++)
+            m[w] = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), k, idx, base + 4 * w, 1);
+        __m256i aa = a, bb = b, cc = c, dd = d;
+        MD5_64_STEPS(V8);
+        a = _mm256_add_epi32(a, aa); b = _mm256_add_epi32(b, bb);
+        c = _mm256_add_epi32(c, cc); d = _mm256_add_epi32(d, dd);
+        idx = _mm256_add_epi32(idx, step);
+    }
+    _mm256_mask_storeu_epi32(st->a + o, k, a); _mm256_mask_storeu_epi32(st->b + o, k, b);
+    _mm256_mask_storeu_epi32(st->c + o, k, c); _mm256_mask_storeu_epi32(st->d + o, k, d);
+}
+
 // ---- AVX2: 8 lanes at a time ---------------------------------------------------------
 #define V2F(b, c, d) _mm256_xor_si256((d), _mm256_and_si256((b), _mm256_xor_si256((c), (d))))
 #define V2G(b, c, d) _mm256_xor_si256((c), _mm256_and_si256((d), _mm256_xor_si256((b), (c))))
@@ -224,6 +259,10 @@ void pl_md5_lanes_blocks(int level, pl_md5_lanes *st, const uint8_t *base, const
     switch (level) {
 #if PL_MD5_X86
     case PL_MD5_AVX512:
+        if (__builtin_cpu_supports("avx512vl") && ((mask & 0xff00u) == 0 || (mask & 0x00ffu) == 0)) {
+            blocks_avx512_half(st, (mask & 0x00ffu) ? 0 : 1, base, offsets, mask, nblocks);
+            return;
+        }
         blocks_avx512(st, base, offsets, mask, nblocks);
         return;
     case PL_MD5_AVX2:

@@ -57,6 +57,25 @@ import Digests
         }
     }
 
+    /// Lanes in one half of the register only (a mirror's 8 streams take lanes 0-7): the
+    /// half-width kernel, in either half, with a few lanes or all eight.
+    @Test(arguments: levels)
+    func lanesInOneHalfMatchOpenSSL(level: Int32) {
+        var rng = SplitMix(seed: 8)
+        for round in 0..<12 {
+            let half = round % 2
+            let busy = round < 4 ? 8 : 1 + Int(rng.next() % 8)
+            let streams = (0..<16).map { i -> [UInt8] in
+                guard i / 8 == half, i % 8 < busy else { return [] }
+                return (0..<Int(rng.next() % 9000)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            }
+            let got = Self.lanesDigest(streams, level: level, seed: UInt64(round))
+            for i in 0..<16 where !streams[i].isEmpty {
+                #expect(got[i] == MD5.digest(streams[i]), "level \(level), round \(round), lane \(i), \(streams[i].count) bytes")
+            }
+        }
+    }
+
     @Test func knownVectorsInEveryLane() {
         let fox = Array("The quick brown fox jumps over the lazy dog".utf8)
         for level in Self.levels {
