@@ -363,10 +363,12 @@ package actor InventoryService: Service, Stage {
         }
         result.running = false
         result.checkedAt = Timestamp.string(clock.now())
-        verify.phase = .done
-        verify.result = result
+        // Kept and in the audit trail before anyone can see it done: `keep` suspends, and
+        // a caller that polls for the end and then reads the trail must find it there.
         await keep(result)
         recordVerify(result, .ok)
+        verify.phase = .done
+        verify.result = result
         logger.notice("verify done", metadata: [
             "checked": "\(result.checked)", "missing": "\(result.missing)", "wrongSize": "\(result.wrongSize)",
             "wrongETag": "\(result.wrongETag)", "unproven": "\(result.unproven)", "readBack": "\(result.readBack)",
@@ -382,10 +384,10 @@ package actor InventoryService: Service, Stage {
         result.running = false
         result.lastError = failure
         result.checkedAt = Timestamp.string(clock.now())
-        verify.phase = .failed
-        verify.result = result
         await keep(result)
         recordVerify(result, .failed)
+        verify.phase = .failed
+        verify.result = result
         logger.warning("verify failed: \(failure)")
         statusChanges.changed()
     }
